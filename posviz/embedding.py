@@ -1,0 +1,211 @@
+"""The table every analysis takes: a position-embedding matrix and where it came from."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["MAX_ELEMENTS", "Embedding", "LoadError", "as_table"]
+
+#: Largest table accepted (elements). 2**26 floats = 256 MiB as float32: far above any
+#: position table (GPT-2: 786k) and above a 50k-token vocabulary (38.6M), far below RAM.
+MAX_ELEMENTS = 2**26
+
+
+class LoadError(ValueError):
+    """A file or array that cannot be used as a position table; the message says what to do."""
+
+
+def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
+    """Check that `array` is a usable position table and return it as float32/float64.
+
+    Leading singleton axes are squeezed ((1, N, d) -> (N, d)). float64 and 32/64-bit integers
+    become float64 (exact); every other real dtype becomes float32.
+
+    Parameters
+    ----------
+    array : ndarray
+        Candidate table.
+    what : str
+        How to name the array in error messages (e.g. "tensor 'wpe.weight'").
+
+    Raises
+    ------
+    LoadError
+        If it is not numeric, complex, not 2-D after squeezing, smaller than 2 x 2, larger
+        than `MAX_ELEMENTS`, or holds NaN/Inf (the count and the first (row, column) are given).
+
+    Examples
+    --------
+    >>> as_table(np.ones((1, 3, 2), dtype=np.float16)).shape
+    (3, 2)
+    >>> as_table(np.array([1.0, 2.0]))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    posviz.embedding.LoadError: tensor is 1-D with shape (2,); a position table is 2-D ...
+    """
+    shape = tuple(int(s) for s in array.shape)
+    if array.dtype.kind == "c":
+        msg = f"{what} is complex ({array.dtype}); position tables are real-valued."
+        raise LoadError(msg)
+    if array.dtype.kind not in "fiub":
+        msg = f"{what} has non-numeric dtype {array.dtype}; expected floats or integers."
+        raise LoadError(msg)
+    while len(shape) > 2 and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) != 2:
+        msg = (
+            f"{what} is {len(shape)}-D with shape {tuple(array.shape)}; "
+            "a position table is 2-D (n_positions, d_model)."
+        )
+        raise LoadError(msg)
+    if shape[0] < 2 or shape[1] < 2:
+        msg = f"{what} has shape {shape}; a position table needs at least 2 rows and 2 columns."
+        raise LoadError(msg)
+    if shape[0] * shape[1] > MAX_ELEMENTS:
+        msg = (
+            f"{what} has shape {shape} ({shape[0] * shape[1]:,} values), above the limit of "
+            f"{MAX_ELEMENTS:,}; pick a smaller tensor or a row range."
+        )
+        raise LoadError(msg)
+    exact64 = array.dtype == np.float64 or (array.dtype.kind in "iu" and array.dtype.itemsize >= 4)
+    table = np.asarray(array.reshape(shape), dtype=np.float64 if exact64 else np.float32)
+    finite = np.isfinite(table)
+    if not finite.all():
+        bad = np.argwhere(~finite)
+        row, col = (int(v) for v in bad[0])
+        msg = (
+            f"{what} holds {len(bad):,} NaN/Inf values (first at row {row}, column {col}); "
+            "fix or drop those rows before loading."
+        )
+        raise LoadError(msg)
+    return table
+
+
+@dataclass(frozen=True, eq=False)
+class Embedding:
+    """A position-embedding table ready for analysis.
+
+    Build it with :meth:`from_array`, which checks the array and computes `sha256`.
+
+    Attributes
+    ----------
+    values : ndarray of shape (n_positions, d_model)
+        float32 or float64, read-only: the rows being analysed.
+    name : str
+        Tensor name in its source (e.g. ``"transformer.wpe.weight"``).
+    source : str
+        File name, or the simulator call that made the table.
+    dtype : str
+        dtype as stored in the source (e.g. ``"BF16"``), before any upcast.
+    row_start : int
+        Row of the source tensor that ``values[0]`` is: rows before it were trimmed as
+        prefix (class / distillation tokens) or reserved (RoBERTa's offset of 2) rows.
+    n_source_rows : int
+        Rows of the source tensor.
+    prefix : ndarray of shape (row_start, d_model)
+        The trimmed leading rows, kept so a resampled table can be written back with them.
+    grid : tuple of (int, int) or None
+        (height, width) when the rows are a row-major 2-D patch grid (ViT), else None.
+    sha256 : str
+        Hex digest of the values' dtype, shape and bytes: the key of every cache.
+    """
+
+    values: np.ndarray
+    name: str
+    source: str
+    dtype: str
+    row_start: int
+    n_source_rows: int
+    prefix: np.ndarray
+    grid: tuple[int, int] | None
+    sha256: str = field(repr=False)
+
+    @classmethod
+    def from_array(
+        cls,
+        array: np.ndarray,
+        *,
+        name: str,
+        source: str,
+        dtype: str | None = None,
+        row_start: int = 0,
+        row_stop: int | None = None,
+        grid: tuple[int, int] | None = None,
+    ) -> Embedding:
+        """Check `array`, keep rows ``[row_start, row_stop)`` and wrap them.
+
+        Raises
+        ------
+        LoadError
+            If the array is not a usable table (see :func:`as_table`), the row range is
+            empty or out of bounds, or `grid` does not match the number of kept rows.
+
+        Examples
+        --------
+        >>> e = Embedding.from_array(np.eye(4), name="t", source="s", row_start=1)
+        >>> e.shape, e.row_start, e.prefix.shape, e.describe_rows()
+        ((3, 4), 1, (1, 4), 'rows 1-3 of 4 (1 leading row trimmed)')
+        """
+        full = as_table(array, what=f"tensor '{name}'")
+        n = full.shape[0]
+        stop = n if row_stop is None else row_stop
+        if not 0 <= row_start < stop <= n or stop - row_start < 2:
+            msg = (
+                f"Row range {row_start}:{stop} does not fit tensor '{name}' with {n} rows; "
+                "keep at least 2 rows inside 0..n."
+            )
+            raise LoadError(msg)
+        values = np.ascontiguousarray(full[row_start:stop])
+        values.flags.writeable = False
+        if grid is not None and grid[0] * grid[1] != values.shape[0]:
+            msg = f"Grid {grid[0]} x {grid[1]} does not match the {values.shape[0]} kept rows."
+            raise LoadError(msg)
+        prefix = np.array(full[:row_start])
+        prefix.flags.writeable = False
+        digest = hashlib.sha256(f"{values.dtype.str}{values.shape}".encode())
+        digest.update(memoryview(values).cast("B"))
+        return cls(
+            values=values,
+            name=name,
+            source=source,
+            dtype=dtype or str(np.asarray(array).dtype),
+            row_start=row_start,
+            n_source_rows=n,
+            prefix=prefix,
+            grid=grid,
+            sha256=digest.hexdigest(),
+        )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(n_positions, d_model) of the analysed rows."""
+        return tuple(self.values.shape)
+
+    def describe_rows(self) -> str:
+        """Which rows of the source are analysed, in words, for titles and exports."""
+        n, stop = self.n_source_rows, self.row_start + self.shape[0]
+        text = f"rows {self.row_start}-{stop - 1} of {n}"
+        trimmed = []
+        if self.row_start:
+            trimmed.append(f"{self.row_start} leading row{'s' * (self.row_start > 1)}")
+        if stop < n:
+            trimmed.append(f"{n - stop} trailing row{'s' * (n - stop > 1)}")
+        if trimmed:
+            text += f" ({' and '.join(trimmed)} trimmed)"
+        return text
+
+    def settings(self) -> dict[str, object]:
+        """The facts about this table that every export must carry."""
+        return {
+            "tensor": self.name,
+            "source": self.source,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "rows": self.describe_rows(),
+            "row_start": self.row_start,
+            "grid": list(self.grid) if self.grid else None,
+            "sha256": self.sha256,
+        }

@@ -1,0 +1,70 @@
+"""What an export carries: the numbers plus every setting that changed them."""
+
+from __future__ import annotations
+
+import html
+import json
+from io import StringIO
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from posviz import __version__
+from posviz.embedding import Embedding
+
+__all__ = ["export_settings", "figure_html", "from_csv", "to_csv", "to_json"]
+
+
+def export_settings(table: Embedding, **options: Any) -> dict[str, Any]:
+    """The header of every export: posviz version, the table's provenance and the options used.
+
+    Examples
+    --------
+    >>> t = Embedding.from_array(np.eye(3), name="wpe", source="gpt2.safetensors")
+    >>> s = export_settings(t, centered=True)
+    >>> s["tensor"], s["rows"], s["centered"]
+    ('wpe', 'rows 0-2 of 3', True)
+    """
+    return {"posviz_version": __version__, **table.settings(), **options}
+
+
+def to_csv(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
+    """CSV with the settings as leading ``# key: value`` lines (pandas reads it with comment="#").
+
+    Examples
+    --------
+    >>> print(to_csv(pd.DataFrame({"k": [1, 2]}), {"centered": True}), end="")
+    # centered: true
+    k
+    1
+    2
+    """
+    header = "".join(f"# {key}: {json.dumps(value)}\n" for key, value in settings.items())
+    return header + frame.to_csv(index=False, lineterminator="\n", float_format="%.17g")
+
+
+def from_csv(text: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read back what :func:`to_csv` wrote: the frame and its settings."""
+    lines = text.splitlines()
+    settings = {}
+    for line in lines:
+        if not line.startswith("# "):
+            break
+        key, _, value = line[2:].partition(": ")
+        settings[key] = json.loads(value)
+    return pd.read_csv(StringIO(text), comment="#"), settings
+
+
+def to_json(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
+    """JSON ``{"settings": {...}, "columns": {name: [values]}}``, floats at full precision."""
+    columns = {name: np.asarray(frame[name]).tolist() for name in frame.columns}
+    return json.dumps({"settings": settings, "columns": columns}, indent=1)
+
+
+def figure_html(fig: go.Figure, settings: dict[str, Any]) -> str:
+    """A standalone HTML page of `fig` (plotly.js inlined: opens offline) listing `settings`."""
+    page = fig.to_html(full_html=True, include_plotlyjs=True)
+    listing = html.escape(json.dumps(settings, indent=1))
+    return page.replace("<body>", f'<body>\n<pre id="posviz-settings">{listing}</pre>', 1)

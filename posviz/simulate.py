@@ -1,0 +1,150 @@
+"""Simulated position tables with known structure: sinusoidal, learned-like, Gaussian, 2-D grid."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from posviz.embedding import Embedding
+
+__all__ = ["GENERATORS", "gaussian", "learned_like", "sinusoidal", "sinusoidal_table", "vit_grid"]
+
+
+def sinusoidal_table(n_positions: int, d_model: int, *, base: float = 10000.0) -> np.ndarray:
+    """The fixed encoding of Vaswani et al. (2017), float64.
+
+    ``PE[p, 2i] = sin(p / base**(2i/d))`` and ``PE[p, 2i+1] = cos(p / base**(2i/d))``. For
+    even `d_model` every row has norm ``sqrt(d_model / 2)`` and ``<PE[p], PE[p+k]>`` depends
+    on the offset k only.
+
+    Returns
+    -------
+    ndarray of shape (n_positions, d_model)
+
+    Examples
+    --------
+    >>> pe = sinusoidal_table(4, 6)
+    >>> bool(np.allclose(np.linalg.norm(pe, axis=1), np.sqrt(3)))
+    True
+    """
+    freqs = base ** (-np.arange(0, d_model, 2) / d_model)
+    angles = np.arange(n_positions)[:, None] * freqs[None, :]
+    table = np.empty((n_positions, d_model))
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    return table
+
+
+def sinusoidal(n_positions: int = 512, d_model: int = 768, *, base: float = 10000.0) -> Embedding:
+    """A sinusoidal table (see :func:`sinusoidal_table`) as an :class:`Embedding`."""
+    return Embedding.from_array(
+        sinusoidal_table(n_positions, d_model, base=base),
+        name="sinusoidal",
+        source=f"simulated: sinusoidal(n={n_positions}, d={d_model}, base={base:g})",
+    )
+
+
+def learned_like(
+    n_positions: int = 512,
+    d_model: int = 768,
+    *,
+    n_frequencies: int = 24,
+    noise: float = 0.1,
+    boundary: float = 4.0,
+    seed: int = 0,
+) -> Embedding:
+    """A table shaped like a trained one: smooth low-rank waves, noise, and odd end rows.
+
+    Component ``f = 1..n_frequencies`` is a cosine and a sine of ``f/2`` cycles over the table
+    length with amplitude ``1/f`` along random directions, so principal components over
+    position are low-frequency sinusoids (GPT-2's helix). I.i.d. Gaussian noise of standard
+    deviation `noise` per entry is added. Rows 0 and ``n_positions - 1`` get an extra random
+    vector of norm `boundary` times the median row norm: the boundary effect of trained tables.
+
+    Examples
+    --------
+    >>> learned_like(64, 16, seed=1).shape
+    (64, 16)
+    """
+    rng = np.random.default_rng(seed)
+    p = np.arange(n_positions)[:, None] / n_positions
+    f = np.arange(1, n_frequencies + 1)[None, :]
+    waves = np.concatenate([np.cos(np.pi * f * p), np.sin(np.pi * f * p)], axis=1)
+    amplitude = np.tile(1.0 / f[0], 2)
+    directions = rng.standard_normal((2 * n_frequencies, d_model)) / np.sqrt(d_model)
+    table = (waves * amplitude) @ directions
+    table += noise * rng.standard_normal(table.shape) / np.sqrt(d_model)
+    scale = boundary * float(np.median(np.linalg.norm(table, axis=1)))
+    for row in (0, n_positions - 1):
+        kick = rng.standard_normal(d_model)
+        table[row] += scale * kick / np.linalg.norm(kick)
+    return Embedding.from_array(
+        table.astype(np.float32),
+        name="learned_like",
+        source=(
+            f"simulated: learned_like(n={n_positions}, d={d_model}, n_frequencies={n_frequencies}"
+            f", noise={noise:g}, boundary={boundary:g}, seed={seed})"
+        ),
+    )
+
+
+def gaussian(n_positions: int = 512, d_model: int = 768, *, seed: int = 0) -> Embedding:
+    """I.i.d. standard Gaussian rows: the no-position-information baseline."""
+    rng = np.random.default_rng(seed)
+    return Embedding.from_array(
+        rng.standard_normal((n_positions, d_model)).astype(np.float32),
+        name="gaussian",
+        source=f"simulated: gaussian(n={n_positions}, d={d_model}, seed={seed})",
+    )
+
+
+def vit_grid(
+    height: int = 14,
+    width: int = 14,
+    d_model: int = 768,
+    *,
+    base: float = 10000.0,
+    prefix_tokens: int = 1,
+    seed: int = 0,
+) -> Embedding:
+    """A ViT-like table: `prefix_tokens` class rows, then a 2-D sinusoidal patch grid.
+
+    As in MAE's ``get_2d_sincos_pos_embed``: the first half of the dimensions encode the patch
+    row with a 1-D sinusoidal table of width ``d_model / 2``, the second half the column. The
+    prefix rows are small random vectors (seeded), as learned class tokens are. The returned
+    table keeps the prefix rows in the source and analyses the grid rows
+    (``row_start = prefix_tokens``, ``grid = (height, width)``).
+
+    Examples
+    --------
+    >>> e = vit_grid(4, 5, 16)
+    >>> e.shape, e.grid, e.n_source_rows
+    ((20, 16), (4, 5), 21)
+    """
+    if d_model % 4:
+        msg = f"d_model must be a multiple of 4 for a 2-D sinusoidal grid, got {d_model}."
+        raise ValueError(msg)
+    half = d_model // 2
+    rows = sinusoidal_table(height, half, base=base)
+    cols = sinusoidal_table(width, half, base=base)
+    grid = np.concatenate([np.repeat(rows, width, axis=0), np.tile(cols, (height, 1))], axis=1)
+    rng = np.random.default_rng(seed)
+    prefix = 0.02 * rng.standard_normal((prefix_tokens, d_model))
+    return Embedding.from_array(
+        np.concatenate([prefix, grid]),
+        name="pos_embed",
+        source=(
+            f"simulated: vit_grid({height}x{width}, d={d_model}, base={base:g}, "
+            f"prefix_tokens={prefix_tokens}, seed={seed})"
+        ),
+        row_start=prefix_tokens,
+        grid=(height, width),
+    )
+
+
+#: Generators by the name the app shows.
+GENERATORS = {
+    "sinusoidal": sinusoidal,
+    "learned-like": learned_like,
+    "gaussian": gaussian,
+    "2-D grid (ViT)": vit_grid,
+}

@@ -1,0 +1,174 @@
+"""How low-rank is a table: singular values, explained variance, effective ranks, noise edge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+__all__ = ["THRESHOLDS", "Spectrum", "gram", "spectrum"]
+
+#: Explained-variance levels at which the number of components is reported.
+THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
+#: Singular values below this share of sigma_1 are refined (see `spectrum`).
+_SPLIT = 1e-4
+
+
+def gram(values: np.ndarray, *, center: bool) -> np.ndarray:
+    """The float64 Gram matrix on the smaller side of the (optionally column-centred) table.
+
+    ``X.T @ X`` for tall tables, ``X @ X.T`` for wide ones; both have the squared singular
+    values of X as eigenvalues. Built in float64 always: a float32 Gram loses ~1% at 3e-4 of
+    the largest value.
+    """
+    x = np.array(values, dtype=np.float64)
+    if center:
+        x -= x.mean(axis=0)
+    return x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """Singular-value spectrum of a position table and the numbers derived from it.
+
+    Attributes
+    ----------
+    singular_values : ndarray of shape (min(n_positions, d_model),)
+        Descending, >= 0. Values below `floor` are rounding noise of the method.
+    centered : bool
+        Whether rows were mean-centred first (column means removed: PCA).
+    shape : tuple of (int, int)
+        (n_positions, d_model) of the table.
+    floor : float
+        Resolution limit: singular values below it cannot be told from 0 by the method
+        (the rounding level of the last Gram matrix formed, see :func:`spectrum`).
+    """
+
+    singular_values: np.ndarray
+    centered: bool
+    shape: tuple[int, int]
+    floor: float
+
+    @property
+    def eigenvalues(self) -> np.ndarray:
+        """ndarray of shape (r,): squared singular values (variance along each component)."""
+        return self.singular_values**2
+
+    @property
+    def explained_variance(self) -> np.ndarray:
+        """ndarray of shape (r,): each component's share of the total variance."""
+        lam = self.eigenvalues
+        return lam / lam.sum()
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        """ndarray of shape (r,): share of the variance in the first k components, k = 1..r."""
+        return np.cumsum(self.explained_variance)
+
+    @property
+    def reconstruction_error(self) -> np.ndarray:
+        """ndarray of shape (r + 1,): ``||X - X_k||_F / ||X||_F`` for rank k = 0..r.
+
+        Summed from the tail rather than as ``1 - cumulative`` so small errors keep their digits.
+        """
+        lam = self.eigenvalues
+        tail = np.concatenate([np.cumsum(lam[::-1])[::-1], [0.0]])
+        return np.sqrt(tail / lam.sum())
+
+    def k_at(self, threshold: float) -> int:
+        """Fewest components that explain at least `threshold` of the variance."""
+        return int(np.searchsorted(self.cumulative, threshold * (1 - 1e-12)) + 1)
+
+    @property
+    def effective_rank(self) -> float:
+        """Roy & Vetterli (2007): exp of the entropy of the singular values normalised to sum 1."""
+        p = self.singular_values / self.singular_values.sum()
+        p = p[p > 0]
+        return float(np.exp(-np.sum(p * np.log(p))))
+
+    @property
+    def stable_rank(self) -> float:
+        """``sum sigma_i^2 / sigma_1^2``: squared Frobenius over squared spectral norm."""
+        lam = self.eigenvalues
+        return float(lam.sum() / lam[0])
+
+    @property
+    def participation_ratio(self) -> float:
+        """``(sum lambda)^2 / sum lambda^2`` with ``lambda = sigma^2``."""
+        lam = self.eigenvalues
+        return float(lam.sum() ** 2 / np.sum(lam**2))
+
+    @property
+    def noise_edge(self) -> float:
+        """Marchenko-Pastur top edge for a Gaussian matrix of the same shape and total variance.
+
+        For i.i.d. entries of variance ``s^2`` in an ``m x d`` matrix the largest singular
+        value tends to ``s (sqrt(m) + sqrt(d))``; ``s^2`` is the table's variance per entry and
+        ``m = n - 1`` when centred (centring removes one degree of freedom per column).
+        """
+        n, d = self.shape
+        m = n - 1 if self.centered else n
+        s2 = self.eigenvalues.sum() / (m * d)
+        return float(np.sqrt(s2) * (np.sqrt(m) + np.sqrt(d)))
+
+    @property
+    def n_above_noise(self) -> int:
+        """Components whose singular value exceeds :attr:`noise_edge`."""
+        return int(np.count_nonzero(self.singular_values > self.noise_edge))
+
+    def metrics(self) -> dict[str, float | int]:
+        """The headline numbers, by the names the CLI and exports use."""
+        out: dict[str, float | int] = {f"k{round(t * 100)}": self.k_at(t) for t in THRESHOLDS}
+        out |= {
+            "effective_rank": self.effective_rank,
+            "stable_rank": self.stable_rank,
+            "participation_ratio": self.participation_ratio,
+            "n_above_noise": self.n_above_noise,
+        }
+        return out
+
+
+def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
+    """Singular values of a position table.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_positions, d_model)
+    center : bool
+        Subtract the mean row first (PCA). Stated wherever the result is shown.
+
+    Notes
+    -----
+    Eigenvalues of the float64 Gram matrix on the smaller side (``eigvalsh``): 5-15x faster
+    than a values-only SVD at the sizes users bring (GPT-2's 1024 x 768: 45 ms vs 240 ms) and
+    exact to ~1e-15 of ``sigma_1**2`` -- but that absolute error would cost a value at 1e-6 of
+    sigma_1 three digits. So the values below ``1e-4 sigma_1`` are computed again, from the
+    table itself restricted to their eigenvectors (Rayleigh-Ritz on ``X @ V_small``, whose own
+    Gram spans only a few decades): relative error below 1e-9 down to 1e-6 of sigma_1, at the
+    cost of one more product with the table, paid only by tables that have such values.
+
+    Examples
+    --------
+    >>> s = spectrum(np.diag([3.0, 4.0]), center=False)
+    >>> s.singular_values.tolist(), s.stable_rank
+    ([4.0, 3.0], 1.5625)
+    """
+    x = np.array(values, dtype=np.float64)
+    if center:
+        x -= x.mean(axis=0)
+    if x.shape[0] < x.shape[1]:
+        x = x.T  # the Gram matrix on the smaller side; the singular values are the same
+    g = x.T @ x
+    lam = np.linalg.eigvalsh(g)[::-1]
+    eps = np.finfo(np.float64).eps
+    n_small = int(np.count_nonzero(lam < _SPLIT**2 * lam[0]))
+    if n_small:
+        _, small_vectors = scipy.linalg.eigh(g, subset_by_index=(0, n_small - 1))
+        part = x @ small_vectors
+        lam[-n_small:] = np.linalg.eigvalsh(part.T @ part)[::-1]
+    sigma = np.sqrt(np.clip(lam, 0.0, None))
+    # Rounding level of the last Gram matrix formed: below it a value cannot be told from 0.
+    top = sigma[0] * (_SPLIT if n_small else 1.0)
+    floor = float(top * np.sqrt(x.shape[1] * eps))
+    return Spectrum(singular_values=sigma, centered=center, shape=tuple(values.shape), floor=floor)

@@ -1,0 +1,1 @@
+"""The only part of posviz that imports Streamlit: session state, cached core calls, widgets."""

@@ -1,0 +1,187 @@
+"""Widgets every page shares: the table loader, the centring toggle, figures and numbers with
+their export buttons, and the captions that state what was analysed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from posviz import export, io, simulate
+from posviz.embedding import Embedding, LoadError
+from posviz.ui import state
+
+
+def center_toggle() -> bool:
+    """The centring choice, shared by every page that offers it and kept across page switches."""
+    return st.toggle(
+        "Mean-centre rows",
+        value=True,
+        key="posviz.center",
+        persist_state="session",
+        help="Subtract the mean row (the average position vector) before analysing: PCA. "
+        "Without it the first component is mostly the mean row.",
+    )
+
+
+def table_caption(table: Embedding) -> None:
+    """State which table and which rows the results below are about."""
+    st.caption(
+        f"**{table.name}** {table.shape[0]} x {table.shape[1]} · {table.describe_rows()} · "
+        f"{table.source}"
+    )
+
+
+def sidebar_card() -> None:
+    """The current matrix in the sidebar: name, shape, dtype, source."""
+    table = state.current()
+    with st.sidebar.container(border=True):
+        st.markdown(f"**Current table** `{table.name}`")
+        st.markdown(
+            f"{table.shape[0]:,} positions x {table.shape[1]:,} dims · stored as "
+            f"{table.dtype}  \n{table.describe_rows()}"
+        )
+        st.caption(table.source)
+
+
+def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
+    """Draw `fig` full width with a download of it as standalone HTML (opens offline)."""
+    st.plotly_chart(fig, width="stretch", key=f"chart.{name}")
+    html = export.figure_html(fig, settings)
+    st.download_button(
+        "Download figure (HTML)",
+        data=lambda: html,
+        file_name=f"{name}.html",
+        mime="text/html",
+        key=f"download.{name}.html",
+        icon=":material/download:",
+    )
+
+
+def show_numbers(frame: pd.DataFrame, *, name: str, settings: dict[str, Any]) -> None:
+    """Show a table of numbers with CSV and JSON downloads that carry `settings`."""
+    st.dataframe(frame, hide_index=True, width="stretch")
+    left, right = st.columns(2)
+    left.download_button(
+        "CSV",
+        data=lambda: export.to_csv(frame, settings),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"download.{name}.csv",
+        icon=":material/download:",
+    )
+    right.download_button(
+        "JSON",
+        data=lambda: export.to_json(frame, settings),
+        file_name=f"{name}.json",
+        mime="application/json",
+        key=f"download.{name}.json",
+        icon=":material/download:",
+    )
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+def table_loader(slot: str = state.PRIMARY) -> None:
+    """Load a table into `slot` by simulation or upload; a refusal keeps the table there."""
+    simulate_tab, upload_tab = st.tabs(["Simulate", "Upload a file"])
+    with simulate_tab:
+        _simulate_form(slot)
+    with upload_tab:
+        _upload(slot)
+
+
+def _simulate_form(slot: str) -> None:
+    kind = st.selectbox("Generator", list(simulate.GENERATORS), key=f"{slot}.kind")
+    with st.form(f"{slot}.simulate"):
+        left, right = st.columns(2)
+        options: dict[str, Any] = {}
+        if kind == "2-D grid (ViT)":
+            options["height"] = left.number_input("Grid height", 1, 256, 14)
+            options["width"] = right.number_input("Grid width", 1, 256, 14)
+            options["prefix_tokens"] = left.number_input("Prefix (class) tokens", 0, 8, 1)
+        else:
+            options["n_positions"] = left.number_input("Positions", 2, 65536, 1024)
+        options["d_model"] = right.number_input("Dimensions", 4, 8192, 768, step=4)
+        if kind in ("sinusoidal", "2-D grid (ViT)"):
+            options["base"] = left.number_input("Base", 2.0, 1e7, 10000.0, format="%g")
+        if kind == "learned-like":
+            options["n_frequencies"] = left.number_input("Waves", 1, 256, 24)
+            options["noise"] = right.number_input("Noise", 0.0, 10.0, 0.1, format="%g")
+            options["boundary"] = left.number_input("Boundary kick", 0.0, 100.0, 4.0)
+        if kind != "sinusoidal":
+            options["seed"] = right.number_input("Seed", 0, 2**31 - 1, 0)
+        if st.form_submit_button("Simulate", type="primary"):
+            try:
+                state.set_table(simulate.GENERATORS[kind](**options), slot)
+            except (LoadError, ValueError) as error:
+                st.error(str(error))
+            else:
+                st.success(f"Simulated {kind}.")
+
+
+def _upload(slot: str) -> None:
+    upload = st.file_uploader(
+        "A position table or checkpoint",
+        key=f"{slot}.upload",
+        help="safetensors, npy, npz, csv/tsv/txt. Pickle-based files (.pt, .bin, .ckpt) are "
+        "refused: convert them to safetensors first.",
+    )
+    if upload is None:
+        return
+    data = upload.getvalue()
+    try:
+        infos = io.list_tensors(data, upload.name)
+    except LoadError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    usable = [info for info in infos if info.table_shape is not None]
+    if not usable:
+        st.error(f"{upload.name} holds no 2-D tensor of at least 2 x 2; nothing to analyse.")
+        return
+    st.dataframe(
+        pd.DataFrame([{"tensor": i.name, "shape": str(i.shape), "dtype": i.dtype} for i in infos]),
+        hide_index=True,
+    )
+    names = [info.name for info in usable]
+    detected = io.detect_position_tensor(infos)
+    name = st.selectbox(
+        "Tensor",
+        names,
+        index=names.index(detected) if detected in names else 0,
+        key=f"{slot}.tensor",
+        help="Auto-detected by name and shape; pick any other 2-D tensor.",
+    )
+    info = usable[names.index(name)]
+    trim = io.suggest_trim(info.name, info.shape)
+    if trim.reason:
+        st.info(trim.reason, icon=":material/content_cut:")
+    n_rows = info.table_shape[0]
+    with st.form(f"{slot}.rows"):
+        left, right, grid = st.columns(3)
+        start = left.number_input("First row", 0, n_rows - 2, trim.row_start)
+        stop = right.number_input("Stop row (exclusive)", 2, n_rows, n_rows)
+        as_grid = grid.checkbox(
+            f"2-D grid {trim.grid[0]} x {trim.grid[1]}" if trim.grid else "2-D grid",
+            value=trim.grid is not None,
+            disabled=trim.grid is None,
+        )
+        if not st.form_submit_button("Load", type="primary"):
+            return
+    try:
+        table = io.load(
+            data,
+            upload.name,
+            tensor=name,
+            row_start=int(start),
+            row_stop=int(stop),
+            grid=trim.grid if as_grid and (start, stop) == (trim.row_start, n_rows) else None,
+        )
+    except LoadError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    state.set_table(table, slot)
+    st.success(f"Loaded {table.name} ({table.describe_rows()}).")

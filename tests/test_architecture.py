@@ -1,0 +1,37 @@
+"""House rule: the core never imports Streamlit; only posviz/ui (and app/pages) do."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_no_core_module_imports_streamlit():
+    offenders = []
+    for path in (ROOT / "posviz").rglob("*.py"):
+        if "ui" in path.relative_to(ROOT / "posviz").parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(name.split(".")[0] == "streamlit" for name in names):
+                offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
+
+
+def test_core_imports_without_streamlit_installed():
+    # Block the import outright so a transitive import fails too.
+    code = (
+        "import sys, importlib, pkgutil; sys.modules['streamlit'] = None; import posviz; "
+        "[importlib.import_module(m.name) "
+        "for m in pkgutil.walk_packages(posviz.__path__, 'posviz.') "
+        "if not m.name.startswith('posviz.ui')]"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

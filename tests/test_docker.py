@@ -1,0 +1,95 @@
+"""The Dockerfile without a Docker engine: lint it, check its structure, run its commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def instruction(name: str) -> list[str]:
+    """Arguments of every `name` instruction, with line continuations joined."""
+    text = DOCKERFILE.replace("\\\n", " ")
+    return [line.split(None, 1)[1] for line in text.splitlines() if line.startswith(name + " ")]
+
+
+def exec_form(name: str) -> list[str]:
+    (args,) = instruction(name)
+    if name == "HEALTHCHECK":
+        args = args.split(" CMD ", 1)[1]
+    return json.loads(args)
+
+
+def test_hadolint_is_clean_at_warning_level():
+    hadolint = shutil.which("hadolint")
+    if hadolint is None:
+        pytest.fail("hadolint not installed: pip install -r requirements-dev.txt")
+    subprocess.run([hadolint, "--failure-threshold", "warning", "Dockerfile"], cwd=ROOT, check=True)
+
+
+def test_structure():
+    assert instruction("FROM") == ["python:3.11.7-slim-bookworm"]
+    (user,) = instruction("USER")
+    assert user.isdigit()
+    assert int(user) >= 10000
+    assert instruction("EXPOSE") == ["8501"]
+    assert "PYTHONDONTWRITEBYTECODE=1" in " ".join(instruction("ENV"))
+    copies = instruction("COPY")
+    assert copies[0].startswith("requirements.txt"), "requirements layer first, cached"
+    assert DOCKERFILE.index("pip install") < DOCKERFILE.index("COPY posviz/")
+    assert DOCKERFILE.index("USER") > DOCKERFILE.index("COPY posviz/"), "code owned by root"
+    assert "curl" not in DOCKERFILE
+    assert "wget" not in DOCKERFILE
+    entry = exec_form("ENTRYPOINT")
+    assert entry[:3] == ["streamlit", "run", "app.py"]
+    assert "--server.address=0.0.0.0" in entry
+
+
+def test_dockerignore_keeps_tests_and_git_out():
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    ignore = [line for line in lines if line and not line.startswith("#")]
+    assert ignore[0] == "*"
+    assert "!tests/" not in ignore
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_entrypoint_serves_and_healthcheck_passes():
+    """Run the exact ENTRYPOINT argv from the repo root, then the exact HEALTHCHECK argv."""
+    if not _port_free(8501):
+        pytest.fail("port 8501 is taken; stop whatever listens there (the test uses the exact CMD)")
+    env = os.environ | {"HOME": "/tmp"}
+    server = subprocess.Popen(
+        exec_form("ENTRYPOINT"),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        check = exec_form("HEALTHCHECK")
+        deadline = time.monotonic() + 60
+        while True:
+            result = subprocess.run(check, capture_output=True, check=False)
+            if result.returncode == 0:
+                break
+            assert server.poll() is None, "the ENTRYPOINT exited"
+            assert time.monotonic() < deadline, result.stderr.decode()[-500:]
+            time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    # And the check fails once the server is gone (it can tell).
+    assert subprocess.run(exec_form("HEALTHCHECK"), capture_output=True, check=False).returncode

@@ -1,0 +1,83 @@
+"""Table checks and provenance of Embedding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from posviz.embedding import MAX_ELEMENTS, Embedding, LoadError, as_table
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (np.arange(4.0), "1-D"),
+        (np.zeros((2, 3, 4)), "3-D"),
+        (np.zeros((1, 5)), "at least 2 rows"),
+        (np.zeros((5, 1)), "at least 2 rows"),
+        (np.array([["a", "b"], ["c", "d"]]), "non-numeric"),
+        (np.zeros((3, 3), dtype=complex), "complex"),
+    ],
+)
+def test_refusals_say_what_is_wrong(array, message):
+    with pytest.raises(LoadError, match=message):
+        as_table(array)
+
+
+def test_nan_refusal_gives_count_and_first_cell():
+    x = np.zeros((4, 3))
+    x[2, 1] = np.nan
+    x[3, 0] = np.inf
+    with pytest.raises(LoadError, match=r"2 NaN/Inf values \(first at row 2, column 1\)"):
+        as_table(x)
+
+
+def test_size_is_checked_before_conversion():
+    # A zero-stride view: 512 MiB if it were ever converted, a few bytes as it is.
+    huge = np.broadcast_to(np.float32(0), (MAX_ELEMENTS // 2 + 1, 2))
+    with pytest.raises(LoadError, match="above the limit"):
+        as_table(huge)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [
+        (np.float16, np.float32),
+        (np.float32, np.float32),
+        (np.float64, np.float64),
+        (np.int8, np.float32),
+        (np.int64, np.float64),
+    ],
+)
+def test_dtypes_are_upcast_exactly(dtype, expected):
+    assert as_table(np.ones((2, 2), dtype=dtype)).dtype == expected
+
+
+def test_leading_singletons_are_squeezed():
+    assert as_table(np.zeros((1, 1, 3, 2))).shape == (3, 2)
+
+
+def test_row_range_prefix_and_digest():
+    x = np.arange(20.0).reshape(5, 4)
+    e = Embedding.from_array(x, name="t", source="s", row_start=2, row_stop=4)
+    np.testing.assert_array_equal(e.values, x[2:4])
+    np.testing.assert_array_equal(e.prefix, x[:2])
+    assert e.describe_rows() == "rows 2-3 of 5 (2 leading rows and 1 trailing row trimmed)"
+    assert not e.values.flags.writeable
+    same = Embedding.from_array(x[2:4], name="other", source="elsewhere")
+    assert same.sha256 == e.sha256  # content, not provenance, keys the caches
+    changed = x[2:4].copy()
+    changed[0, 0] += 1e-12
+    assert Embedding.from_array(changed, name="t", source="s").sha256 != e.sha256
+
+
+@pytest.mark.parametrize(("start", "stop"), [(4, 5), (3, 3), (-1, 4), (0, 9)])
+def test_bad_row_ranges(start, stop):
+    with pytest.raises(LoadError, match="Row range"):
+        Embedding.from_array(np.zeros((5, 4)), name="t", source="s", row_start=start, row_stop=stop)
+
+
+def test_grid_must_match_rows():
+    with pytest.raises(LoadError, match="Grid 3 x 4"):
+        Embedding.from_array(np.zeros((10, 4)), name="t", source="s", row_start=1, grid=(3, 4))
+    assert Embedding.from_array(np.zeros((10, 4)), name="t", source="s", grid=(2, 5)).grid == (2, 5)

@@ -1,0 +1,102 @@
+"""Every page runs without an exception; the upload -> switch page -> chart flow works."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from posviz import simulate
+from posviz.spectrum import spectrum
+
+ROOT = Path(__file__).parents[1]
+PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def decode(values: dict | list) -> np.ndarray:
+    """A trace's array as plotly sent it: a typed base64 buffer or a plain list."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_runs_on_the_default_table(page):
+    at = AppTest.from_file(str(ROOT / page), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_runs_on_a_2d_grid_table(page):
+    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
+    at.session_state["posviz.table"] = simulate.vit_grid(6, 6, 32)
+    at.run()
+    assert not at.exception, at.exception
+
+
+def test_app_opens_on_the_spectrum_of_a_simulated_table():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception
+    assert at.title[0].value == "Spectrum"
+    default = at.session_state["posviz.table"]
+    assert default.source.startswith("simulated: learned_like")
+    shown = figures(at)
+    assert shown[0]["layout"]["title"]["text"] == "Singular values (rows mean-centred)"
+    drawn = decode(shown[0]["data"][0]["y"])
+    expected = spectrum(default.values).singular_values
+    np.testing.assert_allclose(drawn, expected[: len(drawn)], rtol=1e-6)
+    assert any("learned_like" in md.value for md in at.sidebar.markdown)
+
+
+def test_upload_then_switch_page_shows_the_uploaded_table():
+    table = simulate.sinusoidal_table(512, 768).astype(np.float32)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    at.tabs[1]  # the upload tab exists
+    at.file_uploader(key="posviz.table.upload").set_value(
+        ("sinusoid.npy", npy_bytes(table), "application/octet-stream")
+    ).run()
+    assert not at.exception
+    at.button[-1].click().run()  # "Load"
+    assert not at.exception, at.exception
+    loaded = at.session_state["posviz.table"]
+    assert loaded.shape == (512, 768)
+    assert loaded.source == "sinusoid.npy"
+    at.switch_page("pages/spectrum.py").run()
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["effective rank"] == "120.96"
+    assert shown["stable rank"] == "6.80"
+    assert shown["participation ratio"] == "24.12"
+    at.toggle(key="posviz.center").set_value(False).run()
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["effective rank"] == "108.98"
+    assert figures(at)[0]["layout"]["title"]["text"] == "Singular values (uncentred)"
+
+
+def test_a_refused_upload_keeps_the_loaded_table():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    before = at.session_state["posviz.table"].sha256
+    at.switch_page("pages/data.py").run()
+    at.file_uploader(key="posviz.table.upload").set_value(
+        ("model.pt", b"\x80\x04\x95 not really a pickle", "application/octet-stream")
+    ).run()
+    assert not at.exception
+    assert any("pickle" in e.value.lower() for e in at.error)
+    assert at.session_state["posviz.table"].sha256 == before

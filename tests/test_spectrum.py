@@ -1,0 +1,87 @@
+"""Spectrum numbers against the issue's oracles and an independent SVD."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from posviz.simulate import gaussian, sinusoidal_table
+from posviz.spectrum import THRESHOLDS, spectrum
+
+
+@pytest.fixture(scope="module")
+def sinusoid() -> np.ndarray:
+    return sinusoidal_table(512, 768)
+
+
+@pytest.mark.parametrize(
+    ("center", "ranks", "ks"),
+    [
+        (True, (120.96, 6.80, 24.12), (11, 56, 90, 111, 133)),
+        (False, (108.98, 2.37, 5.20), (2, 27, 65, 96, 129)),
+    ],
+)
+def test_sinusoidal_oracles(sinusoid, center, ranks, ks):
+    s = spectrum(sinusoid, center=center)
+    effective, stable, participation = ranks
+    assert round(s.effective_rank, 2) == effective
+    assert round(s.stable_rank, 2) == stable
+    assert round(s.participation_ratio, 2) == participation
+    assert tuple(s.k_at(t) for t in THRESHOLDS) == ks
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        sinusoidal_table(512, 768),  # hundreds of values far below sigma_1: the refined route
+        sinusoidal_table(900, 64, base=50.0),
+        gaussian(40, 300, seed=3).values,
+        gaussian(300, 40, seed=3).values * np.logspace(0, -7, 40),  # seven decades
+    ],
+    ids=["sinusoid-wide", "sinusoid-tall", "gaussian-wide", "graded-tall"],
+)
+@pytest.mark.parametrize("center", [True, False])
+def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(table, center):
+    x = np.asarray(table, dtype=np.float64)
+    reference = np.linalg.svd(x - x.mean(0) if center else x, compute_uv=False)
+    s = spectrum(x, center=center)
+    kept = reference >= 1e-6 * reference[0]
+    np.testing.assert_allclose(s.singular_values[kept], reference[kept], rtol=1e-6)
+    assert s.floor < 1e-6 * reference[0]
+    assert np.all(s.singular_values[~kept] < 2e-6 * reference[0])
+
+
+def test_derived_numbers_by_definition():
+    sigma = np.array([4.0, 2.0, 1.0, 1.0])
+    s = spectrum(np.diag(sigma), center=False)
+    np.testing.assert_allclose(s.singular_values, sigma)
+    p = sigma / sigma.sum()
+    assert s.effective_rank == pytest.approx(np.exp(-(p * np.log(p)).sum()))
+    assert s.stable_rank == pytest.approx(22 / 16)
+    assert s.participation_ratio == pytest.approx(22**2 / (256 + 16 + 1 + 1))
+    np.testing.assert_allclose(s.cumulative, np.cumsum(sigma**2) / 22)
+    np.testing.assert_allclose(s.reconstruction_error, np.sqrt([1, 6 / 22, 2 / 22, 1 / 22, 0]))
+    assert [s.k_at(t) for t in (0.5, 0.8, 0.9, 0.95, 0.99)] == [1, 2, 2, 3, 4]
+
+
+def test_equal_singular_values_give_full_effective_rank():
+    s = spectrum(np.eye(7), center=False)
+    assert s.effective_rank == pytest.approx(7)
+    assert s.stable_rank == pytest.approx(7)
+    assert s.participation_ratio == pytest.approx(7)
+
+
+def test_noise_edge_separates_signal_from_gaussian_noise():
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal((1000, 300))
+    assert spectrum(noise).n_above_noise == 0
+    signal = noise + 30 * np.outer(np.sin(np.arange(1000) / 50), rng.standard_normal(300)) / 17
+    assert spectrum(signal).n_above_noise == 1
+
+
+def test_centering_removes_the_mean_row():
+    x = np.ones((10, 4)) * 5 + np.eye(10, 4)
+    assert spectrum(x, center=False).singular_values[0] > 10
+    centred = spectrum(x, center=True)
+    assert centred.centered
+    assert centred.singular_values[0] < 1.5
