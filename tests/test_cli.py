@@ -1,0 +1,131 @@
+"""posviz.cli: `python -m posviz summary` against the numbers of a sinusoidal table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posviz.cli import main
+from posviz.simulate import sinusoidal_table, vit_grid
+from tests.corpus import hostile_files
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = [
+    "shape",
+    "dtype",
+    "tensor",
+    "k50",
+    "k80",
+    "k90",
+    "k95",
+    "k99",
+    "effective_rank",
+    "stable_rank",
+    "participation_ratio",
+    "n_above_noise",
+    "singular_values",
+]
+
+
+@pytest.fixture(scope="module")
+def sinusoid(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "sinusoid.npy"
+    np.save(path, sinusoidal_table(512, 768))
+    return path
+
+
+def summary_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    assert main(["summary", *args, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1  # exactly one JSON object
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("flags", "ks", "ranks"),
+    [
+        ([], [11, 56, 90, 111, 133], [120.96, 6.80, 24.12]),
+        (["--no-center"], [2, 27, 65, 96, 129], [108.98, 2.37, 5.20]),
+    ],
+    ids=["centred", "not-centred"],
+)
+def test_summary_json_matches_the_sinusoid_oracle(
+    capsys: pytest.CaptureFixture[str],
+    sinusoid: Path,
+    flags: list[str],
+    ks: list[int],
+    ranks: list[float],
+) -> None:
+    record = summary_json(capsys, str(sinusoid), *flags)
+    assert list(record) == KEYS
+    assert (record["shape"], record["dtype"], record["tensor"]) == ([512, 768], "float64", "table")
+    assert [record[f"k{level}"] for level in (50, 80, 90, 95, 99)] == ks
+    assert [
+        round(record[key], 2) for key in ("effective_rank", "stable_rank", "participation_ratio")
+    ] == ranks
+    table = sinusoidal_table(512, 768)
+    if "--no-center" not in flags:
+        table -= table.mean(axis=0)
+    singular = np.linalg.svd(table, compute_uv=False)  # independent of the Gram route
+    np.testing.assert_allclose(record["singular_values"], singular[:10], rtol=1e-10)
+
+
+def test_summary_text_states_the_numbers_and_the_centring(
+    capsys: pytest.CaptureFixture[str], sinusoid: Path
+) -> None:
+    assert main(["summary", str(sinusoid)]) == 0
+    out = capsys.readouterr().out
+    assert "mean row subtracted first (PCA)" in out
+    assert "11 / 56 / 90 / 111 / 133 components" in out
+    assert "effective rank        120.96" in out
+    assert "participation ratio   24.12" in out
+    assert main(["summary", str(sinusoid), "--no-center"]) == 0
+    out = capsys.readouterr().out
+    assert "not centred" in out
+    assert "stable rank           2.37" in out
+
+
+def test_summary_hints_and_drops_a_class_token(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    vit = vit_grid(14, 14, 64)
+    np.save(tmp_path / "vit.npy", np.concatenate([vit.prefix, vit.values])[None])
+    assert main(["summary", str(tmp_path / "vit.npy")]) == 0
+    assert "1 class token + 14x14 patch grid; pass --drop-prefix 1" in capsys.readouterr().out
+    record = summary_json(capsys, str(tmp_path / "vit.npy"), "--drop-prefix", "1")
+    assert record["shape"] == [196, 64]
+
+
+def test_summary_reads_the_named_tensor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    np.savez(tmp_path / "m.npz", wpe=sinusoidal_table(8, 4), wte=np.eye(6))
+    assert summary_json(capsys, str(tmp_path / "m.npz"))["tensor"] == "wpe"
+    record = summary_json(capsys, str(tmp_path / "m.npz"), "--tensor", "wte")
+    assert (record["tensor"], record["shape"], record["k99"]) == ("wte", [6, 6], 5)
+
+
+def test_refused_file_exits_2_with_the_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    files = hostile_files(tmp_path)
+    assert main(["summary", str(files["nan.npy"]), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("posviz summary: nan.npy: ")
+    assert "NaN/Inf values (first at row 2, column 3)" in captured.err
+
+
+def test_python_dash_m_posviz(sinusoid: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "posviz", "summary", str(sinusoid), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["k50"] == 11
