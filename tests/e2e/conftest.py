@@ -100,13 +100,14 @@ def server_url() -> Iterator[str]:
 def wait_idle(page: Page, timeout: float = 60_000) -> None:
     """Wait for the script run an action triggered to finish (not for a fixed sleep)."""
     with contextlib.suppress(Exception):
-        page.wait_for_selector(RUNNING, timeout=1_500)
+        page.wait_for_selector(RUNNING, timeout=3_000)
     page.wait_for_selector(IDLE, timeout=timeout)
 
 
 def open_page(page: Page, url: str) -> None:
+    """Go to `url` and wait for the whole app script: the sidebar card comes last."""
     page.goto(url)
-    page.wait_for_selector("[data-testid=stApp]", timeout=60_000)
+    page.get_by_text("Current table").wait_for(timeout=60_000)
     wait_idle(page)
 
 

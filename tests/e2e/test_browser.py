@@ -1,0 +1,153 @@
+"""posviz in a real browser: charts drawn, uploads through the file chooser, every page, refusals."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from playwright.sync_api import Locator, Page, expect
+from safetensors.numpy import save_file
+
+from posviz.simulate import sinusoidal_table
+from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
+from tests.e2e.conftest import open_page, screenshot, wait_idle
+
+pytestmark = pytest.mark.e2e
+
+
+def charts_drawn(page: Page) -> int:
+    """Plotly charts that finished drawing (an SVG plot area exists inside the chart element)."""
+    page.wait_for_selector(
+        "[data-testid=stPlotlyChart] .main-svg", state="attached", timeout=60_000
+    )
+    return page.locator("[data-testid=stPlotlyChart] .js-plotly-plot").count()
+
+
+def no_exception(page: Page) -> None:
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+
+
+def sidebar_card(page: Page) -> str:
+    return page.get_by_test_id("stSidebar").inner_text()
+
+
+def upload(page: Page, url: str, path: Path) -> None:
+    """Upload `path` on the Data page through the real file chooser; wait for its verdict."""
+    if not page.url.rstrip("/").endswith("/data"):
+        open_page(page, f"{url}/data")
+    page.get_by_role("tab", name="Upload a file").click()
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(path)
+    listed = page.get_by_text(re.compile(rf"{re.escape(path.name)} holds \d+ tensor"))
+    expect(listed.or_(refusal(page, path))).to_be_visible(timeout=60_000)
+    wait_idle(page)
+
+
+def refusal(page: Page, path: Path) -> Locator:
+    return page.get_by_test_id("stAlertContentError").filter(has_text=path.name)
+
+
+def load(page: Page) -> None:
+    page.get_by_role("button", name="Load", exact=True).click()
+    wait_idle(page)
+
+
+def nav_names(page: Page) -> list[str]:
+    """Page titles in the sidebar (a link's text starts with its icon's ligature name)."""
+    links = page.get_by_test_id("stSidebarNavLink")
+    return [links.nth(i).inner_text().split()[-1] for i in range(links.count())]
+
+
+def go_to(page: Page, name: str) -> None:
+    page.get_by_test_id("stSidebarNavLink").nth(nav_names(page).index(name)).click()
+    wait_idle(page)
+
+
+def visit_every_page(page: Page, tag: str) -> dict[str, int]:
+    """Click through the sidebar navigation; per page the number of charts drawn."""
+    drawn = {}
+    for name in nav_names(page):
+        go_to(page, name)
+        no_exception(page)
+        if name != "Data":
+            drawn[name] = charts_drawn(page)
+        screenshot(page, f"{tag}-{re.sub(r'[^a-z]+', '-', name.lower())}")
+    return drawn
+
+
+def test_opens_on_charts_of_a_simulated_table(page: Page, server_url: str):
+    open_page(page, server_url)
+    assert charts_drawn(page) >= 3
+    no_exception(page)
+    assert "learned_like" in sidebar_card(page)
+    expect(page.get_by_test_id("stMetric").first).to_be_visible()
+    screenshot(page, "default-spectrum")
+
+
+def test_npy_upload_reaches_every_page(page: Page, server_url: str, tmp_path: Path):
+    path = tmp_path / "sinusoid.npy"
+    np.save(path, sinusoidal_table(256, 64).astype(np.float32))
+    upload(page, server_url, path)
+    load(page)
+    no_exception(page)
+    assert "sinusoid.npy" in sidebar_card(page)
+    drawn = visit_every_page(page, "npy")
+    assert len(drawn) >= 1
+    assert all(count >= 1 for count in drawn.values()), drawn
+    # The spectrum of the uploaded table, not the default: 256 x 64 sinusoid, centred.
+    go_to(page, "Spectrum")
+    caption = page.get_by_test_id("stMain").get_by_test_id("stCaptionContainer").first
+    expect(caption).to_contain_text("256 x 64")
+
+
+def test_safetensors_tensor_pick(page: Page, server_url: str, tmp_path: Path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "gpt2-tiny.safetensors"
+    save_file(
+        {
+            "wte.weight": rng.standard_normal((300, 32)).astype(np.float32),
+            "wpe.weight": sinusoidal_table(128, 32).astype(np.float32),
+            "h.0.attn.bias": np.zeros(32, np.float32),
+        },
+        path,
+    )
+    upload(page, server_url, path)
+    # The position table is detected by name; pick the token table instead, then back.
+    tensor = page.get_by_role("combobox", name="Tensor")
+    expect(tensor).to_have_value("wpe.weight")
+    load(page)
+    assert "wpe.weight" in sidebar_card(page)
+    assert "128 positions" in sidebar_card(page)
+    tensor.click()
+    page.get_by_role("option", name="wte.weight").click()
+    wait_idle(page)
+    load(page)
+    assert "wte.weight" in sidebar_card(page)
+    assert "300 positions" in sidebar_card(page)
+
+
+def test_hostile_files_are_refused_and_the_table_stays(page: Page, server_url: str, tmp_path: Path):
+    open_page(page, f"{server_url}/data")
+    before = sidebar_card(page)
+    for name, path in hostile_files(tmp_path).items():
+        upload(page, server_url, path)
+        if not refusal(page, path).count():  # listed fine (ragged CSV, NaN, ...)
+            load(page)  # refused on reading
+        expect(refusal(page, path)).to_be_visible()
+        assert HOSTILE_WORDS[name].lower() in refusal(page, path).inner_text().lower(), name
+        no_exception(page)
+        assert sidebar_card(page) == before, name
+    screenshot(page, "hostile-refused")
+    assert not (tmp_path / MARKER).exists()
+
+
+def test_figure_download_carries_settings(page: Page, server_url: str):
+    open_page(page, server_url)
+    page.get_by_text("Export figure").first.click()
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name="Interactive HTML (opens offline)").first.click()
+    html = Path(download_info.value.path()).read_text()
+    assert 'id="posviz-settings"' in html
+    assert '"centered": true' in html
+    assert "Plotly.newPlot" in html
