@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from posviz.embedding import Embedding
+from posviz.embedding import MAX_ELEMENTS, Embedding, LoadError
 
 __all__ = ["GENERATORS", "gaussian", "learned_like", "sinusoidal", "sinusoidal_table", "vit_grid"]
+
+
+def _check_size(n_positions: int, d_model: int) -> None:
+    """Refuse a table too large to make before allocating it (sizes can come from a URL)."""
+    if n_positions * d_model > MAX_ELEMENTS or min(n_positions, d_model) < 2:
+        msg = (
+            f"A {n_positions} x {d_model} table is outside 2 x 2 .. {MAX_ELEMENTS:,} values; "
+            "choose fewer positions or dimensions."
+        )
+        raise LoadError(msg)
 
 
 def sinusoidal_table(n_positions: int, d_model: int, *, base: float = 10000.0) -> np.ndarray:
@@ -26,6 +36,7 @@ def sinusoidal_table(n_positions: int, d_model: int, *, base: float = 10000.0) -
     >>> bool(np.allclose(np.linalg.norm(pe, axis=1), np.sqrt(3)))
     True
     """
+    _check_size(n_positions, d_model)
     freqs = base ** (-np.arange(0, d_model, 2) / d_model)
     angles = np.arange(n_positions)[:, None] * freqs[None, :]
     table = np.empty((n_positions, d_model))
@@ -65,6 +76,7 @@ def learned_like(
     >>> learned_like(64, 16, seed=1).shape
     (64, 16)
     """
+    _check_size(n_positions, d_model)
     rng = np.random.default_rng(seed)
     p = np.arange(n_positions)[:, None] / n_positions
     f = np.arange(1, n_frequencies + 1)[None, :]
@@ -89,6 +101,7 @@ def learned_like(
 
 def gaussian(n_positions: int = 512, d_model: int = 768, *, seed: int = 0) -> Embedding:
     """I.i.d. standard Gaussian rows: the no-position-information baseline."""
+    _check_size(n_positions, d_model)
     rng = np.random.default_rng(seed)
     return Embedding.from_array(
         rng.standard_normal((n_positions, d_model)).astype(np.float32),
@@ -123,6 +136,7 @@ def vit_grid(
     if d_model % 4:
         msg = f"d_model must be a multiple of 4 for a 2-D sinusoidal grid, got {d_model}."
         raise ValueError(msg)
+    _check_size(height * width + prefix_tokens, d_model)
     half = d_model // 2
     rows = sinusoidal_table(height, half, base=base)
     cols = sinusoidal_table(width, half, base=base)

@@ -100,3 +100,37 @@ def test_a_refused_upload_keeps_the_loaded_table():
     assert not at.exception
     assert any("pickle" in e.value.lower() for e in at.error)
     assert at.session_state["posviz.table"].sha256 == before
+
+
+def test_a_link_reopens_the_same_simulated_table_and_view():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update(
+        {"sim": "sinusoidal", "n_positions": "512", "d_model": "768", "posviz.center": "false"}
+    )
+    at.run()
+    assert not at.exception
+    table = at.session_state["posviz.table"]
+    assert table.source == "simulated: sinusoidal(n=512, d=768, base=10000)"
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["effective rank"] == "108.98"  # uncentred, as the link says
+
+
+def test_a_link_asking_for_a_huge_table_is_refused_before_allocating():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update({"sim": "gaussian", "n_positions": "1000000", "d_model": "100000"})
+    at.run()
+    assert not at.exception
+    assert "not made" in at.warning[0].value
+    assert at.session_state["posviz.table"].source.startswith("simulated: learned_like")
+
+
+def test_simulating_names_the_table_in_the_url():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    at.selectbox(key="posviz.table.kind").set_value("gaussian").run()
+    at.number_input[0].set_value(300)  # inside the form: sent with the submit
+    at.button[0].click().run()
+    assert not at.exception
+    assert at.session_state["posviz.table"].shape == (300, 768)
+    assert at.query_params["sim"] == "gaussian"
+    assert at.query_params["n_positions"] == "300"

@@ -1,6 +1,13 @@
-"""Which tables this session has loaded: plain session_state slots that survive page switches."""
+"""Which tables this session has loaded: plain session_state slots that survive page switches.
+
+A simulated primary table is mirrored into the URL (``?sim=learned-like&n_positions=1024...``)
+so a link reopens the same table; an uploaded one cannot be shared that way and clears it.
+"""
 
 from __future__ import annotations
+
+import inspect
+from typing import Any
 
 import streamlit as st
 
@@ -11,18 +18,67 @@ from posviz.embedding import Embedding
 PRIMARY, SECOND = "posviz.table", "posviz.second"
 
 _DEFAULTS = {
-    PRIMARY: lambda: simulate.learned_like(1024, 768, seed=0),
-    SECOND: lambda: simulate.sinusoidal(1024, 768),
+    PRIMARY: ("learned-like", {"n_positions": 1024, "d_model": 768, "seed": 0}),
+    SECOND: ("sinusoidal", {"n_positions": 1024, "d_model": 768}),
 }
 
 
 def current(slot: str = PRIMARY) -> Embedding:
-    """The table in `slot`; a simulated default on first use, so every page opens with charts."""
+    """The table in `slot`; on first use the one the URL names, else a simulated default."""
     if slot not in st.session_state:
-        st.session_state[slot] = _DEFAULTS[slot]()
+        kind, options = _DEFAULTS[slot]
+        linked = _from_url() if slot == PRIMARY else None
+        st.session_state[slot] = linked or simulate.GENERATORS[kind](**options)
     return st.session_state[slot]
 
 
 def set_table(table: Embedding, slot: str = PRIMARY) -> None:
     """Make `table` the one in `slot` for every page of this session."""
     st.session_state[slot] = table
+    if slot == PRIMARY:
+        _clear_url()
+
+
+def set_simulated(kind: str, options: dict[str, Any], slot: str = PRIMARY) -> None:
+    """Simulate `kind` with `options` into `slot`; for the primary table, name it in the URL."""
+    st.session_state[slot] = simulate.GENERATORS[kind](**options)
+    if slot == PRIMARY:
+        _clear_url()
+        st.query_params.update({"sim": kind} | {k: str(v) for k, v in options.items()})
+
+
+def _clear_url() -> None:
+    for key in ["sim", *_PARAMETERS]:
+        st.query_params.pop(key, None)
+
+
+#: Every keyword any generator takes: the only URL keys read as simulation options.
+_PARAMETERS = sorted(
+    {
+        name
+        for generator in simulate.GENERATORS.values()
+        for name in inspect.signature(generator).parameters
+    }
+)
+
+
+def _from_url() -> Embedding | None:
+    """The simulated table the URL names, if posviz can make it (generators check sizes)."""
+    params = st.query_params
+    kind = params.get("sim")
+    if kind not in simulate.GENERATORS:
+        return None
+    generator = simulate.GENERATORS[kind]
+    try:
+        options = {
+            k: _number(params[k]) for k in inspect.signature(generator).parameters if k in params
+        }
+        return generator(**options)
+    except ValueError as error:  # LoadError included
+        st.warning(f"The link's simulation was not made ({error}); showing the default table.")
+        return None
+
+
+def _number(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() and "." not in text else value

@@ -3,13 +3,15 @@ their export buttons, and the captions that state what was analysed."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import export, io, simulate
+from posviz import datadir, export, io, simulate
 from posviz.embedding import Embedding, LoadError
 from posviz.ui import state
 
@@ -21,6 +23,7 @@ def center_toggle() -> bool:
         value=True,
         key="posviz.center",
         persist_state="session",
+        bind="query-params",
         help="Subtract the mean row (the average position vector) before analysing: PCA. "
         "Without it the first component is mostly the mean row.",
     )
@@ -70,8 +73,9 @@ def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
                 mime=mime,
                 key=f"download.{name}.{fmt}",
                 disabled=browser is None,
-                help=None if browser else "PNG/SVG need Chromium (set BROWSER_PATH); "
-                "the HTML export works without it.",
+                help=None
+                if browser
+                else "PNG/SVG need Chromium (set BROWSER_PATH); the HTML export works without it.",
             )
 
 
@@ -114,12 +118,17 @@ def show_numbers(frame: pd.DataFrame, *, name: str, settings: dict[str, Any]) ->
 
 
 def table_loader(slot: str = state.PRIMARY) -> None:
-    """Load a table into `slot` by simulation or upload; a refusal keeps the table there."""
-    simulate_tab, upload_tab = st.tabs(["Simulate", "Upload a file"])
-    with simulate_tab:
+    """Load a table into `slot` by simulation, upload or (when POSVIZ_DATA_DIR is set) from the
+    team's shared folder; a refusal keeps the table there."""
+    shared = os.environ.get("POSVIZ_DATA_DIR")
+    tabs = st.tabs(["Simulate", "Upload a file", *(["Shared folder"] if shared else [])])
+    with tabs[0]:
         _simulate_form(slot)
-    with upload_tab:
+    with tabs[1]:
         _upload(slot)
+    if shared:
+        with tabs[2]:
+            _shared_folder(slot, Path(shared))
 
 
 def _simulate_form(slot: str) -> None:
@@ -144,8 +153,8 @@ def _simulate_form(slot: str) -> None:
             options["seed"] = right.number_input("Seed", 0, 2**31 - 1, 0)
         if st.form_submit_button("Simulate", type="primary"):
             try:
-                state.set_table(simulate.GENERATORS[kind](**options), slot)
-            except (LoadError, ValueError) as error:
+                state.set_simulated(kind, options, slot)
+            except ValueError as error:  # LoadError included: sizes out of range
                 st.error(str(error))
             else:
                 st.success(f"Simulated {kind}.")
@@ -158,19 +167,56 @@ def _upload(slot: str) -> None:
         help="safetensors, npy, npz, csv/tsv/txt. Pickle-based files (.pt, .bin, .ckpt) are "
         "refused: convert them to safetensors first.",
     )
-    if upload is None:
-        return
-    data = upload.getvalue()
+    if upload is not None:
+        _pick_and_load(upload.getvalue(), upload.name, slot=slot, key=slot)
+
+
+@st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
+def _shared_files(root: Path) -> list[str]:
+    # Cached briefly: every rerun of the Data page draws all tabs, and a network mount is slow.
+    return datadir.list_files(root)
+
+
+def _shared_folder(slot: str, root: Path) -> None:
+    """Pick a file of the read-only folder the server mounts; it is read from disk, lazily."""
     try:
-        infos = io.list_tensors(data, upload.name)
+        files = _shared_files(root)
+    except LoadError as error:
+        st.error(f"POSVIZ_DATA_DIR: {error}", icon=":material/error:")
+        return
+    note = f" (listing stops at {datadir.MAX_FILES:,})" if len(files) == datadir.MAX_FILES else ""
+    relative = st.selectbox(
+        f"File in the shared folder: {len(files):,} loadable{note}",
+        files,
+        index=None,
+        placeholder="Choose a file",
+        key=f"{slot}.shared.file",
+        help="The folder the server mounts (POSVIZ_DATA_DIR), listed again every minute. "
+        "Only the chosen tensor's bytes are read.",
+    )
+    if relative is None:
+        return
+    try:
+        path = datadir.resolve(root, relative)
+    except LoadError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
+
+
+def _pick_and_load(source: io.Source, filename: str, *, slot: str, key: str) -> None:
+    """List `source`'s tensors, let the user pick one and trim its rows, then load it into
+    `slot`. Widget keys start with `key`, so two loaders can be on one page."""
+    try:
+        infos = io.list_tensors(source, filename)
         usable = [info for info in infos if info.table_shape is not None]
         if not usable:
-            io.load(data, upload.name)  # raises the precise reason (1-D, object dtype, ...)
+            io.load(source, filename)  # raises the precise reason (1-D, object dtype, ...)
     except LoadError as error:
         st.error(str(error), icon=":material/error:")
         return
     st.markdown(
-        f"**{upload.name}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "
+        f"**{filename}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "
         f"{len(usable)} usable as a table:"
     )
     st.dataframe(
@@ -183,7 +229,7 @@ def _upload(slot: str) -> None:
         "Tensor",
         names,
         index=names.index(detected) if detected in names else 0,
-        key=f"{slot}.tensor",
+        key=f"{key}.tensor",
         help="Auto-detected by name and shape; pick any other 2-D tensor.",
     )
     info = usable[names.index(name)]
@@ -191,7 +237,7 @@ def _upload(slot: str) -> None:
     if trim.reason:
         st.info(trim.reason, icon=":material/content_cut:")
     n_rows = info.table_shape[0]
-    with st.form(f"{slot}.rows"):
+    with st.form(f"{key}.rows"):
         left, right, grid = st.columns(3)
         start = left.number_input("First row", 0, n_rows - 2, trim.row_start)
         stop = right.number_input("Stop row (exclusive)", 2, n_rows, n_rows)
@@ -204,8 +250,8 @@ def _upload(slot: str) -> None:
             return
     try:
         table = io.load(
-            data,
-            upload.name,
+            source,
+            filename,
             tensor=name,
             row_start=int(start),
             row_stop=int(stop),

@@ -1,4 +1,4 @@
-"""posviz in a real browser: charts drawn, uploads through the file chooser, every page, refusals."""
+"""posviz in a real browser: charts, uploads through the file chooser, every page, refusals."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from safetensors.numpy import save_file
 
 from posviz.simulate import sinusoidal_table
 from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
-from tests.e2e.conftest import open_page, screenshot, wait_idle
+from tests.e2e.conftest import open_page, screenshot, start_server, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -151,3 +151,15 @@ def test_figure_download_carries_settings(page: Page, server_url: str):
     assert 'id="posviz-settings"' in html
     assert '"centered": true' in html
     assert "Plotly.newPlot" in html
+
+
+def test_a_deep_link_as_a_fresh_servers_first_request_goes_through_the_router(page: Page):
+    server, url = start_server()
+    try:
+        open_page(page, f"{url}/similarity")  # waits for the sidebar card that app.py draws
+        assert "Spectrum" in nav_names(page)
+        expect(page.get_by_role("heading", name="Similarity").first).to_be_visible()
+        no_exception(page)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
