@@ -12,8 +12,18 @@ st.set_page_config(page_title="posviz", page_icon=":material/ssid_chart:", layou
 page = st.navigation(
     [
         st.Page(HERE / "pages/spectrum.py", title="Spectrum", icon=":material/ssid_chart:"),
+        st.Page(HERE / "pages/similarity.py", title="Similarity", icon=":material/grid_on:"),
+        st.Page(HERE / "pages/components.py", title="Components", icon=":material/timeline:"),
+        st.Page(
+            HERE / "pages/boundaries.py",
+            title="Boundaries & probes",
+            icon=":material/border_outer:",
+        ),
+        st.Page(HERE / "pages/compare.py", title="Compare", icon=":material/compare:"),
+        st.Page(HERE / "pages/resample.py", title="Resample", icon=":material/aspect_ratio:"),
         st.Page(HERE / "pages/data.py", title="Data", icon=":material/upload_file:"),
     ]
 )
-sidebar_card()
 page.run()
+# After the page: a table the page just loaded is already the one named.
+sidebar_card()

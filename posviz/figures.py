@@ -7,24 +7,46 @@ numbers (centring, metric, trimmed rows).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from posviz.boundary import ChangePoints, Outliers, PositionStatistics
+from posviz.compare import Comparison
 from posviz.components import PrincipalComponents, SinusoidFits, SubspaceLikeness
+from posviz.similarity import GridSimilarity, OffsetProfile, OffsetScores, SimilarityMap
 from posviz.spectrum import THRESHOLDS, Spectrum
+
+if TYPE_CHECKING:  # probes imports scikit-learn: too slow an import for every page
+    from posviz.probes import ProbeReport
 
 __all__ = [
     "centring",
+    "comparison_angles",
+    "cumulative_overlay",
     "even_positions",
     "explained_variance",
+    "grid_profiles",
+    "grid_tiles",
+    "mosaic_pair",
+    "offset_overlay",
+    "offset_profile",
     "pc_path",
     "pc_trajectories",
     "periodogram",
+    "position_profile",
+    "position_statistics",
     "principal_angles",
+    "probe_predictions",
     "reconstruction_error",
+    "similarity_heatmap",
+    "similarity_pair",
     "singular_values",
     "sinusoid_fits",
+    "spectra_overlay",
 ]
 
 TEMPLATE = "plotly_white"
@@ -152,6 +174,8 @@ def reconstruction_error(s: Spectrum) -> go.Figure:
 
 #: Points drawn of a path in PC space; longer tables are shown at evenly spaced positions.
 PATH_POINTS = 5000
+#: Points drawn per line over position (keeps a 50k-row table's figures near 1 MB).
+LINE_POINTS = 8192
 #: Frequency columns of the periodogram heatmap; more bins are summed in equal blocks.
 PERIODOGRAM_COLUMNS = 1024
 
@@ -175,21 +199,32 @@ def _small_multiples(k: int, titles: list[str], title: str) -> go.Figure:
     return fig
 
 
+def _sampled(shown: np.ndarray, n: int) -> str:
+    """How a figure names its downsampling, or "" when every position is drawn."""
+    return f"{len(shown):,} of {n:,} positions, evenly spaced" if len(shown) < n else ""
+
+
 def pc_trajectories(pc: PrincipalComponents, *, overlaid: bool) -> go.Figure:
-    """Each position's projection on PC 1..k over position, overlaid or as small multiples."""
+    """Each position's projection on PC 1..k over position, overlaid or as small multiples.
+
+    Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
+    subtitle says.
+    """
     n, k = pc.scores.shape
+    shown = even_positions(n, LINE_POINTS)
     title = f"Projection on PC 1-{k} over position ({centring(pc.centered)})"
+    if len(shown) < n:
+        title += f"<br><sup>{_sampled(shown, n)}</sup>"
     labels = [_pc_label(pc, c) for c in range(k)]
     if overlaid:
         fig = _figure(title, "position p", "projection (U·S)")
     else:
         fig = _small_multiples(k, labels, title)
-    positions = np.arange(n, dtype=np.int32)
     for c in range(k):
         fig.add_trace(
             go.Scattergl(
-                x=positions,
-                y=_f32(pc.scores[:, c]),
+                x=shown.astype(np.int32),
+                y=_f32(pc.scores[shown, c]),
                 mode="lines",
                 name=labels[c],
                 showlegend=overlaid,
@@ -213,23 +248,23 @@ def pc_path(
     """Positions as a path through 2 or 3 chosen PCs (1-based), coloured by position.
 
     Above `max_points` positions only evenly spaced ones are drawn (first and last kept); the
-    title says how many.
+    subtitle says how many.
     """
     n = pc.scores.shape[0]
     shown = even_positions(n, max_points)
     axes = [f"PC{c} ({pc.explained_variance[c - 1]:.1%})" for c in components]
-    sampled = f", {len(shown):,} of {n:,} positions evenly spaced" if len(shown) < n else ""
-    title = f"Path of positions through {' / '.join(axes)} ({centring(pc.centered)}{sampled})"
+    note = " · ".join(filter(None, [centring(pc.centered), _sampled(shown, n)]))
+    title = f"Path through {' / '.join(f'PC{c}' for c in components)}<br><sup>{note}</sup>"
     coords = [_f32(pc.scores[shown, c - 1]) for c in components]
     ends = [_f32(pc.scores[[0, n - 1], c - 1]) for c in components]
     colour = {"color": shown.astype(np.float32), "colorscale": "Viridis"}
-    colorbar = {"colorbar": {"title": {"text": "position"}}}
+    colorbar = {"colorbar": {"title": {"text": "position"}, "thickness": 12}}
     hover = "p=%{customdata}<br>" + "<br>".join(
         f"{a}=%{{{xyz}:.4g}}" for a, xyz in zip(axes, "xyz", strict=False)
     )
     ends_text = ["first p=0", f"last p={n - 1}"]
     if len(components) == 2:
-        fig = _figure(title, axes[0], axes[1])
+        fig = _figure(title, axes[0], axes[1], showlegend=False)
         fig.add_scatter(
             x=coords[0],
             y=coords[1],
@@ -253,11 +288,13 @@ def pc_path(
             mode="markers+text",
             text=ends_text,
             textposition="top center",
+            cliponaxis=False,
             name="first / last",
             marker={"size": 12, "color": "firebrick", "symbol": ["circle", "square"]},
         )
         return fig
-    fig = _figure(title, "", "", height=600)
+    fig = _figure(title, "", "", height=500, showlegend=False)
+    fig.update_layout(margin={"l": 0, "r": 0, "b": 0})
     fig.add_scatter3d(
         x=coords[0],
         y=coords[1],
@@ -279,30 +316,41 @@ def pc_path(
         marker={"size": 6, "color": "firebrick", "symbol": ["circle", "square"]},
     )
     fig.update_layout(
-        scene={"xaxis_title": axes[0], "yaxis_title": axes[1], "zaxis_title": axes[2]}
+        scene={
+            "xaxis_title": axes[0],
+            "yaxis_title": axes[1],
+            "zaxis_title": axes[2],
+            # Further out than plotly's default so the whole path fits a half-width column.
+            "camera": {"eye": {"x": 1.7, "y": 1.7, "z": 1.1}},
+        }
     )
     return fig
 
 
 def sinusoid_fits(pc: PrincipalComponents, fits: SinusoidFits) -> go.Figure:
-    """Each PC's trajectory with its best-fitting sinusoid (dashed), R² in the panel title."""
+    """Each PC's trajectory with its best-fitting sinusoid (dashed), R² in the panel title.
+
+    Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
+    subtitle says.
+    """
     n, k = pc.scores.shape
+    shown = even_positions(n, LINE_POINTS)
     titles = [
         f"{_pc_label(pc, c)}: {fits.frequency[c]:.3f} cycles, R² = {fits.r2[c]:.4f}"
         for c in range(k)
     ]
-    fig = _small_multiples(
-        k, titles, f"Best sinusoid a·cos(2π f p / {n} + φ) + c per PC ({centring(pc.centered)})"
-    )
-    positions = np.arange(n, dtype=np.int32)
+    title = f"Best sinusoid a·cos(2π f p / {n} + φ) + c per PC ({centring(pc.centered)})"
+    if len(shown) < n:
+        title += f"<br><sup>{_sampled(shown, n)}</sup>"
+    fig = _small_multiples(k, titles, title)
     for c in range(k):
         for values, name, line in (
-            (pc.scores[:, c], "projection", {"color": "steelblue"}),
-            (fits.fitted[:, c], "fitted sinusoid", {"color": "firebrick", "dash": "dash"}),
+            (pc.scores[shown, c], "projection", {"color": "steelblue"}),
+            (fits.fitted[shown, c], "fitted sinusoid", {"color": "firebrick", "dash": "dash"}),
         ):
             fig.add_trace(
                 go.Scattergl(
-                    x=positions,
+                    x=shown.astype(np.int32),
                     y=_f32(values),
                     mode="lines",
                     name=name,
@@ -364,14 +412,539 @@ def principal_angles(likeness: SubspaceLikeness) -> go.Figure:
     fig.add_bar(
         x=np.arange(1, len(cos2) + 1),
         y=_f32(cos2),
-        name="table",
+        name=f"table: mean cos² {likeness.mean_cos2:.3f}",
         hovertemplate="angle %{x}<br>cos² %{y:.4f}<extra></extra>",
     )
-    fig.add_hline(
-        y=float(likeness.shuffled.mean()),
+    chance = float(likeness.shuffled.mean())
+    fig.add_scatter(
+        x=[0.5, len(cos2) + 0.5],
+        y=[chance, chance],
+        mode="lines",
         line={"dash": "dash", "color": "firebrick"},
-        annotation_text=f"shuffled rows: mean cos² {likeness.shuffled.mean():.3f} "
+        name=f"shuffled rows: mean cos² {chance:.3f} "
         f"({len(likeness.shuffled)} shuffles, seed {likeness.seed})",
-        annotation_position="top right",
+        hoverinfo="skip",
+    )
+    return fig
+
+
+# --- compare and resample -------------------------------------------------------------------
+
+
+def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
+    """Each table's explained variance per component, overlaid on log axes (scale-free)."""
+    center = next(iter(spectra.values())).centered
+    fig = _figure(
+        f"Explained variance per component ({centring(center)})",
+        "component k",
+        "share of variance",
+        xaxis_type="log",
+        yaxis_type="log",
+        yaxis_exponentformat="power",
+    )
+    for name, s in spectra.items():
+        # Values under the resolution floor are rounding noise: not drawn.
+        resolved = s.singular_values >= s.floor
+        fig.add_scatter(
+            x=np.arange(1, len(resolved) + 1)[resolved],
+            y=_f32(s.explained_variance[resolved]),
+            mode="lines",
+            name=name,
+            hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4g}}<extra></extra>",
+        )
+    return fig
+
+
+def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
+    """Each table's cumulative explained variance, overlaid, with k at 90% marked."""
+    center = next(iter(spectra.values())).centered
+    fig = _figure(
+        f"Cumulative explained variance ({centring(center)})",
+        "number of components k",
+        "share of variance",
+        xaxis_type="log",
+        yaxis_range=[0, 1.02],
+    )
+    for name, s in spectra.items():
+        k90 = s.k_at(0.9)
+        fig.add_scatter(
+            x=np.arange(1, len(s.cumulative) + 1),
+            y=_f32(s.cumulative),
+            mode="lines",
+            name=f"{name} (90% at k={k90})",
+            hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4f}}<extra></extra>",
+        )
+    fig.add_hline(y=0.9, line={"dash": "dot", "color": "grey"})
+    return fig
+
+
+def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
+    """Mean similarity s(i, i+k) against offset k for each table, overlaid."""
+    first = next(iter(profiles.values()))
+    fig = _figure(
+        f"Mean {first.metric} similarity against offset ({centring(first.centered)})",
+        "offset k (positions)",
+        f"mean {first.metric} s(i, i+k)",
+    )
+    for name, p in profiles.items():
+        fig.add_scatter(
+            x=p.offsets,
+            y=_f32(p.mean),
+            mode="lines",
+            name=name,
+            hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4f}}<extra></extra>",
+        )
+    return fig
+
+
+def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
+    """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
+    names, pair = list(maps), list(maps.values())
+    metric, block = pair[0].metric, max(m.block for m in pair)
+    titles = [*names, f"{names[1]} − {names[0]}"] if difference else names
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
+    blocks = f"; block means of {block} x {block} positions" if block > 1 else ""
+    fig.update_layout(
+        template=TEMPLATE,
+        title=f"{metric} similarity between positions ({centring(pair[0].centered)}){blocks}",
+        margin={"l": 60, "r": 20, "t": 80, "b": 110},
+        height=500,
+    )
+    low = min(float(m.values.min()) for m in pair)
+    high = max(float(m.values.max()) for m in pair)
+    if metric == "euclidean":
+        shared = {"colorscale": "Viridis", "cmin": low, "cmax": high}
+    else:
+        reach = max(abs(low), abs(high))
+        shared = {"colorscale": DIVERGING, "cmin": -reach, "cmax": reach}
+    colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
+    fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3}})
+    for col, (name, m) in enumerate(maps.items(), start=1):
+        fig.add_heatmap(
+            x=_f32(m.col_positions),
+            y=_f32(m.row_positions),
+            z=_f32(m.values),
+            coloraxis="coloraxis",
+            name=name,
+            hovertemplate=f"{name}<br>i=%{{y}}, j=%{{x}}<br>s=%{{z:.4f}}<extra></extra>",
+            row=1,
+            col=col,
+        )
+    if difference:
+        delta = pair[1].values - pair[0].values
+        reach = float(np.abs(delta).max()) or 1.0
+        fig.update_layout(
+            coloraxis2={
+                "colorscale": DIVERGING,
+                "cmin": -reach,
+                "cmax": reach,
+                "colorbar": {**colorbar, "x": 0.84, "len": 0.3},
+            }
+        )
+        fig.add_heatmap(
+            x=_f32(pair[0].col_positions),
+            y=_f32(pair[0].row_positions),
+            z=_f32(delta),
+            coloraxis="coloraxis2",
+            name="difference",
+            hovertemplate="i=%{y}, j=%{x}<br>Δs=%{z:.4f}<extra></extra>",
+            row=1,
+            col=3,
+        )
+    fig.update_yaxes(autorange="reversed", title_text="position i", col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="position j")
+    return fig
+
+
+def comparison_angles(c: Comparison) -> go.Figure:
+    """Principal angles between the top-k components over positions of two tables."""
+    degrees = np.degrees(c.principal_angles)
+    fig = _figure(
+        f"Principal angles between the top-{len(degrees)} PC subspaces over positions "
+        f"({centring(c.centered)})",
+        "angle (smallest first)",
+        "angle (degrees)",
+        yaxis_range=[0, 92],
+    )
+    fig.add_bar(
+        x=np.arange(1, len(degrees) + 1),
+        y=_f32(degrees),
+        name="principal angle",
+        hovertemplate="angle %{x}<br>%{y:.3f}°<extra></extra>",
+    )
+    return fig
+
+
+def _mosaic(g: GridSimilarity) -> tuple[np.ndarray, np.ndarray]:
+    """Tiles laid out as one image, one NaN line between tiles; and the tile centres."""
+    a, b, h, w = g.tiles.shape
+    padded = np.full((a, b, h + 1, w + 1), np.nan)
+    padded[:, :, :h, :w] = g.tiles
+    image = padded.transpose(0, 2, 1, 3).reshape(a * (h + 1), b * (w + 1))[:-1, :-1]
+    return image, (np.arange(a) * (h + 1) + h / 2, np.arange(b) * (w + 1) + w / 2)
+
+
+def mosaic_pair(grids: dict[str, GridSimilarity]) -> go.Figure:
+    """Per-patch cosine-similarity mosaics of two grids side by side on one colour scale.
+
+    Tile (r, c) shows the cosine of patch (r, c) with every patch; ticks name the patch of
+    each tile (evenly subsampled tiles on large grids).
+    """
+    names, pair = list(grids), list(grids.values())
+    titles = [f"{name}: {g.grid[0]} x {g.grid[1]}" for name, g in grids.items()]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.06)
+    fig.update_layout(
+        template=TEMPLATE,
+        title=f"Cosine similarity of each patch with all patches ({centring(pair[0].centered)})",
+        margin={"l": 60, "r": 20, "t": 80, "b": 50},
+        height=520,
+        coloraxis={"colorscale": DIVERGING, "cmin": -1, "cmax": 1},
+    )
+    for col, (name, g) in enumerate(zip(names, pair, strict=True), start=1):
+        image, (row_ticks, col_ticks) = _mosaic(g)
+        fig.add_heatmap(
+            z=_f32(image),
+            coloraxis="coloraxis",
+            name=name,
+            hovertemplate="cos=%{z:.3f}<extra></extra>",
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(
+            tickvals=col_ticks, ticktext=g.tile_cols, title_text="patch column", row=1, col=col
+        )
+        fig.update_yaxes(
+            tickvals=row_ticks,
+            ticktext=g.tile_rows,
+            title_text="patch row",
+            autorange="reversed",
+            scaleanchor=f"x{col if col > 1 else ''}",
+            row=1,
+            col=col,
+        )
+    return fig
+
+
+# --- similarity -----------------------------------------------------------------------------
+
+_MEASURES = {"cosine": "cosine similarity", "dot": "dot product", "euclidean": "Euclidean distance"}
+
+
+def _cells(m: SimilarityMap) -> str:
+    """How a map's cells relate to pairs of positions, for titles."""
+    if m.exact:
+        return "exact"
+    kind = "RMS" if m.metric == "euclidean" else "means"
+    return f"{kind} of {m.block} x {m.block} blocks"
+
+
+def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> None:
+    """Flagged positions as triangles on the top (columns) and left (rows) edges of a map."""
+    half = m.block / 2
+    top, left = m.row_positions[0] - half, m.col_positions[0] - half
+    cols = [p for p in highlight if left <= p < m.col_positions[-1] + half]
+    rows = [p for p in highlight if top <= p < m.row_positions[-1] + half]
+    marks = (
+        (cols, [top] * len(cols), cols, "triangle-down"),
+        ([left] * len(rows), rows, rows, "triangle-right"),
+    )
+    for x, y, flagged, symbol in marks:
+        if flagged:
+            fig.add_scatter(
+                x=_f32(x),
+                y=_f32(y),
+                customdata=np.asarray(flagged, dtype=np.int32),
+                mode="markers",
+                marker={"symbol": symbol, "size": 9, "color": "black"},
+                cliponaxis=False,
+                name="flagged positions",
+                legendgroup="flagged",
+                showlegend=symbol == "triangle-down" or not cols,
+                hovertemplate="flagged position %{customdata}<extra></extra>",
+            )
+
+
+def similarity_heatmap(m: SimilarityMap, *, highlight: Sequence[int] = ()) -> go.Figure:
+    """Position x position map, position 0 top left; `highlight` positions marked on the edges.
+
+    Similarities use a diverging scale centred at 0; distances a sequential one.
+    """
+    measure = _MEASURES[m.metric]
+    fig = _figure(
+        f"{measure.capitalize()} between positions ({centring(m.centered)}; {_cells(m)})",
+        "position j",
+        "position i",
+        height=600,
+    )
+    similarity = m.metric != "euclidean"
+    where = "i=%{y}<br>j=%{x}" if m.exact else "block centred at i=%{y}, j=%{x}"
+    fig.add_heatmap(
+        x=_f32(m.col_positions),
+        y=_f32(m.row_positions),
+        z=_f32(m.values),
+        colorscale=DIVERGING if similarity else "Viridis",
+        zmid=0 if similarity else None,
+        colorbar={"title": {"text": m.metric}},
+        hovertemplate=f"{where}<br>{m.metric}=%{{z:.4f}}<extra></extra>",
+        name=measure,
+    )
+    _edge_marks(fig, m, highlight)
+    fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
+    fig.update_xaxes(constrain="domain")
+    return fig
+
+
+def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.Figure:
+    """Mean of s(i, i+k) over i against the offset k, with a ±1 std band and the lengths marked."""
+    measure = _MEASURES[p.metric]
+    fig = _figure(
+        f"Mean {measure} of positions k apart, ±1 std over i ({centring(p.centered)})",
+        "offset k",
+        f"{measure} s(i, i+k)",
+    )
+    k = p.offsets.astype(np.int32)
+    fig.add_scatter(
+        x=k,
+        y=_f32(p.mean + p.std),
+        mode="lines",
+        line={"width": 0},
+        hoverinfo="skip",
+        showlegend=False,
+    )
+    fig.add_scatter(
+        x=k,
+        y=_f32(p.mean - p.std),
+        mode="lines",
+        line={"width": 0},
+        fill="tonexty",
+        fillcolor="rgba(31, 119, 180, 0.25)",
+        hoverinfo="skip",
+        name="±1 std over i",
+    )
+    fig.add_scatter(
+        x=k,
+        y=_f32(p.mean),
+        customdata=_f32(p.std),
+        mode="lines",
+        line={"color": "rgb(31, 119, 180)"},
+        name="mean over i",
+        hovertemplate="k=%{x}<br>mean=%{y:.4f}<br>std=%{customdata:.4f}<extra></extra>",
+    )
+    fig.add_hline(y=0, line={"color": "grey", "width": 1})
+    if scores is not None:
+        lengths = (
+            (scores.length_half, "m(k) < ½ m(0)", "top right"),
+            (scores.length_zero, "m(k) < 0", "bottom right"),
+        )
+        for offset, label, where in lengths:
+            if offset is not None:
+                fig.add_vline(
+                    x=offset,
+                    line={"dash": "dot", "color": "firebrick"},
+                    annotation_text=f"k={offset}: {label}",
+                    annotation_position=where,
+                )
+    return fig
+
+
+def position_profile(m: SimilarityMap, *, position: int, neighbours: Sequence[int]) -> go.Figure:
+    """One position's row of the map (`m` holds that single row, exact), neighbours marked."""
+    measure = _MEASURES[m.metric]
+    row = m.values[0]
+    fig = _figure(
+        f"{measure.capitalize()} of position {position} to every position ({centring(m.centered)})",
+        "position j",
+        f"s({position}, j)",
+    )
+    positions = m.col_positions.astype(np.int32)
+    fig.add_scatter(
+        x=positions,
+        y=_f32(row),
+        mode="lines",
+        name=f"s({position}, j)",
+        hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
+    )
+    marked = np.asarray(neighbours, dtype=np.int32)
+    fig.add_scatter(
+        x=marked,
+        y=_f32(row[marked]),
+        mode="markers",
+        marker={"size": 9, "color": "darkorange"},
+        name="neighbours",
+        hovertemplate="neighbour j=%{x}<br>%{y:.4f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[position],
+        y=_f32(row[[position]]),
+        mode="markers",
+        marker={"size": 12, "symbol": "star", "color": "firebrick"},
+        name=f"position {position}",
+        hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
+    )
+    return fig
+
+
+def grid_tiles(g: GridSimilarity) -> go.Figure:
+    """ViT Fig. 7 mosaic: tile (r, c) is the H x W image of patch (r, c)'s cosine to all patches."""
+    height, width = g.grid
+    n_rows, n_cols = len(g.tile_rows), len(g.tile_cols)
+    mosaic, (row_ticks, col_ticks) = _mosaic(g)
+    title = f"Cosine of each patch to all patches, {height} x {width} grid ({centring(g.centered)})"
+    if g.subsampled:
+        title += f"; {n_rows} x {n_cols} patches shown"
+    # Tall: up to 24 x 24 tiles must stay legible.
+    fig = _figure(title, "patch column of the tile", "patch row of the tile", height=800)
+    fig.add_heatmap(
+        z=_f32(mosaic),
+        colorscale=DIVERGING,
+        zmin=-1,
+        zmax=1,
+        colorbar={"title": {"text": "cosine"}},
+        hovertemplate="cosine=%{z:.4f}<extra></extra>",
+        hoverongaps=False,
+    )
+    fig.update_xaxes(
+        tickvals=col_ticks,
+        ticktext=[str(c) for c in g.tile_cols],
+        showgrid=False,
+        constrain="domain",
+    )
+    fig.update_yaxes(
+        tickvals=row_ticks,
+        ticktext=[str(r) for r in g.tile_rows],
+        showgrid=False,
+        autorange="reversed",
+        scaleanchor="x",
+        constrain="domain",
+    )
+    return fig
+
+
+def grid_profiles(g: GridSimilarity) -> go.Figure:
+    """Mean cosine of patches a given number of rows (same column) or columns (same row) apart."""
+    fig = _figure(
+        f"Mean cosine similarity vs patch offset on the {g.grid[0]} x {g.grid[1]} grid "
+        f"({centring(g.centered)})",
+        "offset (patches)",
+        "mean cosine similarity",
+    )
+    for profile, name in (
+        (g.row_profile, "row offset, same column"),
+        (g.col_profile, "column offset, same row"),
+    ):
+        fig.add_scatter(
+            x=np.arange(len(profile), dtype=np.int32),
+            y=_f32(profile),
+            mode="lines+markers",
+            name=name,
+            hovertemplate="offset %{x}<br>%{y:.4f}<extra></extra>",
+        )
+    return fig
+
+
+# --- boundaries & probes --------------------------------------------------------------------
+
+#: Curves of the per-position figure: panel title and the statistics drawn in it.
+_BOUNDARY_PANELS = (
+    ("row norm ‖e_p‖", ("norm",)),
+    ("cosine to neighbours", ("cos_prev", "cos_next")),
+    ("distance to the mean row", ("dist_to_mean",)),
+    ("residual norm outside the top-k PCs", ("residual_norm",)),
+)
+#: The flagging statistic whose flags a panel marks.
+_PANEL_FLAGS = {
+    "norm": "norm",
+    "cos_prev": "neighbour_cos",
+    "dist_to_mean": "dist_to_mean",
+    "residual_norm": "residual_norm",
+}
+
+
+def position_statistics(
+    stats: PositionStatistics, flags: Outliers, changes: ChangePoints | None = None
+) -> go.Figure:
+    """Per-position curves with flagged positions (red) and change points (dashed lines).
+
+    Above `LINE_POINTS` positions the curves are drawn at evenly spaced positions (as the
+    subtitle says); flagged positions and change points are always drawn at their exact place.
+    """
+    panels = [p for p in _BOUNDARY_PANELS if getattr(stats, p[1][0]) is not None]
+    n = len(stats.norm)
+    shown = even_positions(n, LINE_POINTS)
+    title = (
+        f"Per-position statistics · flagged: |robust z| > {flags.threshold:g} in a window of "
+        f"±{flags.window} positions"
+    )
+    if stats.top_k:
+        title += f" · residual outside the top {stats.top_k} PCs (rows mean-centred)"
+    if len(shown) < n:
+        title += f"<br><sup>{_sampled(shown, n)}</sup>"
+    fig = _small_multiples(len(panels), [p[0] for p in panels], title)
+    for row, (_, names) in enumerate(panels, start=1):
+        for name in names:
+            fig.add_trace(
+                go.Scattergl(
+                    x=shown.astype(np.int32),
+                    y=_f32(getattr(stats, name)[shown]),
+                    mode="lines",
+                    name=name,
+                    showlegend=len(names) > 1,
+                    hovertemplate=f"{name}<br>p=%{{x}}<br>%{{y:.6g}}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        statistic = _PANEL_FLAGS[names[0]]
+        i = flags.statistics.index(statistic)
+        where = np.flatnonzero(flags.flagged[i])
+        fig.add_trace(
+            go.Scatter(
+                x=where.astype(np.int32),
+                y=_f32(flags.values[i, where]),
+                customdata=_f32(flags.z[i, where]),
+                mode="markers",
+                marker={"color": "firebrick", "size": 9, "symbol": "circle-open", "line_width": 2},
+                name="flagged",
+                legendgroup="flagged",
+                showlegend=row == 1,
+                hovertemplate=f"flagged on {statistic}<br>p=%{{x}}<br>%{{y:.6g}}"
+                "<br>z=%{customdata:.1f}<extra></extra>",
+            ),
+            row=row,
+            col=1,
+        )
+    if changes is not None:
+        for p in changes.positions.tolist():
+            fig.add_vline(x=p - 0.5, line={"dash": "dash", "color": "grey"}, row="all", col=1)
+    return fig
+
+
+def probe_predictions(report: ProbeReport) -> go.Figure:
+    """Out-of-fold predicted vs true position for the table and its two controls."""
+    subsample = (
+        f"{report.n_rows:,} of {report.n_positions:,} rows, seeded subsample"
+        if report.subsampled
+        else f"all {report.n_rows:,} rows"
+    )
+    fig = _figure(
+        f"Absolute position probe: out-of-fold predictions ({report.folds}-fold, "
+        f"seed {report.seed}, {subsample})",
+        "true position p",
+        "predicted position",
+        height=450,
+    )
+    for name, probe in report.absolute.items():
+        fig.add_scattergl(
+            x=probe.positions.astype(np.int32),
+            y=_f32(probe.predictions),
+            mode="markers",
+            marker={"size": 3, "opacity": 0.6},
+            name=f"{name} (MAE {probe.mae:.2f})",
+            hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
+        )
+    ends = [0, report.n_positions - 1]
+    fig.add_scatter(
+        x=ends, y=ends, mode="lines", line={"dash": "dot", "color": "black"}, name="perfect"
     )
     return fig

@@ -14,6 +14,12 @@ from typing import Any
 
 import streamlit as st
 
+from posviz import boundary as _boundary
+from posviz import compare as _compare
+from posviz import components as _components
+from posviz import probes as _probes
+from posviz import resample as _resample
+from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
 from posviz.embedding import Embedding
 
@@ -32,3 +38,152 @@ def cached(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 @cached("Computing the singular-value spectrum…")
 def spectrum(table: Embedding, *, center: bool) -> _spectrum.Spectrum:
     return _spectrum.spectrum(table.values, center=center)
+
+
+@cached("Computing the top principal components…")
+def principal_components(
+    table: Embedding, *, k: int, center: bool
+) -> _components.PrincipalComponents:
+    return _components.principal_components(table.values, k=k, center=center)
+
+
+@cached("Fitting a sinusoid to each principal component…")
+def sinusoid_fits(table: Embedding, *, k: int, center: bool) -> _components.SinusoidFits:
+    return _components.fit_sinusoids(principal_components(table, k=k, center=center).scores)
+
+
+@cached("Comparing the components' span with low-frequency sinusoids…")
+def sinusoid_likeness(
+    table: Embedding, *, k: int, center: bool, n_frequencies: int, n_shuffles: int, seed: int
+) -> _components.SubspaceLikeness:
+    return _components.sinusoid_likeness(
+        principal_components(table, k=k, center=center).scores,
+        n_frequencies=n_frequencies,
+        n_shuffles=n_shuffles,
+        seed=seed,
+    )
+
+
+# --- compare and resample -------------------------------------------------------------------
+
+
+@cached("Resampling the table…")
+def resampled_length(
+    table: Embedding, *, n_positions: int, method: str, positions: str, reserved: int
+) -> Embedding:
+    result = _resample.resample_length(
+        table.values, n_positions, method=method, positions=positions, reserved=reserved
+    )
+    return _resample.resampled_table(table, result)
+
+
+@cached("Resampling the grid…")
+def resampled_grid(
+    table: Embedding, *, grid: tuple[int, int], method: str, antialias: bool
+) -> Embedding:
+    result = _resample.resample_grid(
+        table.values, table.grid, grid, method=method, antialias=antialias
+    )
+    return _resample.resampled_table(table, result)
+
+
+@cached("Comparing the two tables: CKA, principal angles, Procrustes…")
+def comparison(first: Embedding, second: Embedding, *, k: int, center: bool) -> _compare.Comparison:
+    return _compare.compare(first.values, second.values, k=k, center=center)
+
+
+@cached("Computing the offset profile…")
+def offset_means(
+    table: Embedding, *, metric: str, center: bool, max_offset: int
+) -> _similarity.OffsetProfile:
+    return _similarity.offset_profile(
+        table.values, metric=metric, center=center, max_offset=max_offset
+    )
+
+
+@cached("Computing the similarity overview…")
+def similarity_overview(
+    table: Embedding, *, metric: str, center: bool, max_side: int
+) -> _similarity.SimilarityMap:
+    return _similarity.similarity_map(table.values, metric=metric, center=center, max_side=max_side)
+
+
+@cached("Computing the patch similarity mosaic…")
+def patch_mosaic(table: Embedding, *, center: bool, max_side: int) -> _similarity.GridSimilarity:
+    return _similarity.grid_similarity(table.values, table.grid, center=center, max_side=max_side)
+
+
+# --- similarity -----------------------------------------------------------------------------
+
+
+@cached("Computing the similarity window…")
+def similarity_window(
+    table: Embedding,
+    *,
+    metric: str,
+    center: bool,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    max_side: int,
+) -> _similarity.SimilarityMap:
+    return _similarity.similarity_map(
+        table.values, metric=metric, center=center, rows=rows, cols=cols, max_side=max_side
+    )
+
+
+@cached("Computing patch-to-patch similarities on the grid…")
+def grid_similarity(
+    table: Embedding, *, grid: tuple[int, int], center: bool
+) -> _similarity.GridSimilarity:
+    return _similarity.grid_similarity(table.values, grid, center=center)
+
+
+@cached("Scoring the offset profile…")
+def offset_scores(
+    table: Embedding, *, metric: str, center: bool, max_offset: int, window: int
+) -> _similarity.OffsetScores:
+    profile = offset_means(table, metric=metric, center=center, max_offset=max_offset)
+    return _similarity.offset_scores(profile, window=window)
+
+
+@cached("Computing per-position statistics…")
+def position_statistics(table: Embedding, *, top_k: int) -> _boundary.PositionStatistics:
+    return _boundary.position_statistics(table.values, top_k=top_k)
+
+
+@cached("Flagging unusual positions…")
+def outliers(table: Embedding, *, top_k: int, window: int, threshold: float) -> _boundary.Outliers:
+    curves = position_statistics(table, top_k=top_k).flagging_curves()
+    return _boundary.outliers(curves, window=window, threshold=threshold)
+
+
+@cached("Summarising the boundaries…")
+def boundary_summary(table: Embedding, *, top_k: int, k: int) -> _boundary.BoundarySummary:
+    curves = position_statistics(table, top_k=top_k).flagging_curves()
+    return _boundary.boundary_summary(curves, k=k)
+
+
+@cached("Finding change points…")
+def change_points(
+    table: Embedding,
+    *,
+    top_k: int,
+    window: int,
+    threshold: float,
+    statistic: str,
+    max_changes: int,
+    min_size: int,
+) -> _boundary.ChangePoints:
+    flags = outliers(table, top_k=top_k, window=window, threshold=threshold)
+    return _boundary.change_points(
+        flags.cleaned(statistic), max_changes=max_changes, min_size=min_size
+    )
+
+
+@cached("Running the position probes on the table and its two controls…")
+def probes(
+    table: Embedding, *, seed: int, max_rows: int, n_pairs: int, alpha: float, C: float
+) -> _probes.ProbeReport:
+    return _probes.probe_with_controls(
+        table.values, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C
+    )

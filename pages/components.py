@@ -1,0 +1,204 @@
+"""Components: principal components over position, the helix, and how sinusoidal they are."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from posviz import components, export, figures
+from posviz.ui import cache, state, widgets
+
+R2_HELP = (
+    "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
+    "its mean explained by the best a·cos(2π f p / n + φ) + c. Frequency f starts at the "
+    "periodogram peak and is refined by least squares within one bin."
+)
+COS2_HELP = (
+    "Mean of cos² over the principal angles (scipy.linalg.subspace_angles) between the span of "
+    "the top-k PC trajectories and the span of cos/sin(π f p / n), f = 1..m: 1 when one span "
+    "lies in the other; about 2m / n for a random subspace."
+)
+
+st.title("Components")
+table = state.current()
+widgets.table_caption(table)
+n = table.shape[0]
+center = widgets.center_toggle()
+top = min(components.max_components(table.shape, center=center), 20)
+k = st.number_input(
+    "Principal components k",
+    1,
+    top,
+    min(6, top),
+    key="components.k",
+    help="How many leading principal components to show and fit (at most 20).",
+)
+pc = cache.principal_components(table, k=k, center=center)
+settings = export.export_settings(table, centered=center, k=k)
+if table.grid:
+    st.caption(
+        f"2-D grid {table.grid[0]} x {table.grid[1]}: position p is patch (p // "
+        f"{table.grid[1]}, p % {table.grid[1]}), row-major."
+    )
+
+st.subheader("Principal components over position")
+overlaid = st.radio(
+    "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
+)
+widgets.show_figure(
+    figures.pc_trajectories(pc, overlaid=overlaid == "overlaid"),
+    name="pc_trajectories",
+    settings=settings,
+)
+
+st.subheader("Path of positions in PC space")
+numbers = list(range(1, k + 1))
+choose = st.columns(3)
+axes = [
+    column.selectbox(label, numbers, index=min(default, k - 1), key=f"components.axis{default}")
+    for column, label, default in zip(
+        choose, ["PC (x)", "PC (y)", "PC (z, 3-D only)"], range(3), strict=True
+    )
+]
+if n > figures.PATH_POINTS:
+    st.caption(
+        f"{n:,} positions: figures draw at most {figures.PATH_POINTS:,} positions per path and "
+        f"{figures.LINE_POINTS:,} per line, evenly spaced (first and last included); every "
+        "number and download uses all positions."
+    )
+flat, solid = st.columns(2)
+with flat:
+    widgets.show_figure(
+        figures.pc_path(pc, tuple(axes[:2])),
+        name="pc_path_2d",
+        settings={**settings, "components": axes[:2]},
+    )
+with solid:
+    if k >= 3:
+        widgets.show_figure(
+            figures.pc_path(pc, tuple(axes)),
+            name="pc_path_3d",
+            settings={**settings, "components": axes},
+        )
+    else:
+        st.info("The 3-D path needs k >= 3 components.")
+
+st.subheader("How sinusoidal is each component")
+if n < 4:
+    st.info("A sinusoid has 3 coefficients: fitting one needs at least 4 positions.")
+    st.stop()
+fits = cache.sinusoid_fits(table, k=k, center=center)
+fit_settings = {**settings, "fit": "a*cos(2*pi*f*p/n + phi) + c, least squares"}
+st.metric(
+    "Median R² of the top-k fits",
+    f"{np.median(fits.r2):.4f}",
+    help=R2_HELP,
+)
+widgets.show_numbers(
+    pd.DataFrame(
+        {
+            "component": numbers,
+            "explained_variance": pc.explained_variance,
+            "periodogram_peak_cycles": fits.peak,
+            "frequency_cycles": fits.frequency,
+            "amplitude": fits.amplitude,
+            "phase_rad": fits.phase,
+            "offset": fits.offset,
+            "r2": fits.r2,
+        }
+    ),
+    name="sinusoid_fits",
+    settings=fit_settings,
+)
+st.caption(f"Frequencies in cycles over the table's {n:,} positions. {R2_HELP}")
+widgets.show_figure(figures.sinusoid_fits(pc, fits), name="sinusoid_fits", settings=fit_settings)
+nyquist = n // 2
+max_cycles = st.slider(
+    "Periodogram: highest frequency shown (cycles)",
+    1,
+    nyquist,
+    # Wide enough to show every fitted peak with room around it.
+    min(max(8, 4 * int(fits.peak.max())), nyquist),
+    key="components.max_cycles",
+    help="Display only: the downloads hold every frequency up to n / 2.",
+)
+widgets.show_figure(
+    figures.periodogram(fits, max_cycles=max_cycles),
+    name="periodogram",
+    settings={**settings, "highest_frequency_shown": max_cycles},
+)
+
+st.subheader("Is the component span a span of low-frequency sinusoids?")
+left, middle, right = st.columns(3)
+m = left.number_input(
+    "Sinusoid frequencies m",
+    1,
+    nyquist,
+    min(8, nyquist),
+    key="components.m",
+    help="Basis cos/sin(π f p / n) for f = 1..m (f / 2 cycles over the table): 2m vectors.",
+)
+shuffles = middle.number_input(
+    "Shuffles",
+    1,
+    1000,
+    20,
+    key="components.shuffles",
+    help="Row shuffles of the table for the chance level.",
+)
+seed = right.number_input("Seed", 0, 2**31 - 1, 0, key="components.seed")
+likeness = cache.sinusoid_likeness(
+    table, k=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
+)
+like_settings = {**settings, "n_frequencies": m, "n_shuffles": shuffles, "seed": seed}
+table_col, chance_col, p_col = st.columns(3)
+table_col.metric("Mean cos², table", f"{likeness.mean_cos2:.4f}", help=COS2_HELP)
+chance_col.metric(
+    "Mean cos², shuffled rows",
+    f"{likeness.shuffled.mean():.4f}",
+    help="The same number after shuffling the table's rows, averaged over the shuffles "
+    "(seeded): what a table without positional order gives.",
+)
+p_col.metric(
+    "p-value against shuffles",
+    f"{likeness.p_value:.3g}",
+    help="(1 + shuffles with mean cos² ≥ the table's) / (1 + shuffles): below 0.05 the span "
+    "is more sinusoid-like than chance.",
+)
+st.caption(
+    f"Shuffled rows: {likeness.shuffled.mean():.4f} ± {likeness.shuffled.std():.4f} (mean ± "
+    f"standard deviation over {shuffles} shuffles, seed {seed}); a random {k}-dimensional "
+    f"span scores about 2m / n = {2 * m / n:.4f}. The smallest p-value {shuffles} shuffles can "
+    f"give is 1 / {shuffles + 1} = {1 / (shuffles + 1):.3g}."
+)
+widgets.show_figure(
+    figures.principal_angles(likeness), name="principal_angles", settings=like_settings
+)
+with st.expander("Numbers"):
+    widgets.show_numbers(
+        pd.DataFrame(
+            {
+                "angle": range(1, len(likeness.angles) + 1),
+                "angle_rad": likeness.angles[::-1],
+                "cos2": np.cos(likeness.angles[::-1]) ** 2,
+            }
+        ),
+        name="principal_angles",
+        settings=like_settings,
+    )
+    widgets.show_numbers(
+        pd.DataFrame({"shuffle": range(1, shuffles + 1), "mean_cos2": likeness.shuffled}),
+        name="shuffled_control",
+        settings=like_settings,
+    )
+    widgets.show_numbers(
+        pd.DataFrame({"position": range(n)} | {f"PC{c}": pc.scores[:, c - 1] for c in numbers}),
+        name="pc_projections",
+        settings=settings,
+    )
+    widgets.show_numbers(
+        pd.DataFrame(
+            {"cycles": range(fits.power.shape[1])} | {f"PC{c}": fits.power[c - 1] for c in numbers}
+        ),
+        name="periodogram",
+        settings=settings,
+    )

@@ -1,0 +1,251 @@
+"""Similarity: how similarity between positions falls with distance.
+
+Reads ``st.session_state["posviz.flags"]``: a list of positions (0-based rows of the analysed
+table) that another page (Boundaries) flagged; they are marked on the heatmap edges.
+"""
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from posviz import export, figures
+from posviz.similarity import MAX_SIDE, METRICS
+from posviz.ui import cache, state, widgets
+
+FLAGS = "posviz.flags"
+
+METRIC_HELP = (
+    "cosine: ⟨a, b⟩ / (|a| |b|), 0 with a zero row (e.g. a zeroed class token), not NaN. "
+    "dot: ⟨a, b⟩. Euclidean: |a − b|."
+)
+DEFINITIONS = {
+    "translation invariance": "1 − Σ_k Σ_i (s(i, i+k) − m(k))² / Σ_{i<j} (s(i, j) − mean s)²: "
+    "the share of the variance of s over all pairs explained by the offset alone. 1 for a "
+    "Toeplitz matrix (sinusoidal tables), near 0 for shuffled rows. Exact, over all offsets.",
+    "monotonicity ρ": "Spearman rank correlation of the mean profile m(k) with k for "
+    "k = 1..window: −1 when similarity falls steadily with distance.",
+    "falls until k": "Last offset before m(k) first stops falling (first k with m(k+1) ≥ m(k)).",
+    "length (½)": "Similarity length: first offset k with m(k) < ½ m(0). m(0) is 1 for cosine "
+    "without zero rows and the mean squared norm for dot.",
+    "length (0)": "First offset k with m(k) < 0.",
+    "ringing": "Sign changes / local maxima of m(k) for k = 1..largest offset: the off-diagonal "
+    "bands of e.g. GPT-2.",
+}
+
+
+def _divisors(n: int) -> list[int]:
+    small = [h for h in range(1, math.isqrt(n) + 1) if n % h == 0]
+    return sorted({*small, *(n // h for h in small)})
+
+
+st.title("Similarity")
+table = state.current()
+widgets.table_caption(table)
+n = table.shape[0]
+left, right = st.columns([2, 1])
+metric = left.radio(
+    "Measure",
+    METRICS,
+    format_func={
+        "cosine": "cosine similarity",
+        "dot": "dot product",
+        "euclidean": "Euclidean distance",
+    }.get,
+    horizontal=True,
+    key="similarity.metric",
+    help=METRIC_HELP,
+)
+with right:
+    center = widgets.center_toggle()
+settings = export.export_settings(table, metric=metric, centered=center)
+flags = [int(p) for p in st.session_state.get(FLAGS, [])]
+
+# --- 1. heatmap -----------------------------------------------------------------------------
+st.subheader("Position x position")
+overview = cache.similarity_overview(table, metric=metric, center=center, max_side=MAX_SIDE)
+widgets.show_figure(
+    figures.similarity_heatmap(overview, highlight=flags),
+    name="similarity_heatmap",
+    settings={**settings, "block": overview.block},
+)
+if metric == "euclidean":
+    st.caption(
+        "Distances come from |a|² + |b|² − 2⟨a, b⟩ in float64: within ~1e-7 of the row norm of "
+        "the exact value near 0, far closer elsewhere."
+    )
+if flags:
+    st.caption(f"Triangles on the edges mark the {len(flags)} positions flagged on another page.")
+if not overview.exact:
+    block = overview.block
+    st.caption(
+        f"{n:,} positions a side is more than {MAX_SIDE} cells: each cell is the exact "
+        f"{'root mean square' if metric == 'euclidean' else 'mean'} over a {block} x {block} "
+        "block of positions (not a sample); axes are positions (block centres). Pick a window "
+        "to see every pair."
+    )
+    row_col, col_col, size_col = st.columns(3)
+    size = size_col.number_input(
+        "Window size (positions)", 2, min(n, MAX_SIDE), min(n, 256), key="similarity.zoom_size"
+    )
+    row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
+    col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
+    window = cache.similarity_window(
+        table,
+        metric=metric,
+        center=center,
+        rows=(row0, row0 + size),
+        cols=(col0, col0 + size),
+        max_side=MAX_SIDE,
+    )
+    widgets.show_figure(
+        figures.similarity_heatmap(window, highlight=flags),
+        name="similarity_zoom",
+        settings={**settings, "rows": [row0, row0 + size], "cols": [col0, col0 + size]},
+    )
+
+# --- 2. offset profile and 3. scores --------------------------------------------------------
+st.subheader("Similarity vs offset")
+similarity = "cosine" if metric == "euclidean" else metric
+if metric == "euclidean":
+    st.caption("Offset profile and scores need a similarity: they use cosine similarity.")
+left, right = st.columns(2)
+max_offset = left.number_input(
+    "Largest offset k",
+    1,
+    n - 1,
+    min(n - 1, 1024),
+    key="similarity.max_offset",
+    help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and costs "
+    "n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
+)
+profile = cache.offset_means(table, metric=similarity, center=center, max_offset=max_offset)
+offset_settings = {**settings, "metric": similarity, "max_offset": max_offset}
+scores = None
+if max_offset >= 2:
+    window = right.number_input(
+        "Monotonicity window (offsets)",
+        2,
+        max_offset,
+        min(32, max_offset),
+        key="similarity.window",
+        help="Offsets k = 1..window over which the Spearman correlation is taken.",
+    )
+    scores = cache.offset_scores(
+        table, metric=similarity, center=center, max_offset=max_offset, window=window
+    )
+    offset_settings["window"] = window
+    values = {
+        "translation invariance": f"{profile.translation_invariance:.4f}",
+        "monotonicity ρ": f"{scores.monotonicity:.3f}",
+        "falls until k": scores.falls_until,
+        "length (½)": scores.length_half if scores.length_half is not None else f"> {max_offset}",
+        "length (0)": scores.length_zero if scores.length_zero is not None else f"> {max_offset}",
+        "ringing": f"{scores.sign_changes} / {scores.local_maxima}",
+    }
+    # Two rows of three: six metrics in one row truncate their labels.
+    columns = [*st.columns(3), *st.columns(3)]
+    for column, (label, value) in zip(columns, values.items(), strict=True):
+        column.metric(label, value, help=DEFINITIONS[label])
+widgets.show_figure(
+    figures.offset_profile(profile, scores), name="offset_profile", settings=offset_settings
+)
+with st.expander("Numbers"):
+    if scores is not None:
+        widgets.show_numbers(
+            pd.DataFrame(
+                [
+                    {
+                        "translation_invariance": profile.translation_invariance,
+                        "monotonicity": scores.monotonicity,
+                        "falls_until": scores.falls_until,
+                        "length_half": scores.length_half,
+                        "length_zero": scores.length_zero,
+                        "sign_changes": scores.sign_changes,
+                        "local_maxima": scores.local_maxima,
+                    }
+                ]
+            ),
+            name="similarity_scores",
+            settings=offset_settings,
+        )
+    widgets.show_numbers(
+        pd.DataFrame(
+            {"k": profile.offsets, "mean": profile.mean, "std": profile.std, "pairs": profile.count}
+        ),
+        name="offset_profile",
+        settings=offset_settings,
+    )
+
+
+# --- 4. one position ------------------------------------------------------------------------
+@st.fragment
+def position_section() -> None:
+    """A fragment: moving the position redraws only this chart, not the heatmap."""
+    position = st.slider("Position", 0, n - 1, n // 2, key="similarity.position")
+    height, width = table.grid or (1, n)
+    row, col = divmod(position, width)
+    steps = ((-1, 0), (0, -1), (0, 1), (1, 0))
+    neighbours = [
+        (row + dr) * width + col + dc
+        for dr, dc in steps
+        if 0 <= row + dr < height and 0 <= col + dc < width
+    ]
+    row = cache.similarity_window(
+        table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
+    )
+    st.caption(
+        "Neighbours: the patches above, left, right and below on the grid."
+        if table.grid
+        else "Neighbours: positions p − 1 and p + 1."
+    )
+    widgets.show_figure(
+        figures.position_profile(row, position=position, neighbours=neighbours),
+        name="position_profile",
+        settings={**settings, "position": position},
+    )
+
+
+st.subheader("One position against all")
+position_section()
+
+# --- 5. 2-D grid ----------------------------------------------------------------------------
+st.subheader("2-D grid (ViT)")
+for prefix in (1, 2):
+    side = math.isqrt(n - prefix)
+    if not table.grid and side > 1 and side * side == n - prefix:
+        st.info(
+            f"{n} = {prefix} + {side}²: the first {prefix} row(s) may be class/distillation "
+            f"tokens. Trim them on the Data page to analyse a {side} x {side} grid.",
+            icon=":material/grid_on:",
+        )
+heights = _divisors(n)
+# The loaded grid, else the most square split of the rows.
+default = table.grid[0] if table.grid else min(heights, key=lambda h: abs(h - n // h))
+use_grid = st.toggle(
+    "Treat the rows as a 2-D patch grid (row-major)",
+    value=table.grid is not None,
+    key="similarity.grid",
+    help="On by default when the loaded table is a grid (e.g. ViT's 14 x 14 after trimming "
+    "the class token).",
+)
+if use_grid:
+    height = st.selectbox(
+        "Grid (height x width)",
+        heights,
+        index=heights.index(default),
+        format_func=lambda h: f"{h} x {n // h}",
+        key="similarity.grid_height",
+    )
+    grid = (height, n // height)
+    patches = cache.grid_similarity(table, grid=grid, center=center)
+    grid_settings = {**settings, "metric": "cosine", "grid": list(grid)}
+    if patches.subsampled:
+        st.caption(
+            f"{len(patches.tile_rows)} x {len(patches.tile_cols)} tiles for evenly spaced patches "
+            f"(of {grid[0]} x {grid[1]}): at most 24 a side, and at most {MAX_SIDE} cells a side."
+        )
+    widgets.show_figure(figures.grid_tiles(patches), name="grid_tiles", settings=grid_settings)
+    widgets.show_figure(
+        figures.grid_profiles(patches), name="grid_profiles", settings=grid_settings
+    )

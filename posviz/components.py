@@ -1,0 +1,367 @@
+"""What shapes do positions trace along the principal components, and how sinusoidal are they?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+
+from posviz.spectrum import gram
+
+__all__ = [
+    "PrincipalComponents",
+    "SinusoidFits",
+    "SubspaceLikeness",
+    "fit_sinusoids",
+    "max_components",
+    "periodogram",
+    "principal_components",
+    "sinusoid_basis",
+    "sinusoid_likeness",
+]
+
+#: Points per periodogram bin at which the least-squares error is scanned before refining.
+_SCAN_PER_BIN = 8
+
+
+def max_components(shape: tuple[int, int], *, center: bool) -> int:
+    """Most principal components a table of `shape` can have (centring removes one)."""
+    return min(shape[0] - int(center), shape[1])
+
+
+@dataclass(frozen=True)
+class PrincipalComponents:
+    """The top principal components of a position table and each position's projection on them.
+
+    Attributes
+    ----------
+    scores : ndarray of shape (n_positions, k)
+        Projection of every (centred) row on each component: the columns of ``U * S`` of the
+        thin SVD ``X = U S V^T``. Column c is the trajectory of PC c + 1 over position.
+    loadings : ndarray of shape (d_model, k)
+        Unit principal directions (columns of V). Sign convention: the entry of largest
+        absolute value in each column is positive (the first such entry on ties), so plots do
+        not flip between runs or machines.
+    singular_values : ndarray of shape (k,)
+        Descending; ``scores[:, c]`` has norm ``singular_values[c]``.
+    explained_variance : ndarray of shape (k,)
+        Each component's share of the table's total variance: ``sigma_c^2 / ||X||_F^2``, the
+        first k entries of :attr:`posviz.spectrum.Spectrum.explained_variance`.
+    centered : bool
+        Whether the mean row was subtracted first (PCA).
+    """
+
+    scores: np.ndarray
+    loadings: np.ndarray
+    singular_values: np.ndarray
+    explained_variance: np.ndarray
+    centered: bool
+
+
+def principal_components(
+    values: np.ndarray, *, k: int = 6, center: bool = True
+) -> PrincipalComponents:
+    """Top-`k` principal components of a position table.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_positions, d_model)
+    k : int
+        Number of components, ``1 <= k <=`` :func:`max_components`.
+    center : bool
+        Subtract the mean row first (PCA). Stated wherever the result is shown.
+
+    Notes
+    -----
+    Top-k eigenvectors of the float64 Gram matrix on the smaller side
+    (:func:`posviz.spectrum.gram`, ``scipy.linalg.eigh(..., subset_by_index=...)``): no full
+    SVD is formed, which at 50257 x 768 would need a 20 GB U. Tall tables project the rows
+    on the eigenvectors (``X V``); wide ones scale the eigenvectors (``U S``) and recover
+    ``V = X^T U / S``. The trace of the Gram matrix is the total variance, so the shares equal
+    those of :func:`posviz.spectrum.spectrum` to rounding.
+
+    Examples
+    --------
+    >>> x = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    >>> pc = principal_components(x, k=2, center=False)
+    >>> pc.singular_values.tolist(), pc.explained_variance.tolist()
+    ([2.8284271247461903, 1.4142135623730951], [0.8, 0.2])
+    >>> pc.scores[:, 0].tolist()
+    [2.0, -2.0, 0.0, 0.0]
+    """
+    n, d = values.shape
+    top = max_components((n, d), center=center)
+    if not 1 <= k <= top:
+        msg = (
+            f"k={k} components asked of a {n} x {d} table"
+            f"{' (centred)' if center else ''}; choose k between 1 and {top}."
+        )
+        raise ValueError(msg)
+    g = gram(values, center=center)
+    size = g.shape[0]
+    lam, vectors = scipy.linalg.eigh(g, subset_by_index=[size - k, size - 1])
+    lam, vectors = np.clip(lam[::-1], 0.0, None), vectors[:, ::-1]
+    sigma = np.sqrt(lam)
+    x = np.asarray(values, dtype=np.float64)
+    offset = x.mean(axis=0) if center else np.zeros(d)
+    if n >= d:
+        loadings = vectors
+    else:
+        # V = X^T U / S; a zero singular value (k beyond the rank) has no direction: keep 0.
+        loadings = np.divide((x - offset).T @ vectors, sigma, out=np.zeros((d, k)), where=sigma > 0)
+    largest = np.take_along_axis(loadings, np.abs(loadings).argmax(axis=0)[None, :], axis=0)
+    signs = np.where(largest < 0, -1.0, 1.0)
+    loadings = loadings * signs
+    # Projecting the float64 rows avoids an n x d centred copy; wide tables already have U.
+    scores = x @ loadings - offset @ loadings if n >= d else vectors * (sigma * signs)
+    return PrincipalComponents(
+        scores=scores,
+        loadings=loadings,
+        singular_values=sigma,
+        explained_variance=lam / np.trace(g),
+        centered=center,
+    )
+
+
+def periodogram(scores: np.ndarray) -> np.ndarray:
+    """Each trajectory's share of its sum of squares at each frequency (Parseval).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_positions, k)
+        One trajectory per column.
+
+    Returns
+    -------
+    ndarray of shape (k, n_positions // 2 + 1)
+        Entry ``[c, j]`` is the share of ``sum_p scores[p, c]^2`` at ``j`` cycles over the
+        table length (``|rfft|^2``, doubled for bins other than 0 and Nyquist, over
+        ``n * sum^2``); each row sums to 1 (0 for an all-zero trajectory).
+
+    Examples
+    --------
+    >>> p = np.arange(8)
+    >>> periodogram(np.cos(2 * np.pi * 3 * p / 8)[:, None]).round(12).tolist()
+    [[0.0, 0.0, 0.0, 1.0, 0.0]]
+    """
+    n = scores.shape[0]
+    power = np.abs(np.fft.rfft(scores, axis=0).T) ** 2
+    power[:, 1 : (n + 1) // 2] *= 2
+    total = np.sum(scores**2, axis=0)[:, None]
+    return np.divide(power / n, total, out=np.zeros_like(power), where=total > 0)
+
+
+@dataclass(frozen=True)
+class SinusoidFits:
+    """The best sinusoid ``amplitude * cos(2 pi frequency p / n + phase) + offset`` per trajectory.
+
+    Positions are ``p = 0..n-1`` and frequencies are in cycles over the table length ``n``.
+
+    Attributes
+    ----------
+    power : ndarray of shape (k, n_positions // 2 + 1)
+        :func:`periodogram` of each trajectory: share of its sum of squares at ``j`` cycles.
+    peak : ndarray of shape (k,)
+        Integer frequency (cycles) of the largest periodogram bin other than 0.
+    frequency : ndarray of shape (k,)
+        Least-squares frequency (cycles over the table), refined within one bin of `peak`.
+    amplitude, phase, offset : ndarray of shape (k,)
+        Linear least-squares coefficients at that frequency; amplitude >= 0, phase in
+        (-pi, pi] radians.
+    r2 : ndarray of shape (k,)
+        ``1 - sum (s - fit)^2 / sum (s - mean s)^2``: the share of the trajectory's variance
+        about its mean that the sinusoid explains (NaN for a constant trajectory).
+    fitted : ndarray of shape (n_positions, k)
+        The fitted sinusoids at every position.
+    """
+
+    power: np.ndarray
+    peak: np.ndarray
+    frequency: np.ndarray
+    amplitude: np.ndarray
+    phase: np.ndarray
+    offset: np.ndarray
+    r2: np.ndarray
+    fitted: np.ndarray
+
+
+def _design(n: int, cycles: float) -> np.ndarray:
+    angle = 2 * np.pi * cycles * np.arange(n) / n
+    return np.column_stack([np.cos(angle), np.sin(angle), np.ones(n)])
+
+
+def _residual(trajectory: np.ndarray, cycles: float) -> float:
+    design = _design(len(trajectory), cycles)
+    coef = np.linalg.lstsq(design, trajectory, rcond=None)[0]
+    return float(np.sum((trajectory - design @ coef) ** 2))
+
+
+def fit_sinusoids(scores: np.ndarray) -> SinusoidFits:
+    """Fit one sinusoid to each trajectory: periodogram peak, refined frequency, least squares.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_positions, k)
+        One trajectory per column (e.g. :attr:`PrincipalComponents.scores`), n >= 3.
+
+    Notes
+    -----
+    The periodogram peak ``j`` (bin 0 excluded) only locates the frequency to a bin, and
+    trained tables carry half-integer cycles. The residual sum of squares of the linear fit
+    ``[cos, sin, 1]`` is scanned at 1/8-bin steps over ``[j - 1, j + 1]`` (clipped to
+    ``[0, n/2]``), then minimised with ``scipy.optimize.minimize_scalar`` between the scan
+    points around the best one; the coefficients at that frequency give amplitude, phase and
+    offset.
+
+    Examples
+    --------
+    >>> p = np.arange(64)
+    >>> fit = fit_sinusoids((3 * np.cos(2 * np.pi * 2.25 * p / 64 + 0.5) + 1)[:, None])
+    >>> fit.peak.tolist(), fit.frequency.round(6).tolist(), fit.amplitude.round(6).tolist()
+    ([2], [2.25], [3.0])
+    >>> fit.phase.round(6).tolist(), fit.offset.round(6).tolist(), fit.r2.round(9).tolist()
+    ([0.5], [1.0], [1.0])
+    """
+    n, k = scores.shape
+    if n < 3:
+        msg = f"A sinusoid has 3 free coefficients; fitting needs at least 3 positions, got {n}."
+        raise ValueError(msg)
+    scores = np.asarray(scores, dtype=np.float64)
+    power = periodogram(scores)
+    peak = power[:, 1:].argmax(axis=1) + 1
+    nyquist = n / 2
+    frequency, coefs, fitted = np.empty(k), np.empty((k, 3)), np.empty((n, k))
+    for c in range(k):
+        trajectory = scores[:, c]
+        scan = np.linspace(max(peak[c] - 1, 0), min(peak[c] + 1, nyquist), 2 * _SCAN_PER_BIN + 1)
+        best = int(np.argmin([_residual(trajectory, f) for f in scan]))
+        bounds = (scan[max(best - 1, 0)], scan[min(best + 1, len(scan) - 1)])
+        refined = scipy.optimize.minimize_scalar(
+            lambda f, t=trajectory: _residual(t, f),
+            bounds=bounds,
+            method="bounded",
+            options={"xatol": 1e-10},
+        )
+        frequency[c] = refined.x
+        design = _design(n, refined.x)
+        coefs[c] = np.linalg.lstsq(design, trajectory, rcond=None)[0]
+        fitted[:, c] = design @ coefs[c]
+    # a cos(wp + phi) = a cos(phi) cos(wp) - a sin(phi) sin(wp)
+    amplitude = np.hypot(coefs[:, 0], coefs[:, 1])
+    phase = np.arctan2(-coefs[:, 1], coefs[:, 0])
+    spread = np.sum((scores - scores.mean(axis=0)) ** 2, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = np.where(spread > 0, 1 - np.sum((scores - fitted) ** 2, axis=0) / spread, np.nan)
+    return SinusoidFits(
+        power=power,
+        peak=peak,
+        frequency=frequency,
+        amplitude=amplitude,
+        phase=phase,
+        offset=coefs[:, 2],
+        r2=r2,
+        fitted=fitted,
+    )
+
+
+def sinusoid_basis(n_positions: int, n_frequencies: int) -> np.ndarray:
+    """Low-frequency sinusoids over position: ``cos, sin(pi f p / n)`` for ``f = 1..m``.
+
+    Frequency f is ``f / 2`` cycles over the table, the waves of trained tables (and of
+    :func:`posviz.simulate.learned_like`).
+
+    Returns
+    -------
+    ndarray of shape (n_positions, 2 * n_frequencies)
+        Columns ``cos f=1, sin f=1, cos f=2, ...``.
+    """
+    angle = np.pi * np.arange(n_positions)[:, None] * np.arange(1, n_frequencies + 1) / n_positions
+    return np.stack([np.cos(angle), np.sin(angle)], axis=2).reshape(n_positions, -1)
+
+
+@dataclass(frozen=True)
+class SubspaceLikeness:
+    """How close the span of the PC trajectories is to the span of low-frequency sinusoids.
+
+    Attributes
+    ----------
+    angles : ndarray of shape (min(k, 2 m),)
+        Principal angles (radians, descending, ``scipy.linalg.subspace_angles``) between the
+        span of the k trajectories and the span of :func:`sinusoid_basis` with m frequencies.
+    mean_cos2 : float
+        Mean squared cosine of `angles`: 1 when one span contains the other, about
+        ``2 m / n_positions`` for a random subspace.
+    shuffled : ndarray of shape (n_shuffles,)
+        `mean_cos2` after shuffling the table's rows (seeded): the chance level.
+    n_frequencies : int
+        m, the sinusoid basis' number of frequencies.
+    seed : int
+        Seed of the row shuffles.
+    """
+
+    angles: np.ndarray
+    mean_cos2: float
+    shuffled: np.ndarray
+    n_frequencies: int
+    seed: int
+
+    @property
+    def p_value(self) -> float:
+        """Share of shuffles at least as sinusoid-like as the table, counting the table itself."""
+        return float((1 + np.sum(self.shuffled >= self.mean_cos2)) / (1 + len(self.shuffled)))
+
+
+def sinusoid_likeness(
+    scores: np.ndarray, *, n_frequencies: int = 8, n_shuffles: int = 20, seed: int = 0
+) -> SubspaceLikeness:
+    """Principal angles between the PC trajectories' span and low-frequency sinusoids.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_positions, k)
+        Trajectories (:attr:`PrincipalComponents.scores`).
+    n_frequencies : int
+        m: the basis holds ``cos, sin(pi f p / n)`` for ``f = 1..m``; ``2 m <= n_positions``.
+    n_shuffles : int
+        Row shuffles for the chance level.
+    seed : int
+        Seed of ``numpy.random.default_rng`` for the shuffles.
+
+    Notes
+    -----
+    Shuffling a table's rows permutes the rows of its SVD's U and leaves S and V unchanged
+    (centring commutes with a row permutation), so the control shuffles the trajectories'
+    rows rather than recomputing components: the same numbers, exactly, at no cost. A
+    permuted orthonormal basis of the span is an orthonormal basis of the permuted span, so
+    each shuffle costs a gather and the singular values (cosines) of a k x 2m product.
+
+    Examples
+    --------
+    >>> basis = sinusoid_basis(100, 3)
+    >>> sinusoid_likeness(basis[:, :2], n_frequencies=3, n_shuffles=5).mean_cos2
+    1.0
+    """
+    n = scores.shape[0]
+    if not 1 <= 2 * n_frequencies <= n:
+        msg = (
+            f"{n_frequencies} frequencies need {2 * n_frequencies} basis vectors over {n} "
+            f"positions; choose between 1 and {n // 2}."
+        )
+        raise ValueError(msg)
+    basis = sinusoid_basis(n, n_frequencies)
+    angles = scipy.linalg.subspace_angles(scores, basis)
+    span, sinusoids = scipy.linalg.orth(scores), scipy.linalg.orth(basis)
+    rng = np.random.default_rng(seed)
+    shuffled = [
+        np.mean(scipy.linalg.svdvals(span[rng.permutation(n)].T @ sinusoids) ** 2)
+        for _ in range(n_shuffles)
+    ]
+    return SubspaceLikeness(
+        angles=angles,
+        mean_cos2=float(np.mean(np.cos(angles) ** 2)),
+        shuffled=np.array(shuffled),
+        n_frequencies=n_frequencies,
+        seed=seed,
+    )

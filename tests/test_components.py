@@ -1,0 +1,284 @@
+"""Principal components over position, sinusoid fits and subspace likeness against truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.signal
+from scipy.optimize import curve_fit
+from sklearn.metrics import r2_score
+
+from posviz import figures, simulate
+from posviz.components import (
+    fit_sinusoids,
+    max_components,
+    periodogram,
+    principal_components,
+    sinusoid_basis,
+    sinusoid_likeness,
+)
+from posviz.spectrum import spectrum
+
+
+def rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+def known_frequencies(n: int, cycles: list[float], amplitudes: list[float]) -> np.ndarray:
+    """Table whose PC pairs are cos/sin of `cycles` over n positions along orthonormal dims."""
+    p = np.arange(n)[:, None] * 2 * np.pi / n
+    waves = np.concatenate([np.cos(p * cycles), np.sin(p * cycles)], axis=1)
+    directions = np.linalg.qr(rng().standard_normal((40, 2 * len(cycles))))[0].T
+    return (waves * np.tile(amplitudes, 2)) @ directions
+
+
+def flip_like_posviz(u_s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Apply the documented sign rule (largest absolute loading positive) to a reference SVD."""
+    signs = np.sign(v[np.abs(v).argmax(axis=0), np.arange(v.shape[1])])
+    return u_s * signs, v * signs
+
+
+@pytest.mark.parametrize("shape", [(60, 25), (25, 60)], ids=["tall", "wide"])
+@pytest.mark.parametrize("center", [True, False])
+def test_projections_equal_u_times_s_of_the_svd(shape, center):
+    x = rng().standard_normal(shape) + np.linspace(0, 3, shape[1])
+    pc = principal_components(x, k=5, center=center)
+    xc = x - x.mean(axis=0) if center else x
+    u, s, vt = np.linalg.svd(xc, full_matrices=False)
+    scores, loadings = flip_like_posviz(u[:, :5] * s[:5], vt[:5].T)
+    np.testing.assert_allclose(pc.scores, scores, atol=1e-10)
+    np.testing.assert_allclose(pc.loadings, loadings, atol=1e-10)
+    np.testing.assert_allclose(pc.singular_values, s[:5], rtol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(pc.scores, axis=0), s[:5], rtol=1e-12)
+
+
+def test_variance_shares_are_the_spectrum_explained_variance():
+    table = simulate.learned_like(300, 64, seed=3).values
+    for center in (True, False):
+        pc = principal_components(table, k=8, center=center)
+        np.testing.assert_allclose(
+            pc.explained_variance,
+            spectrum(table, center=center).explained_variance[:8],
+            rtol=1e-10,
+        )
+
+
+def test_sign_convention_does_not_depend_on_precision_or_sign_of_the_table():
+    table = simulate.learned_like(200, 48, seed=1).values
+    in_64 = principal_components(table.astype(np.float64), k=6)
+    in_32 = principal_components(table, k=6)
+    np.testing.assert_allclose(in_32.scores, in_64.scores, atol=1e-10)
+    negated = principal_components(-table.astype(np.float64), k=6)
+    np.testing.assert_allclose(negated.loadings, in_64.loadings, atol=1e-12)
+    largest = in_64.loadings[np.abs(in_64.loadings).argmax(axis=0), range(6)]
+    assert (largest > 0).all()
+
+
+def test_k_beyond_the_rank_is_refused_with_the_limit():
+    assert max_components((10, 4), center=True) == 4
+    assert max_components((4, 10), center=True) == 3
+    with pytest.raises(ValueError, match="between 1 and 3"):
+        principal_components(np.ones((4, 10)), k=4)
+
+
+def test_periodogram_is_scipys_power_spectrum_as_a_share_of_the_sum_of_squares():
+    for n in (31, 32):
+        x = rng().standard_normal((n, 3))
+        _, power = scipy.signal.periodogram(x, fs=n, detrend=False, scaling="spectrum", axis=0)
+        np.testing.assert_allclose(periodogram(x), (power * n / np.sum(x**2, axis=0)).T)
+        np.testing.assert_allclose(periodogram(x).sum(axis=1), 1.0)
+
+
+def test_sinusoid_fit_matches_nonlinear_least_squares_and_sklearn_r2():
+    n = 400
+    p = np.arange(n)
+    noisy = 2.0 * np.cos(2 * np.pi * 3.3 * p / n - 1.0) + 0.5 + 0.8 * rng().standard_normal(n)
+
+    def model(p, a, f, phi, c):
+        return a * np.cos(2 * np.pi * f * p / n + phi) + c
+
+    tight = {"xtol": 1e-15, "ftol": 1e-15, "gtol": 1e-15}
+    reference, _ = curve_fit(model, p, noisy, p0=[2.0, 3.3, -1.0, 0.5], **tight)
+    fit = fit_sinusoids(noisy[:, None])
+    np.testing.assert_allclose(
+        [fit.amplitude[0], fit.frequency[0], fit.phase[0], fit.offset[0]], reference, rtol=1e-6
+    )
+    assert fit.r2[0] == pytest.approx(r2_score(noisy, fit.fitted[:, 0]), rel=1e-12)
+    assert 0.7 < fit.r2[0] < 0.9  # noise variance 0.64 against signal variance 2
+
+
+def test_frequencies_of_a_table_built_from_known_frequencies_are_recovered():
+    cycles = [3, 7, 12, 20]
+    table = known_frequencies(256, cycles, [4.0, 3.0, 2.0, 1.0])
+    pc = principal_components(table, k=8)
+    fits = fit_sinusoids(pc.scores)
+    expected = np.repeat(cycles, 2)  # cos and sin of each frequency share its variance
+    np.testing.assert_array_equal(fits.peak, expected)
+    np.testing.assert_allclose(fits.frequency, expected, atol=1e-6)
+    np.testing.assert_allclose(fits.r2, 1.0, atol=1e-9)
+
+
+def test_half_integer_frequencies_are_found_within_one_bin():
+    n, cycles = 500, [1.5, 4.5, 9.5]
+    p = np.arange(n)[:, None]
+    directions = np.linalg.qr(rng().standard_normal((30, 3)))[0].T
+    table = (np.cos(2 * np.pi * p * cycles / n) * [9.0, 3.0, 1.0]) @ directions
+    fits = fit_sinusoids(principal_components(table, k=3).scores)
+    assert (np.abs(fits.peak - cycles) <= 1).all()
+    assert (np.abs(fits.frequency - cycles) < 0.1).all()
+
+
+def test_pcs_of_a_sinusoidal_table_are_sinusoids():
+    pc = principal_components(simulate.sinusoidal_table(1024, 768), k=6)
+    assert (fit_sinusoids(pc.scores).r2 > 0.99).all()
+
+
+def test_gaussian_rows_fit_badly_and_look_like_their_shuffles():
+    pc = principal_components(simulate.gaussian(512, 64, seed=2).values, k=6)
+    assert (fit_sinusoids(pc.scores).r2 < 0.1).all()
+    likeness = sinusoid_likeness(pc.scores, n_frequencies=8, n_shuffles=50, seed=0)
+    # Rows are exchangeable, so the table is one more draw from the shuffles' distribution.
+    spread = likeness.shuffled.std()
+    assert abs(likeness.mean_cos2 - likeness.shuffled.mean()) < 4 * spread
+    assert likeness.shuffled.mean() == pytest.approx(16 / 512, rel=0.3)  # 2m / n by chance
+
+
+def test_learned_like_span_is_sinusoidal_far_above_chance():
+    # Without the boundary kicks, which give end rows components of their own.
+    table = simulate.learned_like(512, 128, boundary=0.0, seed=0).values
+    likeness = sinusoid_likeness(
+        principal_components(table, k=6).scores, n_frequencies=8, n_shuffles=20, seed=0
+    )
+    assert likeness.mean_cos2 > 0.95
+    assert likeness.shuffled.max() < 0.2
+    assert likeness.p_value == pytest.approx(1 / 21)
+
+
+def test_likeness_is_the_mean_squared_cosine_of_orthonormal_bases():
+    scores = rng().standard_normal((100, 4))
+    likeness = sinusoid_likeness(scores, n_frequencies=5, n_shuffles=1)
+    q_a = np.linalg.qr(scores)[0]
+    q_b = np.linalg.qr(sinusoid_basis(100, 5))[0]
+    assert likeness.mean_cos2 == pytest.approx(np.sum((q_a.T @ q_b) ** 2) / 4, rel=1e-12)
+
+
+def test_shuffled_control_is_the_likeness_of_row_shuffled_trajectories():
+    scores = principal_components(simulate.learned_like(200, 32, seed=4).values, k=5).scores
+    likeness = sinusoid_likeness(scores, n_frequencies=4, n_shuffles=3, seed=9)
+    orders = np.random.default_rng(9)
+    basis = sinusoid_basis(200, 4)
+    expected = [
+        np.mean(np.cos(scipy.linalg.subspace_angles(scores[orders.permutation(200)], basis)) ** 2)
+        for _ in range(3)
+    ]
+    np.testing.assert_allclose(likeness.shuffled, expected, rtol=1e-10)
+
+
+def test_shuffled_control_equals_components_of_the_shuffled_table():
+    table = simulate.learned_like(200, 32, seed=4).values.astype(np.float64)
+    order = rng().permutation(200)
+    shuffled = principal_components(table[order], k=5)
+    original = principal_components(table, k=5)
+    np.testing.assert_allclose(shuffled.scores, original.scores[order], atol=1e-10)
+
+
+def test_basis_is_cos_and_sin_of_half_cycles():
+    basis = sinusoid_basis(10, 2)
+    p = np.arange(10)
+    np.testing.assert_allclose(basis[:, 2], np.cos(np.pi * 2 * p / 10))
+    np.testing.assert_allclose(basis[:, 1], np.sin(np.pi * p / 10))
+    with pytest.raises(ValueError, match="between 1 and 5"):
+        sinusoid_likeness(rng().standard_normal((10, 2)), n_frequencies=6)
+
+
+# --- figures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def result():
+    pc = principal_components(simulate.learned_like(300, 32, seed=0).values, k=4)
+    fits = fit_sinusoids(pc.scores)
+    return pc, fits, sinusoid_likeness(pc.scores, n_frequencies=4, n_shuffles=5)
+
+
+@pytest.mark.parametrize("overlaid", [True, False])
+def test_trajectory_figure_has_one_line_per_pc_with_its_variance_share(result, overlaid):
+    pc, _, _ = result
+    fig = figures.pc_trajectories(pc, overlaid=overlaid)
+    assert [t.type for t in fig.data] == ["scattergl"] * 4
+    assert fig.data[0].name == f"PC1 ({pc.explained_variance[0]:.1%})"
+    np.testing.assert_array_equal(fig.data[2].y, pc.scores[:, 2].astype(np.float32))
+    assert fig.data[2].y.dtype == np.float32
+    assert "rows mean-centred" in fig.layout.title.text
+    xaxis = fig.layout.xaxis if overlaid else fig.layout.xaxis4
+    assert xaxis.title.text == "position p"
+
+
+def test_path_figures_in_2d_and_3d(result):
+    pc, _, _ = result
+    flat = figures.pc_path(pc, (1, 2))
+    assert [t.type for t in flat.data] == ["scatter"] * 3
+    assert flat.layout.xaxis.title.text.startswith("PC1 (")
+    np.testing.assert_array_equal(flat.data[1].x, pc.scores[:, 0].astype(np.float32))
+    solid = figures.pc_path(pc, (3, 1, 2))
+    assert [t.type for t in solid.data] == ["scatter3d", "scatter3d"]
+    assert solid.layout.scene.zaxis.title.text.startswith("PC2 (")
+    assert list(solid.data[1].text) == ["first p=0", "last p=299"]
+
+
+def test_long_tables_are_drawn_at_evenly_spaced_positions_and_say_so():
+    pc = principal_components(simulate.learned_like(50_257, 16, seed=0).values, k=3)
+    fig = figures.pc_path(pc, (1, 2, 3))
+    shown = fig.data[0].customdata
+    assert len(shown) == figures.PATH_POINTS
+    assert shown[0] == 0
+    assert shown[-1] == 50_256
+    np.testing.assert_array_equal(fig.data[0].z, pc.scores[shown, 2].astype(np.float32))
+    assert "5,000 of 50,257 positions, evenly spaced" in fig.layout.title.text
+    assert len(fig.to_json()) < 500_000
+    fits = fit_sinusoids(pc.scores)
+    for lines in (figures.pc_trajectories(pc, overlaid=False), figures.sinusoid_fits(pc, fits)):
+        x = lines.data[-1].x
+        assert len(x) == figures.LINE_POINTS
+        assert (x[0], x[-1]) == (0, 50_256)
+        np.testing.assert_array_equal(lines.data[-1].y, lines.data[-1].y.astype(np.float32))
+        assert "8,192 of 50,257 positions, evenly spaced" in lines.layout.title.text
+        assert len(lines.to_json()) < 1_000_000
+    np.testing.assert_array_equal(lines.data[-1].y, fits.fitted[x, 2].astype(np.float32))
+
+
+def test_fit_figure_overlays_data_and_fit_with_r2_in_panel_titles(result):
+    pc, fits, _ = result
+    fig = figures.sinusoid_fits(pc, fits)
+    assert len(fig.data) == 8
+    np.testing.assert_array_equal(fig.data[1].y, fits.fitted[:, 0].astype(np.float32))
+    assert fig.data[1].line.dash == "dash"
+    assert f"R² = {fits.r2[3]:.4f}" in fig.layout.annotations[3].text
+
+
+def test_periodogram_heatmap_sums_bins_in_blocks_above_the_column_limit(result):
+    _, fits, _ = result
+    fig = figures.periodogram(fits, max_cycles=20)
+    heat = fig.data[0]
+    assert heat.type == "heatmap"
+    assert heat.z.shape == (4, 21)
+    assert fig.layout.xaxis.title.text == "frequency (cycles over the table)"
+    binned = figures.periodogram(fits, max_cycles=150, columns=50)
+    assert binned.data[0].z.shape == (4, 38)  # 151 bins in blocks of 4
+    np.testing.assert_allclose(
+        binned.data[0].z.sum(axis=1), fits.power[:, :151].sum(axis=1), rtol=1e-5
+    )
+    np.testing.assert_allclose(binned.data[0].z[:, 0], fits.power[:, :4].sum(axis=1), rtol=1e-6)
+    assert "blocks of 4" in binned.layout.title.text
+
+
+def test_principal_angle_figure_shows_cos2_and_the_chance_level(result):
+    _, _, likeness = result
+    fig = figures.principal_angles(likeness)
+    assert fig.data[0].type == "bar"
+    np.testing.assert_allclose(
+        fig.data[0].y, np.sort(np.cos(likeness.angles) ** 2)[::-1], rtol=1e-6
+    )
+    np.testing.assert_allclose(fig.data[1].y, likeness.shuffled.mean())
+    assert "5 shuffles, seed 0" in fig.data[1].name

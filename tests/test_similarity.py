@@ -1,0 +1,232 @@
+"""Similarity numbers against analytic truth (sinusoidal tables) and direct / sklearn references."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
+
+from posviz import figures, similarity
+from posviz.similarity import (
+    grid_similarity,
+    offset_profile,
+    offset_scores,
+    prepared_rows,
+    similarity_map,
+)
+from posviz.simulate import learned_like, sinusoidal_table, vit_grid
+
+
+@pytest.fixture(scope="module")
+def sinusoid() -> np.ndarray:
+    return sinusoidal_table(512, 768)
+
+
+@pytest.fixture(scope="module")
+def learned() -> np.ndarray:
+    return learned_like(300, 48, seed=2).values
+
+
+def direct_diagonals(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std over i of s(i, i+k), straight from the matrix."""
+    diagonals = [np.diagonal(s, k) for k in range(len(s))]
+    return np.array([d.mean() for d in diagonals]), np.array([d.std() for d in diagonals])
+
+
+def test_sinusoid_offset_profile_is_the_formula(sinusoid):
+    p = offset_profile(sinusoid, metric="cosine", center=False)
+    freqs = 10000.0 ** (-np.arange(0, 768, 2) / 768)
+    formula = (2 / 768) * np.cos(np.outer(np.arange(512), freqs)).sum(axis=1)
+    np.testing.assert_allclose(p.mean, formula, atol=1e-12)
+    assert [round(float(p.mean[k]), 4) for k in (1, 10, 100)] == [0.9734, 0.68, 0.4369]
+    # Toeplitz: the same similarity for every p at a given offset, all of it explained by k.
+    assert p.std.max() < 1e-10
+    assert p.translation_invariance == pytest.approx(1.0, abs=1e-9)
+
+
+def test_shuffled_sinusoid_loses_translation_invariance(sinusoid):
+    shuffled = sinusoid[np.random.default_rng(0).permutation(len(sinusoid))]
+    assert offset_profile(shuffled).translation_invariance < 0.05
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+@pytest.mark.parametrize("center", [True, False])
+def test_profile_matches_direct_diagonals(learned, metric, center, monkeypatch):
+    # A tiny scratch budget forces many row tiles and a ragged last one.
+    monkeypatch.setattr(similarity, "_TILE_BYTES", 40_000)
+    x = prepared_rows(learned, metric=metric, center=center)
+    s = x @ x.T
+    mean, std = direct_diagonals(s)
+    p = offset_profile(learned, metric=metric, center=center, max_offset=120)
+    np.testing.assert_allclose(p.mean, mean[:121], rtol=0, atol=1e-10 * np.abs(s).max())
+    np.testing.assert_allclose(p.std, std[:121], rtol=0, atol=1e-10 * np.abs(s).max())
+    np.testing.assert_array_equal(p.count, 300 - np.arange(121))
+    # Translation invariance by its definition, over pairs i < j.
+    upper = s[np.triu_indices(300, 1)]
+    within = sum(((np.diagonal(s, k) - mean[k]) ** 2).sum() for k in range(1, 300))
+    expected = 1 - within / ((upper - upper.mean()) ** 2).sum()
+    assert p.translation_invariance == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("metric", "reference"),
+    [
+        ("cosine", cosine_similarity),
+        ("dot", lambda x: x @ x.T),
+        ("euclidean", euclidean_distances),
+    ],
+)
+@pytest.mark.parametrize("center", [True, False])
+def test_exact_map_matches_sklearn(learned, metric, reference, center, monkeypatch):
+    monkeypatch.setattr(similarity, "_CHUNK_ELEMENTS", 48 * 70)  # chunks of 70 rows
+    x = np.asarray(learned, dtype=np.float64)
+    expected = reference(x - x.mean(axis=0) if center else x)
+    m = similarity_map(learned, metric=metric, center=center)
+    assert m.exact
+    np.testing.assert_array_equal(m.row_positions, np.arange(300))
+    # Distances near 0 lose half the digits to |a|^2 + |b|^2 - 2<a, b> (documented).
+    atol = 1e-7 * np.linalg.norm(x, axis=1).max() if metric == "euclidean" else 1e-12
+    np.testing.assert_allclose(m.values, expected, rtol=1e-9, atol=atol)
+
+
+def test_window_is_the_submatrix_with_whole_table_centring(learned):
+    full = similarity_map(learned, metric="cosine", center=True)
+    window = similarity_map(learned, metric="cosine", center=True, rows=(10, 60), cols=(200, 290))
+    np.testing.assert_allclose(window.values, full.values[10:60, 200:290], atol=1e-13)
+    np.testing.assert_array_equal(window.col_positions, np.arange(200, 290))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot", "euclidean"])
+def test_block_overview_is_block_means_of_the_exact_matrix(learned, metric, monkeypatch):
+    monkeypatch.setattr(similarity, "_CHUNK_ELEMENTS", 48 * 20)  # chunks of 2 blocks
+    exact = similarity_map(learned, metric=metric, center=True).values
+    m = similarity_map(learned, metric=metric, center=True, max_side=40)
+    assert m.block == 8  # ceil(300 / 40); the last block holds 300 - 37 * 8 = 4 positions
+    blocks = [(a, min(a + 8, 300)) for a in range(0, 300, 8)]
+    if metric == "euclidean":  # root mean square of the distance
+        expected = [[np.sqrt(np.mean(exact[a:b, c:d] ** 2)) for c, d in blocks] for a, b in blocks]
+    else:
+        expected = [[exact[a:b, c:d].mean() for c, d in blocks] for a, b in blocks]
+    np.testing.assert_allclose(m.values, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(m.row_positions, [(a + b - 1) / 2 for a, b in blocks])
+
+
+def test_zero_row_has_cosine_zero_not_nan():
+    x = learned_like(20, 8, seed=1).values.copy()
+    x[0] = 0
+    m = similarity_map(x, metric="cosine")
+    assert np.isfinite(m.values).all()
+    np.testing.assert_array_equal(m.values[0], 0.0)
+    assert np.isfinite(offset_profile(x).mean).all()
+
+
+def test_scores_of_a_rotating_vector():
+    # Rows at angle 2 pi p / 50: m(k) = cos(2 pi k / 50) exactly.
+    angles = 2 * np.pi * np.arange(200) / 50
+    p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]))
+    np.testing.assert_allclose(p.mean, np.cos(2 * np.pi * np.arange(200) / 50), atol=1e-12)
+    s = offset_scores(p, window=10)
+    assert s.monotonicity == pytest.approx(-1.0)
+    assert (s.length_half, s.length_zero, s.falls_until) == (9, 13, 25)
+    # Zero crossings at k = 12.5 + 25 j below 199, peaks at k = 50, 100, 150.
+    assert (s.sign_changes, s.local_maxima) == (8, 3)
+
+
+def test_bad_arguments_say_what_to_do(learned):
+    with pytest.raises(ValueError, match="needs a similarity"):
+        offset_profile(learned, metric="euclidean")
+    with pytest.raises(ValueError, match="max_offset"):
+        offset_profile(learned, max_offset=300)
+    with pytest.raises(ValueError, match="window"):
+        offset_scores(offset_profile(learned, max_offset=5), window=6)
+    with pytest.raises(ValueError, match="outside positions"):
+        similarity_map(learned, rows=(290, 310))
+    with pytest.raises(ValueError, match="Unknown metric"):
+        similarity_map(learned, metric="manhattan")
+    with pytest.raises(ValueError, match="height x width"):
+        grid_similarity(learned, (7, 7))
+
+
+def test_grid_tiles_peak_at_their_own_patch():
+    table = vit_grid(6, 7, 64).values
+    g = grid_similarity(table, (6, 7))
+    assert g.tiles.shape == (6, 7, 6, 7)
+    assert not g.subsampled
+    for r in range(6):
+        for c in range(7):
+            assert np.unravel_index(np.argmax(g.tiles[r, c]), (6, 7)) == (r, c)
+    np.testing.assert_allclose(g.tiles.reshape(42, 42), cosine_similarity(table), atol=1e-12)
+    # Row and column structure: the row profile is the 1-D sinusoid of the first half only.
+    s = cosine_similarity(table).reshape(6, 7, 6, 7)
+    rows = [np.mean([s[r, c, r + k, c] for r in range(6 - k) for c in range(7)]) for k in range(6)]
+    cols = [np.mean([s[r, c, r, c + k] for r in range(6) for c in range(7 - k)]) for k in range(7)]
+    np.testing.assert_allclose(g.row_profile, rows, atol=1e-12)
+    np.testing.assert_allclose(g.col_profile, cols, atol=1e-12)
+
+
+def test_large_grids_subsample_tiles_evenly():
+    g = grid_similarity(vit_grid(30, 40, 16).values, (30, 40), max_side=800)
+    assert g.subsampled
+    assert g.tile_rows[[0, -1]].tolist() == [0, 29]
+    assert g.tile_cols[[0, -1]].tolist() == [0, 39]
+    assert g.tiles.shape == (24, 20, 30, 40)  # 800 // 40 = 20 tiles across
+
+
+def test_large_table_never_forms_the_full_matrix():
+    values = learned_like(6000, 32, seed=0).values
+    tracemalloc.start()
+    m = similarity_map(values, metric="cosine", center=True)
+    p = offset_profile(values, metric="cosine", center=True)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert m.values.shape == (750, 750)
+    assert np.isfinite(p.std).all()
+    assert peak < 6000**2 * 8 / 3  # an L x L float64 matrix would be 288 MB
+
+
+# --- figures --------------------------------------------------------------------------------
+
+
+def test_heatmap_figure(learned):
+    m = similarity_map(learned, metric="cosine", center=True, max_side=100)
+    fig = figures.similarity_heatmap(m, highlight=[0, 150, 5000])
+    heat = fig.data[0]
+    assert heat.type == "heatmap"
+    assert heat.z.shape == (100, 100)
+    assert heat.z.dtype == np.float32
+    assert heat.zmid == 0
+    assert fig.layout.xaxis.title.text == "position j"
+    assert fig.layout.yaxis.title.text == "position i"
+    assert fig.layout.title.text.endswith("(rows mean-centred; means of 3 x 3 blocks)")
+    marks = [t for t in fig.data if t.name == "flagged positions"]
+    # 5000 is outside the table: only 0 and 150 are marked, on both edges.
+    assert [t.customdata.tolist() for t in marks] == [[0, 150], [0, 150]]
+    assert len(fig.to_json()) < 5e6
+
+
+def test_offset_and_position_figures(learned):
+    p = offset_profile(learned, max_offset=50)
+    fig = figures.offset_profile(p, offset_scores(p, window=10))
+    assert [t.type for t in fig.data] == ["scatter"] * 3
+    assert fig.data[1].fill == "tonexty"
+    np.testing.assert_allclose(fig.data[2].y, p.mean, rtol=1e-6)
+    assert fig.layout.xaxis.title.text == "offset k"
+    row = similarity_map(learned, rows=(7, 8), max_side=300)
+    fig = figures.position_profile(row, position=7, neighbours=[6, 8])
+    assert len(fig.data[0].y) == 300
+    assert fig.data[1].x.tolist() == [6, 8]
+    assert fig.data[2].y[0] == pytest.approx(1.0)
+
+
+def test_grid_figures():
+    g = grid_similarity(vit_grid(4, 5, 16).values, (4, 5))
+    fig = figures.grid_tiles(g)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (4 * 5 - 1, 5 * 6 - 1)  # 4 x 5 tiles of 4 x 5 cells, one-cell gaps
+    np.testing.assert_allclose(z[:4, :5], g.tiles[0, 0], rtol=1e-6)
+    assert np.isnan(z[4]).all()
+    assert list(fig.layout.xaxis.ticktext) == ["0", "1", "2", "3", "4"]
+    fig = figures.grid_profiles(g)
+    assert [len(t.y) for t in fig.data] == [4, 5]
