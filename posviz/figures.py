@@ -927,13 +927,21 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
         if report.subsampled
         else f"all {report.n_rows:,} rows"
     )
-    fig = _figure(
-        f"Absolute position probe: out-of-fold predictions ({report.folds}-fold, "
-        f"seed {report.seed}, {subsample})",
-        "true position p",
-        "predicted position",
-        height=450,
+    last = report.n_positions - 1
+    # Probes without position information can predict far outside the table (an unregularised
+    # fit with d close to the training rows); the axis keeps the informative range readable.
+    shown = (-0.25 * last, 1.25 * last)
+    outside = sum(
+        int(np.count_nonzero((p.predictions < shown[0]) | (p.predictions > shown[1])))
+        for p in report.absolute.values()
     )
+    title = (
+        f"Absolute position probe: out-of-fold predictions ({report.folds}-fold, "
+        f"seed {report.seed}, {subsample})"
+    )
+    if outside:
+        title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"
+    fig = _figure(title, "true position p", "predicted position", height=450, yaxis_range=shown)
     for name, probe in report.absolute.items():
         fig.add_scattergl(
             x=probe.positions.astype(np.int32),
@@ -943,7 +951,7 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
             name=f"{name} (MAE {probe.mae:.2f})",
             hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
         )
-    ends = [0, report.n_positions - 1]
+    ends = [0, last]
     fig.add_scatter(
         x=ends, y=ends, mode="lines", line={"dash": "dot", "color": "black"}, name="perfect"
     )

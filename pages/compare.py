@@ -1,0 +1,161 @@
+"""Compare: two tables side by side (spectra, offsets, similarity) and how alike they are."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from posviz import compare, export, figures
+from posviz.ui import cache, state, widgets
+
+#: Largest side of each similarity heatmap: three of them stay under ~3.5 MB of figure.
+HEATMAP_SIDE = 400
+DEFINITIONS = {
+    "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
+    "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
+    "rotation and/or scaling of the other, 0 when their dimensions are uncorrelated.",
+    "angles": "Principal angles between the spans of the top-k principal components over "
+    "positions (left singular vectors, one value per position) of the two tables "
+    "(scipy.linalg.subspace_angles). 0° = the same k-dimensional positional signal.",
+    "procrustes": "‖Ŷ R − X̂‖_F with X̂ = X/‖X‖_F, Ŷ = Y/‖Y‖_F and R the orthogonal matrix "
+    "minimising it (the residual of scipy.linalg.orthogonal_procrustes, computed as "
+    "√(2 − 2‖ŶᵀX̂‖_*): exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. Needs "
+    "equal widths.",
+    "metric": "Cosine: ⟨x_i, x_j⟩ / (‖x_i‖ ‖x_j‖). Dot: ⟨x_i, x_j⟩.",
+}
+
+st.title("Compare")
+first, second = state.current(), state.current(state.SECOND)
+with st.expander("Second table", icon=":material/upload_file:"):
+    st.caption("The first table is the current one (Data page); load the second here.")
+    widgets.table_loader(state.SECOND)
+left, right = st.columns(2)
+with left:
+    st.markdown("**First**")
+    widgets.table_caption(first)
+with right:
+    st.markdown("**Second**")
+    widgets.table_caption(second)
+
+options = st.columns(3)
+with options[0]:
+    center = widgets.center_toggle()
+metric = options[1].selectbox(
+    "Similarity", ["cosine", "dot"], key="compare.metric", help=DEFINITIONS["metric"]
+)
+shortest = min(first.shape[0], second.shape[0])
+max_offset = options[2].number_input(
+    "Largest offset",
+    1,
+    shortest - 1,
+    min(shortest - 1, 512),
+    key="compare.max_offset",
+    help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
+)
+names = {"first": first, "second": second}
+settings = export.export_settings(
+    first, second=second.settings(), centered=center, metric=metric, max_offset=max_offset
+)
+
+st.header("Spectra", divider=True)
+spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
+left, right = st.columns(2)
+with left:
+    widgets.show_figure(figures.spectra_overlay(spectra), name="compare_spectra", settings=settings)
+with right:
+    widgets.show_figure(
+        figures.cumulative_overlay(spectra), name="compare_cumulative", settings=settings
+    )
+widgets.show_numbers(
+    compare.metrics_table(spectra["first"], spectra["second"]),
+    name="compare_metrics",
+    settings=settings,
+)
+
+st.header("Similarity against offset", divider=True)
+profiles = {
+    name: cache.offset_means(table, metric=metric, center=center, max_offset=max_offset)
+    for name, table in names.items()
+}
+widgets.show_figure(figures.offset_overlay(profiles), name="compare_offsets", settings=settings)
+
+st.header("Similarity between positions", divider=True)
+matched = second
+if first.shape[0] != second.shape[0]:
+    match = st.toggle(
+        f"Resample the second table to {first.shape[0]} positions",
+        value=True,
+        key="compare.match",
+        help="Linear interpolation with first and last rows kept, x = p·(L−1)/(L'−1) "
+        "(the Resample page offers more methods and sends its result here). Needed for the "
+        "difference map and the position-by-position measures below.",
+    )
+    if match:
+        matched = cache.resampled_length(
+            second, n_positions=first.shape[0], method="linear", positions="ends", reserved=0
+        )
+        settings["second_resampled_to"] = first.shape[0]
+maps = {
+    name: cache.similarity_overview(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
+    for name, table in {"first": first, "second": matched}.items()
+}
+same_length = first.shape[0] == matched.shape[0]
+widgets.show_figure(
+    figures.similarity_pair(maps, difference=same_length),
+    name="compare_similarity",
+    settings=settings,
+)
+if max(m.block for m in maps.values()) > 1:
+    st.caption(
+        f"Above {HEATMAP_SIDE} positions a side each cell is the mean over a block of "
+        "positions (exact block means; the block size is in the title)."
+    )
+
+st.header("Same positions: CKA, principal angles, Procrustes", divider=True)
+if not same_length:
+    st.info(
+        f"The tables have {first.shape[0]} and {second.shape[0]} positions: these measures "
+        "compare position by position, so they need equal lengths.",
+        icon=":material/info:",
+    )
+    st.stop()
+k_max = min(first.shape[0] - 1, first.shape[1], matched.shape[1], 64)
+k = st.number_input(
+    "Components k",
+    1,
+    k_max,
+    min(10, k_max),
+    key="compare.k",
+    help="Top principal components over positions whose spans are compared.",
+)
+settings["k"] = k
+try:
+    result = cache.comparison(first, matched, k=k, center=center)
+except ValueError as error:
+    st.error(str(error), icon=":material/error:")
+    st.stop()
+angles = np.degrees(result.principal_angles)
+columns = st.columns(4)
+columns[0].metric("linear CKA", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
+columns[1].metric("mean principal angle", f"{angles.mean():.2f}°", help=DEFINITIONS["angles"])
+columns[2].metric("largest principal angle", f"{angles.max():.2f}°", help=DEFINITIONS["angles"])
+columns[3].metric(
+    "Procrustes error",
+    "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
+    help=DEFINITIONS["procrustes"],
+)
+widgets.show_figure(figures.comparison_angles(result), name="compare_angles", settings=settings)
+with st.expander("Numbers"):
+    widgets.show_numbers(
+        pd.DataFrame(
+            {"cka": [result.cka], "procrustes_error": [result.procrustes_error], "k": [k]}
+        ),
+        name="compare_measures",
+        settings=settings,
+    )
+    widgets.show_numbers(
+        pd.DataFrame(
+            {"angle": range(1, k + 1), "radians": result.principal_angles, "degrees": angles}
+        ),
+        name="compare_principal_angles",
+        settings=settings,
+    )

@@ -1,0 +1,190 @@
+"""Resample: stretch the table to a new length or a new 2-D grid, look at it, download it."""
+
+import streamlit as st
+
+from posviz import compare, export, figures, resample
+from posviz.embedding import MAX_ELEMENTS
+from posviz.ui import cache, state, widgets
+
+#: Largest side of each patch mosaic: two side by side stay under ~2.5 MB of figure.
+MOSAIC_SIDE = 400
+#: Offsets drawn in the before/after profile (the spread over i costs n · k · d).
+MAX_OFFSET = 512
+
+st.title("Resample")
+table = state.current()
+widgets.table_caption(table)
+n, d = table.shape
+longest = MAX_ELEMENTS // d
+
+if table.grid is not None:
+    height, width = table.grid
+    st.markdown(
+        f"A {height} x {width} patch grid"
+        + (f" after {table.row_start} prefix rows, kept unchanged." if table.row_start else ".")
+    )
+    left, middle, right, last = st.columns(4)
+    new_height = left.number_input("New grid height", 1, 1024, 2 * height, key="resample.h")
+    new_width = middle.number_input("New grid width", 1, 1024, 2 * width, key="resample.w")
+    method = right.selectbox("Method", resample.GRID_METHODS, key="resample.grid_method")
+    antialias = last.checkbox(
+        "Antialias",
+        value=True,
+        key="resample.antialias",
+        help="PyTorch's antialias=True (timm's resample_abs_pos_embed default): Pillow-style "
+        "kernels (bicubic a = -0.5) stretched by the scale factor when shrinking. Off: the "
+        "plain kernels (bicubic: Keys a = -0.75, half-pixel centres, border clamped). Both "
+        "match torch.nn.functional.interpolate(align_corners=False) to float rounding.",
+    )
+    options = {"grid": (new_height, new_width), "method": method, "antialias": antialias}
+    compute = cache.resampled_grid
+else:
+    left, middle, right = st.columns(3)
+    n_new = left.number_input(
+        "New length L'",
+        2,
+        longest,
+        min(2 * n, longest),
+        key="resample.n",
+        help="Rows of the result.",
+    )
+    method = middle.selectbox(
+        "Method",
+        resample.LENGTH_METHODS,
+        key="resample.method",
+        help="linear: between neighbouring rows; cubic: scipy CubicSpline (not-a-knot) "
+        "through all rows; tile: Longformer's copy of the table end to end.",
+    )
+    if method == "tile":
+        positions = "ends"
+        reserved = right.number_input(
+            "Reserved rows",
+            0,
+            n - 2,
+            0,
+            key="resample.reserved",
+            help="Leading rows copied once and not repeated (RoBERTa's offset of 2 when "
+            "those rows were not trimmed on loading).",
+        )
+    else:
+        reserved = 0
+        positions = right.radio(
+            "Positions read",
+            list(resample.POSITION_RULES),
+            format_func=resample.POSITION_RULES.get,
+            key="resample.positions",
+            help="New row p is the old table read at x. 'scaled' is Position Interpolation: "
+            "the old spacing shrinks by L/L'.",
+        )
+    options = {
+        "n_positions": n_new,
+        "method": method,
+        "positions": positions,
+        "reserved": reserved,
+    }
+    compute = cache.resampled_length
+
+try:
+    result = compute(table, **options)
+except ValueError as error:
+    st.error(str(error), icon=":material/error:")
+    st.stop()
+
+center = widgets.center_toggle()
+settings = export.export_settings(table, resampled=result.source, centered=center, **options)
+st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {result.source}")
+
+buttons = st.columns(2)
+buttons[0].button(
+    "Send to Compare",
+    on_click=state.set_table,
+    args=(result, state.SECOND),
+    icon=":material/compare:",
+    help="Make the result the Compare page's second table.",
+)
+buttons[1].button(
+    "Make current table",
+    on_click=state.set_table,
+    args=(result,),
+    icon=":material/check:",
+    help="Analyse the result on every page (the original stays loadable from Data).",
+)
+
+st.header("Before and after", divider=True)
+spectra = {
+    "original": cache.spectrum(table, center=center),
+    "resampled": cache.spectrum(result, center=center),
+}
+left, right = st.columns(2)
+with left:
+    widgets.show_figure(
+        figures.spectra_overlay(spectra), name="resample_spectra", settings=settings
+    )
+with right:
+    widgets.show_figure(
+        figures.cumulative_overlay(spectra), name="resample_cumulative", settings=settings
+    )
+if table.grid is not None:
+    mosaics = {
+        "original": cache.patch_mosaic(table, center=center, max_side=MOSAIC_SIDE),
+        "resampled": cache.patch_mosaic(result, center=center, max_side=MOSAIC_SIDE),
+    }
+    widgets.show_figure(figures.mosaic_pair(mosaics), name="resample_mosaics", settings=settings)
+    if any(g.subsampled for g in mosaics.values()):
+        st.caption(
+            f"Large grids show evenly spaced patches only: at most {MOSAIC_SIDE} cells a side."
+        )
+else:
+    profiles = {
+        name: cache.offset_means(
+            t, metric="cosine", center=center, max_offset=min(MAX_OFFSET, t.shape[0] - 1)
+        )
+        for name, t in {"original": table, "resampled": result}.items()
+    }
+    widgets.show_figure(
+        figures.offset_overlay(profiles), name="resample_offsets", settings=settings
+    )
+    st.caption(
+        f"Offsets up to {MAX_OFFSET} in each table's own positions: a table stretched by L'/L "
+        "falls off L'/L times more slowly."
+    )
+with st.expander("Numbers"):
+    widgets.show_numbers(
+        compare.metrics_table(spectra["original"], spectra["resampled"]),
+        name="resample_metrics",
+        settings=settings,
+    )
+
+st.header("Download", divider=True)
+batch_axis = st.checkbox(
+    "Leading batch axis (1, N, d)",
+    value=table.grid is not None,
+    key="resample.batch_axis",
+    help="timm's pos_embed is stored as (1, N, d); GPT-2/BERT tables as (N, d).",
+)
+dtype, note = resample.storage_dtype(result)
+dropped = table.n_source_rows > table.row_start + n
+st.caption(
+    f"Tensor `{result.name}`, {result.row_start} prefix row(s) re-attached in front, written as "
+    f"{dtype}"
+    + (f" ({note})." if note else " (the stored dtype).")
+    + (" Rows trimmed after the table on loading are not included." * dropped)
+)
+stem = f"{result.name}_{result.shape[0]}"
+left, right = st.columns(2)
+left.download_button(
+    ".safetensors",
+    data=lambda: resample.to_safetensors(result, batch_axis=batch_axis),
+    file_name=f"{stem}.safetensors",
+    mime="application/octet-stream",
+    key="resample.download.safetensors",
+    icon=":material/download:",
+)
+right.download_button(
+    ".npy",
+    data=lambda: resample.to_npy(result, batch_axis=batch_axis),
+    file_name=f"{stem}.npy",
+    mime="application/octet-stream",
+    key="resample.download.npy",
+    icon=":material/download:",
+)

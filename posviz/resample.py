@@ -1,0 +1,335 @@
+"""What a table looks like stretched to a new length or a new 2-D grid, and the file to download."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from io import BytesIO
+
+import numpy as np
+import safetensors.numpy
+from scipy.interpolate import CubicSpline
+
+from posviz.embedding import MAX_ELEMENTS, Embedding
+
+__all__ = [
+    "GRID_METHODS",
+    "LENGTH_METHODS",
+    "POSITION_RULES",
+    "Resampled",
+    "axis_weights",
+    "resample_grid",
+    "resample_length",
+    "resampled_table",
+    "storage_dtype",
+    "to_npy",
+    "to_safetensors",
+]
+
+#: 1-D methods: interpolation between rows, or Longformer's copy of the table end to end.
+LENGTH_METHODS = ("linear", "cubic", "tile")
+#: Where new row p is read from the old table of L rows when resampling to L' rows.
+POSITION_RULES = {
+    "ends": "x = p·(L−1)/(L'−1): first and last rows kept",
+    "scaled": "x = p·L/L': Position Interpolation (Chen et al. 2023), last rows extrapolated",
+}
+#: 2-D methods, as named by torch.nn.functional.interpolate.
+GRID_METHODS = ("bicubic", "bilinear")
+
+#: Keys' cubic-convolution parameter of PyTorch's plain bicubic, and of its antialiased
+#: bicubic (which follows Pillow).
+_KEYS_A = {False: -0.75, True: -0.5}
+#: safetensors dtype names numpy can write.
+_SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+
+
+@dataclass(frozen=True)
+class Resampled:
+    """A resampled table (without prefix rows) and how it was made.
+
+    Attributes
+    ----------
+    values : ndarray of shape (n_positions_new, d_model)
+        Same float dtype as the input rows.
+    grid : tuple of (int, int) or None
+        (height, width) of the new grid for 2-D resampling, else None.
+    description : str
+        The method and options in words, for titles, captions and file metadata.
+    """
+
+    values: np.ndarray
+    grid: tuple[int, int] | None
+    description: str
+
+
+def _check_size(n_rows: int, d_model: int) -> None:
+    if n_rows < 2:
+        msg = f"The new table needs at least 2 rows, got {n_rows}."
+        raise ValueError(msg)
+    if n_rows * d_model > MAX_ELEMENTS:
+        msg = (
+            f"{n_rows:,} x {d_model:,} = {n_rows * d_model:,} values is above the limit of "
+            f"{MAX_ELEMENTS:,}; pick a new length below {MAX_ELEMENTS // d_model:,}."
+        )
+        raise ValueError(msg)
+
+
+def resample_length(
+    values: np.ndarray,
+    n_positions: int,
+    *,
+    method: str = "linear",
+    positions: str = "ends",
+    reserved: int = 0,
+) -> Resampled:
+    """Resample a 1-D table of L rows to `n_positions` rows L'.
+
+    Parameters
+    ----------
+    values : ndarray of shape (L, d_model)
+    n_positions : int
+        New length L' (at least 2).
+    method : {"linear", "cubic", "tile"}
+        "linear": row interpolation; "cubic": scipy's not-a-knot ``CubicSpline`` through the
+        rows; "tile": Longformer's copy, ``new[p] = old[r + (p - r) mod (L - r)]`` for
+        ``p >= r`` and ``new[p] = old[p]`` for the `reserved` rows ``p < r``.
+    positions : {"ends", "scaled"}
+        For linear and cubic, where row p is read: ``x = p (L-1)/(L'-1)`` ("ends") or
+        ``x = p L / L'`` ("scaled", Position Interpolation; rows beyond ``L - 1`` are
+        extrapolated by the last linear piece or cubic).
+    reserved : int
+        For "tile": leading rows copied once and not repeated (RoBERTa's padding offset of 2).
+
+    Notes
+    -----
+    Both rules return the input when ``L' = L``, and linear and cubic interpolation are exact
+    on tables linear in position. Under "scaled", a sinusoid of angular frequency w becomes
+    one of frequency ``w L / L'`` at the new positions (exactly at rows where x is an integer).
+
+    Examples
+    --------
+    >>> ramp = np.arange(4.0)[:, None] * [1.0, -2.0]
+    >>> resample_length(ramp, 7).values[:, 0].tolist()
+    [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+    >>> resample_length(ramp, 6, method="tile", reserved=1).values[:, 0].tolist()
+    [0.0, 1.0, 2.0, 3.0, 1.0, 2.0]
+    """
+    n, d = values.shape
+    _check_size(n_positions, d)
+    if method == "tile":
+        if not 0 <= reserved < n - 1:
+            msg = f"Reserved rows must be between 0 and {n - 2} for a table of {n} rows."
+            raise ValueError(msg)
+        p = np.arange(n_positions)
+        rows = np.where(p < reserved, p, reserved + (p - reserved) % (n - reserved))
+        out = values[rows]
+        words = f"tile to {n_positions} rows" + (f", {reserved} reserved" * bool(reserved))
+        return Resampled(values=out, grid=None, description=words)
+    if method not in LENGTH_METHODS:
+        msg = f"Unknown method {method!r}; choose one of {', '.join(LENGTH_METHODS)}."
+        raise ValueError(msg)
+    if positions not in POSITION_RULES:
+        msg = f"Unknown position rule {positions!r}; choose one of {', '.join(POSITION_RULES)}."
+        raise ValueError(msg)
+    p = np.arange(n_positions, dtype=np.float64)
+    x = p * (n - 1) / (n_positions - 1) if positions == "ends" else p * n / n_positions
+    if method == "linear":
+        left = np.clip(np.floor(x).astype(np.intp), 0, n - 2)
+        # In place and in the table's dtype: at 87k x 768 each float64 temporary is 0.5 GB.
+        out = values[left + 1] - values[left]
+        out *= (x - left)[:, None].astype(values.dtype)
+        out += values[left]
+    else:
+        out = CubicSpline(np.arange(n), values, axis=0, extrapolate=True)(x)
+    return Resampled(
+        values=out.astype(values.dtype),
+        grid=None,
+        description=f"{method} to {n_positions} rows, {POSITION_RULES[positions]}",
+    )
+
+
+def axis_weights(n_in: int, n_out: int, *, method: str, antialias: bool) -> np.ndarray:
+    """PyTorch's interpolation along one axis as a matrix (``align_corners=False``).
+
+    Row i holds the weights of the old samples that make new sample i, exactly as
+    ``torch.nn.functional.interpolate`` computes them: half-pixel centres
+    ``x = (i + 0.5) n_in / n_out - 0.5``. Without antialiasing: Keys' cubic convolution
+    (a = -0.75) on the 4 nearest samples or the 2-sample linear hat, indices clamped at the
+    border. With antialiasing (PyTorch's ``antialias=True``, after Pillow): the kernel
+    (cubic a = -0.5, or the hat) is stretched by ``n_in / n_out`` when shrinking and each
+    row is normalised to sum 1.
+
+    Returns
+    -------
+    ndarray of shape (n_out, n_in)
+
+    Examples
+    --------
+    >>> axis_weights(2, 4, method="bilinear", antialias=False).tolist()
+    [[1.0, 0.0], [0.75, 0.25], [0.25, 0.75], [0.0, 1.0]]
+    """
+    if method not in GRID_METHODS:
+        msg = f"Unknown method {method!r}; choose one of {', '.join(GRID_METHODS)}."
+        raise ValueError(msg)
+    a, half_width = _KEYS_A[antialias], 2.0 if method == "bicubic" else 1.0
+
+    def kernel(s: np.ndarray) -> np.ndarray:
+        s = np.abs(s)
+        if method == "bilinear":
+            return np.maximum(0.0, 1.0 - s)
+        inner = ((a + 2) * s - (a + 3)) * s * s + 1
+        outer = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a
+        return np.where(s <= 1, inner, np.where(s < 2, outer, 0.0))
+
+    scale = n_in / n_out
+    weights = np.zeros((n_out, n_in))
+    out = np.arange(n_out)
+    if antialias:
+        support = half_width * max(scale, 1.0)
+        center = scale * (out + 0.5)
+        # PyTorch truncates toward zero here; both bounds are then clamped to the axis.
+        first = np.maximum(np.trunc(center - support + 0.5).astype(np.intp), 0)
+        last = np.minimum(np.trunc(center + support + 0.5).astype(np.intp), n_in)
+        for i in out:
+            taps = np.arange(first[i], last[i])
+            w = kernel((taps - center[i] + 0.5) / max(scale, 1.0))
+            weights[i, taps] = w / w.sum()
+        return weights
+    source = scale * (out + 0.5) - 0.5
+    if method == "bilinear":
+        source = np.maximum(source, 0.0)  # PyTorch clamps linear (not cubic) sources at 0
+    left = np.floor(source).astype(np.intp)
+    for offset in range(-1, 3) if method == "bicubic" else range(2):
+        taps = np.clip(left + offset, 0, n_in - 1)
+        np.add.at(weights, (out, taps), kernel(source - (left + offset)))
+    return weights
+
+
+def resample_grid(
+    values: np.ndarray,
+    grid: tuple[int, int],
+    new_grid: tuple[int, int],
+    *,
+    method: str = "bicubic",
+    antialias: bool = True,
+) -> Resampled:
+    """Resample a row-major H x W patch grid to H' x W' as PyTorch and timm do.
+
+    Matches ``F.interpolate(g, size=new_grid, mode=method, align_corners=False,
+    antialias=antialias)`` on the grid ``g`` of shape (1, d_model, H, W), which is what
+    timm's ``resample_abs_pos_embed`` calls (with ``antialias=True`` by default). The
+    interpolation is separable: ``W_h @ G @ W_w.T`` per dimension with the matrices of
+    :func:`axis_weights`.
+
+    Parameters
+    ----------
+    values : ndarray of shape (H * W, d_model)
+        Grid rows only (prefix tokens removed), row-major.
+    grid, new_grid : tuple of (int, int)
+        (H, W) and (H', W').
+    method : {"bicubic", "bilinear"}
+    antialias : bool
+        PyTorch's flag: the Pillow-style antialiased kernels (also used when enlarging).
+
+    Returns
+    -------
+    Resampled
+        `values` of shape (H' * W', d_model), `grid` = (H', W').
+
+    Examples
+    --------
+    >>> g = np.arange(4.0).reshape(4, 1) * [1.0, 1.0]
+    >>> resample_grid(g, (2, 2), (2, 2)).values[:, 0].tolist()
+    [0.0, 1.0, 2.0, 3.0]
+    """
+    (h, w), (h_new, w_new) = grid, new_grid
+    d = values.shape[1]
+    if h * w != values.shape[0]:
+        msg = f"Grid {h} x {w} does not match the {values.shape[0]} rows of the table."
+        raise ValueError(msg)
+    if min(h_new, w_new) < 1:
+        msg = f"The new grid must be at least 1 x 1, got {h_new} x {w_new}."
+        raise ValueError(msg)
+    _check_size(h_new * w_new, d)
+    w_h = axis_weights(h, h_new, method=method, antialias=antialias)
+    w_w = axis_weights(w, w_new, method=method, antialias=antialias)
+    rows = (w_h @ values.reshape(h, w * d)).reshape(h_new, w, d)
+    out = np.matmul(w_w, rows).reshape(h_new * w_new, d)
+    return Resampled(
+        values=out.astype(values.dtype),
+        grid=(h_new, w_new),
+        description=(
+            f"{method} {h}x{w} → {h_new}x{w_new} (PyTorch align_corners=False, "
+            f"antialias={antialias})"
+        ),
+    )
+
+
+def resampled_table(table: Embedding, result: Resampled) -> Embedding:
+    """The resampled rows as an Embedding with the table's prefix rows, name and stored dtype.
+
+    Trailing rows trimmed from the source are not carried over.
+    """
+    return Embedding.from_array(
+        np.concatenate([table.prefix.astype(result.values.dtype), result.values]),
+        name=table.name,
+        source=f"{table.source} → {result.description}",
+        dtype=table.dtype,
+        row_start=table.row_start,
+        grid=result.grid,
+    )
+
+
+def storage_dtype(table: Embedding) -> tuple[np.dtype, str]:
+    """The dtype to write `table` in, and a note when it is not the stored dtype.
+
+    The stored dtype when numpy holds it (float16/32/64, by numpy or safetensors name) and
+    the values fit it; otherwise the analysed dtype (BF16 and integer tables, or float16
+    overflow), with a note saying so.
+    """
+    name = table.dtype
+    try:
+        stored = np.dtype(_SAFETENSORS_DTYPES.get(name.upper(), name))
+    except TypeError:
+        stored = None
+    analysed = table.values.dtype
+    if stored is None or stored.kind != "f":
+        return analysed, f"written as {analysed} (stored {name} has no numpy float equivalent)"
+    if stored.itemsize < 4:
+        peak = max(np.abs(table.values).max(), np.abs(table.prefix).max(initial=0.0))
+        if peak > np.finfo(stored).max:
+            return analysed, f"written as {analysed}: values up to {peak:.3g} overflow {name}"
+    return stored, ""
+
+
+def _full_array(table: Embedding, *, batch_axis: bool) -> np.ndarray:
+    dtype, _ = storage_dtype(table)
+    full = np.concatenate([table.prefix, table.values]).astype(dtype)
+    return full[None] if batch_axis else full
+
+
+def to_npy(table: Embedding, *, batch_axis: bool = False) -> bytes:
+    """The table with its prefix rows as .npy bytes, in :func:`storage_dtype`.
+
+    `batch_axis` writes shape (1, n_rows, d_model), the layout of timm's ``pos_embed``.
+    """
+    buffer = BytesIO()
+    np.save(buffer, _full_array(table, batch_axis=batch_axis), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def to_safetensors(table: Embedding, *, batch_axis: bool = False) -> bytes:
+    """The table with its prefix rows as .safetensors bytes under the table's tensor name.
+
+    The file's metadata holds the table's source (which says how it was resampled).
+
+    Examples
+    --------
+    >>> t = Embedding.from_array(np.eye(3), name="wpe", source="s", dtype="F16")
+    >>> safetensors.numpy.load(to_safetensors(t))["wpe"].dtype
+    dtype('float16')
+    """
+    return safetensors.numpy.save(
+        {table.name: _full_array(table, batch_axis=batch_axis)},
+        metadata={"posviz": json.dumps(table.settings())},
+    )

@@ -1,0 +1,115 @@
+"""posviz.compare against invariances (rotation, scale) and independent numpy references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.linalg import orthogonal_procrustes, subspace_angles
+from scipy.stats import ortho_group
+
+from posviz import compare, simulate
+from posviz.spectrum import spectrum
+
+
+@pytest.fixture
+def table() -> np.ndarray:
+    return simulate.learned_like(200, 24, seed=2).values.astype(np.float64)
+
+
+@pytest.fixture
+def rotation() -> np.ndarray:
+    return ortho_group.rvs(24, random_state=5)
+
+
+def reference_cka(x: np.ndarray, y: np.ndarray, *, center: bool) -> float:
+    """Kornblith et al. (2019) eq. (5) via the n x n Gram matrices and the centring matrix H."""
+    n = len(x)
+    h = np.eye(n) - 1.0 / n if center else np.eye(n)
+    kx, ky = h @ x @ x.T @ h, h @ y @ y.T @ h
+    return float(np.sum(kx * ky) / (np.linalg.norm(kx) * np.linalg.norm(ky)))
+
+
+def test_cka_with_itself_and_rotated_copy_is_one(table, rotation):
+    assert compare.linear_cka(table, table) == pytest.approx(1.0, abs=1e-12)
+    assert compare.linear_cka(table, 3 * table @ rotation) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("center", [True, False])
+@pytest.mark.parametrize("shape", [(200, 24), (10, 40)])  # tall: dimension side; wide: positions
+def test_cka_and_compare_match_the_gram_formula(shape, center):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape) + 1.0
+    y = x[:, :5] @ rng.standard_normal((5, 7)) + rng.standard_normal((shape[0], 7))
+    expected = reference_cka(x, y, center=center)
+    assert compare.linear_cka(x, y, center=center) == pytest.approx(expected, rel=1e-12)
+    assert compare.compare(x, y, k=3, center=center).cka == pytest.approx(expected, rel=1e-12)
+    assert 0.0 < expected < 1.0
+
+
+@pytest.mark.parametrize("shape", [(200, 24), (10, 40)])
+def test_compare_shares_grams_but_matches_the_single_measures(shape):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape)
+    y = x @ rng.standard_normal((shape[1], shape[1])) + rng.standard_normal(shape)
+    result = compare.compare(x, y, k=4)
+    assert result.procrustes_error == pytest.approx(compare.procrustes_error(x, y), rel=1e-12)
+    expected = subspace_angles(compare.position_components(x, 4), compare.position_components(y, 4))
+    np.testing.assert_allclose(result.principal_angles, np.sort(expected), atol=1e-10)
+
+
+def test_procrustes_of_rotated_copy_is_zero_and_of_noise_is_not(table, rotation):
+    assert compare.procrustes_error(table, 2 * table @ rotation) < 1e-6
+    noise = np.random.default_rng(0).standard_normal(table.shape)
+    assert compare.procrustes_error(table, noise) > 0.5
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_procrustes_matches_the_residual_of_scipy_orthogonal_procrustes(table, center):
+    y = table[:, ::-1] + 0.3 * np.random.default_rng(1).standard_normal(table.shape)
+    x_hat, y_hat = ((v - v.mean(0)) if center else v for v in (table, y))
+    x_hat, y_hat = x_hat / np.linalg.norm(x_hat), y_hat / np.linalg.norm(y_hat)
+    rotation, _ = orthogonal_procrustes(y_hat, x_hat)
+    expected = np.linalg.norm(y_hat @ rotation - x_hat)
+    assert 0.1 < expected < 1.9
+    got = compare.procrustes_error(table, y, center=center)
+    assert got == pytest.approx(expected, rel=1e-10)
+
+
+def test_position_components_match_numpy_svd(table):
+    u = np.linalg.svd(table - table.mean(0), full_matrices=False)[0][:, :5]
+    got = compare.position_components(table, 5)
+    np.testing.assert_allclose(np.abs(got.T @ u), np.eye(5), atol=1e-8)
+
+
+def test_principal_angles_zero_for_rotated_copy_and_known_for_constructed_subspaces(
+    table, rotation
+):
+    same = compare.compare(table, table @ rotation, k=6)
+    np.testing.assert_allclose(same.principal_angles, 0, atol=1e-6)
+    assert same.procrustes_error < 1e-6
+    # Tables whose only component over positions is a cosine vs a tilted mix of cos and sin:
+    # the one angle between the spans is the tilt.
+    p = np.arange(100) * 2 * np.pi / 100
+    x = np.cos(p)[:, None] * [1.0, 2.0]
+    y = (np.cos(p) * np.cos(0.3) + np.sin(p) * np.sin(0.3))[:, None] * [1.0, -1.0, 0.5]
+    tilted = compare.compare(x, y, k=1)
+    np.testing.assert_allclose(tilted.principal_angles, [0.3], atol=1e-10)
+    assert tilted.procrustes_error is None  # widths differ
+
+
+def test_bad_inputs_say_what_to_do(table):
+    with pytest.raises(ValueError, match="resample one"):
+        compare.compare(table, table[:-1])
+    with pytest.raises(ValueError, match=r"pick 1\.\.24"):
+        compare.position_components(table, 25)
+    with pytest.raises(ValueError, match="fewer than k"):
+        compare.position_components(np.outer(np.arange(10.0), [1.0, 2.0, 3.0]), 2)
+
+
+def test_metrics_table_has_a_difference_column():
+    a = spectrum(simulate.sinusoidal_table(64, 16))
+    b = spectrum(simulate.learned_like(64, 16).values)
+    frame = compare.metrics_table(a, b)
+    row = frame.set_index("metric").loc["effective_rank"]
+    assert row["first"] == pytest.approx(a.effective_rank)
+    assert row["difference"] == pytest.approx(b.effective_rank - a.effective_rank)

@@ -1,0 +1,78 @@
+"""The Resample page: 1-D and 2-D results against the core, send/make-current, downloads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from posviz import simulate
+from posviz.resample import resample_grid, resample_length
+
+PAGE = str(Path(__file__).parents[1] / "pages/resample.py")
+
+
+def run(table) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=30)
+    at.session_state["posviz.table"] = table
+    return at.run()
+
+
+def figures(at: AppTest) -> dict[str, dict]:
+    shown = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    return {fig["layout"]["title"]["text"].split(" (")[0]: fig for fig in shown}
+
+
+def test_length_resampling_sends_the_core_result_to_compare():
+    table = simulate.learned_like(64, 16, seed=4)
+    at = run(table)
+    at.number_input(key="resample.n").set_value(100)
+    at.selectbox(key="resample.method").set_value("cubic")
+    at.radio(key="resample.positions").set_value("scaled").run()
+    assert not at.exception, at.exception
+    assert "cubic to 100 rows" in at.success[0].value
+    next(b for b in at.button if b.label == "Send to Compare").click().run()
+    sent = at.session_state["posviz.second"]
+    expected = resample_length(table.values, 100, method="cubic", positions="scaled").values
+    np.testing.assert_array_equal(sent.values, expected)
+    assert at.session_state["posviz.table"] is not sent  # the current table stays
+
+    figs = figures(at)
+    spectra = figs["Explained variance per component"]
+    assert [t["name"] for t in spectra["data"]] == ["original", "resampled"]
+    offsets = figs["Mean cosine similarity against offset"]["data"]
+    assert [t["name"] for t in offsets] == ["original", "resampled"]
+    labels = [el.proto.label for el in at.get("download_button")]
+    assert {".safetensors", ".npy"} <= set(labels)
+
+
+def test_tile_with_reserved_rows():
+    table = simulate.learned_like(10, 8)
+    at = run(table)
+    at.selectbox(key="resample.method").set_value("tile").run()
+    at.number_input(key="resample.reserved").set_value(2).run()
+    assert not at.exception
+    next(b for b in at.button if b.label == "Make current table").click().run()
+    current = at.session_state["posviz.table"]
+    np.testing.assert_array_equal(current.values[10:12], table.values[2:4])
+
+
+def test_grid_resampling_keeps_prefix_and_shows_both_mosaics():
+    table = simulate.vit_grid(6, 6, 32, prefix_tokens=2)
+    at = run(table)
+    at.number_input(key="resample.h").set_value(9)
+    at.number_input(key="resample.w").set_value(4)
+    at.checkbox(key="resample.antialias").uncheck().run()
+    assert not at.exception, at.exception
+    mosaics = figures(at)["Cosine similarity of each patch with all patches"]
+    assert [t["type"] for t in mosaics["data"]] == ["heatmap", "heatmap"]
+    titles = [a["text"] for a in mosaics["layout"]["annotations"]]
+    assert titles == ["original: 6 x 6", "resampled: 9 x 4"]
+    next(b for b in at.button if b.label == "Make current table").click().run()
+    current = at.session_state["posviz.table"]
+    assert (current.grid, current.row_start) == ((9, 4), 2)
+    np.testing.assert_array_equal(current.prefix, table.prefix)
+    expected = resample_grid(table.values, (6, 6), (9, 4), antialias=False).values
+    np.testing.assert_array_equal(current.values, expected)
