@@ -95,7 +95,7 @@ if first.shape[0] != second.shape[0]:
         )
         settings["second_resampled_to"] = first.shape[0]
 maps = {
-    name: cache.similarity_overview(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
+    name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
     for name, table in {"first": first, "second": matched}.items()
 }
 same_length = first.shape[0] == matched.shape[0]

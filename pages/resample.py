@@ -126,8 +126,12 @@ with right:
     )
 if table.grid is not None:
     mosaics = {
-        "original": cache.patch_mosaic(table, center=center, max_side=MOSAIC_SIDE),
-        "resampled": cache.patch_mosaic(result, center=center, max_side=MOSAIC_SIDE),
+        "original": cache.grid_similarity(
+            table, grid=table.grid, center=center, max_side=MOSAIC_SIDE
+        ),
+        "resampled": cache.grid_similarity(
+            result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
+        ),
     }
     widgets.show_figure(figures.mosaic_pair(mosaics), name="resample_mosaics", settings=settings)
     if any(g.subsampled for g in mosaics.values()):

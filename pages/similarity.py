@@ -63,7 +63,7 @@ flags = [int(p) for p in st.session_state.get(FLAGS, [])]
 
 # --- 1. heatmap -----------------------------------------------------------------------------
 st.subheader("Position x position")
-overview = cache.similarity_overview(table, metric=metric, center=center, max_side=MAX_SIDE)
+overview = cache.similarity_map(table, metric=metric, center=center, max_side=MAX_SIDE)
 widgets.show_figure(
     figures.similarity_heatmap(overview, highlight=flags),
     name="similarity_heatmap",
@@ -90,7 +90,7 @@ if not overview.exact:
     )
     row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
     col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
-    window = cache.similarity_window(
+    window = cache.similarity_map(
         table,
         metric=metric,
         center=center,
@@ -191,7 +191,7 @@ def position_section() -> None:
         for dr, dc in steps
         if 0 <= row + dr < height and 0 <= col + dc < width
     ]
-    row = cache.similarity_window(
+    row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
     )
     st.caption(
@@ -238,7 +238,7 @@ if use_grid:
         key="similarity.grid_height",
     )
     grid = (height, n // height)
-    patches = cache.grid_similarity(table, grid=grid, center=center)
+    patches = cache.grid_similarity(table, grid=grid, center=center, max_side=MAX_SIDE)
     grid_settings = {**settings, "metric": "cosine", "grid": list(grid)}
     if patches.subsampled:
         st.caption(

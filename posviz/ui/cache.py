@@ -101,30 +101,18 @@ def offset_means(
     )
 
 
-@cached("Computing the similarity overview…")
-def similarity_overview(
-    table: Embedding, *, metric: str, center: bool, max_side: int
-) -> _similarity.SimilarityMap:
-    return _similarity.similarity_map(table.values, metric=metric, center=center, max_side=max_side)
-
-
-@cached("Computing the patch similarity mosaic…")
-def patch_mosaic(table: Embedding, *, center: bool, max_side: int) -> _similarity.GridSimilarity:
-    return _similarity.grid_similarity(table.values, table.grid, center=center, max_side=max_side)
-
-
 # --- similarity -----------------------------------------------------------------------------
 
 
-@cached("Computing the similarity window…")
-def similarity_window(
+@cached("Computing similarities between positions…")
+def similarity_map(
     table: Embedding,
     *,
     metric: str,
     center: bool,
-    rows: tuple[int, int],
-    cols: tuple[int, int],
     max_side: int,
+    rows: tuple[int, int] | None = None,
+    cols: tuple[int, int] | None = None,
 ) -> _similarity.SimilarityMap:
     return _similarity.similarity_map(
         table.values, metric=metric, center=center, rows=rows, cols=cols, max_side=max_side
@@ -133,9 +121,9 @@ def similarity_window(
 
 @cached("Computing patch-to-patch similarities on the grid…")
 def grid_similarity(
-    table: Embedding, *, grid: tuple[int, int], center: bool
+    table: Embedding, *, grid: tuple[int, int], center: bool, max_side: int
 ) -> _similarity.GridSimilarity:
-    return _similarity.grid_similarity(table.values, grid, center=center)
+    return _similarity.grid_similarity(table.values, grid, center=center, max_side=max_side)
 
 
 @cached("Scoring the offset profile…")
