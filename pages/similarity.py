@@ -1,7 +1,6 @@
 """Similarity: how similarity between positions falls with distance.
 
-Reads ``st.session_state["posviz.flags"]``: a list of positions (0-based rows of the analysed
-table) that another page (Boundaries) flagged; they are marked on the heatmap edges.
+Positions the Boundaries page flagged on this table are marked on the heatmap edges.
 """
 
 import math
@@ -12,8 +11,6 @@ import streamlit as st
 from posviz import export, figures
 from posviz.similarity import MAX_SIDE, METRICS
 from posviz.ui import cache, state, widgets
-
-FLAGS = "posviz.flags"
 
 METRIC_HELP = (
     "cosine: ⟨a, b⟩ / (|a| |b|), 0 with a zero row (e.g. a zeroed class token), not NaN. "
@@ -59,7 +56,7 @@ metric = left.radio(
 with right:
     center = widgets.center_toggle()
 settings = export.export_settings(table, metric=metric, centered=center)
-flags = [int(p) for p in st.session_state.get(FLAGS, [])]
+flags = state.flags(table)
 
 # --- 1. heatmap -----------------------------------------------------------------------------
 st.subheader("Position x position")

@@ -942,6 +942,7 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
     if outside:
         title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"
     fig = _figure(title, "true position p", "predicted position", height=450, yaxis_range=shown)
+    fig.update_layout(margin_t=100)  # room for the subtitle above the legend
     for name, probe in report.absolute.items():
         fig.add_scattergl(
             x=probe.positions.astype(np.int32),

@@ -111,7 +111,8 @@ def test_untrimmed_vit_table_hints_and_user_grid():
 
 
 def test_euclidean_and_flags():
-    at = run(simulate.learned_like(300, 32), **{"posviz.flags": [0, 299]})
+    table = simulate.learned_like(300, 32)
+    at = run(table, **{"posviz.flags": {"sha256": table.sha256, "positions": [0, 299], "rule": ""}})
     at.radio(key="similarity.metric").set_value("euclidean").run()
     assert not at.exception
     heatmap = charts(at)["similarity_heatmap"]
@@ -128,3 +129,12 @@ def test_position_slider_moves_the_profile(position):
     assert not at.exception
     figure = charts(at)["position_profile"]
     assert f"of position {position} to" in figure["layout"]["title"]["text"]
+
+
+def test_flags_made_on_another_table_are_not_drawn():
+    table = simulate.learned_like(300, 32)
+    stale = {"sha256": simulate.gaussian(300, 32).sha256, "positions": [5], "rule": ""}
+    at = run(table, **{"posviz.flags": stale})
+    assert not at.exception
+    heatmap = charts(at)["similarity_heatmap"]
+    assert not [t for t in heatmap["data"] if t.get("name") == "flagged positions"]

@@ -16,6 +16,8 @@ from posviz.embedding import Embedding
 
 #: The table every page analyses, and the Compare page's second table.
 PRIMARY, SECOND = "posviz.table", "posviz.second"
+#: Positions the Boundaries page flagged: {"sha256", "positions", "rule"}.
+FLAGS = "posviz.flags"
 
 _DEFAULTS = {
     PRIMARY: ("learned-like", {"n_positions": 1024, "d_model": 768, "seed": 0}),
@@ -37,6 +39,17 @@ def set_table(table: Embedding, slot: str = PRIMARY) -> None:
     st.session_state[slot] = table
     if slot == PRIMARY:
         _clear_url()
+
+
+def set_flags(table: Embedding, positions: list[int], rule: str) -> None:
+    """Share the positions flagged on `table` (0-based rows) with the other pages."""
+    st.session_state[FLAGS] = {"sha256": table.sha256, "positions": positions, "rule": rule}
+
+
+def flags(table: Embedding) -> list[int]:
+    """Positions flagged on `table`; none when the flags were made on another table."""
+    shared = st.session_state.get(FLAGS)
+    return shared["positions"] if shared and shared["sha256"] == table.sha256 else []
 
 
 def set_simulated(kind: str, options: dict[str, Any], slot: str = PRIMARY) -> None:

@@ -1,0 +1,318 @@
+"""Boundaries & probes: which positions are unusual, and how much position a table encodes.
+
+Shares the flagged positions with the Similarity page through ``state.set_flags``.
+"""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from posviz import export, figures, io
+from posviz.boundary import STATISTICS, zero_leading_rows
+from posviz.embedding import Embedding
+from posviz.ui import cache, state, widgets
+
+PROBE_HELP = {
+    "mae": "Absolute probe: mean |round(predicted) − p| of a linear regression from row to "
+    "position p, predicted out of fold (5-fold cross-validation over shuffled rows). "
+    "Ridge regression with a small alpha (least squares when d < n). A probe that "
+    "knows nothing predicts with the truth's spread, MAE ≈ n/3; when d is close to the "
+    "training rows its predictions blow up (MAE > n/3, R² << 0): the nearly square fit "
+    "amplifies noise.",
+    "r2": "Absolute probe: R² of the unrounded out-of-fold predictions (1 = perfect, 0 = as "
+    "good as predicting the mean, < 0 worse).",
+    "error_rate": "Relative probe: share of held-out pairs (i, j) misclassified by a logistic "
+    "regression on [e_i ; e_j] predicting j > i. Pairs are drawn within folds of positions, so "
+    "no test pair contains a row seen in training. 0.5 = chance.",
+}
+
+
+def trim_leading(table: Embedding, k: int, grid: tuple[int, int] | None) -> Embedding:
+    """The same source with `k` more leading rows trimmed; the provenance says so."""
+    return Embedding.from_array(
+        np.concatenate([table.prefix, table.values]),
+        name=table.name,
+        source=table.source,
+        dtype=table.dtype,
+        row_start=table.row_start + k,
+        grid=grid,
+    )
+
+
+def reserved_rows(table: Embedding) -> None:
+    """Name leading rows that look reserved and offer a one-click trim."""
+    by_name = io.Trim(0, None, "")
+    if table.row_start == 0:
+        by_name = io.suggest_trim(table.name, (table.n_source_rows, table.shape[1]))
+    zero = zero_leading_rows(table.values)
+    reasons = [by_name.reason] if by_name.row_start else []
+    if zero:
+        reasons.append(f"row {zero - 1} is all zeros (an untrained padding row)")
+    k = max(by_name.row_start, zero)
+    with st.expander("Reserved rows and trimming", expanded=bool(k), icon=":material/content_cut:"):
+        if k:
+            st.warning(f"Rows 0-{k - 1} look reserved: {'; '.join(reasons)}.")
+        else:
+            st.caption(
+                "No leading row looks reserved (by tensor name and shape, or an all-zero "
+                "row among the first 4). Trim by hand if a row is known not to be a position."
+            )
+        left, right = st.columns([1, 2], vertical_alignment="bottom")
+        rows = left.number_input(
+            "Leading rows to trim", 1, table.shape[0] - 2, max(k, 1), key="boundaries.trim"
+        )
+        if right.button(f"Trim the first {rows} rows for every page", key="boundaries.trim_go"):
+            grid = by_name.grid if rows == by_name.row_start else None
+            state.set_table(trim_leading(table, int(rows), grid))
+            st.rerun()
+
+
+st.title("Boundaries & probes")
+table = state.current()
+widgets.table_caption(table)
+n, d = table.shape
+reserved_rows(table)
+
+# --- boundaries -----------------------------------------------------------------------------
+st.header("Boundaries")
+columns = st.columns(4)
+window = columns[0].number_input(
+    "Window (± positions)",
+    1,
+    max(1, n // 2),
+    min(16, max(1, n // 2)),
+    key="boundaries.window",
+    help="Each position is compared with the median of the 2w + 1 positions around it "
+    "(shifted inward at the ends).",
+)
+threshold = columns[1].number_input(
+    "Flag at |robust z| >",
+    1.0,
+    1e6,
+    8.0,
+    step=0.5,
+    key="boundaries.threshold",
+    help="Robust z = (x − window median) / (1.4826 · MAD of the window): the Hampel "
+    "identifier. 1.4826 · MAD estimates the standard deviation of normal data.",
+)
+top_k = columns[2].number_input(
+    "Residual after top-k PCs (0 = off)",
+    0,
+    min(n, d) - 1,
+    0,
+    key="boundaries.top_k",
+    help=STATISTICS["residual_norm"],
+)
+edge = columns[3].number_input(
+    "Boundary size k",
+    1,
+    max(1, (n - 1) // 2),
+    min(8, max(1, (n - 1) // 2)),
+    key="boundaries.edge",
+    help="The summary compares the first k and last k positions with the middle.",
+)
+flags = cache.outliers(table, top_k=top_k, window=window, threshold=threshold)
+columns = st.columns(4)
+statistic = columns[0].selectbox(
+    "Change points on",
+    flags.statistics,
+    key="boundaries.change_statistic",
+    help="The curve searched for level shifts; its flagged values are replaced by their "
+    "window median first, so single odd rows do not count as shifts.",
+)
+max_changes = columns[1].number_input(
+    "Change points at most", 0, 20, 3, key="boundaries.max_changes"
+)
+min_size = columns[2].number_input(
+    "Shortest segment (positions)",
+    1,
+    max(1, n // 2),
+    min(16, max(1, n // 2)),
+    key="boundaries.min_size",
+)
+changes = cache.change_points(
+    table,
+    top_k=top_k,
+    window=window,
+    threshold=threshold,
+    statistic=statistic,
+    max_changes=max_changes,
+    min_size=min_size,
+)
+rule = f"|robust z| > {threshold:g} in a window of ±{window} positions"
+state.set_flags(table, flags.positions.tolist(), rule)
+settings = export.export_settings(
+    table,
+    window=window,
+    threshold=threshold,
+    top_k=top_k,
+    boundary_k=edge,
+    change_statistic=statistic,
+    max_changes=max_changes,
+    min_segment=min_size,
+)
+flagged = flags.positions.tolist()
+columns[3].metric(
+    "Flagged positions",
+    len(flagged),
+    help=f"Positions with {rule} on at least one statistic. The Similarity page marks them.",
+)
+if flagged:
+    shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
+    st.markdown(f"**Flagged** ({rule}): {shown}")
+st.markdown(
+    f"**Change points** on {statistic}: "
+    + (", ".join(map(str, changes.positions.tolist())) or "none")
+)
+stats = cache.position_statistics(table, top_k=top_k)
+widgets.show_figure(
+    figures.position_statistics(stats, flags, changes),
+    name="position_statistics",
+    settings=settings,
+)
+st.caption(
+    "Positions are 0-based rows of the analysed table "
+    f"(source row {table.row_start} is position 0). Red circles: flagged on that panel's "
+    "statistic (the cosine panel flags on the more similar neighbour). Dashed lines: change "
+    f"points on {statistic}. "
+    + " ".join(f"**{name}**: {STATISTICS[name]}" for name in stats.flagging_curves())
+)
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Flagged positions")
+    records = pd.DataFrame(
+        flags.records(), columns=["position", "statistic", "value", "window_median", "z"]
+    )
+    widgets.show_numbers(records, name="flagged_positions", settings=settings)
+    st.subheader("Change points")
+    st.caption(
+        f"Binary segmentation for changes in mean on {statistic}: each step makes the split "
+        "that most reduces squared deviations, until the cap or until the reduction is below "
+        f"2σ² log n (BIC; σ = {changes.sigma:.3g} from first differences)."
+    )
+    widgets.show_numbers(
+        pd.DataFrame(
+            {
+                "position": changes.positions,
+                "shift": changes.shifts,
+                "share_of_variance": changes.gains,
+            }
+        ),
+        name="change_points",
+        settings=settings,
+    )
+with right:
+    st.subheader("Near the boundaries")
+    if n >= 3:
+        summary = cache.boundary_summary(table, top_k=top_k, k=edge)
+        st.caption(f"Mean over the first {edge}, the middle, and the last {edge} positions.")
+        widgets.show_numbers(
+            pd.DataFrame(
+                {
+                    "statistic": summary.statistics,
+                    f"first_{edge}": summary.first,
+                    "middle": summary.middle,
+                    f"last_{edge}": summary.last,
+                }
+            ),
+            name="boundary_summary",
+            settings=settings,
+        )
+    else:
+        st.info("A table of 2 positions has no middle to compare its ends with.")
+
+# --- probes ---------------------------------------------------------------------------------
+st.header("Probes")
+st.markdown(
+    "How much absolute and relative position a linear read-out recovers (Wang & Chen, "
+    "EMNLP 2020), beside the same probe on two tables without position information: the rows "
+    "shuffled to random positions, and i.i.d. Gaussian rows of the same shape and overall "
+    "standard deviation."
+)
+if n < 10:
+    st.info("The probes need at least 10 positions (5 folds of at least 2).")
+    st.stop()
+columns = st.columns(5)
+seed = columns[0].number_input("Seed", 0, 2**31 - 1, 0, key="probes.seed")
+max_rows = columns[1].number_input(
+    "Rows probed at most",
+    10,
+    65536,
+    2048,
+    step=256,
+    key="probes.max_rows",
+    help="Longer tables are probed on a seeded random subsample of rows (stated below).",
+)
+n_pairs = columns[2].number_input(
+    "Training pairs per fold", 100, 20000, 2000, step=100, key="probes.n_pairs"
+)
+alpha = columns[3].number_input(
+    "Ridge alpha",
+    0.0,
+    1e6,
+    1e-3,
+    format="%g",
+    key="probes.alpha",
+    help="Penalty of the absolute probe's ridge regression, on the table divided by its "
+    "overall standard deviation. The default only breaks ties when d ≥ the training rows.",
+)
+C = columns[4].number_input(
+    "Logistic C",
+    1e-6,
+    1e6,
+    0.01,
+    format="%g",
+    key="probes.C",
+    help="Inverse L2 penalty of the relative probe, on the table divided by its overall "
+    "standard deviation.",
+)
+report = cache.probes(table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C)
+probe_settings = export.export_settings(
+    table,
+    seed=seed,
+    max_rows=max_rows,
+    n_rows_probed=report.n_rows,
+    folds=report.folds,
+    n_pairs=n_pairs,
+    alpha=alpha,
+    C=C,
+)
+rows = pd.DataFrame(
+    [
+        {
+            "table": name,
+            "mae": report.absolute[name].mae,
+            "r2": report.absolute[name].r2,
+            "error_rate": report.relative[name].error_rate,
+            "absolute_model": report.absolute[name].model,
+            "test_pairs": report.relative[name].n_test_pairs,
+        }
+        for name in report.absolute
+    ]
+)
+labels = {
+    "mae": "Absolute MAE (positions)",
+    "r2": "Absolute R²",
+    "error_rate": "Relative error rate",
+}
+for column, (key, label) in zip(st.columns(3), labels.items(), strict=True):
+    values = rows.set_index("table")[key]
+    column.metric(label, f"{values['table']:.2f}", help=PROBE_HELP[key])
+    column.caption(
+        f"row-shuffled: {values['row-shuffled']:.2f} · Gaussian: {values['Gaussian']:.2f}"
+    )
+probed = (
+    f"a seeded random subsample of {report.n_rows:,} of {n:,} rows"
+    if report.subsampled
+    else f"all {n:,} rows"
+)
+st.caption(
+    f"Seed {seed}; {report.folds}-fold cross-validation on {probed}; "
+    f"{report.absolute['table'].model} for the absolute probe; "
+    f"LogisticRegression(C={C:g}) on {n_pairs:,} training pairs per fold for the relative probe."
+)
+widgets.show_figure(
+    figures.probe_predictions(report), name="probe_predictions", settings=probe_settings
+)
+widgets.show_numbers(rows, name="probes", settings=probe_settings)

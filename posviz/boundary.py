@@ -1,0 +1,450 @@
+"""Which positions are unusual: per-position statistics, robust outlier flags, change points."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from numpy.lib.stride_tricks import sliding_window_view
+
+__all__ = [
+    "STATISTICS",
+    "ChangePoints",
+    "Outliers",
+    "PositionStatistics",
+    "boundary_summary",
+    "change_points",
+    "hampel",
+    "outliers",
+    "position_statistics",
+    "zero_leading_rows",
+]
+
+#: Statistics that flag outliers, with their definitions (the page shows these as tooltips).
+STATISTICS = {
+    "norm": "‖e_p‖: Euclidean norm of the row.",
+    "neighbour_cos": "max(cos(e_p, e_p-1), cos(e_p, e_p+1)): similarity to the more similar "
+    "neighbour, so a row is odd only when it is unlike both neighbours (a row next to an odd "
+    "row keeps its other neighbour).",
+    "dist_to_mean": "‖e_p − ē‖: distance to the mean row ē.",
+    "residual_norm": "‖(e_p − ē)(I − V_k V_kᵀ)‖: norm of the centred row after removing its "
+    "projection on the top-k principal directions V_k: what the smooth low-rank structure "
+    "does not explain.",
+}
+
+#: 1.4826 * MAD estimates the standard deviation of normally distributed data.
+MAD_TO_SD = 1.4826
+
+#: A statistic that varies less than this share of its typical size inside a window is
+#: treated as constant: float32 rounding alone is ~1e-7 relative.
+RELATIVE_FLOOR = 1e-6
+
+#: Rows per block of float64 work (bounds the temporaries of a large table).
+BLOCK_ROWS = 1024
+
+
+@dataclass(frozen=True)
+class PositionStatistics:
+    """Per-position curves of a table.
+
+    Attributes
+    ----------
+    norm : ndarray of shape (n_positions,)
+    cos_prev : ndarray of shape (n_positions,)
+        cos(e_p, e_p-1); NaN at p = 0.
+    cos_next : ndarray of shape (n_positions,)
+        cos(e_p, e_p+1); NaN at the last position.
+    dist_to_mean : ndarray of shape (n_positions,)
+    residual_norm : ndarray of shape (n_positions,) or None
+        Norm of the centred row outside the top-`top_k` principal directions; None when
+        ``top_k == 0``.
+    top_k : int
+    """
+
+    norm: np.ndarray
+    cos_prev: np.ndarray
+    cos_next: np.ndarray
+    dist_to_mean: np.ndarray
+    residual_norm: np.ndarray | None
+    top_k: int
+
+    @property
+    def neighbour_cos(self) -> np.ndarray:
+        """ndarray of shape (n_positions,): cosine to the more similar neighbour."""
+        return np.fmax(self.cos_prev, self.cos_next)
+
+    def flagging_curves(self) -> dict[str, np.ndarray]:
+        """The curves outliers are flagged on, by their names in :data:`STATISTICS`."""
+        curves = {
+            "norm": self.norm,
+            "neighbour_cos": self.neighbour_cos,
+            "dist_to_mean": self.dist_to_mean,
+        }
+        if self.residual_norm is not None:
+            curves["residual_norm"] = self.residual_norm
+        return curves
+
+
+def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatistics:
+    """Norm, neighbour cosines, distance to the mean row and (optionally) residual norm.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_positions, d_model)
+    top_k : int
+        Principal directions (of the mean-centred table) to remove for `residual_norm`;
+        0 skips it.
+
+    Notes
+    -----
+    Computed in float64, in blocks of `BLOCK_ROWS` rows so a large float32 table is never
+    copied whole. The principal directions are the top eigenvectors of the d x d Gram matrix
+    of the centred table (``scipy.linalg.eigh`` with ``subset_by_index``), and the residual
+    is formed explicitly (not as a difference of squared norms, which would lose the digits
+    of small residuals).
+
+    Examples
+    --------
+    >>> s = position_statistics(np.array([[3.0, 4.0], [0.0, 1.0], [0.0, 2.0]]))
+    >>> s.norm.tolist(), s.cos_next.tolist()
+    ([5.0, 1.0, 2.0], [0.8, 1.0, nan])
+    """
+    n, d = values.shape
+    if not 0 <= top_k < min(n, d):
+        msg = f"top_k must be in 0..{min(n, d) - 1} for a {n} x {d} table, got {top_k}."
+        raise ValueError(msg)
+    mean = values.mean(axis=0, dtype=np.float64)
+    norm, dist, dots = [], [], []
+    previous = None  # last row of the previous block, for the cosine across the block edge
+    for block in _float64_blocks(values):
+        norm.append(np.linalg.norm(block, axis=1))
+        dist.append(np.linalg.norm(block - mean, axis=1))
+        rows = block if previous is None else np.vstack([previous, block])
+        dots.append(np.einsum("ij,ij->i", rows[1:], rows[:-1]))
+        previous = block[-1:]
+    norm = np.concatenate(norm)
+    safe = np.where(norm > 0, norm, 1.0)
+    cos = np.concatenate(dots) / (safe[1:] * safe[:-1])
+    nan = np.array([np.nan])
+    residual = None
+    if top_k:
+        gram = sum(c.T @ c for c in (b - mean for b in _float64_blocks(values)))
+        _, directions = scipy.linalg.eigh(gram, subset_by_index=[d - top_k, d - 1])
+        residual = np.concatenate(
+            [
+                np.linalg.norm(c - (c @ directions) @ directions.T, axis=1)
+                for c in (b - mean for b in _float64_blocks(values))
+            ]
+        )
+    return PositionStatistics(
+        norm=norm,
+        cos_prev=np.concatenate([nan, cos]),
+        cos_next=np.concatenate([cos, nan]),
+        dist_to_mean=np.concatenate(dist),
+        residual_norm=residual,
+        top_k=top_k,
+    )
+
+
+def _float64_blocks(values: np.ndarray) -> Iterator[np.ndarray]:
+    """Row blocks of `values` in float64: exact sums without a float64 copy of a large table."""
+    for start in range(0, len(values), BLOCK_ROWS):
+        yield np.asarray(values[start : start + BLOCK_ROWS], dtype=np.float64)
+
+
+def hampel(signal: np.ndarray, *, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Robust z-scores of a curve against its sliding-window median (the Hampel identifier).
+
+    Position p is compared with the ``2 * window + 1`` positions centred on it; near the ends
+    the window is shifted inward so it keeps its size (or is the whole curve if shorter).
+    ``z = (x_p - median) / (1.4826 * MAD)``, with the scale floored at ``1e-6`` of the curve's
+    median absolute value so rounding noise on a constant curve never scores.
+
+    Parameters
+    ----------
+    signal : ndarray of shape (n_positions,)
+        NaN-free.
+    window : int
+        Half-width of the window, >= 1.
+
+    Returns
+    -------
+    z : ndarray of shape (n_positions,)
+    median : ndarray of shape (n_positions,)
+        The window median each position is compared with.
+
+    Examples
+    --------
+    >>> z, med = hampel(np.array([1.0, 2, 1, 2, 1, 9, 1, 2, 1]), window=2)
+    >>> med.tolist()
+    [1.0, 1.0, 1.0, 2.0, 1.0, 2.0, 1.0, 1.0, 1.0]
+    >>> round(float(z[5]), 3)  # window [2, 1, 9, 1, 2]: median 2, MAD 1
+    4.721
+    """
+    if window < 1:
+        msg = f"window must be >= 1 position, got {window}."
+        raise ValueError(msg)
+    n = len(signal)
+    size = min(2 * window + 1, n)
+    windows = sliding_window_view(signal, size)
+    start = np.clip(np.arange(n) - size // 2, 0, n - size)
+    median = np.median(windows, axis=1)[start]
+    mad = np.median(np.abs(windows - np.median(windows, axis=1)[:, None]), axis=1)[start]
+    floor = RELATIVE_FLOOR * np.median(np.abs(signal))
+    scale = np.maximum(MAD_TO_SD * mad, floor)
+    deviation = signal - median
+    z = np.divide(deviation, scale, out=np.zeros(n), where=scale > 0)
+    return z, median
+
+
+@dataclass(frozen=True)
+class Outliers:
+    """Positions whose statistics stand out from their neighbourhood (Hampel identifier).
+
+    Attributes
+    ----------
+    statistics : tuple of str
+        Names of the curves, in row order of the arrays below.
+    values : ndarray of shape (n_statistics, n_positions)
+    median : ndarray of shape (n_statistics, n_positions)
+        Sliding-window median each value is compared with.
+    z : ndarray of shape (n_statistics, n_positions)
+        Robust z-score ``(value - median) / (1.4826 * MAD)``.
+    flagged : ndarray of bool, shape (n_statistics, n_positions)
+        ``abs(z) > threshold``.
+    window : int
+        Half-width of the sliding window, in positions.
+    threshold : float
+    """
+
+    statistics: tuple[str, ...]
+    values: np.ndarray
+    median: np.ndarray
+    z: np.ndarray
+    flagged: np.ndarray
+    window: int
+    threshold: float
+
+    @property
+    def positions(self) -> np.ndarray:
+        """ndarray of int: positions flagged by at least one statistic, ascending."""
+        return np.flatnonzero(self.flagged.any(axis=0))
+
+    def records(self) -> list[dict[str, object]]:
+        """One record per (position, statistic) flag, ordered by position."""
+        stat, pos = np.nonzero(self.flagged)
+        order = np.lexsort((stat, pos))
+        return [
+            {
+                "position": int(pos[i]),
+                "statistic": self.statistics[stat[i]],
+                "value": float(self.values[stat[i], pos[i]]),
+                "window_median": float(self.median[stat[i], pos[i]]),
+                "z": float(self.z[stat[i], pos[i]]),
+            }
+            for i in order
+        ]
+
+    def cleaned(self, statistic: str) -> np.ndarray:
+        """ndarray of shape (n_positions,): the curve with flagged values replaced by the median.
+
+        Single odd rows are not level shifts; :func:`change_points` runs on this.
+        """
+        i = self.statistics.index(statistic)
+        return np.where(self.flagged[i], self.median[i], self.values[i])
+
+
+def outliers(
+    curves: dict[str, np.ndarray], *, window: int = 16, threshold: float = 8.0
+) -> Outliers:
+    """Flag positions whose statistics are far from their sliding-window median.
+
+    Parameters
+    ----------
+    curves : dict of str to ndarray of shape (n_positions,)
+        E.g. :meth:`PositionStatistics.flagging_curves`.
+    window : int
+        Half-width of the window (see :func:`hampel`).
+    threshold : float
+        Flag where the robust z-score exceeds this in absolute value.
+
+    Examples
+    --------
+    >>> norm = np.ones(50) + 0.01 * np.sin(np.arange(50))
+    >>> norm[0] = 3.0
+    >>> outliers({"norm": norm}, window=8).positions.tolist()
+    [0]
+    """
+    scores = [hampel(np.asarray(c, dtype=np.float64), window=window) for c in curves.values()]
+    z = np.array([s[0] for s in scores])
+    return Outliers(
+        statistics=tuple(curves),
+        values=np.array([np.asarray(c, dtype=np.float64) for c in curves.values()]),
+        median=np.array([s[1] for s in scores]),
+        z=z,
+        flagged=np.abs(z) > threshold,
+        window=window,
+        threshold=threshold,
+    )
+
+
+@dataclass(frozen=True)
+class BoundarySummary:
+    """Mean of each statistic over the first k, the middle, and the last k positions.
+
+    Attributes
+    ----------
+    statistics : tuple of str
+    first, middle, last : ndarray of shape (n_statistics,)
+        Means over positions ``0..k-1``, ``k..n-k-1`` and ``n-k..n-1``.
+    k : int
+    """
+
+    statistics: tuple[str, ...]
+    first: np.ndarray
+    middle: np.ndarray
+    last: np.ndarray
+    k: int
+
+
+def boundary_summary(curves: dict[str, np.ndarray], *, k: int = 8) -> BoundarySummary:
+    """Compare the first and last `k` positions with the middle of the table.
+
+    Examples
+    --------
+    >>> s = boundary_summary({"norm": np.array([5.0, 1, 1, 1, 3])}, k=1)
+    >>> s.first.tolist(), s.middle.tolist(), s.last.tolist()
+    ([5.0], [1.0], [3.0])
+    """
+    n = len(next(iter(curves.values())))
+    if not 1 <= k < n / 2:
+        msg = f"k must be in 1..{(n - 1) // 2} so a middle remains for {n} positions, got {k}."
+        raise ValueError(msg)
+    stacked = np.array([np.asarray(c, dtype=np.float64) for c in curves.values()])
+    return BoundarySummary(
+        statistics=tuple(curves),
+        first=stacked[:, :k].mean(axis=1),
+        middle=stacked[:, k : n - k].mean(axis=1),
+        last=stacked[:, n - k :].mean(axis=1),
+        k=k,
+    )
+
+
+@dataclass(frozen=True)
+class ChangePoints:
+    """Where a curve shifts level, by binary segmentation.
+
+    Attributes
+    ----------
+    positions : ndarray of int, shape (n_changes,)
+        First position of each new segment, ascending.
+    shifts : ndarray of shape (n_changes,)
+        Mean of the segment starting there minus the mean of the segment before it.
+    gains : ndarray of shape (n_changes,)
+        Share of the curve's total sum of squared deviations removed by that split.
+    segment_means : ndarray of shape (n_changes + 1,)
+    sigma : float
+        Noise level estimated from first differences, ``1.4826 * MAD(diff) / sqrt(2)``.
+    penalty : float
+        Smallest reduction in squared deviations a split needed, ``2 sigma^2 log n`` (BIC).
+    max_changes, min_size : int
+    """
+
+    positions: np.ndarray
+    shifts: np.ndarray
+    gains: np.ndarray
+    segment_means: np.ndarray
+    sigma: float
+    penalty: float
+    max_changes: int
+    min_size: int
+
+
+def change_points(signal: np.ndarray, *, max_changes: int = 3, min_size: int = 16) -> ChangePoints:
+    """Find level shifts of a curve by greedy binary segmentation (least squares, BIC stop).
+
+    Each step splits the segment, at the position, that most reduces the sum of squared
+    deviations from the segment means; it stops after `max_changes` splits or when the best
+    reduction is below ``2 sigma^2 log n`` (the BIC penalty for a change in mean with noise
+    level sigma). Segments keep at least `min_size` positions.
+
+    Parameters
+    ----------
+    signal : ndarray of shape (n_positions,)
+        NaN-free, e.g. :meth:`Outliers.cleaned` so single odd rows are not counted as shifts.
+    max_changes : int
+    min_size : int
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> curve = np.r_[np.ones(128), 2 * np.ones(384)] + 0.05 * rng.standard_normal(512)
+    >>> change_points(curve).positions.tolist()
+    [128]
+    """
+    x = np.asarray(signal, dtype=np.float64)
+    n = len(x)
+    if min_size < 1:
+        msg = f"min_size must be >= 1 position, got {min_size}."
+        raise ValueError(msg)
+    mad = np.median(np.abs(np.diff(x) - np.median(np.diff(x))))
+    sigma = max(MAD_TO_SD * mad / np.sqrt(2), RELATIVE_FLOOR * float(np.median(np.abs(x))))
+    penalty = 2 * sigma**2 * np.log(n)
+    total = float(np.sum((x - x.mean()) ** 2))
+    cuts = [0, n]
+    gains = []
+    for _ in range(max_changes):
+        best = (0.0, -1)
+        for a, b in itertools.pairwise(cuts):
+            gain, t = _best_split(x[a:b], min_size)
+            if gain > best[0]:
+                best = (gain, a + t)
+        if best[0] <= penalty:
+            break
+        cuts = sorted([*cuts, best[1]])
+        gains.append(best)
+    positions = np.array(cuts[1:-1], dtype=int)
+    means = np.array([x[a:b].mean() for a, b in itertools.pairwise(cuts)])
+    by_position = {t: g for g, t in gains}
+    return ChangePoints(
+        positions=positions,
+        shifts=np.diff(means),
+        gains=np.array([by_position[t] / total for t in positions.tolist()]),
+        segment_means=means,
+        sigma=float(sigma),
+        penalty=float(penalty),
+        max_changes=max_changes,
+        min_size=min_size,
+    )
+
+
+def _best_split(x: np.ndarray, min_size: int) -> tuple[float, int]:
+    """Largest reduction of squared deviations from splitting `x` in two, and where."""
+    n = len(x)
+    t = np.arange(min_size, n - min_size + 1)
+    if len(t) == 0:
+        return 0.0, -1
+    # Centred first: cumulative sums of raw values would lose digits on a curve far from 0.
+    cumsum = np.cumsum(x - x.mean())[t - 1]
+    # Mean difference of the two parts, (S_t/t - (S_n - S_t)/(n - t)), with S_n = 0.
+    gain = cumsum**2 * n / (t * (n - t))
+    best = int(np.argmax(gain))
+    return float(gain[best]), int(t[best])
+
+
+def zero_leading_rows(values: np.ndarray, *, max_rows: int = 4) -> int:
+    """Leading rows that look reserved: through the last all-zero row among the first few.
+
+    A padding position is never trained and stays exactly zero (RoBERTa's row 1, its
+    ``padding_idx``); the rows before it are reserved offsets too.
+
+    Examples
+    --------
+    >>> zero_leading_rows(np.array([[0.5, 1.0], [0.0, 0.0], [1.0, 2.0], [3.0, 1.0]]))
+    2
+    """
+    zero = ~np.any(values[:max_rows] != 0, axis=1)
+    return int(np.flatnonzero(zero)[-1]) + 1 if zero.any() else 0

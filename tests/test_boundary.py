@@ -1,0 +1,175 @@
+"""Boundary statistics, outlier flags and change points against analytic truth and scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from posviz import boundary, figures, simulate
+
+
+def test_sinusoidal_statistics_are_analytic():
+    pe = simulate.sinusoidal_table(200, 64)
+    s = boundary.position_statistics(pe, top_k=0)
+    # Every row has norm sqrt(d/2); the cosine of neighbours depends on the offset only:
+    # <PE[p], PE[p+1]> = sum_i cos(w_i) over the d/2 frequencies.
+    freqs = 10000.0 ** (-np.arange(0, 64, 2) / 64)
+    np.testing.assert_allclose(s.norm, np.sqrt(32), rtol=1e-12)
+    np.testing.assert_allclose(s.cos_next[:-1], np.cos(freqs).sum() / 32, rtol=1e-12)
+    np.testing.assert_array_equal(s.cos_prev[1:], s.cos_next[:-1])
+    assert np.isnan(s.cos_prev[0])
+    assert np.isnan(s.cos_next[-1])
+    assert s.residual_norm is None
+
+
+def test_distance_and_residual_against_references():
+    x = np.random.default_rng(3).standard_normal((60, 10))
+    s = boundary.position_statistics(x, top_k=3)
+    np.testing.assert_allclose(s.dist_to_mean, cdist(x, x.mean(axis=0)[None])[:, 0])
+    # Residual outside the top-3 right singular vectors of the centred table, by SVD.
+    centred = x - x.mean(axis=0)
+    vt = np.linalg.svd(centred, full_matrices=False)[2][:3]
+    expected = np.linalg.norm(centred - centred @ vt.T @ vt, axis=1)
+    np.testing.assert_allclose(s.residual_norm, expected, rtol=1e-10)
+
+
+def test_block_edges_change_nothing():
+    # 10,000 rows cross several block edges (BLOCK_ROWS = 1024): compare with whole-table numpy.
+    x = np.random.default_rng(4).standard_normal((10_000, 8)).astype(np.float32)
+    s = boundary.position_statistics(x, top_k=2)
+    x64 = x.astype(np.float64)
+    unit = x64 / np.linalg.norm(x64, axis=1, keepdims=True)
+    np.testing.assert_allclose(s.cos_next[:-1], np.sum(unit[1:] * unit[:-1], axis=1), rtol=1e-12)
+    centred = x64 - x64.mean(axis=0)
+    np.testing.assert_allclose(s.dist_to_mean, np.linalg.norm(centred, axis=1), rtol=1e-12)
+    vt = np.linalg.svd(centred, full_matrices=False)[2][:2]
+    expected = np.linalg.norm(centred - centred @ vt.T @ vt, axis=1)
+    np.testing.assert_allclose(s.residual_norm, expected, rtol=1e-9)
+
+
+def test_top_k_out_of_range_is_refused():
+    with pytest.raises(ValueError, match=r"top_k must be in 0\.\.9"):
+        boundary.position_statistics(np.ones((20, 10)), top_k=10)
+
+
+def test_hampel_matches_a_direct_window_median_and_mad():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(100)
+    z, median = boundary.hampel(x, window=5)
+    p = 50  # interior: the window is positions 45..55
+    window = x[45:56]
+    mad = np.median(np.abs(window - np.median(window)))
+    assert median[p] == np.median(window)
+    assert z[p] == pytest.approx((x[p] - np.median(window)) / (1.4826 * mad))
+    # At the ends the window is shifted inward and keeps 11 positions.
+    assert median[0] == np.median(x[:11])
+    assert median[-1] == np.median(x[-11:])
+
+
+def test_rounding_noise_on_a_constant_curve_is_not_flagged():
+    curve = np.sqrt(384) + 1e-14 * np.random.default_rng(0).standard_normal(300)
+    assert boundary.outliers({"norm": curve}).positions.size == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("n", [512, 1024])
+def test_boosted_end_rows_are_flagged_and_no_middle_row(n, seed):
+    table = simulate.learned_like(n, 768, boundary=4.0, seed=seed)
+    curves = boundary.position_statistics(table.values).flagging_curves()
+    flags = boundary.outliers(curves)
+    assert flags.positions.tolist() == [0, n - 1]
+    # Both ends stand out on norm and on neighbour similarity, not only on one statistic.
+    flagged_on = {(r["position"], r["statistic"]) for r in flags.records()}
+    assert {(0, "norm"), (0, "neighbour_cos"), (n - 1, "norm")} <= flagged_on
+
+
+def test_a_row_next_to_an_odd_row_is_not_flagged_by_its_neighbour():
+    table = simulate.learned_like(256, 64, seed=2).values.copy()
+    table[100] *= 6.0  # one odd middle row
+    flags = boundary.outliers(boundary.position_statistics(table).flagging_curves())
+    assert 100 in flags.positions
+    assert 99 not in flags.positions
+    assert 101 not in flags.positions
+
+
+def test_boundary_summary_means():
+    s = boundary.boundary_summary({"a": np.arange(10.0)}, k=2)
+    assert (s.first[0], s.middle[0], s.last[0]) == (0.5, 4.5, 8.5)
+    with pytest.raises(ValueError, match=r"k must be in 1\.\.4"):
+        boundary.boundary_summary({"a": np.arange(10.0)}, k=5)
+
+
+def test_change_point_at_a_level_shift_of_the_norm():
+    # BERT-like: positions past 128 were trained less and have a different norm.
+    rng = np.random.default_rng(1)
+    directions = rng.standard_normal((512, 64))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    norms = np.where(np.arange(512) < 128, 1.0, 1.3) + 0.02 * rng.standard_normal(512)
+    stats = boundary.position_statistics(directions * norms[:, None])
+    found = boundary.change_points(stats.norm, max_changes=3)
+    assert found.positions.tolist() == [128]
+    assert found.shifts[0] == pytest.approx(0.3, abs=0.01)
+    assert found.segment_means == pytest.approx([1.0, 1.3], abs=0.01)
+    assert found.gains[0] > 0.9
+
+
+def test_no_change_point_on_noise_or_a_constant_curve():
+    noise = np.random.default_rng(5).standard_normal(1000)
+    assert boundary.change_points(noise).positions.size == 0
+    assert boundary.change_points(np.full(300, 19.6)).positions.size == 0
+
+
+def test_change_points_respect_min_size_and_cap():
+    noise = 0.05 * np.random.default_rng(2).standard_normal(170)
+    steps = np.repeat([0.0, 1.0, 0.0, 2.0], [50, 20, 50, 50]) + noise
+    found = boundary.change_points(steps, min_size=1, max_changes=5)
+    assert found.positions.tolist() == [50, 70, 120]
+    assert boundary.change_points(steps, max_changes=1).positions.tolist() == [120]
+    # The 20-position bump cannot be cut out when segments need 25 positions.
+    kept = boundary.change_points(steps, min_size=25, max_changes=5).positions
+    assert 120 in kept
+    assert np.diff([0, *kept.tolist(), 170]).min() >= 25
+
+
+def test_zero_leading_rows_roberta_style():
+    table = np.random.default_rng(0).standard_normal((10, 4))
+    assert boundary.zero_leading_rows(table) == 0
+    table[1] = 0.0  # padding_idx 1: rows 0 and 1 are reserved
+    assert boundary.zero_leading_rows(table) == 2
+
+
+def test_position_figure_traces_and_marks():
+    table = simulate.learned_like(300, 32, seed=0)
+    stats = boundary.position_statistics(table.values, top_k=4)
+    flags = boundary.outliers(stats.flagging_curves())
+    changes = boundary.change_points(flags.cleaned("norm"), max_changes=2)
+    fig = figures.position_statistics(stats, flags, changes)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    marks = [t for t in fig.data if t.mode == "markers"]
+    assert [t.name for t in lines] == [
+        "norm",
+        "cos_prev",
+        "cos_next",
+        "dist_to_mean",
+        "residual_norm",
+    ]
+    assert all(t.type == "scattergl" and len(t.y) == 300 and t.y.dtype == np.float32 for t in lines)
+    assert len(marks) == 4  # one per panel
+    assert list(marks[0].x) == [0, 299]
+    assert fig.layout.xaxis4.title.text == "position p"
+    assert len(fig.layout.shapes) == 4 * len(changes.positions)  # a line per panel
+    assert "|robust z| > 8" in fig.layout.title.text
+
+
+def test_position_figure_downsamples_long_tables_but_keeps_flags():
+    n = 20000
+    table = simulate.learned_like(n, 16, seed=0)
+    stats = boundary.position_statistics(table.values)
+    flags = boundary.outliers(stats.flagging_curves())
+    fig = figures.position_statistics(stats, flags)
+    assert len(fig.data[0].x) == figures.LINE_POINTS
+    assert fig.data[0].x[-1] == n - 1
+    assert n - 1 in list(fig.data[1].x)
+    assert "evenly spaced" in fig.layout.title.text
+    assert len(fig.to_json()) < 1_000_000
