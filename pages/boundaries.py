@@ -181,10 +181,7 @@ st.caption(
 left, right = st.columns(2)
 with left:
     st.subheader("Flagged positions")
-    records = pd.DataFrame(
-        flags.records(), columns=["position", "statistic", "value", "window_median", "z"]
-    )
-    widgets.show_numbers(records, name="flagged_positions", settings=settings)
+    widgets.show_numbers(flags.table(), name="flagged_positions", settings=settings)
     st.subheader("Change points")
     st.caption(
         f"Binary segmentation for changes in mean on {statistic}: each step makes the split "
@@ -278,19 +275,7 @@ probe_settings = export.export_settings(
     alpha=alpha,
     C=C,
 )
-rows = pd.DataFrame(
-    [
-        {
-            "table": name,
-            "mae": report.absolute[name].mae,
-            "r2": report.absolute[name].r2,
-            "error_rate": report.relative[name].error_rate,
-            "absolute_model": report.absolute[name].model,
-            "test_pairs": report.relative[name].n_test_pairs,
-        }
-        for name in report.absolute
-    ]
-)
+rows = report.table()
 labels = {
     "mae": "Absolute MAE (positions)",
     "r2": "Absolute R²",

@@ -94,18 +94,7 @@ st.metric(
     help=R2_HELP,
 )
 widgets.show_numbers(
-    pd.DataFrame(
-        {
-            "component": numbers,
-            "explained_variance": pc.explained_variance,
-            "periodogram_peak_cycles": fits.peak,
-            "frequency_cycles": fits.frequency,
-            "amplitude": fits.amplitude,
-            "phase_rad": fits.phase,
-            "offset": fits.offset,
-            "r2": fits.r2,
-        }
-    ),
+    components.fits_table(pc, fits),
     name="sinusoid_fits",
     settings=fit_settings,
 )

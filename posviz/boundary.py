@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -247,6 +248,11 @@ class Outliers:
             }
             for i in order
         ]
+
+    def table(self) -> pd.DataFrame:
+        """:meth:`records` as a frame (with its columns even when nothing is flagged)."""
+        columns = ["position", "statistic", "value", "window_median", "z"]
+        return pd.DataFrame(self.records(), columns=columns)
 
     def cleaned(self, statistic: str) -> np.ndarray:
         """ndarray of shape (n_positions,): the curve with flagged values replaced by the median.

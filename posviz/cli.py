@@ -1,4 +1,4 @@
-"""What are the headline numbers of a position table, from the command line (`python -m posviz`)."""
+"""A position table's headline numbers or its full report, from `python -m posviz`."""
 
 from __future__ import annotations
 
@@ -22,25 +22,36 @@ def build_parser() -> argparse.ArgumentParser:
         prog="posviz", description="Analyse a transformer position-embedding table."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    summary = commands.add_parser(
-        "summary",
-        help="spectrum summary: components for 50-99%% variance, effective ranks",
-        description="Singular-value summary of a position table read from PATH.",
-    )
-    summary.add_argument("path", metavar="PATH", help=".npy, .npz, .safetensors, .csv/.tsv/.txt")
-    summary.add_argument("--tensor", metavar="NAME", help="tensor to read (default: detected)")
-    summary.add_argument(
+    table = argparse.ArgumentParser(add_help=False)  # how every command picks its table
+    table.add_argument("path", metavar="PATH", help=".npy, .npz, .safetensors, .csv/.tsv/.txt")
+    table.add_argument("--tensor", metavar="NAME", help="tensor to read (default: detected)")
+    table.add_argument(
         "--drop-prefix",
         type=int,
         default=0,
         metavar="K",
         help="drop the first K rows (class tokens, reserved rows) before analysis",
     )
-    summary.add_argument(
+    table.add_argument(
         "--no-center", action="store_true", help="do not subtract the mean row first (no PCA)"
+    )
+    summary = commands.add_parser(
+        "summary",
+        parents=[table],
+        help="spectrum summary: components for 50-99%% variance, effective ranks",
+        description="Singular-value summary of a position table read from PATH.",
     )
     summary.add_argument("--json", action="store_true", help="print one JSON object")
     summary.set_defaults(run=_summary)
+    report = commands.add_parser(
+        "report",
+        parents=[table],
+        help="standalone HTML report of every analysis (opens offline)",
+        description="Write a standalone HTML report of the table read from PATH.",
+    )
+    report.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML to write")
+    report.add_argument("--seed", type=int, default=0, help="seed of controls and probes")
+    report.set_defaults(run=_report)
     return parser
 
 
@@ -64,6 +75,19 @@ def _summary(args: argparse.Namespace) -> int:
         print(json.dumps(record))
     else:
         print(_describe(table, result, hint=_trim_hint(args, table)))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from posviz.report import build_report  # scikit-learn and friends: not for `summary`
+
+    table = load(args.path, tensor=args.tensor, row_start=args.drop_prefix)
+    html = build_report(table, center=not args.no_center, seed=args.seed)
+    with open(args.output, "w", encoding="utf-8") as out:
+        out.write(html)
+    print(
+        f"wrote {args.output} ({len(html) / 2**20:.1f} MiB): {table.name}, {table.describe_rows()}"
+    )
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import scipy.linalg
 import scipy.optimize
 
@@ -15,6 +16,7 @@ __all__ = [
     "SinusoidFits",
     "SubspaceLikeness",
     "fit_sinusoids",
+    "fits_table",
     "max_components",
     "periodogram",
     "principal_components",
@@ -364,4 +366,20 @@ def sinusoid_likeness(
         shuffled=np.array(shuffled),
         n_frequencies=n_frequencies,
         seed=seed,
+    )
+
+
+def fits_table(pc: PrincipalComponents, fits: SinusoidFits) -> pd.DataFrame:
+    """One row per component: its variance share and its fitted sinusoid's parameters and R²."""
+    return pd.DataFrame(
+        {
+            "component": np.arange(1, len(fits.r2) + 1),
+            "explained_variance": pc.explained_variance,
+            "periodogram_peak_cycles": fits.peak,
+            "frequency_cycles": fits.frequency,
+            "amplitude": fits.amplitude,
+            "phase_rad": fits.phase,
+            "offset": fits.offset,
+            "r2": fits.r2,
+        }
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import mean_absolute_error, r2_score
 from sklearn.model_selection import KFold, cross_val_predict
@@ -104,6 +105,22 @@ class ProbeReport:
     def subsampled(self) -> bool:
         """Whether only a subsample of the rows was probed."""
         return self.n_rows < self.n_positions
+
+    def table(self) -> pd.DataFrame:
+        """One row per probed table (the table, then its controls): the numbers to cite."""
+        return pd.DataFrame(
+            [
+                {
+                    "table": name,
+                    "mae": self.absolute[name].mae,
+                    "r2": self.absolute[name].r2,
+                    "error_rate": self.relative[name].error_rate,
+                    "absolute_model": self.absolute[name].model,
+                    "test_pairs": self.relative[name].n_test_pairs,
+                }
+                for name in self.absolute
+            ]
+        )
 
 
 def _scaled(values: np.ndarray) -> np.ndarray:

@@ -47,6 +47,23 @@ def sidebar_card() -> None:
             f"{table.dtype}  \n{table.describe_rows()}"
         )
         st.caption(table.source)
+        center = st.session_state.get("posviz.center", True)
+        st.download_button(
+            "Report (HTML)",
+            data=lambda: _report(table, center),
+            file_name=f"posviz-report-{table.sha256[:8]}.html",
+            mime="text/html",
+            key="download.report",
+            icon=":material/summarize:",
+            help="Every analysis of this table on one standalone page that opens offline "
+            f"({'rows mean-centred' if center else 'uncentred'}, seed 0).",
+        )
+
+
+def _report(table: Embedding, center: bool) -> str:
+    from posviz.report import build_report  # scikit-learn & co.: only when asked for
+
+    return build_report(table, center=center)
 
 
 def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:

@@ -163,3 +163,18 @@ def test_a_deep_link_as_a_fresh_servers_first_request_goes_through_the_router(pa
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_report_downloads_and_opens_offline(page: Page, server_url: str, tmp_path: Path):
+    open_page(page, server_url)
+    with page.expect_download(timeout=120_000) as download_info:
+        page.get_by_test_id("stSidebar").get_by_role("button", name="Report (HTML)").click()
+    report = tmp_path / "report.html"
+    download_info.value.save_as(report)
+    # Offline: every request that is not the file itself fails.
+    page.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
+    page.goto(report.as_uri())
+    page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() == 8
+    expect(page.get_by_role("heading", name="Probes")).to_be_visible()
+    screenshot(page, "report")

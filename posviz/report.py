@@ -1,0 +1,172 @@
+"""One standalone HTML page with every analysis of a table: the report a team shares."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from posviz import boundary, components, figures, probes, similarity
+from posviz.embedding import Embedding
+from posviz.export import export_settings
+from posviz.spectrum import spectrum
+
+__all__ = ["REPORT_MAX_SIDE", "Section", "build_report", "report_sections"]
+
+#: Heatmap cells a side in the report: 512² float32 keeps the page near 2 MB per heatmap.
+REPORT_MAX_SIDE = 512
+
+
+@dataclass
+class Section:
+    """A report section: a heading, tables of numbers, figures, and a note on how to read them."""
+
+    title: str
+    note: str = ""
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: list[go.Figure] = field(default_factory=list)
+
+
+def report_sections(
+    table: Embedding, *, center: bool = True, k: int = 6, seed: int = 0
+) -> list[Section]:
+    """Compute every analysis of `table` with the app's defaults and the given options.
+
+    Parameters
+    ----------
+    table : Embedding
+    center : bool
+        Mean-centre rows (spectrum, similarity, components). Stated in every title.
+    k : int
+        Principal components to show and fit.
+    seed : int
+        Seed of the shuffled controls and the probes.
+    """
+    values = table.values
+    s = spectrum(values, center=center)
+    metrics = s.metrics()
+
+    overview = similarity.similarity_map(
+        values, metric="cosine", center=center, max_side=REPORT_MAX_SIDE
+    )
+    profile = similarity.offset_profile(values, metric="cosine", center=center)
+    scores = similarity.offset_scores(profile)
+
+    k = min(k, components.max_components(table.shape, center=center))
+    pcs = components.principal_components(values, k=k, center=center)
+    fits = components.fit_sinusoids(pcs.scores)
+    likeness = components.sinusoid_likeness(pcs.scores, seed=seed)
+
+    stats = boundary.position_statistics(values)
+    flags = boundary.outliers(stats.flagging_curves())
+    probe = probes.probe_with_controls(values, seed=seed)
+
+    return [
+        Section(
+            "Spectrum",
+            "How low-rank the table is. Effective rank: exp of the entropy of σ/Σσ; stable "
+            "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; noise edge: the "
+            "Marchenko-Pastur top edge of a Gaussian table with the same shape and variance.",
+            {"Metrics": pd.DataFrame([metrics])},
+            [figures.singular_values(s), figures.explained_variance(s)],
+        ),
+        Section(
+            "Similarity",
+            "Cosine similarity between positions, and its mean and spread over all pairs at "
+            "each offset. Translation invariance: 1 - variance within diagonals / total "
+            "variance.",
+            {
+                "Scores": pd.DataFrame(
+                    [{"translation_invariance": profile.translation_invariance, **vars(scores)}]
+                )
+            },
+            [figures.similarity_heatmap(overview), figures.offset_profile(profile, scores)],
+        ),
+        Section(
+            "Components",
+            "Principal components over position, a sinusoid a·cos(ωp + φ) + c fitted to each "
+            "(R² = 1 - RSS/TSS), and the mean squared cosine of the principal angles to "
+            "low-frequency sinusoids against a shuffled-rows control.",
+            {
+                "Sinusoid fits": components.fits_table(pcs, fits),
+                "Likeness to sinusoids": pd.DataFrame(
+                    [
+                        {
+                            "mean_cos2": likeness.mean_cos2,
+                            "shuffled_mean_cos2": likeness.shuffled.mean(),
+                            "p_value": likeness.p_value,
+                        }
+                    ]
+                ),
+            },
+            [figures.pc_trajectories(pcs, overlaid=False), figures.sinusoid_fits(pcs, fits)],
+        ),
+        Section(
+            "Boundaries",
+            "Per-position statistics; a position is flagged when a statistic is more than "
+            f"{flags.threshold:g} robust z (median/MAD over a window of ±{flags.window} positions) "
+            "from its neighbourhood.",
+            {"Flagged positions": flags.table()},
+            [figures.position_statistics(stats, flags)],
+        ),
+        Section(
+            "Probes",
+            "How much absolute and relative position a linear read-out recovers (Wang & Chen "
+            "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape.",
+            {"Probe results": probe.table()},
+            [figures.probe_predictions(probe)],
+        ),
+    ]
+
+
+def build_report(table: Embedding, *, center: bool = True, k: int = 6, seed: int = 0) -> str:
+    """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
+
+    Every setting that changed a number is listed at the top and in a JSON block
+    (``<script id="posviz-settings" type="application/json">``).
+    """
+    settings = export_settings(table, centered=center, k=k, seed=seed)
+    body = []
+    first = True
+    for section in report_sections(table, center=center, k=k, seed=seed):
+        body.append(f"<section><h2>{html.escape(section.title)}</h2>")
+        body.append(f"<p class='note'>{html.escape(section.note)}</p>")
+        for caption, frame in section.tables.items():
+            body.append(f"<h3>{html.escape(caption)}</h3>")
+            body.append(frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0))
+        for fig in section.figures:
+            body.append(
+                fig.to_html(full_html=False, include_plotlyjs=first, config={"responsive": True})
+            )
+            first = False
+        body.append("</section>")
+    title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
+    listing = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+        for k, v in settings.items()
+    )
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }}
+th, td {{ padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }}
+.note {{ color: #555; }} section {{ margin-top: 2.5em; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>Made by posviz {html.escape(str(settings["posviz_version"]))} on {stamp}.</p>
+<table class="settings">{listing}</table>
+<script id="posviz-settings" type="application/json">{_script_json(settings)}</script>
+{"".join(body)}
+</body></html>
+"""
+
+
+def _script_json(value: object) -> str:
+    """JSON safe inside <script>: a tensor named "</script>..." cannot end the block."""
+    return json.dumps(value).replace("</", "<\\/")

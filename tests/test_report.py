@@ -1,0 +1,100 @@
+"""The standalone report: every section's numbers and figures, its settings, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posviz import simulate
+from posviz.embedding import Embedding
+from posviz.report import build_report, report_sections
+from posviz.spectrum import spectrum
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module")
+def table() -> Embedding:
+    return simulate.learned_like(200, 48, seed=1)
+
+
+@pytest.fixture(scope="module")
+def html(table) -> str:
+    return build_report(table, center=True, seed=3)
+
+
+def test_every_section_has_its_figures_and_numbers(table):
+    sections = {s.title: s for s in report_sections(table, center=True, seed=3)}
+    assert list(sections) == ["Spectrum", "Similarity", "Components", "Boundaries", "Probes"]
+    assert all(s.figures for s in sections.values())
+    metrics = sections["Spectrum"].tables["Metrics"].iloc[0]
+    expected = spectrum(table.values, center=True).metrics()
+    assert metrics["effective_rank"] == pytest.approx(expected["effective_rank"], rel=1e-12)
+    assert metrics["k90"] == expected["k90"]
+    flagged = sections["Boundaries"].tables["Flagged positions"]
+    assert {0, 199} <= set(flagged["position"])  # learned-like boosts both end rows
+    probes = sections["Probes"].tables["Probe results"]
+    assert list(probes["table"]) == ["table", "row-shuffled", "Gaussian"]
+
+
+def test_html_is_standalone_and_states_its_settings(html, table):
+    assert html.count("<script src=") == 0  # plotly.js is inlined: opens offline
+    assert html.count('class="plotly-graph-div"') == 8
+    block = re.search(r'<script id="posviz-settings" type="application/json">(.*?)</script>', html)
+    settings = json.loads(block.group(1))
+    assert settings["sha256"] == table.sha256
+    assert settings["centered"] is True
+    assert settings["seed"] == 3
+    for heading in ("Spectrum", "Similarity", "Components", "Boundaries", "Probes"):
+        assert f"<h2>{heading}</h2>" in html
+    assert f"{spectrum(table.values).effective_rank:.6g}" in html
+
+
+def test_a_hostile_tensor_name_cannot_escape_the_settings_block():
+    evil = Embedding.from_array(
+        np.random.default_rng(0).standard_normal((40, 8)),
+        name="</script><script>alert(1)</script>",
+        source="x.safetensors",
+    )
+    page = build_report(evil)
+    assert "<script>alert(1)</script>" not in page
+    block = re.search(r'<script id="posviz-settings" type="application/json">(.*?)</script>', page)
+    assert json.loads(block.group(1))["tensor"] == evil.name
+
+
+def test_cli_writes_the_report(tmp_path):
+    path = tmp_path / "table.npy"
+    np.save(path, simulate.sinusoidal_table(128, 32))
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "posviz", "report", str(path), "-o", str(out), "--no-center"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "wrote" in done.stdout
+    page = out.read_text()
+    assert '"centered": false' in page
+    assert "table.npy" in page
+
+
+def test_cli_report_refuses_a_pickle_with_exit_code_2(tmp_path):
+    path = tmp_path / "model.pt"
+    path.write_bytes(b"\x80\x04\x95\x00")
+    done = subprocess.run(
+        [sys.executable, "-m", "posviz", "report", str(path), "-o", str(tmp_path / "r.html")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "pickle" in done.stderr
+    assert not (tmp_path / "r.html").exists()
