@@ -82,6 +82,7 @@ window = columns[0].number_input(
     max(1, n // 2),
     min(16, max(1, n // 2)),
     key="boundaries.window",
+    bind="query-params",
     help="Each position is compared with the median of the 2w + 1 positions around it "
     "(shifted inward at the ends).",
 )
@@ -92,6 +93,7 @@ threshold = columns[1].number_input(
     8.0,
     step=0.5,
     key="boundaries.threshold",
+    bind="query-params",
     help="Robust z = (x − window median) / (1.4826 · MAD of the window): the Hampel "
     "identifier. 1.4826 · MAD estimates the standard deviation of normal data.",
 )
@@ -231,7 +233,7 @@ if n < 10:
     st.info("The probes need at least 10 positions (5 folds of at least 2).")
     st.stop()
 columns = st.columns(5)
-seed = columns[0].number_input("Seed", 0, 2**31 - 1, 0, key="probes.seed")
+seed = columns[0].number_input("Seed", 0, 2**31 - 1, 0, key="probes.seed", bind="query-params")
 max_rows = columns[1].number_input(
     "Rows probed at most",
     10,

@@ -30,6 +30,7 @@ k = st.number_input(
     top,
     min(6, top),
     key="components.k",
+    bind="query-params",
     help="How many leading principal components to show and fit (at most 20).",
 )
 pc = cache.principal_components(table, k=k, center=center)
@@ -134,7 +135,7 @@ shuffles = middle.number_input(
     key="components.shuffles",
     help="Row shuffles of the table for the chance level.",
 )
-seed = right.number_input("Seed", 0, 2**31 - 1, 0, key="components.seed")
+seed = right.number_input("Seed", 0, 2**31 - 1, 0, key="components.seed", bind="query-params")
 likeness = cache.sinusoid_likeness(
     table, k=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
 )

@@ -51,6 +51,7 @@ metric = left.radio(
     }.get,
     horizontal=True,
     key="similarity.metric",
+    bind="query-params",
     help=METRIC_HELP,
 )
 with right:

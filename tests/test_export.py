@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import struct
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import pytest
 
 from posviz import __version__, export
 from posviz.simulate import sinusoidal
@@ -36,3 +38,21 @@ def test_figure_html_is_standalone_and_lists_settings():
     assert len(html) > 3_000_000
     assert "wpe&lt;script&gt;" in html
     assert html.count('id="posviz-settings"') == 1
+
+
+@pytest.mark.skipif(
+    export.static_image_browser() is None,
+    reason="no Chromium for kaleido: apt-get install chromium (or set BROWSER_PATH)",
+)
+def test_png_and_svg_render_through_kaleido():
+    from posviz import figures, simulate
+    from posviz.spectrum import spectrum
+
+    fig = figures.singular_values(spectrum(simulate.sinusoidal_table(64, 16)))
+    png = export.figure_image(fig, "png")
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (2200, 1200)  # 1100 x 600 at scale 2, for print
+    svg = export.figure_image(fig, "svg").decode()
+    assert svg.lstrip().startswith("<svg")
+    assert "Singular values (rows mean-centred)" in svg

@@ -134,3 +134,14 @@ def test_simulating_names_the_table_in_the_url():
     assert at.session_state["posviz.table"].shape == (300, 768)
     assert at.query_params["sim"] == "gaussian"
     assert at.query_params["n_positions"] == "300"
+
+
+def test_page_settings_live_in_the_url():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update({"sim": "sinusoidal", "n_positions": "256", "d_model": "64"})
+    at.query_params["similarity.metric"] = "dot product"  # a choice is named by its label
+    at.run()
+    at.switch_page("pages/similarity.py").run()
+    assert not at.exception
+    assert at.radio(key="similarity.metric").value == "dot"
+    assert at.session_state["posviz.table"].shape == (256, 64)

@@ -10,7 +10,10 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 from safetensors.numpy import save_file
 
+from posviz import simulate
+from posviz.export import from_csv
 from posviz.simulate import sinusoidal_table
+from posviz.spectrum import spectrum
 from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
 from tests.e2e.conftest import open_page, screenshot, start_server, wait_idle
 
@@ -178,3 +181,19 @@ def test_report_downloads_and_opens_offline(page: Page, server_url: str, tmp_pat
     assert page.locator(".js-plotly-plot").count() == 8
     expect(page.get_by_role("heading", name="Probes")).to_be_visible()
     screenshot(page, "report")
+
+
+def test_exported_numbers_are_the_ones_shown(page: Page, server_url: str):
+    open_page(page, server_url)
+    shown = page.get_by_test_id("stMetric").filter(has_text="effective rank")
+    shown_value = float(shown.get_by_test_id("stMetricValue").inner_text())
+    page.get_by_text("Numbers").click()
+    with page.expect_download() as download_info:
+        page.get_by_test_id("stDownloadButton").filter(has_text="CSV").first.click()
+    frame, settings = from_csv(Path(download_info.value.path()).read_text())
+    exact = spectrum(simulate.learned_like(1024, 768, seed=0).values).metrics()
+    assert frame.loc[0, "effective_rank"] == pytest.approx(exact["effective_rank"], rel=1e-12)
+    assert round(frame.loc[0, "effective_rank"], 2) == shown_value
+    assert frame.loc[0, "k90"] == exact["k90"]
+    assert settings["centered"] is True
+    assert settings["tensor"] == "learned_like"
