@@ -52,6 +52,7 @@ def test_structure():
     entry = exec_form("ENTRYPOINT")
     assert entry[:3] == ["streamlit", "run", "app.py"]
     assert "--server.address=0.0.0.0" in entry
+    assert "--server.fileWatcherType=none" in entry, "the image's code never changes"
 
 
 def test_dockerignore_keeps_tests_and_git_out():
@@ -93,3 +94,21 @@ def test_entrypoint_serves_and_healthcheck_passes():
         server.wait(timeout=20)
     # And the check fails once the server is gone (it can tell).
     assert subprocess.run(exec_form("HEALTHCHECK"), capture_output=True, check=False).returncode
+
+
+def test_compose_runs_the_image_read_only_with_the_shared_folder():
+    # Read as text: PyYAML is not among the pinned tools.
+    keys = dict(
+        line.strip().removeprefix("- ").split(": ", 1)
+        for line in (ROOT / "compose.yaml").read_text().splitlines()
+        if ": " in line and not line.lstrip().startswith("#")
+    )
+    assert keys["build"] == "."
+    assert keys["restart"] == "unless-stopped"
+    assert keys["memory"].endswith("G")
+    assert keys["read_only"] == "true"
+    assert "healthcheck" not in keys, "inherited from the Dockerfile's HEALTHCHECK"
+    text = (ROOT / "compose.yaml").read_text()
+    assert '- "8501:8501"' in text
+    assert f"- /models:{keys['POSVIZ_DATA_DIR']}:ro" in text, "the shared folder, read-only"
+    assert "- /tmp" in text, "HOME=/tmp, the only place Streamlit writes"
