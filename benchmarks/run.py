@@ -1,0 +1,136 @@
+"""Speed, memory and payload of every page at the sizes users bring; prints a table.
+
+    python benchmarks/run.py                 # all sizes (a few minutes on 2 cores)
+    python benchmarks/run.py --sizes 1024x768 --pages spectrum similarity
+
+Each page runs through Streamlit's AppTest on a float32 table of the size (learned-like:
+smooth waves, noise and boundary rows), with the caches cleared first, so a row is what a user
+waits for on first opening that page: every core computation, the figure building and the
+serialisation of the figures. The second run of the same page (a rerun, or switching back to
+it) is timed too: it must hit the caches. Peak memory is tracemalloc's peak over the cold run
+(numpy reports its buffers to it), beyond the table itself. Payload is the largest single
+Plotly figure message and the sum over the page.
+
+The spectrum is also timed alone against one float64 Gram product of the same table (its
+floor: the route must form that product), in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ["STREAMLIT_LOGGER_LEVEL"] = "error"  # bare-mode "no runtime" warnings, per page
+
+import streamlit as st  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from posviz import simulate  # noqa: E402
+from posviz.embedding import Embedding  # noqa: E402
+from posviz.spectrum import spectrum  # noqa: E402
+
+SIZES = ["512x768", "1024x768", "2048x2048", "8192x4096", "50257x768"]
+PAGES = ["spectrum", "similarity", "components", "boundaries", "compare", "resample"]
+
+
+def make_table(n: int, d: int) -> Embedding:
+    return simulate.learned_like(n, d, seed=0)
+
+
+def run_page(page: str, table: Embedding) -> dict[str, float]:
+    st.cache_data.clear()
+    gc.collect()
+    at = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=900)
+    at.session_state["posviz.table"] = table
+    tracemalloc.start()
+    start = time.perf_counter()
+    at.run()
+    cold = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    if at.exception:
+        msg = f"{page}: {at.exception[0].message}"
+        raise RuntimeError(msg)
+    payloads = [len(el.proto.spec) for el in at.get("plotly_chart")]
+    start = time.perf_counter()
+    at.run()
+    warm = time.perf_counter() - start
+    return {
+        "cold_s": cold,
+        "warm_s": warm,
+        "peak_x_table": peak / table.values.nbytes,
+        "peak_mb": peak / 2**20,
+        "max_fig_mb": max(payloads, default=0) / 2**20,
+        "all_figs_mb": sum(payloads) / 2**20,
+        "n_figs": len(payloads),
+    }
+
+
+def spectrum_vs_gram(table: Embedding, repeats: int = 3) -> dict[str, float]:
+    """Best-of-`repeats` times: the spectrum, and one float64 Gram product on the smaller side."""
+    x = np.asarray(table.values, dtype=np.float64)
+    x = x if x.shape[0] >= x.shape[1] else x.T
+    gram = min(_timed(lambda: x.T @ x) for _ in range(repeats))
+    full = min(_timed(lambda: spectrum(table.values)) for _ in range(repeats))
+    return {"spectrum_s": full, "gram_s": gram, "ratio": full / gram}
+
+
+def _timed(f) -> float:
+    start = time.perf_counter()
+    f()
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=SIZES)
+    parser.add_argument("--pages", nargs="+", default=PAGES, choices=PAGES)
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = parser.parse_args(argv)
+
+    # Imports and Streamlit's first-run set-up are paid once, not by the first page measured.
+    for page in args.pages:
+        run_page(page, make_table(64, 32))
+    rows = []
+    header = (
+        f"{'size':>10} {'page':>11} {'cold s':>7} {'warm s':>7} {'peak MB':>8} {'xTable':>6} "
+        f"{'max fig MB':>10} {'figs MB':>8} {'figs':>4}"
+    )
+    print(header)
+    print("-" * len(header))
+    for size in args.sizes:
+        n, d = (int(v) for v in size.split("x"))
+        table = make_table(n, d)
+        for page in args.pages:
+            row = {"size": size, "page": page, **run_page(page, table)}
+            rows.append(row)
+            print(
+                f"{size:>10} {page:>11} {row['cold_s']:7.2f} {row['warm_s']:7.2f} "
+                f"{row['peak_mb']:8.1f} {row['peak_x_table']:6.2f} {row['max_fig_mb']:10.2f} "
+                f"{row['all_figs_mb']:8.2f} {row['n_figs']:4d}",
+                flush=True,
+            )
+        ratio = spectrum_vs_gram(table)
+        rows.append({"size": size, "page": "spectrum-vs-gram", **ratio})
+        print(
+            f"{size:>10} spectrum {ratio['spectrum_s']:.3f} s = {ratio['ratio']:.2f} x one Gram "
+            f"product ({ratio['gram_s']:.3f} s)",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
