@@ -1,8 +1,9 @@
 """Core calls cached per table content: an Embedding is hashed by its sha256, never by sampling.
 
 Streamlit hashes large arrays by sampling them (two tables could collide), so every wrapper
-takes the whole Embedding and `hash_funcs` reduces it to its digest. Results are bounded in
-bytes (POSVIZ_CACHE_SIZE, default 1GB) so memory levels off as users come and go.
+takes the whole Embedding and `hash_funcs` reduces it to its digest. Each cached function
+keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, shared by all sessions, so memory
+levels off as users come and go.
 """
 
 from __future__ import annotations
