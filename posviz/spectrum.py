@@ -15,17 +15,25 @@ THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 _SPLIT = 1e-4
 
 
-def gram(values: np.ndarray, *, center: bool) -> np.ndarray:
-    """The float64 Gram matrix on the smaller side of the (optionally column-centred) table.
+def _tall(values: np.ndarray, *, center: bool) -> np.ndarray:
+    """A float64 copy, column-centred if asked, transposed if need be to have rows >= columns.
 
-    ``X.T @ X`` for tall tables, ``X @ X.T`` for wide ones; both have the squared singular
-    values of X as eigenvalues. Built in float64 always: a float32 Gram loses ~1% at 3e-4 of
-    the largest value.
+    Always float64: a float32 Gram matrix loses ~1% at 3e-4 of the largest value.
     """
     x = np.array(values, dtype=np.float64)
     if center:
         x -= x.mean(axis=0)
-    return x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T
+    return x if x.shape[0] >= x.shape[1] else x.T
+
+
+def gram(values: np.ndarray, *, center: bool) -> np.ndarray:
+    """The float64 Gram matrix on the smaller side of the (optionally column-centred) table.
+
+    ``X.T @ X`` for tall tables, ``X @ X.T`` for wide ones; both have the squared singular
+    values of X as eigenvalues.
+    """
+    x = _tall(values, center=center)
+    return x.T @ x
 
 
 @dataclass(frozen=True)
@@ -154,21 +162,22 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     >>> s.singular_values.tolist(), s.stable_rank
     ([4.0, 3.0], 1.5625)
     """
-    x = np.array(values, dtype=np.float64)
-    if center:
-        x -= x.mean(axis=0)
-    if x.shape[0] < x.shape[1]:
-        x = x.T  # the Gram matrix on the smaller side; the singular values are the same
+    x = _tall(values, center=center)
     g = x.T @ x
     lam = np.linalg.eigvalsh(g)[::-1]
-    eps = np.finfo(np.float64).eps
+    # Centred rows sum to zero: a table with no more rows than columns then has one singular
+    # value exactly 0, which needs no refining.
+    zeros = int(center and values.shape[0] <= values.shape[1])
     n_small = int(np.count_nonzero(lam < _SPLIT**2 * lam[0]))
-    if n_small:
+    if n_small > zeros:
         _, small_vectors = scipy.linalg.eigh(g, subset_by_index=(0, n_small - 1))
         part = x @ small_vectors
         lam[-n_small:] = np.linalg.eigvalsh(part.T @ part)[::-1]
+    if zeros:
+        lam[-1] = 0.0
     sigma = np.sqrt(np.clip(lam, 0.0, None))
     # Rounding level of the last Gram matrix formed: below it a value cannot be told from 0.
-    top = sigma[0] * (_SPLIT if n_small else 1.0)
+    top = sigma[0] * (_SPLIT if n_small > zeros else 1.0)
+    eps = np.finfo(np.float64).eps
     floor = float(top * np.sqrt(x.shape[1] * eps))
     return Spectrum(singular_values=sigma, centered=center, shape=tuple(values.shape), floor=floor)

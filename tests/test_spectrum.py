@@ -85,3 +85,13 @@ def test_centering_removes_the_mean_row():
     centred = spectrum(x, center=True)
     assert centred.centered
     assert centred.singular_values[0] < 1.5
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (40, 300)])
+def test_centring_a_table_with_few_rows_leaves_one_exact_zero(shape):
+    x = gaussian(*shape, seed=2).values.astype(np.float64)
+    s = spectrum(x, center=True)
+    assert s.singular_values[-1] == 0.0
+    reference = np.linalg.svd(x - x.mean(0), compute_uv=False)
+    np.testing.assert_allclose(s.singular_values[:-1], reference[:-1], rtol=1e-9)
+    assert s.floor < 1e-6 * reference[0]
