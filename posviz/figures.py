@@ -109,11 +109,15 @@ def singular_values(s: Spectrum) -> go.Figure:
             hovertemplate="k=%{x}<br>σ < %{customdata:.2g} (not resolved)<extra></extra>",
             customdata=np.full(int((~resolved).sum()), s.floor, dtype=np.float32),
         )
-    fig.add_hline(
-        y=s.noise_edge,
+    # A trace, not add_hline's annotation: on a log axis that annotation's y is read as
+    # log10(y) and stretches the range by decades.
+    fig.add_scatter(
+        x=[1, len(k)],
+        y=np.full(2, s.noise_edge, dtype=np.float32),
+        mode="lines",
         line={"dash": "dash", "color": "firebrick"},
-        annotation_text=f"noise edge (Marchenko-Pastur): {s.n_above_noise} above",
-        annotation_position="top right",
+        name=f"noise edge (Marchenko-Pastur): {s.n_above_noise} above",
+        hovertemplate=f"noise edge {s.noise_edge:.4g}<extra></extra>",
     )
     return fig
 

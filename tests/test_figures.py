@@ -1,0 +1,53 @@
+"""Spectrum figures, checked by their traces and axes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from posviz import figures
+from posviz.simulate import learned_like, sinusoidal_table
+from posviz.spectrum import THRESHOLDS, spectrum
+
+
+@pytest.fixture(scope="module")
+def learned():
+    return spectrum(learned_like(300, 64, seed=0).values)
+
+
+def test_singular_values_on_a_log_axis_with_the_noise_edge(learned):
+    fig = figures.singular_values(learned)
+    assert fig.layout.yaxis.type == "log"
+    assert fig.layout.xaxis.title.text == "component k"
+    assert fig.layout.title.text == "Singular values (rows mean-centred)"
+    values, edge = fig.data
+    np.testing.assert_allclose(values.y, learned.singular_values, rtol=1e-6)
+    assert values.y.dtype == np.float32  # small on the wire
+    np.testing.assert_allclose(edge.y, learned.noise_edge, rtol=1e-6)
+    assert f"{learned.n_above_noise} above" in edge.name
+    assert not fig.layout.annotations  # nothing placed in log10 units by mistake
+
+
+def test_values_below_the_floor_are_drawn_apart():
+    s = spectrum(sinusoidal_table(200, 64, base=50.0), center=False)
+    fig = figures.singular_values(s)
+    resolved, below, _ = fig.data
+    assert len(resolved.x) + len(below.x) == len(s.singular_values)
+    assert "below resolution floor" in below.name
+    assert np.all(s.singular_values[np.asarray(below.x) - 1] < s.floor)
+
+
+def test_explained_variance_marks_every_threshold(learned):
+    fig = figures.explained_variance(learned)
+    curve, marks = fig.data
+    np.testing.assert_allclose(curve.y, learned.cumulative, rtol=1e-6)
+    assert list(marks.x) == [learned.k_at(t) for t in THRESHOLDS]
+    assert fig.layout.title.text.endswith("(rows mean-centred)")
+
+
+def test_reconstruction_error_starts_at_one(learned):
+    fig = figures.reconstruction_error(learned)
+    (curve,) = fig.data
+    assert curve.x[0] == 0
+    assert curve.y[0] == pytest.approx(1.0)
+    assert np.all(np.diff(curve.y) <= 1e-7)
