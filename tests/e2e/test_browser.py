@@ -15,7 +15,7 @@ from posviz.export import from_csv
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
 from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
-from tests.e2e.conftest import open_page, screenshot, start_server, wait_idle
+from tests.e2e.conftest import IDLE, open_page, screenshot, start_server, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +44,7 @@ def upload(page: Page, url: str, path: Path) -> None:
     page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(path)
     listed = page.get_by_text(re.compile(rf"{re.escape(path.name)} holds \d+ tensor"))
     expect(listed.or_(refusal(page, path))).to_be_visible(timeout=60_000)
-    wait_idle(page)
+    page.wait_for_selector(IDLE, timeout=60_000)  # the verdict shows: that run has begun
 
 
 def refusal(page: Page, path: Path) -> Locator:
