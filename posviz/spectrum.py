@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg import lapack
 
 __all__ = ["THRESHOLDS", "Spectrum", "gram", "spectrum"]
 
@@ -34,6 +35,19 @@ def gram(values: np.ndarray, *, center: bool) -> np.ndarray:
     """
     x = _tall(values, center=center)
     return x.T @ x
+
+
+def _tridiagonal(g: np.ndarray) -> tuple[np.ndarray, ...]:
+    """LAPACK ``dsytrd`` of symmetric `g` (lower): reflectors, diagonal, off-diagonal, tau.
+
+    Given its optimal workspace: scipy's default runs the unblocked reduction, 5x slower.
+    `g` is overwritten (passed as its transpose, Fortran-ordered, so it is not copied).
+    """
+    lwork = int(lapack.dsytrd_lwork(len(g), lower=1)[0])
+    reflectors, diagonal, off_diagonal, tau, _ = lapack.dsytrd(
+        g.T, lower=1, lwork=lwork, overwrite_a=1
+    )
+    return reflectors, diagonal, off_diagonal, tau
 
 
 @dataclass(frozen=True)
@@ -148,13 +162,20 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
 
     Notes
     -----
-    Eigenvalues of the float64 Gram matrix on the smaller side (``eigvalsh``): 5-15x faster
-    than a values-only SVD at the sizes users bring (GPT-2's 1024 x 768: 45 ms vs 240 ms) and
-    exact to ~1e-15 of ``sigma_1**2`` -- but that absolute error would cost a value at 1e-6 of
+    Eigenvalues of the float64 Gram matrix on the smaller side: 5-15x faster than a
+    values-only SVD at the sizes users bring (GPT-2's 1024 x 768: 45 ms vs 240 ms) and exact
+    to ~1e-15 of ``sigma_1**2`` -- but that absolute error would cost a value at 1e-6 of
     sigma_1 three digits. So the values below ``1e-4 sigma_1`` are computed again, from the
     table itself restricted to their eigenvectors (Rayleigh-Ritz on ``X @ V_small``, whose own
     Gram spans only a few decades): relative error below 1e-9 down to 1e-6 of sigma_1, at the
     cost of one more product with the table, paid only by tables that have such values.
+
+    The Gram matrix is reduced to tridiagonal form once (LAPACK ``dsytrd``, blocked); all
+    eigenvalues come from that form (``dsterf``), and the small ones' eigenvectors too
+    (``dstemr``, then the reduction's reflectors by ``dormqr``), so refining never reduces
+    the matrix a second time. That reduction is the cost floor at square shapes: 3-4 Gram
+    products on 2 cores at 2048 x 2048, while a very tall table's costs little next to its
+    Gram product.
 
     Examples
     --------
@@ -163,15 +184,19 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     ([4.0, 3.0], 1.5625)
     """
     x = _tall(values, center=center)
-    g = x.T @ x
-    lam = np.linalg.eigvalsh(g)[::-1]
+    reflectors, diagonal, off_diagonal, tau = _tridiagonal(x.T @ x)
+    lam = scipy.linalg.eigvalsh_tridiagonal(diagonal, off_diagonal, lapack_driver="sterf")[::-1]
     # Centred rows sum to zero: a table with no more rows than columns then has one singular
     # value exactly 0, which needs no refining.
     zeros = int(center and values.shape[0] <= values.shape[1])
     n_small = int(np.count_nonzero(lam < _SPLIT**2 * lam[0]))
     if n_small > zeros:
-        _, small_vectors = scipy.linalg.eigh(g, subset_by_index=(0, n_small - 1))
-        part = x @ small_vectors
+        _, z = scipy.linalg.eigh_tridiagonal(
+            diagonal, off_diagonal, select="i", select_range=(0, n_small - 1), lapack_driver="stemr"
+        )
+        # Back to the Gram matrix's basis: Q = H(1)...H(n-1) acts on rows 1.. (LAPACK dormtr).
+        z[1:] = lapack.dormqr(b"L", b"N", reflectors[1:, :-1], tau, z[1:], lwork=64 * n_small)[0]
+        part = x @ z
         lam[-n_small:] = np.linalg.eigvalsh(part.T @ part)[::-1]
     if zeros:
         lam[-1] = 0.0
