@@ -357,7 +357,8 @@ def offset_profile(
     pairs = n * (n - 1) / 2
     total = sums[1:].sum()
     gram = x.T @ x if n >= x.shape[1] else x @ x.T
-    squares = (np.sum(gram**2) - np.sum(np.einsum("ij,ij->i", x, x) ** 2)) / 2
+    # vdot: no squared copy of the Gram matrix, which at 8192 x 4096 is as large as the table.
+    squares = (np.vdot(gram, gram) - np.sum(np.einsum("ij,ij->i", x, x) ** 2)) / 2
     total_ss = squares - total**2 / pairs
     between = np.sum(sums[1:] ** 2 / count[1:]) - total**2 / pairs
     scale = max(squares, np.finfo(np.float64).tiny)
