@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.metrics import mean_absolute_error, r2_score
-from sklearn.model_selection import KFold, cross_val_predict
+from scipy.linalg import cho_factor, cho_solve, cholesky, solve, solve_triangular
+from scipy.optimize import minimize
+from scipy.special import expit
 
 __all__ = [
     "CONTROLS",
@@ -131,6 +131,20 @@ def _scaled(values: np.ndarray) -> np.ndarray:
     return x / std if std > 0 else x
 
 
+def _folds(n: int, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Sorted (train, test) rows of ``sklearn.model_selection.KFold(folds, shuffle=True,
+    random_state=seed)``: the same folds, without importing scikit-learn (2 s) for them."""
+    if n < 2 * folds:
+        msg = f"{folds}-fold probes need at least {2 * folds} rows, got {n}."
+        raise ValueError(msg)
+    splits = []
+    for test in np.array_split(np.random.RandomState(seed).permutation(n), folds):
+        held_out = np.zeros(n, dtype=bool)
+        held_out[test] = True
+        splits.append((np.flatnonzero(~held_out), np.flatnonzero(held_out)))
+    return splits
+
+
 def absolute_probe(
     values: np.ndarray,
     positions: np.ndarray,
@@ -153,14 +167,15 @@ def absolute_probe(
         small enough to act only as a tie-breaker: least squares when d_model is below the
         training rows of a fold, a unique near-minimum-norm fit when it is not (then least
         squares has no unique solution).
+    seed : int
+        Seeds the fold assignment.
 
     Notes
     -----
-    Ridge throughout rather than ``LinearRegression`` below d >= n: one estimator for every
-    shape, and its Cholesky solve is 4x cheaper than LinearRegression's SVD-based least
-    squares (0.2 s vs 0.9 s single-threaded for 5 folds at 1024 x 768).
-    seed : int
-        Seeds the fold assignment.
+    Ridge with an unpenalised intercept throughout rather than least squares below d >= n:
+    one estimator for every shape. The predictions are scikit-learn's
+    ``cross_val_predict(Ridge(alpha, solver="cholesky"), ...)`` (to ~1e-10 relative, tested)
+    at 4x less work: see :func:`_ridge_out_of_fold`.
 
     Examples
     --------
@@ -168,17 +183,64 @@ def absolute_probe(
     >>> absolute_probe(x, np.arange(20)).mae
     0.0
     """
-    x = _scaled(values)
-    model = Ridge(alpha=alpha, solver="cholesky")
-    cv = KFold(folds, shuffle=True, random_state=seed)
-    predicted = cross_val_predict(model, x, positions, cv=cv)
-    return AbsoluteProbe(
-        mae=float(mean_absolute_error(positions, np.round(predicted))),
-        r2=float(r2_score(positions, predicted)),
-        predictions=predicted,
-        positions=np.asarray(positions),
-        model=repr(model),
+    positions = np.asarray(positions)
+    predicted = _ridge_out_of_fold(
+        _scaled(values), positions.astype(np.float64), _folds(len(positions), folds, seed), alpha
     )
+    residuals = positions - predicted
+    return AbsoluteProbe(
+        mae=float(np.mean(np.abs(positions - np.round(predicted)))),
+        r2=float(1 - residuals @ residuals / np.sum((positions - positions.mean()) ** 2)),
+        predictions=predicted,
+        positions=positions,
+        model=f"Ridge(alpha={alpha:g}, solver='cholesky')",
+    )
+
+
+def _ridge_out_of_fold(
+    x: np.ndarray, y: np.ndarray, splits: list[tuple[np.ndarray, np.ndarray]], alpha: float
+) -> np.ndarray:
+    """Out-of-fold predictions of ridge regression with an unpenalised intercept.
+
+    The same fits as scikit-learn's ``Ridge(solver="cholesky")`` on each training fold
+    (primal d x d normal equations when d_model is at most the training rows, dual n_train x
+    n_train kernel equations when it is not), at a fraction of the products and Cholesky
+    factorisations: 1024 x 768 (primal) 0.05 s vs 0.11 s fold by fold, 0.2 s through sklearn.
+    """
+    # Centring the whole table changes no fold's fit (each fold is centred again), and puts
+    # the intercept's column (ones) orthogonal to the table's.
+    x = x - x.mean(axis=0)
+    n, d = x.shape
+    predicted = np.empty(n)
+    if d <= min(len(train) for train, _ in splits):
+        # One fit on all rows serves every fold: a fold's out-of-fold residuals are
+        # (I - H_ff)^-1 e_f, with H = X (X'X + alpha I)^-1 X' + 11'/n the hat matrix and e
+        # the residuals of that fit (exact for any fixed quadratic penalty): one d x d
+        # Cholesky per table instead of one per fold.
+        a = x.T @ x
+        a.flat[:: d + 1] += alpha
+        low = cholesky(a, lower=True, overwrite_a=True, check_finite=False)
+        half = solve_triangular(low, x.T, lower=True, check_finite=False)  # H = half'half + 1/n
+        residuals = y - y.mean() - half.T @ (half @ (y - y.mean()))
+        for _, test in splits:
+            block = half[:, test]
+            fold = np.eye(len(test)) - block.T @ block - 1 / n  # I - H_ff
+            predicted[test] = y[test] - solve(fold, residuals[test], assume_a="pos")
+    else:
+        kernel = x @ x.T  # every fold's training and test blocks are sliced from it
+        for train, test in splits:
+            # Double centring gives <x_a - mean, x_b - mean> from the uncentred kernel.
+            a = kernel[np.ix_(train, train)]
+            row_means = a.mean(axis=1)
+            grand_mean = row_means.mean()
+            a -= row_means[:, None] + row_means[None, :] - grand_mean
+            a.flat[:: len(a) + 1] += alpha
+            y_mean = y[train].mean()
+            dual = cho_solve(cho_factor(a, overwrite_a=True, check_finite=False), y[train] - y_mean)
+            cross = kernel[np.ix_(test, train)]
+            cross -= cross.mean(axis=1)[:, None] + row_means[None, :] - grand_mean
+            predicted[test] = cross @ dual + y_mean
+    return predicted
 
 
 def relative_probe(
@@ -204,10 +266,12 @@ def relative_probe(
     n_pairs : int
         Training pairs per fold.
     C : float
-        Inverse L2 penalty of ``LogisticRegression`` (lbfgs) on the table divided by its
-        overall standard deviation. Fitted in float32 with ``tol=1e-3``: with the default
-        C = 0.01 that converges in 15-30 iterations (C = 1 takes 2-4x longer; the error rates
-        at 1024 x 768 differ from C = 1's by less than a point on simulated tables).
+        Inverse L2 penalty of the logistic regression (unpenalised intercept) on the table
+        divided by its overall standard deviation: scikit-learn's
+        ``LogisticRegression(C=C, tol=1e-3)`` objective, minimised by L-BFGS in float32 as
+        its lbfgs solver does (see :func:`_fit_pair_logistic`). With the default C = 0.01
+        that converges in 15-80 iterations (C = 1 takes 2-4x longer; the error rates at
+        1024 x 768 differ from C = 1's by less than a point on simulated tables).
     seed : int
         Seeds the folds and the pairs.
 
@@ -217,28 +281,80 @@ def relative_probe(
     >>> relative_probe(x, np.arange(40), n_pairs=200).error_rate < 0.1
     True
     """
-    # float32 halves the memory traffic of every lbfgs step, which dominates the run time.
+    # float32 halves the memory traffic of every L-BFGS step, which dominates the run time.
     x = _scaled(values).astype(np.float32)
     positions = np.asarray(positions)
     rng = np.random.default_rng(seed)
-    wrong = total = 0
-    for train, test in KFold(folds, shuffle=True, random_state=seed).split(x):
-        model = LogisticRegression(C=C, tol=1e-3, max_iter=1000)
-        model.fit(*_pairs(x, positions, train, n_pairs, rng))
-        features, labels = _pairs(x, positions, test, max(1, n_pairs // (folds - 1)), rng)
-        wrong += int(np.count_nonzero(model.predict(features) != labels))
-        total += len(labels)
-    return RelativeProbe(error_rate=wrong / total, n_test_pairs=total)
+    train_pairs, test_pairs = [], []
+    for train, test in _folds(len(x), folds, seed):
+        train_pairs.append(_pairs(train, n_pairs, rng))
+        test_pairs.append(_pairs(test, max(1, n_pairs // (folds - 1)), rng))
+    i, j = np.transpose(train_pairs, (1, 0, 2))
+    coef, intercept = _fit_pair_logistic(x, i, j, positions[j] > positions[i], C=C)
+    i, j = np.transpose(test_pairs, (1, 0, 2))
+    predicted = _pair_scores(x, coef, intercept, i, j) > 0
+    wrong = np.count_nonzero(predicted != (positions[j] > positions[i]))
+    return RelativeProbe(error_rate=wrong / i.size, n_test_pairs=i.size)
 
 
-def _pairs(
-    x: np.ndarray, positions: np.ndarray, rows: np.ndarray, n: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """`n` pairs of distinct `rows`, uniformly: features ``[e_i ; e_j]``, label ``j > i``."""
+def _pairs(rows: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """`n` pairs ``(i, j)`` of distinct `rows`, uniformly."""
     i = rng.integers(len(rows), size=n)
     j = (i + rng.integers(1, len(rows), size=n)) % len(rows)
-    i, j = rows[i], rows[j]
-    return np.concatenate([x[i], x[j]], axis=1), positions[j] > positions[i]
+    return rows[i], rows[j]
+
+
+def _pair_scores(
+    x: np.ndarray, coef: np.ndarray, intercept: np.ndarray, i: np.ndarray, j: np.ndarray
+) -> np.ndarray:
+    """``w_i . e_i + w_j . e_j + b`` of every pair, for folds stacked along the first axis.
+
+    `coef` holds ``w_i`` and ``w_j`` of fold f in columns 2f and 2f + 1: one product of the
+    table with all of them scores every row once, and each pair sums two of those scores,
+    instead of multiplying a (pairs, 2 d_model) matrix of concatenated rows.
+    """
+    scores = x @ coef.astype(x.dtype)
+    column = 2 * np.arange(len(i))[:, None]
+    return scores[i, column] + scores[j, column + 1] + intercept[:, None]
+
+
+def _fit_pair_logistic(
+    x: np.ndarray, i: np.ndarray, j: np.ndarray, labels: np.ndarray, *, C: float, tol: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray]:
+    """L2 logistic regressions on ``[e_i ; e_j]``, one per fold (row of `i`, `j`, `labels`).
+
+    Each fold minimises scikit-learn's ``LogisticRegression(C=C)`` objective, the mean log
+    loss over its pairs + ``|w|^2 / (2 C n_pairs)`` (intercept unpenalised), with L-BFGS-B
+    and the options of its lbfgs solver. The folds are independent, so their sum is minimised
+    at once: every step is then two (rows x d) by (d x 2 folds) products, 4x cheaper than a
+    fold at a time (the per-step cost is reading the table), and the stop ``max |gradient| <=
+    tol`` holds for each fold. Returns the (d_model, 2 folds) weights and the intercepts.
+    """
+    n, d = x.shape
+    folds, m = labels.shape
+    penalty = 1.0 / (C * m)
+    column = 2 * np.arange(folds)[:, None]
+    # Flat indices into the (n, 2 folds) gradient of the scores, for np.bincount.
+    into_i = (i * 2 * folds + column).ravel()
+    into_j = (j * 2 * folds + column + 1).ravel()
+
+    def loss_and_gradient(w: np.ndarray) -> tuple[float, np.ndarray]:
+        coef, intercept = w[: d * 2 * folds].reshape(d, 2 * folds), w[d * 2 * folds :]
+        z = _pair_scores(x, coef, intercept, i, j)
+        loss = np.sum(np.logaddexp(0, z) - labels * z) / m + penalty / 2 * np.sum(coef**2)
+        dz = (expit(z) - labels).ravel() / m
+        dscores = np.bincount(into_i, dz, n * 2 * folds) + np.bincount(into_j, dz, n * 2 * folds)
+        dcoef = x.T @ dscores.reshape(n, 2 * folds).astype(x.dtype) + penalty * coef
+        return loss, np.concatenate([dcoef.ravel(), dz.reshape(folds, m).sum(axis=1)])
+
+    result = minimize(
+        loss_and_gradient,
+        np.zeros(d * 2 * folds + folds),
+        method="L-BFGS-B",
+        jac=True,
+        options={"maxiter": 1000, "maxls": 50, "gtol": tol, "ftol": 64 * np.finfo(float).eps},
+    )
+    return result.x[: d * 2 * folds].reshape(d, 2 * folds), result.x[d * 2 * folds :]
 
 
 def probe_with_controls(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.model_selection import KFold
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.model_selection import KFold, cross_val_predict
 
 from posviz import figures, probes, simulate
 
@@ -39,6 +40,65 @@ def test_absolute_probe_matches_a_direct_ridge_reference():
         expected[test] = (scaled[test] - mean_x) @ w + mean_y
     np.testing.assert_allclose(result.predictions, expected, rtol=1e-9, atol=1e-9)
     assert result.mae == np.mean(np.abs(np.round(expected) - y))
+
+
+def test_folds_are_sklearns_kfold():
+    for n, folds, seed in [(10, 5, 0), (103, 5, 7), (1024, 3, 2**31 - 1)]:
+        expected = KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n))
+        for (train, test), (train_ref, test_ref) in zip(
+            probes._folds(n, folds, seed), expected, strict=True
+        ):
+            np.testing.assert_array_equal(train, train_ref)
+            np.testing.assert_array_equal(test, test_ref)
+    with pytest.raises(ValueError, match="at least 10 rows"):
+        probes._folds(9, 5, 0)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(300, 40), (200, 159), (100, 300)],
+    ids=["primal", "primal, d = training rows - 1", "dual"],
+)
+@pytest.mark.parametrize("control", ["table", "row-shuffled", "Gaussian"])
+def test_absolute_probe_equals_sklearn_ridge_out_of_fold(shape, control):
+    # The reference the probe used to run: scikit-learn's Ridge(solver="cholesky") fold by
+    # fold. Near d = training rows the controls' fits are ill-conditioned (predictions far
+    # outside the table), where both routes agree to ~1e-9 of the largest prediction.
+    n, d = shape
+    table = simulate.learned_like(n, d, seed=0).values
+    rows = {
+        "table": table,
+        "row-shuffled": table[np.random.default_rng(0).permutation(n)],
+        "Gaussian": simulate.gaussian(n, d, seed=0).values,
+    }[control]
+    positions = np.arange(n)
+    result = probes.absolute_probe(rows, positions, alpha=1e-3, seed=5)
+    expected = cross_val_predict(
+        Ridge(alpha=1e-3, solver="cholesky"),
+        probes._scaled(rows),
+        positions,
+        cv=KFold(5, shuffle=True, random_state=5),
+    )
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(result.predictions, expected, rtol=0, atol=1e-8 * scale)
+    assert result.model == "Ridge(alpha=0.001, solver='cholesky')"
+
+
+def test_pair_logistic_fit_is_sklearns_logistic_regression():
+    # Two folds fitted at once must each reach the optimum scikit-learn reaches alone on the
+    # concatenated features [e_i ; e_j] (tight tolerances so both are at the optimum).
+    # float64: scikit-learn would fit float32 input in float32.
+    x = probes._scaled(simulate.learned_like(60, 8, seed=2).values)
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(60, size=(2, 2, 300))
+    labels = j > i
+    coef, intercept = probes._fit_pair_logistic(x, i, j, labels, C=0.5, tol=1e-10)
+    for fold in range(2):
+        features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1)
+        reference = LogisticRegression(C=0.5, tol=1e-10, max_iter=10000).fit(features, labels[fold])
+        fitted = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
+        np.testing.assert_allclose(fitted, reference.coef_[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(intercept[fold], reference.intercept_[0], atol=1e-6)
 
 
 def test_relative_order_of_a_sinusoidal_table():
