@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,12 +49,37 @@ class Comparison:
     n_positions: int
 
 
+#: Rows per float64 block: tall tables are centred and multiplied a slice at a time, so no
+#: float64 copy of a whole table is made (two of them were 4x a float32 table's bytes).
+BLOCK_ROWS = 4096
+
+
 def _prepared(values: np.ndarray, *, center: bool) -> np.ndarray:
-    """A float64 copy, mean row removed if `center`."""
+    """A float64 copy, mean row removed if `center` (wide tables: their Grams span positions)."""
     x = np.array(values, dtype=np.float64)
     if center:
         x -= x.mean(axis=0)
     return x
+
+
+def _blocks(values: np.ndarray, *, center: bool) -> Iterator[np.ndarray]:
+    """The table in float64 blocks of BLOCK_ROWS rows, its mean row removed if `center`."""
+    mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(values.shape[1])
+    for start in range(0, len(values), BLOCK_ROWS):
+        yield values[start : start + BLOCK_ROWS] - mean
+
+
+def _dimension_grams(
+    x: np.ndarray, y: np.ndarray, *, center: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Xᵀ X``, ``Yᵀ Y`` and ``Yᵀ X`` in float64, summed over row blocks in one pass."""
+    gx, gy = np.zeros((x.shape[1],) * 2), np.zeros((y.shape[1],) * 2)
+    cross = np.zeros((y.shape[1], x.shape[1]))
+    for xb, yb in zip(_blocks(x, center=center), _blocks(y, center=center), strict=True):
+        gx += xb.T @ xb
+        gy += yb.T @ yb
+        cross += yb.T @ xb
+    return gx, gy, cross
 
 
 def _tall(x: np.ndarray, y: np.ndarray) -> bool:
@@ -65,22 +91,30 @@ def _cka(gx: np.ndarray, gy: np.ndarray, cross_sq: float) -> float:
     return float(cross_sq / (np.linalg.norm(gx) * np.linalg.norm(gy)))
 
 
-def _components(x: np.ndarray, g: np.ndarray, k: int, *, tall: bool) -> np.ndarray:
-    """Top-k left singular vectors of `x` from its Gram matrix: ``xᵀx`` if `tall`, else ``xxᵀ``."""
-    n, d = x.shape
+def _top_eigenvectors(g: np.ndarray, k: int, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """The k largest eigenvalues of the Gram `g` of a table of `shape`, descending, and vectors."""
+    n, d = shape
     if not 1 <= k <= min(n - 1, d):
         msg = f"k = {k} components do not fit a {n} x {d} table; pick 1..{min(n - 1, d)}."
         raise ValueError(msg)
+    # Exact top-k of the dense symmetric matrix (LAPACK syevr: one tridiagonalisation).
     lam, vectors = eigh(g, subset_by_index=[len(g) - k, len(g) - 1])
-    lam, vectors = lam[::-1], vectors[:, ::-1]
-    if lam[-1] <= lam[0] * len(g) * np.finfo(np.float64).eps:
+    if lam[0] <= lam[-1] * len(g) * np.finfo(np.float64).eps:
         msg = f"The table has fewer than k = {k} non-zero components; pick a smaller k."
         raise ValueError(msg)
-    return x @ vectors / np.sqrt(lam) if tall else vectors
+    return lam[::-1], vectors[:, ::-1]
+
+
+def _components(values: np.ndarray, g: np.ndarray, k: int, *, center: bool) -> np.ndarray:
+    """Top-k left singular vectors ``U = X V / σ`` of a tall table from its Gram ``g = Xᵀ X``."""
+    lam, vectors = _top_eigenvectors(g, k, values.shape)
+    weights = vectors / np.sqrt(lam)
+    return np.concatenate([block @ weights for block in _blocks(values, center=center)])
 
 
 def _procrustes(cross: np.ndarray, sq_norm_x: float, sq_norm_y: float) -> float:
     """sqrt(2 - 2 ||Yᵀ X||_* / (||X|| ||Y||)): the Procrustes residual of unit-norm tables."""
+    # All singular values (LAPACK gesdd): exact, and the largest cost of compare() at d = 768.
     nuclear = svdvals(cross).sum() / np.sqrt(sq_norm_x * sq_norm_y)
     return float(np.sqrt(max(2.0 - 2.0 * nuclear, 0.0)))
 
@@ -107,9 +141,10 @@ def linear_cka(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
     1.0
     """
     _check_same_length(x, y)
+    if _tall(x, y):
+        gx, gy, cross = _dimension_grams(x, y, center=center)
+        return _cka(gx, gy, np.linalg.norm(cross) ** 2)
     xs, ys = _prepared(x, center=center), _prepared(y, center=center)
-    if _tall(xs, ys):
-        return _cka(xs.T @ xs, ys.T @ ys, np.linalg.norm(xs.T @ ys) ** 2)
     gx, gy = xs @ xs.T, ys @ ys.T
     return _cka(gx, gy, np.vdot(gx, gy))
 
@@ -135,9 +170,11 @@ def position_components(values: np.ndarray, k: int, *, center: bool = True) -> n
     From the top eigenvectors of the float64 Gram matrix on the smaller side
     (``scipy.linalg.eigh`` with ``subset_by_index``); on the dimension side ``U = X V / σ``.
     """
+    if _tall(values, values):
+        gram = sum(block.T @ block for block in _blocks(values, center=center))
+        return _components(values, gram, k, center=center)
     x = _prepared(values, center=center)
-    tall = _tall(x, x)
-    return _components(x, x.T @ x if tall else x @ x.T, k, tall=tall)
+    return _top_eigenvectors(x @ x.T, k, x.shape)[1]
 
 
 def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
@@ -169,8 +206,10 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     if x.shape[1] != y.shape[1]:
         msg = f"Procrustes needs equal widths; got {x.shape[1]} and {y.shape[1]} dimensions."
         raise ValueError(msg)
-    xs, ys = _prepared(x, center=center), _prepared(y, center=center)
-    return _procrustes(ys.T @ xs, np.vdot(xs, xs), np.vdot(ys, ys))
+    xs, ys = _blocks(x, center=center), _blocks(y, center=center)
+    cross = sum(yb.T @ xb for xb, yb in zip(xs, ys, strict=True))
+    sq_norms = [sum(np.vdot(b, b) for b in _blocks(v, center=center)) for v in (x, y)]
+    return _procrustes(cross, *sq_norms)
 
 
 def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -> Comparison:
@@ -179,6 +218,11 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
     The same as :func:`linear_cka`, :func:`position_components` (twice) with
     ``scipy.linalg.subspace_angles``, and :func:`procrustes_error`, but sharing one set of
     float64 Gram matrices: three table-sized products instead of seven.
+
+    Tall tables (more positions than dimensions, the usual case) are read in float64 blocks
+    of `BLOCK_ROWS` rows, so the working memory beyond the inputs is the d x d Grams, a
+    block of each table and the two n x k component matrices; wide tables are copied whole
+    in float64 (their Grams span positions).
 
     Parameters
     ----------
@@ -197,23 +241,23 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
     (1.0, True)
     """
     _check_same_length(x, y)
-    xs, ys = _prepared(x, center=center), _prepared(y, center=center)
-    same_width = xs.shape[1] == ys.shape[1]
-    tall = _tall(xs, ys)
-    if tall:
-        gx, gy, cross = xs.T @ xs, ys.T @ ys, ys.T @ xs
+    same_width = x.shape[1] == y.shape[1]
+    if _tall(x, y):
+        gx, gy, cross = _dimension_grams(x, y, center=center)
         cka = _cka(gx, gy, np.linalg.norm(cross) ** 2)
+        ux, uy = _components(x, gx, k, center=center), _components(y, gy, k, center=center)
     else:
+        xs, ys = _prepared(x, center=center), _prepared(y, center=center)
         gx, gy = xs @ xs.T, ys @ ys.T
         cka = _cka(gx, gy, np.vdot(gx, gy))
+        ux, uy = _top_eigenvectors(gx, k, x.shape)[1], _top_eigenvectors(gy, k, y.shape)[1]
         cross = ys.T @ xs if same_width else None
-    angles = subspace_angles(_components(xs, gx, k, tall=tall), _components(ys, gy, k, tall=tall))
     return Comparison(
         cka=cka,
-        principal_angles=np.sort(angles),
+        principal_angles=np.sort(subspace_angles(ux, uy)),
         procrustes_error=_procrustes(cross, np.trace(gx), np.trace(gy)) if same_width else None,
         centered=center,
-        n_positions=len(xs),
+        n_positions=len(x),
     )
 
 

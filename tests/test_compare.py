@@ -57,6 +57,33 @@ def test_compare_shares_grams_but_matches_the_single_measures(shape):
     np.testing.assert_allclose(result.principal_angles, np.sort(expected), atol=1e-10)
 
 
+@pytest.mark.parametrize("block_rows", [7, compare.BLOCK_ROWS])
+@pytest.mark.parametrize("center", [True, False])
+def test_compare_in_row_blocks_matches_independent_float64_references(
+    monkeypatch, block_rows, center
+):
+    # float32 tables as users bring them; 7-row blocks force the block-wise path.
+    monkeypatch.setattr(compare, "BLOCK_ROWS", block_rows)
+    rng = np.random.default_rng(4)
+    x = simulate.learned_like(200, 24, seed=4).values
+    y = (x @ rng.standard_normal((24, 24)) + 0.1 * rng.standard_normal(x.shape)).astype(np.float32)
+    result = compare.compare(x, y, k=5, center=center)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    assert result.cka == pytest.approx(reference_cka(x64, y64, center=center), rel=1e-12)
+    x_hat, y_hat = ((v - v.mean(0)) if center else v for v in (x64, y64))
+    ux, uy = (np.linalg.svd(v, full_matrices=False)[0][:, :5] for v in (x_hat, y_hat))
+    expected_angles = np.sort(subspace_angles(ux, uy))
+    np.testing.assert_allclose(result.principal_angles, expected_angles, atol=1e-10)
+    x_hat, y_hat = x_hat / np.linalg.norm(x_hat), y_hat / np.linalg.norm(y_hat)
+    rotation, _ = orthogonal_procrustes(y_hat, x_hat)
+    expected = np.linalg.norm(y_hat @ rotation - x_hat)
+    assert result.procrustes_error == pytest.approx(expected, rel=1e-10)
+    assert compare.procrustes_error(x, y, center=center) == pytest.approx(expected, rel=1e-10)
+    assert compare.linear_cka(x, y, center=center) == pytest.approx(result.cka, rel=1e-12)
+    got = compare.position_components(x, 5, center=center)
+    np.testing.assert_allclose(np.abs(got.T @ ux), np.eye(5), atol=1e-8)
+
+
 def test_procrustes_of_rotated_copy_is_zero_and_of_noise_is_not(table, rotation):
     assert compare.procrustes_error(table, 2 * table @ rotation) < 1e-6
     noise = np.random.default_rng(0).standard_normal(table.shape)
