@@ -183,24 +183,39 @@ def absolute_probe(
     >>> absolute_probe(x, np.arange(20)).mae
     0.0
     """
-    positions = np.asarray(positions)
+    (probe,) = _absolute_probes(values, [positions], folds=folds, alpha=alpha, seed=seed)
+    return probe
+
+
+def _absolute_probes(
+    values: np.ndarray, targets: list[np.ndarray], *, folds: int, alpha: float, seed: int
+) -> list[AbsoluteProbe]:
+    """:func:`absolute_probe` of the same rows against several position vectors at once (the
+    fits share their factorisations)."""
+    targets = np.asarray(targets)
     predicted = _ridge_out_of_fold(
-        _scaled(values), positions.astype(np.float64), _folds(len(positions), folds, seed), alpha
+        _scaled(values), targets.T.astype(np.float64), _folds(targets.shape[1], folds, seed), alpha
     )
-    residuals = positions - predicted
-    return AbsoluteProbe(
-        mae=float(np.mean(np.abs(positions - np.round(predicted)))),
-        r2=float(1 - residuals @ residuals / np.sum((positions - positions.mean()) ** 2)),
-        predictions=predicted,
-        positions=positions,
-        model=f"Ridge(alpha={alpha:g}, solver='cholesky')",
-    )
+    probes = []
+    for positions, prediction in zip(targets, predicted.T, strict=True):
+        residuals = positions - prediction
+        probes.append(
+            AbsoluteProbe(
+                mae=float(np.mean(np.abs(positions - np.round(prediction)))),
+                r2=float(1 - residuals @ residuals / np.sum((positions - positions.mean()) ** 2)),
+                predictions=prediction,
+                positions=positions,
+                model=f"Ridge(alpha={alpha:g}, solver='cholesky')",
+            )
+        )
+    return probes
 
 
 def _ridge_out_of_fold(
     x: np.ndarray, y: np.ndarray, splits: list[tuple[np.ndarray, np.ndarray]], alpha: float
 ) -> np.ndarray:
-    """Out-of-fold predictions of ridge regression with an unpenalised intercept.
+    """Out-of-fold predictions of ridge regression with an unpenalised intercept, for each
+    column of `y` (all columns share the factorisations).
 
     The same fits as scikit-learn's ``Ridge(solver="cholesky")`` on each training fold
     (primal d x d normal equations when d_model is at most the training rows, dual n_train x
@@ -211,7 +226,7 @@ def _ridge_out_of_fold(
     # the intercept's column (ones) orthogonal to the table's.
     x = x - x.mean(axis=0)
     n, d = x.shape
-    predicted = np.empty(n)
+    predicted = np.empty(y.shape)
     if d <= min(len(train) for train, _ in splits):
         # One fit on all rows serves every fold: a fold's out-of-fold residuals are
         # (I - H_ff)^-1 e_f, with H = X (X'X + alpha I)^-1 X' + 11'/n the hat matrix and e
@@ -221,7 +236,7 @@ def _ridge_out_of_fold(
         a.flat[:: d + 1] += alpha
         low = cholesky(a, lower=True, overwrite_a=True, check_finite=False)
         half = solve_triangular(low, x.T, lower=True, check_finite=False)  # H = half'half + 1/n
-        residuals = y - y.mean() - half.T @ (half @ (y - y.mean()))
+        residuals = y - y.mean(axis=0) - half.T @ (half @ (y - y.mean(axis=0)))
         for _, test in splits:
             block = half[:, test]
             fold = np.eye(len(test)) - block.T @ block - 1 / n  # I - H_ff
@@ -235,7 +250,7 @@ def _ridge_out_of_fold(
             grand_mean = row_means.mean()
             a -= row_means[:, None] + row_means[None, :] - grand_mean
             a.flat[:: len(a) + 1] += alpha
-            y_mean = y[train].mean()
+            y_mean = y[train].mean(axis=0)
             dual = cho_solve(cho_factor(a, overwrite_a=True, check_finite=False), y[train] - y_mean)
             cross = kernel[np.ix_(test, train)]
             cross -= cross.mean(axis=1)[:, None] + row_means[None, :] - grand_mean
@@ -383,8 +398,10 @@ def probe_with_controls(
 
     Notes
     -----
-    The row-shuffled control keeps the rows but assigns them to random positions; the
-    Gaussian control has the same shape and the table's overall standard deviation.
+    The row-shuffled control keeps the rows but assigns them to random positions (a seeded
+    permutation of the positions; the folds and pairs are the table's, so the same rows are
+    held out); the Gaussian control has the same shape and the table's overall standard
+    deviation.
 
     Examples
     --------
@@ -401,19 +418,22 @@ def probe_with_controls(
         positions = np.sort(subsample)
     x = np.asarray(values, dtype=np.float64)[positions]
     rng = np.random.default_rng(control_seed)
-    tables = {
-        "table": x,
-        "row-shuffled": x[rng.permutation(len(x))],
-        "Gaussian": rng.normal(scale=x.std(), size=x.shape),
-    }
+    shuffled = rng.permutation(positions)  # the table's rows at random positions
+    gaussian = rng.normal(scale=x.std(), size=x.shape)
     options = {"folds": folds, "seed": int(probe_seed)}
+    # The row-shuffled control fits the table's rows, so its absolute probe shares the table's.
+    table, row_shuffled = _absolute_probes(x, [positions, shuffled], alpha=alpha, **options)
+    relative = {"n_pairs": n_pairs, "C": C, **options}
     return ProbeReport(
         absolute={
-            name: absolute_probe(t, positions, alpha=alpha, **options) for name, t in tables.items()
+            "table": table,
+            "row-shuffled": row_shuffled,
+            "Gaussian": absolute_probe(gaussian, positions, alpha=alpha, **options),
         },
         relative={
-            name: relative_probe(t, positions, n_pairs=n_pairs, C=C, **options)
-            for name, t in tables.items()
+            "table": relative_probe(x, positions, **relative),
+            "row-shuffled": relative_probe(x, shuffled, **relative),
+            "Gaussian": relative_probe(gaussian, positions, **relative),
         },
         n_rows=len(x),
         n_positions=n,

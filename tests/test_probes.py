@@ -84,6 +84,20 @@ def test_absolute_probe_equals_sklearn_ridge_out_of_fold(shape, control):
     assert result.model == "Ridge(alpha=0.001, solver='cholesky')"
 
 
+@pytest.mark.parametrize("shape", [(300, 40), (100, 300)], ids=["primal", "dual"])
+def test_absolute_probes_sharing_rows_equal_separate_probes(shape):
+    # The row-shuffled control fits the table's rows against shuffled positions, together
+    # with the table's own fit.
+    rows = simulate.learned_like(*shape, seed=0).values
+    positions = np.arange(shape[0])
+    shuffled = np.random.default_rng(0).permutation(positions)
+    together = probes._absolute_probes(rows, [positions, shuffled], folds=5, alpha=1e-3, seed=1)
+    for probe, target in zip(together, [positions, shuffled], strict=True):
+        alone = probes.absolute_probe(rows, target, seed=1)
+        np.testing.assert_allclose(probe.predictions, alone.predictions, rtol=1e-10, atol=1e-8)
+        np.testing.assert_array_equal(probe.positions, target)
+
+
 def test_pair_logistic_fit_is_sklearns_logistic_regression():
     # Two folds fitted at once must each reach the optimum scikit-learn reaches alone on the
     # concatenated features [e_i ; e_j] (tight tolerances so both are at the optimum).
@@ -125,6 +139,9 @@ def test_controls_subsampling_and_seeding():
     assert np.all(np.diff(positions) > 0)
     assert positions.max() < 1500
     assert list(report.absolute) == list(probes.CONTROLS)
+    shuffled = report.absolute["row-shuffled"].positions
+    assert not np.array_equal(shuffled, positions)
+    np.testing.assert_array_equal(np.sort(shuffled), positions)
     assert report.absolute["table"].mae < 0.05 * 1500
     for control in ("row-shuffled", "Gaussian"):
         assert report.absolute[control].mae > 0.2 * 1500

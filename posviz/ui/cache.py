@@ -174,8 +174,9 @@ def change_points(
 def probes(
     table: Embedding, *, seed: int, max_rows: int, n_pairs: int, alpha: float, C: float
 ) -> _probes.ProbeReport:
-    # One BLAS thread: the probes make hundreds of small products, and on a busy 2-core host
-    # threads that wait for each other made them 16x slower (1024 x 768: 25 s vs 1.5 s).
+    # One BLAS thread: the logistic fits take ~120 L-BFGS steps of two thin products each,
+    # and on a busy 2-core host threads that wait for each other make them 3x slower
+    # (1024 x 768: 1.7 s with two threads vs 0.5 s with one, measured under load).
     with threadpool_limits(limits=1, user_api="blas"):
         return _probes.probe_with_controls(
             table.values, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C
