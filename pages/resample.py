@@ -10,6 +10,11 @@ from posviz.ui import cache, state, widgets
 MOSAIC_SIDE = 400
 #: Offsets drawn in the before/after profile (the spread over i costs n · k · d).
 MAX_OFFSET = 512
+#: How each method rounds, where it differs from weighted sums in the table's dtype.
+ROUNDING = {
+    "cubic": "splines fitted in float64 and rounded once to it.",
+    "tile": "rows copied as they are.",
+}
 
 st.title("Resample")
 table = state.current()
@@ -93,6 +98,11 @@ except ValueError as error:
 center = widgets.center_toggle()
 settings = export.export_settings(table, resampled=result.source, centered=center, **options)
 st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {result.source}")
+rounding = ROUNDING.get(
+    method,
+    "weighted sums of rows computed in that dtype (float32: to ~1e-6 of the values' magnitude).",
+)
+st.caption(f"Computed and kept in the table's dtype, {table.values.dtype}: {rounding}")
 
 buttons = st.columns(2)
 buttons[0].button(

@@ -33,6 +33,7 @@ def test_length_resampling_sends_the_core_result_to_compare():
     at.radio(key="resample.positions").set_value("scaled").run()
     assert not at.exception, at.exception
     assert "cubic to 100 rows" in at.success[0].value
+    assert any("float32: splines fitted in float64" in c.value for c in at.caption)
     next(b for b in at.button if b.label == "Send to Compare").click().run()
     sent = at.session_state["posviz.second"]
     expected = resample_length(table.values, 100, method="cubic", positions="scaled").values

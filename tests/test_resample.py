@@ -149,3 +149,39 @@ def test_storage_dtype_falls_back_and_says_why(stored, scale, written):
     dtype, note = resample.storage_dtype(table)
     assert dtype == np.dtype(written)
     assert (note == "") == (stored == "F64")
+
+
+@pytest.mark.parametrize("n_blocks", [1000, resample.N_BLOCKS])
+@pytest.mark.parametrize("method", ["linear", "cubic"])
+@pytest.mark.parametrize("positions", ["ends", "scaled"])
+def test_float32_in_float32_out_within_the_stated_accuracy(
+    monkeypatch, n_blocks, method, positions
+):
+    # 1000 blocks: 1-row and 1-column blocks, the block-wise paths at their finest.
+    monkeypatch.setattr(resample, "N_BLOCKS", n_blocks)
+    table = simulate.learned_like(40, 6, seed=5).values
+    got = resample_length(table, 97, method=method, positions=positions).values
+    assert got.dtype == np.float32
+    x = np.arange(97) * (39 / 96 if positions == "ends" else 40 / 97)
+    if method == "cubic":
+        expected = CubicSpline(np.arange(40), table.astype(np.float64))(x)
+        np.testing.assert_array_equal(got, expected.astype(np.float32))  # one rounding
+    else:
+        left = np.minimum(np.floor(x).astype(int), 38)
+        t = (x - left)[:, None]
+        expected = (1 - t) * table[left] + t * table[left + 1]  # float64
+        np.testing.assert_allclose(got, expected, rtol=0, atol=4e-7 * np.abs(table).max())
+
+
+def test_grid_float32_in_float32_out_and_float64_in_float64_out():
+    values = simulate.vit_grid(5, 5, 8).values.astype(np.float32)
+    got = resample_grid(values, (5, 5), (7, 3)).values
+    exact = resample_grid(values.astype(np.float64), (5, 5), (7, 3)).values
+    assert (got.dtype, exact.dtype) == (np.float32, np.float64)
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-6 * np.abs(values).max())
+
+
+def test_resampled_table_without_prefix_keeps_the_result_array():
+    table = simulate.learned_like(20, 4)
+    result = resample_length(table.values, 30)
+    assert np.shares_memory(resample.resampled_table(table, result).values, result.values)
