@@ -84,6 +84,25 @@ def test_absolute_probe_equals_sklearn_ridge_out_of_fold(shape, control):
     assert result.model == "Ridge(alpha=0.001, solver='cholesky')"
 
 
+@pytest.mark.parametrize(
+    "rows",
+    [simulate.sinusoidal_table(200, 64), simulate.learned_like(100, 300, seed=0).values],
+    ids=["primal", "dual"],
+)
+@pytest.mark.filterwarnings("ignore")  # the reference's own singular-matrix warnings
+def test_unpenalised_absolute_probe_of_rank_deficient_rows_is_sklearns(rows):
+    # alpha = 0 leaves singular normal equations: no Cholesky factor, the minimum-norm fit.
+    positions = np.arange(len(rows))
+    result = probes.absolute_probe(rows, positions, alpha=0.0, seed=2)
+    expected = cross_val_predict(
+        Ridge(alpha=0.0, solver="cholesky"),
+        probes._scaled(rows),
+        positions,
+        cv=KFold(5, shuffle=True, random_state=2),
+    )
+    np.testing.assert_allclose(result.predictions, expected, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("shape", [(300, 40), (100, 300)], ids=["primal", "dual"])
 def test_absolute_probes_sharing_rows_equal_separate_probes(shape):
     # The row-shuffled control fits the table's rows against shuffled positions, together
