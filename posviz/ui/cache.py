@@ -175,8 +175,8 @@ def probes(
     table: Embedding, *, seed: int, max_rows: int, n_pairs: int, alpha: float, C: float
 ) -> _probes.ProbeReport:
     # One BLAS thread: the logistic fits take ~120 L-BFGS steps of two thin products each,
-    # and on a busy 2-core host threads that wait for each other make them 3x slower
-    # (1024 x 768: 1.7 s with two threads vs 0.5 s with one, measured under load).
+    # and on a busy 2-core host threads that wait for each other make them 3-15x slower
+    # (1024 x 768 under load: 1.7-7.7 s with two threads vs 0.4-0.5 s with one).
     with threadpool_limits(limits=1, user_api="blas"):
         return _probes.probe_with_controls(
             table.values, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C
