@@ -49,9 +49,9 @@ class Comparison:
     n_positions: int
 
 
-#: Rows per float64 block: tall tables are centred and multiplied a slice at a time, so no
-#: float64 copy of a whole table is made (two of them were 4x a float32 table's bytes).
-BLOCK_ROWS = 4096
+#: Row blocks per table: tall tables are centred and multiplied in float64 a slice at a
+#: time, so no float64 copy of a whole table is made (two made 4x a float32 table's bytes).
+N_BLOCKS = 8
 
 
 def _prepared(values: np.ndarray, *, center: bool) -> np.ndarray:
@@ -63,23 +63,31 @@ def _prepared(values: np.ndarray, *, center: bool) -> np.ndarray:
 
 
 def _blocks(values: np.ndarray, *, center: bool) -> Iterator[np.ndarray]:
-    """The table in float64 blocks of BLOCK_ROWS rows, its mean row removed if `center`."""
+    """The table in float64, N_BLOCKS slices of rows, its mean row removed if `center`."""
     mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(values.shape[1])
-    for start in range(0, len(values), BLOCK_ROWS):
-        yield values[start : start + BLOCK_ROWS] - mean
+    step = -(-len(values) // N_BLOCKS)
+    for start in range(0, len(values), step):
+        yield values[start : start + step] - mean
 
 
-def _dimension_grams(
-    x: np.ndarray, y: np.ndarray, *, center: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``Xᵀ X``, ``Yᵀ Y`` and ``Yᵀ X`` in float64, summed over row blocks in one pass."""
-    gx, gy = np.zeros((x.shape[1],) * 2), np.zeros((y.shape[1],) * 2)
-    cross = np.zeros((y.shape[1], x.shape[1]))
-    for xb, yb in zip(_blocks(x, center=center), _blocks(y, center=center), strict=True):
-        gx += xb.T @ xb
-        gy += yb.T @ yb
-        cross += yb.T @ xb
-    return gx, gy, cross
+def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
+    """``Yᵀ X`` in float64, summed over row blocks (``Xᵀ X``, a symmetric product, if y is x)."""
+    xs = _blocks(x, center=center)
+    pairs = ((b, b) for b in xs) if y is x else zip(xs, _blocks(y, center=center), strict=True)
+    total = None
+    for xb, yb in pairs:
+        # The first product is the sum's buffer; each later one is freed as soon as added.
+        if total is None:
+            total = yb.T @ xb
+        else:
+            total += yb.T @ xb
+    return total
+
+
+def _gram_summary(values: np.ndarray, k: int, *, center: bool) -> tuple[np.ndarray, float, float]:
+    """A tall table's top-k components over positions, ``||Xᵀ X||_F`` and ``||X||_F²``."""
+    g = _product(values, values, center=center)
+    return _components(values, g, k, center=center), np.linalg.norm(g), np.trace(g)
 
 
 def _tall(x: np.ndarray, y: np.ndarray) -> bool:
@@ -89,6 +97,11 @@ def _tall(x: np.ndarray, y: np.ndarray) -> bool:
 
 def _cka(gx: np.ndarray, gy: np.ndarray, cross_sq: float) -> float:
     return float(cross_sq / (np.linalg.norm(gx) * np.linalg.norm(gy)))
+
+
+def _nuclear_norm(cross: np.ndarray) -> float:
+    # All singular values (LAPACK gesdd): exact, and the largest cost of compare() at d = 768.
+    return float(svdvals(cross).sum())
 
 
 def _top_eigenvectors(g: np.ndarray, k: int, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
@@ -112,11 +125,9 @@ def _components(values: np.ndarray, g: np.ndarray, k: int, *, center: bool) -> n
     return np.concatenate([block @ weights for block in _blocks(values, center=center)])
 
 
-def _procrustes(cross: np.ndarray, sq_norm_x: float, sq_norm_y: float) -> float:
+def _procrustes(nuclear: float, sq_norm_x: float, sq_norm_y: float) -> float:
     """sqrt(2 - 2 ||Yᵀ X||_* / (||X|| ||Y||)): the Procrustes residual of unit-norm tables."""
-    # All singular values (LAPACK gesdd): exact, and the largest cost of compare() at d = 768.
-    nuclear = svdvals(cross).sum() / np.sqrt(sq_norm_x * sq_norm_y)
-    return float(np.sqrt(max(2.0 - 2.0 * nuclear, 0.0)))
+    return float(np.sqrt(max(2.0 - 2.0 * nuclear / np.sqrt(sq_norm_x * sq_norm_y), 0.0)))
 
 
 def linear_cka(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
@@ -142,8 +153,9 @@ def linear_cka(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
     """
     _check_same_length(x, y)
     if _tall(x, y):
-        gx, gy, cross = _dimension_grams(x, y, center=center)
-        return _cka(gx, gy, np.linalg.norm(cross) ** 2)
+        cross_sq = np.linalg.norm(_product(x, y, center=center)) ** 2
+        norms = [np.linalg.norm(_product(v, v, center=center)) for v in (x, y)]
+        return float(cross_sq / (norms[0] * norms[1]))
     xs, ys = _prepared(x, center=center), _prepared(y, center=center)
     gx, gy = xs @ xs.T, ys @ ys.T
     return _cka(gx, gy, np.vdot(gx, gy))
@@ -171,8 +183,7 @@ def position_components(values: np.ndarray, k: int, *, center: bool = True) -> n
     (``scipy.linalg.eigh`` with ``subset_by_index``); on the dimension side ``U = X V / σ``.
     """
     if _tall(values, values):
-        gram = sum(block.T @ block for block in _blocks(values, center=center))
-        return _components(values, gram, k, center=center)
+        return _components(values, _product(values, values, center=center), k, center=center)
     x = _prepared(values, center=center)
     return _top_eigenvectors(x @ x.T, k, x.shape)[1]
 
@@ -206,10 +217,8 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     if x.shape[1] != y.shape[1]:
         msg = f"Procrustes needs equal widths; got {x.shape[1]} and {y.shape[1]} dimensions."
         raise ValueError(msg)
-    xs, ys = _blocks(x, center=center), _blocks(y, center=center)
-    cross = sum(yb.T @ xb for xb, yb in zip(xs, ys, strict=True))
     sq_norms = [sum(np.vdot(b, b) for b in _blocks(v, center=center)) for v in (x, y)]
-    return _procrustes(cross, *sq_norms)
+    return _procrustes(_nuclear_norm(_product(x, y, center=center)), *sq_norms)
 
 
 def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -> Comparison:
@@ -220,9 +229,10 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
     float64 Gram matrices: three table-sized products instead of seven.
 
     Tall tables (more positions than dimensions, the usual case) are read in float64 blocks
-    of `BLOCK_ROWS` rows, so the working memory beyond the inputs is the d x d Grams, a
-    block of each table and the two n x k component matrices; wide tables are copied whole
-    in float64 (their Grams span positions).
+    of 1/`N_BLOCKS` of their rows, and ``Yᵀ X``, ``Xᵀ X`` and ``Yᵀ Y`` are formed one after
+    the other and dropped once measured, so the working memory beyond the inputs is two
+    blocks, two d x d matrices and the n x k components; wide tables are copied whole in
+    float64 (their Grams span positions).
 
     Parameters
     ----------
@@ -243,19 +253,24 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
     _check_same_length(x, y)
     same_width = x.shape[1] == y.shape[1]
     if _tall(x, y):
-        gx, gy, cross = _dimension_grams(x, y, center=center)
-        cka = _cka(gx, gy, np.linalg.norm(cross) ** 2)
-        ux, uy = _components(x, gx, k, center=center), _components(y, gy, k, center=center)
+        cross = _product(x, y, center=center)
+        cross_sq = np.linalg.norm(cross) ** 2
+        nuclear = _nuclear_norm(cross) if same_width else None
+        del cross  # one d x d matrix at a time: at d = 768 each is 1.5x a 1024-row table
+        ux, norm_x, sq_norm_x = _gram_summary(x, k, center=center)
+        uy, norm_y, sq_norm_y = _gram_summary(y, k, center=center)
+        cka = float(cross_sq / (norm_x * norm_y))
     else:
         xs, ys = _prepared(x, center=center), _prepared(y, center=center)
         gx, gy = xs @ xs.T, ys @ ys.T
         cka = _cka(gx, gy, np.vdot(gx, gy))
         ux, uy = _top_eigenvectors(gx, k, x.shape)[1], _top_eigenvectors(gy, k, y.shape)[1]
-        cross = ys.T @ xs if same_width else None
+        nuclear = _nuclear_norm(ys.T @ xs) if same_width else None
+        sq_norm_x, sq_norm_y = np.trace(gx), np.trace(gy)
     return Comparison(
         cka=cka,
         principal_angles=np.sort(subspace_angles(ux, uy)),
-        procrustes_error=_procrustes(cross, np.trace(gx), np.trace(gy)) if same_width else None,
+        procrustes_error=_procrustes(nuclear, sq_norm_x, sq_norm_y) if same_width else None,
         centered=center,
         n_positions=len(x),
     )
