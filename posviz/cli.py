@@ -79,7 +79,7 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from posviz.report import build_report  # scikit-learn and friends: not for `summary`
+    from posviz.report import build_report  # plotly and every analysis: not for `summary`
 
     table = load(args.path, tensor=args.tensor, row_start=args.drop_prefix)
     html = build_report(table, center=not args.no_center, seed=args.seed)

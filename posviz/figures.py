@@ -8,7 +8,6 @@ numbers (centring, metric, trimmed rows).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
@@ -17,11 +16,9 @@ from plotly.subplots import make_subplots
 from posviz.boundary import ChangePoints, Outliers, PositionStatistics
 from posviz.compare import Comparison
 from posviz.components import PrincipalComponents, SinusoidFits, SubspaceLikeness
+from posviz.probes import ProbeReport
 from posviz.similarity import GridSimilarity, OffsetProfile, OffsetScores, SimilarityMap
 from posviz.spectrum import THRESHOLDS, Spectrum
-
-if TYPE_CHECKING:  # probes imports scikit-learn: too slow an import for every page
-    from posviz.probes import ProbeReport
 
 __all__ = [
     "centring",

@@ -13,6 +13,7 @@ import streamlit as st
 
 from posviz import datadir, export, io, simulate
 from posviz.embedding import Embedding, LoadError
+from posviz.report import build_report
 from posviz.ui import state
 
 
@@ -50,7 +51,7 @@ def sidebar_card() -> None:
         center = st.session_state.get("posviz.center", True)
         st.download_button(
             "Report (HTML)",
-            data=lambda: _report(table, center),
+            data=lambda: build_report(table, center=center),
             file_name=f"posviz-report-{table.sha256[:8]}.html",
             mime="text/html",
             key="download.report",
@@ -58,12 +59,6 @@ def sidebar_card() -> None:
             help="Every analysis of this table on one standalone page that opens offline "
             f"({'rows mean-centred' if center else 'uncentred'}, seed 0).",
         )
-
-
-def _report(table: Embedding, center: bool) -> str:
-    from posviz.report import build_report  # scikit-learn & co.: only when asked for
-
-    return build_report(table, center=center)
 
 
 def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
