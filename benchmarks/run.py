@@ -29,12 +29,15 @@ import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["STREAMLIT_LOGGER_LEVEL"] = "error"  # bare-mode "no runtime" warnings, per page
 
+# First, as in the app: posviz sets OpenBLAS's thread timeout, which is read when numpy loads.
+import posviz  # noqa: E402, F401
+
+# isort: split
+import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 

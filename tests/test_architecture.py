@@ -35,3 +35,18 @@ def test_core_imports_without_streamlit_installed():
         "if not m.name.startswith('posviz.ui')]"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_the_app_loads_posviz_before_numpy_so_openblas_gets_its_thread_timeout():
+    # OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when numpy (or scipy) loads its copy. The
+    # app imports streamlit, then posviz: streamlit must not have loaded numpy by then.
+    code = (
+        "import os, sys; os.environ.pop('OPENBLAS_THREAD_TIMEOUT', None); import streamlit; "
+        "loaded = 'numpy' in sys.modules; import posviz.ui.widgets; "
+        "print(loaded, os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
+    assert out.stdout.split() == [b"False", b"20"]
+    app = (ROOT / "app.py").read_text()
+    assert app.index("import streamlit") < app.index("from posviz")
+    assert "numpy" not in app.split("from posviz")[0]
