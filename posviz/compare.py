@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy.linalg import eigh, subspace_angles, svdvals
 
-from posviz.spectrum import Spectrum
+from posviz.spectrum import Spectrum, float64_blocks, gram
 
 __all__ = [
     "Comparison",
@@ -49,11 +48,6 @@ class Comparison:
     n_positions: int
 
 
-#: Row blocks per table: tall tables are centred and multiplied in float64 a slice at a
-#: time, so no float64 copy of a whole table is made (two made 4x a float32 table's bytes).
-N_BLOCKS = 8
-
-
 def _prepared(values: np.ndarray, *, center: bool) -> np.ndarray:
     """A float64 copy, mean row removed if `center` (wide tables: their Grams span positions)."""
     x = np.array(values, dtype=np.float64)
@@ -62,31 +56,18 @@ def _prepared(values: np.ndarray, *, center: bool) -> np.ndarray:
     return x
 
 
-def _blocks(values: np.ndarray, *, center: bool) -> Iterator[np.ndarray]:
-    """The table in float64, N_BLOCKS slices of rows, its mean row removed if `center`."""
-    mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(values.shape[1])
-    step = -(-len(values) // N_BLOCKS)
-    for start in range(0, len(values), step):
-        yield values[start : start + step] - mean
-
-
 def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
-    """``Yᵀ X`` in float64, summed over row blocks (``Xᵀ X``, a symmetric product, if y is x)."""
-    xs = _blocks(x, center=center)
-    pairs = ((b, b) for b in xs) if y is x else zip(xs, _blocks(y, center=center), strict=True)
-    total = None
+    """``Yᵀ X`` of two tall tables in float64, summed over their row blocks."""
+    pairs = zip(float64_blocks(x, center=center), float64_blocks(y, center=center), strict=True)
+    total = (first := next(pairs))[1].T @ first[0]
     for xb, yb in pairs:
-        # The first product is the sum's buffer; each later one is freed as soon as added.
-        if total is None:
-            total = yb.T @ xb
-        else:
-            total += yb.T @ xb
+        total += yb.T @ xb  # each block's product freed as soon as added
     return total
 
 
 def _gram_summary(values: np.ndarray, k: int, *, center: bool) -> tuple[np.ndarray, float, float]:
     """A tall table's top-k components over positions, ``||Xᵀ X||_F`` and ``||X||_F²``."""
-    g = _product(values, values, center=center)
+    g = gram(values, center=center)
     return _components(values, g, k, center=center), np.linalg.norm(g), np.trace(g)
 
 
@@ -122,7 +103,7 @@ def _components(values: np.ndarray, g: np.ndarray, k: int, *, center: bool) -> n
     """Top-k left singular vectors ``U = X V / σ`` of a tall table from its Gram ``g = Xᵀ X``."""
     lam, vectors = _top_eigenvectors(g, k, values.shape)
     weights = vectors / np.sqrt(lam)
-    return np.concatenate([block @ weights for block in _blocks(values, center=center)])
+    return np.concatenate([block @ weights for block in float64_blocks(values, center=center)])
 
 
 def _procrustes(nuclear: float, sq_norm_x: float, sq_norm_y: float) -> float:
@@ -154,7 +135,7 @@ def linear_cka(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
     _check_same_length(x, y)
     if _tall(x, y):
         cross_sq = np.linalg.norm(_product(x, y, center=center)) ** 2
-        norms = [np.linalg.norm(_product(v, v, center=center)) for v in (x, y)]
+        norms = [np.linalg.norm(gram(v, center=center)) for v in (x, y)]
         return float(cross_sq / (norms[0] * norms[1]))
     xs, ys = _prepared(x, center=center), _prepared(y, center=center)
     gx, gy = xs @ xs.T, ys @ ys.T
@@ -183,7 +164,7 @@ def position_components(values: np.ndarray, k: int, *, center: bool = True) -> n
     (``scipy.linalg.eigh`` with ``subset_by_index``); on the dimension side ``U = X V / σ``.
     """
     if _tall(values, values):
-        return _components(values, _product(values, values, center=center), k, center=center)
+        return _components(values, gram(values, center=center), k, center=center)
     x = _prepared(values, center=center)
     return _top_eigenvectors(x @ x.T, k, x.shape)[1]
 
@@ -217,8 +198,12 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     if x.shape[1] != y.shape[1]:
         msg = f"Procrustes needs equal widths; got {x.shape[1]} and {y.shape[1]} dimensions."
         raise ValueError(msg)
-    sq_norms = [sum(np.vdot(b, b) for b in _blocks(v, center=center)) for v in (x, y)]
-    return _procrustes(_nuclear_norm(_product(x, y, center=center)), *sq_norms)
+    if _tall(x, y):
+        cross = _product(x, y, center=center)
+    else:
+        cross = _prepared(y, center=center).T @ _prepared(x, center=center)
+    sq_norms = [sum(np.vdot(b, b) for b in float64_blocks(v, center=center)) for v in (x, y)]
+    return _procrustes(_nuclear_norm(cross), *sq_norms)
 
 
 def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -> Comparison:
@@ -228,11 +213,11 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
     ``scipy.linalg.subspace_angles``, and :func:`procrustes_error`, but sharing one set of
     float64 Gram matrices: three table-sized products instead of seven.
 
-    Tall tables (more positions than dimensions, the usual case) are read in float64 blocks
-    of 1/`N_BLOCKS` of their rows, and ``Yᵀ X``, ``Xᵀ X`` and ``Yᵀ Y`` are formed one after
-    the other and dropped once measured, so the working memory beyond the inputs is two
-    blocks, two d x d matrices and the n x k components; wide tables are copied whole in
-    float64 (their Grams span positions).
+    Tall tables (more positions than dimensions, the usual case) are read in float64 row
+    blocks (:func:`posviz.spectrum.float64_blocks`), and ``Yᵀ X``, ``Xᵀ X`` and ``Yᵀ Y`` are
+    formed one after the other and dropped once measured, so the working memory beyond the
+    inputs is two blocks, two d x d matrices and the n x k components; wide tables are copied
+    whole in float64 (their Grams span positions).
 
     Parameters
     ----------

@@ -9,7 +9,7 @@ import pandas as pd
 import scipy.linalg
 import scipy.optimize
 
-from posviz.spectrum import gram
+from posviz.spectrum import float64_blocks, gram
 
 __all__ = [
     "PrincipalComponents",
@@ -62,6 +62,12 @@ class PrincipalComponents:
     centered: bool
 
 
+def _signs(loadings: np.ndarray) -> np.ndarray:
+    """Per column, the sign that makes its largest-magnitude entry positive (a fixed choice)."""
+    largest = np.take_along_axis(loadings, np.abs(loadings).argmax(axis=0)[None, :], axis=0)
+    return np.where(largest < 0, -1.0, 1.0)
+
+
 def principal_components(
     values: np.ndarray, *, k: int = 6, center: bool = True
 ) -> PrincipalComponents:
@@ -106,18 +112,17 @@ def principal_components(
     lam, vectors = scipy.linalg.eigh(g, subset_by_index=[size - k, size - 1])
     lam, vectors = np.clip(lam[::-1], 0.0, None), vectors[:, ::-1]
     sigma = np.sqrt(lam)
-    x = np.asarray(values, dtype=np.float64)
-    offset = x.mean(axis=0) if center else np.zeros(d)
+    # The centred table times the eigenvectors, a float64 slice at a time: X V for tall
+    # tables (their scores), X^T U for wide ones (V = X^T U / S, their loadings).
     if n >= d:
-        loadings = vectors
+        loadings = vectors * _signs(vectors)
+        scores = np.concatenate([b @ loadings for b in float64_blocks(values, center=center)])
     else:
-        # V = X^T U / S; a zero singular value (k beyond the rank) has no direction: keep 0.
-        loadings = np.divide((x - offset).T @ vectors, sigma, out=np.zeros((d, k)), where=sigma > 0)
-    largest = np.take_along_axis(loadings, np.abs(loadings).argmax(axis=0)[None, :], axis=0)
-    signs = np.where(largest < 0, -1.0, 1.0)
-    loadings = loadings * signs
-    # Projecting the float64 rows avoids an n x d centred copy; wide tables already have U.
-    scores = x @ loadings - offset @ loadings if n >= d else vectors * (sigma * signs)
+        product = np.concatenate([b @ vectors for b in float64_blocks(values, center=center)])
+        # A zero singular value (k beyond the rank) has no direction: keep 0.
+        loadings = np.divide(product, sigma, out=np.zeros((d, k)), where=sigma > 0)
+        signs = _signs(loadings)
+        loadings, scores = loadings * signs, vectors * (sigma * signs)
     return PrincipalComponents(
         scores=scores,
         loadings=loadings,

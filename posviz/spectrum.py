@@ -2,39 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 from scipy.linalg import lapack
 
-__all__ = ["THRESHOLDS", "Spectrum", "gram", "spectrum"]
+__all__ = ["THRESHOLDS", "Spectrum", "float64_blocks", "gram", "spectrum"]
 
 #: Explained-variance levels at which the number of components is reported.
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 #: Singular values below this share of sigma_1 are refined (see `spectrum`).
 _SPLIT = 1e-4
+#: Slices the table is read in by :func:`float64_blocks`.
+N_BLOCKS = 8
 
 
-def _tall(values: np.ndarray, *, center: bool) -> np.ndarray:
-    """A float64 copy, column-centred if asked, transposed if need be to have rows >= columns.
+def float64_blocks(values: np.ndarray, *, center: bool) -> Iterator[np.ndarray]:
+    """The table in float64 slices, oriented tall and column-centred if asked.
 
-    Always float64: a float32 Gram matrix loses ~1% at 3e-4 of the largest value.
+    Slices of rows of X when it has at least as many rows as columns, else of rows of X^T
+    (columns of X), `N_BLOCKS` of them: converting and centring a slice at a time makes no
+    float64 copy of the whole table (twice a float32 table's bytes). Always float64: a
+    float32 Gram matrix loses ~1% at 3e-4 of the largest value.
     """
-    x = np.array(values, dtype=np.float64)
-    if center:
-        x -= x.mean(axis=0)
-    return x if x.shape[0] >= x.shape[1] else x.T
+    mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(values.shape[1])
+    wide = values.shape[0] < values.shape[1]
+    tall = values.T if wide else values
+    step = -(-len(tall) // N_BLOCKS)
+    for start in range(0, len(tall), step):
+        block = np.array(tall[start : start + step], dtype=np.float64)
+        block -= mean[start : start + step, None] if wide else mean
+        yield block
 
 
 def gram(values: np.ndarray, *, center: bool) -> np.ndarray:
     """The float64 Gram matrix on the smaller side of the (optionally column-centred) table.
 
     ``X.T @ X`` for tall tables, ``X @ X.T`` for wide ones; both have the squared singular
-    values of X as eigenvalues.
+    values of X as eigenvalues. Summed over :func:`float64_blocks`.
     """
-    x = _tall(values, center=center)
-    return x.T @ x
+    blocks = float64_blocks(values, center=center)
+    g = (first := next(blocks)).T @ first
+    for block in blocks:
+        g += block.T @ block
+    return g
 
 
 def _tridiagonal(g: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -183,8 +196,7 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     >>> s.singular_values.tolist(), s.stable_rank
     ([4.0, 3.0], 1.5625)
     """
-    x = _tall(values, center=center)
-    reflectors, diagonal, off_diagonal, tau = _tridiagonal(x.T @ x)
+    reflectors, diagonal, off_diagonal, tau = _tridiagonal(gram(values, center=center))
     lam = scipy.linalg.eigvalsh_tridiagonal(diagonal, off_diagonal, lapack_driver="sterf")[::-1]
     # Centred rows sum to zero: a table with no more rows than columns then has one singular
     # value exactly 0, which needs no refining.
@@ -196,13 +208,16 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
         )
         # Back to the Gram matrix's basis: Q = H(1)...H(n-1) acts on rows 1.. (LAPACK dormtr).
         z[1:] = lapack.dormqr(b"L", b"N", reflectors[1:, :-1], tau, z[1:], lwork=64 * n_small)[0]
-        part = x @ z
-        lam[-n_small:] = np.linalg.eigvalsh(part.T @ part)[::-1]
+        part = np.zeros((n_small, n_small))
+        for block in float64_blocks(values, center=center):
+            projected = block @ z
+            part += projected.T @ projected
+        lam[-n_small:] = np.linalg.eigvalsh(part)[::-1]
     if zeros:
         lam[-1] = 0.0
     sigma = np.sqrt(np.clip(lam, 0.0, None))
     # Rounding level of the last Gram matrix formed: below it a value cannot be told from 0.
     top = sigma[0] * (_SPLIT if n_small > zeros else 1.0)
     eps = np.finfo(np.float64).eps
-    floor = float(top * np.sqrt(x.shape[1] * eps))
+    floor = float(top * np.sqrt(min(values.shape) * eps))
     return Spectrum(singular_values=sigma, centered=center, shape=tuple(values.shape), floor=floor)
