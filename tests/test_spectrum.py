@@ -112,3 +112,13 @@ def test_block_wise_gram_and_refinement_match_numpy_svd(monkeypatch, n_blocks, s
     np.testing.assert_allclose(s.singular_values[kept], reference[kept], rtol=1e-6)
     expected = centred.T @ centred if shape == (300, 40) else centred @ centred.T
     np.testing.assert_allclose(posviz.spectrum.gram(x, center=True), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(700, 600), (600, 700)], ids=["tall", "wide"])
+def test_gram_is_the_whole_symmetric_product_across_mirrored_column_blocks(shape):
+    x = gaussian(*shape, seed=1).values  # float32, as uploaded; sides past 2 mirror blocks
+    centred = x.astype(np.float64) - x.mean(0, dtype=np.float64)
+    expected = centred.T @ centred if shape[0] >= shape[1] else centred @ centred.T
+    got = posviz.spectrum.gram(x, center=True)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    assert np.array_equal(got, got.T)
