@@ -14,7 +14,6 @@ from operator import attrgetter
 from typing import Any
 
 import streamlit as st
-from threadpoolctl import threadpool_limits
 
 from posviz import boundary as _boundary
 from posviz import compare as _compare
@@ -91,11 +90,7 @@ def resampled_grid(
 
 @cached("Comparing the two tables: CKA, principal angles, Procrustes…")
 def comparison(first: Embedding, second: Embedding, *, k: int, center: bool) -> _compare.Comparison:
-    # One BLAS thread: the eigensolver and SVD run mostly matrix-vector steps, and on a busy
-    # 2-core host two threads waiting for each other took 0.4-9.9 s at 1024 x 768 (median
-    # 3.3 s) against 0.31-0.46 s with one, measured back to back.
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _compare.compare(first.values, second.values, k=k, center=center)
+    return _compare.compare(first.values, second.values, k=k, center=center)
 
 
 @cached("Computing the offset profile…")
@@ -178,10 +173,6 @@ def change_points(
 def probes(
     table: Embedding, *, seed: int, max_rows: int, n_pairs: int, alpha: float, C: float
 ) -> _probes.ProbeReport:
-    # One BLAS thread: the logistic fits take ~120 L-BFGS steps of two thin products each,
-    # and on a busy 2-core host threads that wait for each other make them 3-15x slower
-    # (1024 x 768 under load: 1.7-7.7 s with two threads vs 0.4-0.5 s with one).
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _probes.probe_with_controls(
-            table.values, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C
-        )
+    return _probes.probe_with_controls(
+        table.values, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C
+    )
