@@ -338,7 +338,7 @@ def relative_probe(
     coef, intercept = _fit_pair_logistic(x, i, j, positions[j] > positions[i], C=C)
     i, j = np.transpose(test_pairs, (1, 0, 2))
     predicted = _pair_scores(x, coef, intercept, i, j) > 0
-    wrong = np.count_nonzero(predicted != (positions[j] > positions[i]))
+    wrong = int(np.count_nonzero(predicted != (positions[j] > positions[i])))
     return RelativeProbe(error_rate=wrong / i.size, n_test_pairs=i.size)
 
 
