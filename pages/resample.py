@@ -100,7 +100,8 @@ settings = export.export_settings(table, resampled=result.source, centered=cente
 st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {result.source}")
 rounding = ROUNDING.get(
     method,
-    "weighted sums of rows computed in that dtype (float32: to ~1e-6 of the values' magnitude).",
+    "weighted sums of rows in that dtype, to a few units of its last digit "
+    "(float32: ~1e-6 of the values' magnitude).",
 )
 st.caption(f"Computed and kept in the table's dtype, {table.values.dtype}: {rounding}")
 
