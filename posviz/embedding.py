@@ -12,6 +12,9 @@ __all__ = ["MAX_ELEMENTS", "Embedding", "LoadError", "as_table"]
 #: Largest table accepted (elements). 2**26 floats = 256 MiB as float32: far above any
 #: position table (GPT-2: 786k) and above a 50k-token vocabulary (38.6M), far below RAM.
 MAX_ELEMENTS = 2**26
+#: Largest magnitude accepted: sums of 2**26 products of two such values stay finite in
+#: float64 (and their inverse's squares stay normal).
+_LARGEST = 1e150
 
 
 class LoadError(ValueError):
@@ -35,7 +38,8 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
     ------
     LoadError
         If it is not numeric, complex, not 2-D after squeezing, smaller than 2 x 2, larger
-        than `MAX_ELEMENTS`, or holds NaN/Inf (the count and the first (row, column) are given).
+        than `MAX_ELEMENTS`, holds NaN/Inf (the count and the first (row, column) are given),
+        or its largest magnitude is beyond 1e150 or (unless all zero) below 1e-150.
 
     Examples
     --------
@@ -79,6 +83,14 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
         msg = (
             f"{what} holds {len(bad):,} NaN/Inf values (first at row {row}, column {col}); "
             "fix or drop those rows before loading."
+        )
+        raise LoadError(msg)
+    largest = float(np.abs(table).max())
+    if largest > _LARGEST or 0 < largest < 1 / _LARGEST:
+        msg = (
+            f"{what} has values of magnitude up to {largest:.3g}: their products "
+            f"{'overflow' if largest > 1 else 'underflow'} float64 in the analyses. Rescale the "
+            "table (e.g. divide by its largest value) before loading."
         )
         raise LoadError(msg)
     return table

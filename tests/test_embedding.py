@@ -32,6 +32,16 @@ def test_nan_refusal_gives_count_and_first_cell():
         as_table(x)
 
 
+@pytest.mark.parametrize(("scale", "word"), [(1e200, "overflow"), (1e-200, "underflow")])
+def test_magnitudes_whose_products_leave_float64_are_refused(scale, word):
+    # Finite, but the Gram matrix would be inf (1e200) or all zeros (1e-200): wrong numbers.
+    x = np.random.default_rng(0).standard_normal((40, 10)) * scale
+    with pytest.raises(LoadError, match=f"magnitude up to .*{word}.*Rescale"):
+        as_table(x)
+    assert as_table(x / scale).shape == (40, 10)
+    assert as_table(np.zeros((3, 2))).shape == (3, 2)
+
+
 def test_size_is_checked_before_conversion():
     # A zero-stride view: 512 MiB if it were ever converted, a few bytes as it is.
     huge = np.broadcast_to(np.float32(0), (MAX_ELEMENTS // 2 + 1, 2))
