@@ -10,6 +10,8 @@ import scipy.fft
 import scipy.signal
 import scipy.stats
 
+from posviz.spectrum import gram
+
 __all__ = [
     "MAX_SIDE",
     "METRICS",
@@ -84,6 +86,40 @@ def _prepare(rows: np.ndarray, mean: np.ndarray | float, metric: str) -> np.ndar
         norms = np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
         np.divide(x, norms, out=x, where=norms > 0)
     return x
+
+
+class _PreparedTable:
+    """:func:`prepared_rows` of the whole table, made in float64 a slice at a time on indexing.
+
+    ``t[rows]`` and ``t[rows, cols]`` give what ``prepared_rows(values)[...]`` would, without
+    the float64 copy of the whole table (twice a float32 table's bytes).
+    """
+
+    def __init__(self, values: np.ndarray, *, metric: str, center: bool) -> None:
+        self.values, self.shape = values, values.shape
+        self.mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(self.shape[1])
+        squares = np.empty(len(values))
+        step = max(1, _CHUNK_ELEMENTS // self.shape[1])
+        for start in range(0, len(values), step):
+            block = np.array(values[start : start + step], dtype=np.float64) - self.mean
+            squares[start : start + step] = np.einsum("ij,ij->i", block, block)
+        #: Per row: the factor applied after centring (1 / norm for cosine; a zero row stays 0).
+        self.scale = np.ones(len(values))
+        if metric == "cosine":
+            norms = np.sqrt(squares)
+            self.scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        #: Per row: its inner product with itself once prepared, s(i, i).
+        self.self_similarity = squares * self.scale**2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: slice | tuple[slice, slice]) -> np.ndarray:
+        rows, cols = key if isinstance(key, tuple) else (key, slice(None))
+        block = np.array(self.values[rows, cols], dtype=np.float64)
+        block -= self.mean[cols]
+        block *= self.scale[rows, None]
+        return block
 
 
 # --- position x position map ----------------------------------------------------------------
@@ -235,7 +271,7 @@ def _autocorrelation(x: np.ndarray) -> np.ndarray:
     return scipy.fft.irfft(power, n=n_fft)[:n]
 
 
-def _diagonal_spread(x: np.ndarray, mean: np.ndarray, max_offset: int) -> np.ndarray:
+def _diagonal_spread(x: _PreparedTable, mean: np.ndarray, max_offset: int) -> np.ndarray:
     """``sum_i (s(i, i+k) - mean_k)^2`` for k = 0..max_offset, one row tile at a time.
 
     A tile of t rows against the t + K - 1 rows after them holds every (i, i+k), k <= K, of
@@ -244,7 +280,7 @@ def _diagonal_spread(x: np.ndarray, mean: np.ndarray, max_offset: int) -> np.nda
     """
     n = len(x)
     squares = np.zeros(max_offset + 1)
-    squares[0] = np.sum((np.einsum("ij,ij->i", x, x) - mean[0]) ** 2)
+    squares[0] = np.sum((x.self_similarity - mean[0]) ** 2)
     if max_offset == 0:
         return squares
     # Largest t with t * (t + K) float64 values in the scratch budget; buffers are reused so
@@ -254,11 +290,13 @@ def _diagonal_spread(x: np.ndarray, mean: np.ndarray, max_offset: int) -> np.nda
     scratch = np.empty(tile * (tile + k - 1))
     deviations = np.empty((tile, k))
     for start in range(0, n - 1, tile):
-        rows = x[start : start + tile]
+        # The tile's rows and the rows after them, prepared once: the first are in the second.
+        window = x[start : start + tile + k]
+        rows = window[:tile]
         width = len(rows) + k - 1
         available = min(width, n - start - 1)
         products = scratch[: len(rows) * width].reshape(len(rows), width)
-        np.matmul(rows, x[start + 1 : start + 1 + available].T, out=products[:, :available])
+        np.matmul(rows, window[1 : 1 + available].T, out=products[:, :available])
         products[:, available:] = np.nan
         band = np.lib.stride_tricks.sliding_window_view(products.ravel(), k)[:: width + 1]
         deviation = np.subtract(band, mean[1 : k + 1], out=deviations[: len(rows)])
@@ -348,7 +386,7 @@ def offset_profile(
     if not 0 <= k_max < n:
         msg = f"max_offset {max_offset} must be between 0 and n_positions - 1 = {n - 1}."
         raise ValueError(msg)
-    x = prepared_rows(values, metric=metric, center=center)
+    x = _PreparedTable(values, metric=metric, center=center)
     sums = _autocorrelation(x)
     count = np.arange(n, 0, -1)
     mean = sums / count
@@ -356,9 +394,9 @@ def offset_profile(
     # Translation invariance over pairs i < j (offsets 1..n-1): between-offset over total SS.
     pairs = n * (n - 1) / 2
     total = sums[1:].sum()
-    gram = x.T @ x if n >= x.shape[1] else x @ x.T
+    g = gram(values, center=center, row_scale=x.scale)
     # vdot: no squared copy of the Gram matrix, which at 8192 x 4096 is as large as the table.
-    squares = (np.vdot(gram, gram) - np.sum(np.einsum("ij,ij->i", x, x) ** 2)) / 2
+    squares = (np.vdot(g, g) - np.sum(x.self_similarity**2)) / 2
     total_ss = squares - total**2 / pairs
     between = np.sum(sums[1:] ** 2 / count[1:]) - total**2 / pairs
     scale = max(squares, np.finfo(np.float64).tiny)

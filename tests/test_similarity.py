@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 
+import posviz.spectrum
 from posviz import figures, similarity
 from posviz.similarity import (
     grid_similarity,
@@ -54,8 +55,11 @@ def test_shuffled_sinusoid_loses_translation_invariance(sinusoid):
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
 @pytest.mark.parametrize("center", [True, False])
 def test_profile_matches_direct_diagonals(learned, metric, center, monkeypatch):
-    # A tiny scratch budget forces many row tiles and a ragged last one.
+    # A tiny scratch budget forces many row tiles and a ragged last one; rows are also
+    # prepared (norms) and multiplied (Gram matrix) in small slices.
     monkeypatch.setattr(similarity, "_TILE_BYTES", 40_000)
+    monkeypatch.setattr(similarity, "_CHUNK_ELEMENTS", 48 * 70)
+    monkeypatch.setattr(posviz.spectrum, "N_BLOCKS", 7)
     x = prepared_rows(learned, metric=metric, center=center)
     s = x @ x.T
     mean, std = direct_diagonals(s)
@@ -68,6 +72,22 @@ def test_profile_matches_direct_diagonals(learned, metric, center, monkeypatch):
     within = sum(((np.diagonal(s, k) - mean[k]) ** 2).sum() for k in range(1, 300))
     expected = 1 - within / ((upper - upper.mean()) ** 2).sum()
     assert p.translation_invariance == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+def test_wide_table_profile_matches_direct_diagonals(learned, metric):
+    wide = learned[:40]  # 40 positions x 48 dimensions: the Gram matrix spans positions
+    x = prepared_rows(wide, metric=metric, center=True)
+    s = x @ x.T
+    mean, std = direct_diagonals(s)
+    p = offset_profile(wide, metric=metric, center=True)
+    np.testing.assert_allclose(p.mean, mean, rtol=0, atol=1e-10 * np.abs(s).max())
+    np.testing.assert_allclose(p.std, std, rtol=0, atol=1e-10 * np.abs(s).max())
+    upper = s[np.triu_indices(40, 1)]
+    within = sum(((np.diagonal(s, k) - mean[k]) ** 2).sum() for k in range(1, 40))
+    assert p.translation_invariance == pytest.approx(
+        1 - within / ((upper - upper.mean()) ** 2).sum(), rel=1e-9
+    )
 
 
 @pytest.mark.parametrize(
