@@ -83,6 +83,25 @@ def _tridiagonal(g: np.ndarray) -> tuple[np.ndarray, ...]:
     return reflectors, diagonal, off_diagonal, tau
 
 
+def _back_transform(reflectors: np.ndarray, tau: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``Q @ z`` for the orthogonal Q of :func:`_tridiagonal`, acting on its rows 1..n-1.
+
+    LAPACK's ``dormtr`` (not wrapped by scipy) calls ``dormqr`` on the reflectors from row 1,
+    which f2py would copy (no leading-dimension argument: twice a float32 square table's
+    bytes). The same memory read from one element later as an n x (n-1) matrix is that block
+    with one extra last row, which reads the unused upper triangle's first row: zeroed, it
+    makes the reflectors act on an n-th row of `z`'s padding and nowhere else.
+    """
+    n = len(reflectors)
+    reflectors[0, 1:] = 0.0
+    shifted = reflectors.ravel(order="F")[1 : 1 + n * (n - 1)].reshape((n, n - 1), order="F")
+    padded = np.zeros((n, z.shape[1]), order="F")
+    padded[:-1] = z
+    return lapack.dormqr(b"L", b"N", shifted, tau, padded, lwork=64 * z.shape[1], overwrite_c=1)[0][
+        :-1
+    ]
+
+
 @dataclass(frozen=True)
 class Spectrum:
     """Singular-value spectrum of a position table and the numbers derived from it.
@@ -226,8 +245,7 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
         _, z = scipy.linalg.eigh_tridiagonal(
             diagonal, off_diagonal, select="i", select_range=(0, n_small - 1), lapack_driver="stemr"
         )
-        # Back to the Gram matrix's basis: Q = H(1)...H(n-1) acts on rows 1.. (LAPACK dormtr).
-        z[1:] = lapack.dormqr(b"L", b"N", reflectors[1:, :-1], tau, z[1:], lwork=64 * n_small)[0]
+        z[1:] = _back_transform(reflectors, tau, z[1:])
         # The Gram matrix of X z, by scipy's BLAS like the rest (no hand-over to numpy's).
         part = np.zeros((n_small, n_small), order="F")
         for block in float64_blocks(values, center=center):
