@@ -97,9 +97,8 @@ def _back_transform(reflectors: np.ndarray, tau: np.ndarray, z: np.ndarray) -> n
     shifted = reflectors.ravel(order="F")[1 : 1 + n * (n - 1)].reshape((n, n - 1), order="F")
     padded = np.zeros((n, z.shape[1]), order="F")
     padded[:-1] = z
-    return lapack.dormqr(b"L", b"N", shifted, tau, padded, lwork=64 * z.shape[1], overwrite_c=1)[0][
-        :-1
-    ]
+    q_z = lapack.dormqr(b"L", b"N", shifted, tau, padded, lwork=64 * z.shape[1], overwrite_c=1)[0]
+    return q_z[:-1]
 
 
 @dataclass(frozen=True)
