@@ -76,16 +76,17 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
         raise LoadError(msg)
     exact64 = array.dtype == np.float64 or (array.dtype.kind in "iu" and array.dtype.itemsize >= 4)
     table = np.asarray(array.reshape(shape), dtype=np.float64 if exact64 else np.float32)
-    finite = np.isfinite(table)
-    if not finite.all():
-        bad = np.argwhere(~finite)
+    # min and max see NaN and Inf too, with no temporary the size of the table.
+    low, high = float(table.min()), float(table.max())
+    if not np.isfinite(low) or not np.isfinite(high):
+        bad = np.argwhere(~np.isfinite(table))
         row, col = (int(v) for v in bad[0])
         msg = (
             f"{what} holds {len(bad):,} NaN/Inf values (first at row {row}, column {col}); "
             "fix or drop those rows before loading."
         )
         raise LoadError(msg)
-    largest = float(np.abs(table).max())
+    largest = max(high, -low)
     if largest > _LARGEST or 0 < largest < 1 / _LARGEST:
         msg = (
             f"{what} has values of magnitude up to {largest:.3g}: their products "

@@ -24,11 +24,15 @@ def test_refusals_say_what_is_wrong(array, message):
         as_table(array)
 
 
-def test_nan_refusal_gives_count_and_first_cell():
-    x = np.zeros((4, 3))
-    x[2, 1] = np.nan
-    x[3, 0] = np.inf
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_refusal_gives_count_and_first_cell(bad):
+    x = np.zeros((4, 3), dtype=np.float32)
+    x[2, 1] = bad
+    x[3, 0] = -np.inf
     with pytest.raises(LoadError, match=r"2 NaN/Inf values \(first at row 2, column 1\)"):
+        as_table(x)
+    x[3, 0] = 0.0
+    with pytest.raises(LoadError, match=r"1 NaN/Inf values \(first at row 2, column 1\)"):
         as_table(x)
 
 
@@ -40,6 +44,10 @@ def test_magnitudes_whose_products_leave_float64_are_refused(scale, word):
         as_table(x)
     assert as_table(x / scale).shape == (40, 10)
     assert as_table(np.zeros((3, 2))).shape == (3, 2)
+    lone = x / scale  # the largest magnitude alone, and negative
+    lone[5, 3] = -1e200
+    with pytest.raises(LoadError, match=r"magnitude up to 1e\+200.*overflow"):
+        as_table(lone)
 
 
 def test_size_is_checked_before_conversion():
