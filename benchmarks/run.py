@@ -95,6 +95,7 @@ def make_table(n: int, d: int) -> Embedding:
 def cold_page(page: str, table: Embedding) -> AppTest:
     """A fresh session on `page` with `table` loaded and every cache empty, not yet run."""
     st.cache_data.clear()
+    st.cache_resource.clear()
     gc.collect()
     at = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=900)
     at.session_state["posviz.table"] = table

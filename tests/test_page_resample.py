@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from posviz import simulate
 from posviz.resample import resample_grid, resample_length
+from posviz.ui import cache
 
 PAGE = str(Path(__file__).parents[1] / "pages/resample.py")
 
@@ -77,3 +78,29 @@ def test_grid_resampling_keeps_prefix_and_shows_both_mosaics():
     np.testing.assert_array_equal(current.prefix, table.prefix)
     expected = resample_grid(table.values, (6, 6), (9, 4), antialias=False).values
     np.testing.assert_array_equal(current.values, expected)
+
+
+def test_resampled_tables_are_kept_as_objects_and_bounded(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        cache._resample,
+        "resample_length",
+        lambda *a, **k: calls.append(a) or resample_length(*a, **k),
+    )
+    table = simulate.learned_like(40, 8, seed=11)
+    at = run(table)
+    at.run()  # a rerun, e.g. after a widget, does not resample again
+    assert not at.exception, at.exception
+    assert len(calls) == 1
+
+    options = {"method": "linear", "positions": "ends", "reserved": 0}
+    first = cache.resampled_length(table, n_positions=80, **options)
+    # The same object, not an unpickled copy per call: one table's bytes, not two or three.
+    assert cache.resampled_length(table, n_positions=80, **options) is first
+    assert len(calls) == 1
+    for n in range(81, 81 + cache.TABLE_ENTRIES):
+        cache.resampled_length(table, n_positions=n, **options)
+    assert len(calls) == 1 + cache.TABLE_ENTRIES
+    # The oldest entry was dropped: the count, not the results, bounds the memory.
+    assert cache.resampled_length(table, n_positions=80, **options) is not first
+    assert len(calls) == 2 + cache.TABLE_ENTRIES

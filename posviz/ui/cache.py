@@ -2,8 +2,8 @@
 
 Streamlit hashes large arrays by sampling them (two tables could collide), so every wrapper
 takes the whole Embedding and `hash_funcs` reduces it to its digest. Each cached function
-keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, shared by all sessions, so memory
-levels off as users come and go.
+keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, or for resampled tables the latest
+TABLE_ENTRIES, shared by all sessions, so memory levels off as users come and go.
 """
 
 from __future__ import annotations
@@ -65,10 +65,29 @@ def sinusoid_likeness(
     )
 
 
+#: Resampled tables kept per resampling function (see `cached_table`).
+TABLE_ENTRIES = 2
+
+
+def cached_table(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """As `cached`, for functions returning a table: kept as the object, not pickled.
+
+    `st.cache_data` stores a pickled copy and returns a new copy on every hit: two to three
+    copies of a result as large as the table or larger. An Embedding is read-only, so one
+    object can be shared; `st.cache_resource` has no byte bound, so entries are bounded by
+    count: at most `TABLE_ENTRIES` tables of at most MAX_ELEMENTS values each.
+    """
+    return st.cache_resource(
+        max_entries=TABLE_ENTRIES,
+        hash_funcs={Embedding: attrgetter("sha256")},
+        show_spinner=spinner,
+    )
+
+
 # --- compare and resample -------------------------------------------------------------------
 
 
-@cached("Resampling the table…")
+@cached_table("Resampling the table…")
 def resampled_length(
     table: Embedding, *, n_positions: int, method: str, positions: str, reserved: int
 ) -> Embedding:
@@ -78,7 +97,7 @@ def resampled_length(
     return _resample.resampled_table(table, result)
 
 
-@cached("Resampling the grid…")
+@cached_table("Resampling the grid…")
 def resampled_grid(
     table: Embedding, *, grid: tuple[int, int], method: str, antialias: bool
 ) -> Embedding:
