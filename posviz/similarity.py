@@ -103,7 +103,8 @@ class _PreparedTable:
         squares = np.empty(len(values))
         step = max(1, _CHUNK_ELEMENTS // self.shape[1])
         for start in range(0, len(values), step):
-            block = np.array(values[start : start + step], dtype=np.float64) - self.mean
+            block = np.array(values[start : start + step], dtype=np.float64)
+            block -= self.mean
             squares[start : start + step] = np.einsum("ij,ij->i", block, block)
         #: Per row: the factor applied after centring (1 / norm for cosine; a zero row stays 0).
         self.scale = np.ones(len(values))
@@ -402,8 +403,9 @@ def offset_profile(
     pairs = n * (n - 1) / 2
     total = sums[1:].sum()
     g = gram(values, center=center, row_scale=x.scale)
-    # vdot: no squared copy of the Gram matrix, which at 8192 x 4096 is as large as the table.
-    squares = (np.vdot(g, g) - np.sum(x.self_similarity**2)) / 2
+    # norm: no copy of the Gram matrix (as large as a float32 table at 8192 x 4096), where a
+    # square would make one and vdot two (it flattens in C order; the Gram is Fortran-ordered).
+    squares = (np.linalg.norm(g) ** 2 - np.sum(x.self_similarity**2)) / 2
     total_ss = squares - total**2 / pairs
     between = np.sum(sums[1:] ** 2 / count[1:]) - total**2 / pairs
     scale = max(squares, np.finfo(np.float64).tiny)
