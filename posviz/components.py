@@ -108,8 +108,10 @@ def principal_components(
         )
         raise ValueError(msg)
     g = gram(values, center=center)
+    total = np.trace(g)
     size = g.shape[0]
-    lam, vectors = scipy.linalg.eigh(g, subset_by_index=[size - k, size - 1])
+    # Overwritten: a copy would be twice a square float32 table's bytes.
+    lam, vectors = scipy.linalg.eigh(g, subset_by_index=[size - k, size - 1], overwrite_a=True)
     lam, vectors = np.clip(lam[::-1], 0.0, None), vectors[:, ::-1]
     sigma = np.sqrt(lam)
     # The centred table times the eigenvectors, a float64 slice at a time: X V for tall
@@ -127,7 +129,7 @@ def principal_components(
         scores=scores,
         loadings=loadings,
         singular_values=sigma,
-        explained_variance=lam / np.trace(g),
+        explained_variance=lam / total,
         centered=center,
     )
 
