@@ -68,7 +68,8 @@ def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
 def _gram_summary(values: np.ndarray, k: int, *, center: bool) -> tuple[np.ndarray, float, float]:
     """A tall table's top-k components over positions, ``||Xᵀ X||_F`` and ``||X||_F²``."""
     g = gram(values, center=center)
-    return _components(values, g, k, center=center), np.linalg.norm(g), np.trace(g)
+    norm, trace = np.linalg.norm(g), np.trace(g)
+    return _components(values, g, k, center=center), norm, trace
 
 
 def _tall(x: np.ndarray, y: np.ndarray) -> bool:
@@ -86,13 +87,16 @@ def _nuclear_norm(cross: np.ndarray) -> float:
 
 
 def _top_eigenvectors(g: np.ndarray, k: int, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
-    """The k largest eigenvalues of the Gram `g` of a table of `shape`, descending, and vectors."""
+    """The k largest eigenvalues of the Gram `g` of a table of `shape`, descending, and vectors.
+
+    `g` is overwritten: a copy would be twice a square float32 table's bytes.
+    """
     n, d = shape
     if not 1 <= k <= min(n - 1, d):
         msg = f"k = {k} components do not fit a {n} x {d} table; pick 1..{min(n - 1, d)}."
         raise ValueError(msg)
     # Exact top-k of the dense symmetric matrix (LAPACK syevr: one tridiagonalisation).
-    lam, vectors = eigh(g, subset_by_index=[len(g) - k, len(g) - 1])
+    lam, vectors = eigh(g, subset_by_index=[len(g) - k, len(g) - 1], overwrite_a=True)
     if lam[0] <= lam[-1] * len(g) * np.finfo(np.float64).eps:
         msg = f"The table has fewer than k = {k} non-zero components; pick a smaller k."
         raise ValueError(msg)
@@ -249,9 +253,9 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
         xs, ys = _prepared(x, center=center), _prepared(y, center=center)
         gx, gy = xs @ xs.T, ys @ ys.T
         cka = _cka(gx, gy, np.vdot(gx, gy))
+        sq_norm_x, sq_norm_y = np.trace(gx), np.trace(gy)
         ux, uy = _top_eigenvectors(gx, k, x.shape)[1], _top_eigenvectors(gy, k, y.shape)[1]
         nuclear = _nuclear_norm(ys.T @ xs) if same_width else None
-        sq_norm_x, sq_norm_y = np.trace(gx), np.trace(gy)
     return Comparison(
         cka=cka,
         principal_angles=np.sort(subspace_angles(ux, uy)),
