@@ -58,13 +58,7 @@ settings = export.export_settings(
 
 st.header("Spectra", divider=True)
 spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
-left, right = st.columns(2)
-with left:
-    widgets.show_figure(figures.spectra_overlay(spectra), name="compare_spectra", settings=settings)
-with right:
-    widgets.show_figure(
-        figures.cumulative_overlay(spectra), name="compare_cumulative", settings=settings
-    )
+widgets.show_spectra(spectra, name="compare", settings=settings)
 widgets.show_numbers(
     compare.metrics_table(spectra["first"], spectra["second"]),
     name="compare_metrics",

@@ -126,15 +126,7 @@ spectra = {
     "original": cache.spectrum(table, center=center),
     "resampled": cache.spectrum(result, center=center),
 }
-left, right = st.columns(2)
-with left:
-    widgets.show_figure(
-        figures.spectra_overlay(spectra), name="resample_spectra", settings=settings
-    )
-with right:
-    widgets.show_figure(
-        figures.cumulative_overlay(spectra), name="resample_cumulative", settings=settings
-    )
+widgets.show_spectra(spectra, name="resample", settings=settings)
 if table.grid is not None:
     mosaics = {
         "original": cache.grid_similarity(

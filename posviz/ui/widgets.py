@@ -11,9 +11,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import datadir, export, io, simulate
+from posviz import datadir, export, figures, io, simulate
 from posviz.embedding import Embedding, LoadError
 from posviz.report import build_report
+from posviz.spectrum import Spectrum
 from posviz.ui import state
 
 
@@ -89,6 +90,17 @@ def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
                 if browser
                 else "PNG/SVG need Chromium (set BROWSER_PATH); the HTML export works without it.",
             )
+
+
+def show_spectra(spectra: dict[str, Spectrum], *, name: str, settings: dict[str, Any]) -> None:
+    """Two tables' spectra side by side: variance per component, and cumulative."""
+    left, right = st.columns(2)
+    with left:
+        show_figure(figures.spectra_overlay(spectra), name=f"{name}_spectra", settings=settings)
+    with right:
+        show_figure(
+            figures.cumulative_overlay(spectra), name=f"{name}_cumulative", settings=settings
+        )
 
 
 @st.cache_resource
