@@ -178,20 +178,13 @@ st.caption(
     + (" Rows trimmed after the table on loading are not included." * dropped)
 )
 stem = f"{result.name}_{result.shape[0]}"
-left, right = st.columns(2)
-left.download_button(
-    ".safetensors",
-    data=lambda: resample.to_safetensors(result, batch_axis=batch_axis),
-    file_name=f"{stem}.safetensors",
-    mime="application/octet-stream",
-    key="resample.download.safetensors",
-    icon=":material/download:",
-)
-right.download_button(
-    ".npy",
-    data=lambda: resample.to_npy(result, batch_axis=batch_axis),
-    file_name=f"{stem}.npy",
-    mime="application/octet-stream",
-    key="resample.download.npy",
-    icon=":material/download:",
-)
+writers = {".safetensors": resample.to_safetensors, ".npy": resample.to_npy}
+for column, (suffix, write) in zip(st.columns(2), writers.items(), strict=True):
+    column.download_button(
+        suffix,
+        data=lambda write=write: write(result, batch_axis=batch_axis),
+        file_name=f"{stem}{suffix}",
+        mime="application/octet-stream",
+        key=f"resample.download{suffix}",
+        icon=":material/download:",
+    )
