@@ -17,8 +17,9 @@ THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 _SPLIT = 1e-4
 #: Most small values whose eigenvectors come from inverse iteration (see `spectrum`).
 _INVERSE_ITERATION_MAX = 64
-#: Slices the table is read in by :func:`float64_blocks`.
+#: Slices the table is read in by :func:`float64_blocks`, each of at most `_BLOCK_BYTES`.
 N_BLOCKS = 8
+_BLOCK_BYTES = 32 * 2**20
 #: Columns of the Gram matrix mirrored at a time (its upper triangle from the lower).
 _MIRROR_COLUMNS = 256
 
@@ -29,15 +30,16 @@ def float64_blocks(
     """The table in float64 slices, oriented tall and column-centred if asked.
 
     Slices of rows of X when it has at least as many rows as columns, else of rows of X^T
-    (columns of X), `N_BLOCKS` of them: converting and centring a slice at a time makes no
-    float64 copy of the whole table (twice a float32 table's bytes). Always float64: a
-    float32 Gram matrix loses ~1% at 3e-4 of the largest value. `row_scale`, one factor per
-    row of X, multiplies the centred rows (e.g. to unit norm, for cosine similarity).
+    (columns of X), `N_BLOCKS` of them, or more to keep each within 32 MB: converting and
+    centring a slice at a time makes no float64 copy of the whole table (twice a float32
+    table's bytes). Always float64: a float32 Gram matrix loses ~1% at 3e-4 of the largest
+    value. `row_scale`, one factor per row of X, multiplies the centred rows (e.g. to unit
+    norm, for cosine similarity).
     """
     mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(values.shape[1])
     wide = values.shape[0] < values.shape[1]
     tall = values.T if wide else values
-    step = -(-len(tall) // N_BLOCKS)
+    step = min(-(-len(tall) // N_BLOCKS), max(1, _BLOCK_BYTES // (8 * tall.shape[1])))
     for start in range(0, len(tall), step):
         block = np.array(tall[start : start + step], dtype=np.float64)
         block -= mean[start : start + step, None] if wide else mean

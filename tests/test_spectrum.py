@@ -127,3 +127,15 @@ def test_gram_is_the_whole_symmetric_product_across_mirrored_column_blocks(shape
     got = posviz.spectrum.gram(x, center=True)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
     assert np.array_equal(got, got.T)
+
+
+@pytest.mark.parametrize("shape", [(50, 7), (7, 50)], ids=["tall", "wide"])
+def test_blocks_stay_within_the_byte_budget(monkeypatch, shape):
+    # 3 float64 rows of the tall orientation per block, whatever N_BLOCKS allows.
+    monkeypatch.setattr(posviz.spectrum, "_BLOCK_BYTES", 3 * 8 * 7 + 5)
+    x = gaussian(*shape, seed=1).values
+    blocks = list(posviz.spectrum.float64_blocks(x, center=True))
+    assert [len(b) for b in blocks] == [3] * 16 + [2]
+    centred = x.astype(np.float64) - x.astype(np.float64).mean(axis=0)
+    expected = centred if shape == (50, 7) else centred.T
+    np.testing.assert_allclose(np.vstack(blocks), expected, atol=1e-12)
