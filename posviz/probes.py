@@ -21,7 +21,7 @@ from scipy.linalg import (
     solve,
     solve_triangular,
 )
-from scipy.optimize import minimize
+from scipy.optimize import OptimizeResult, minimize
 
 __all__ = [
     "CONTROLS",
@@ -35,6 +35,8 @@ __all__ = [
 
 #: The probed tables, in display order: the table itself and its two no-information controls.
 CONTROLS = ("table", "row-shuffled", "Gaussian")
+#: Principal directions of the rows the relative probe's optimiser rescales.
+_STEEP_DIRECTIONS = 16
 
 
 @dataclass(frozen=True)
@@ -314,11 +316,11 @@ def relative_probe(
     C : float
         Inverse L2 penalty of the logistic regression (unpenalised intercept) on the table
         divided by its overall standard deviation: scikit-learn's
-        ``LogisticRegression(C=C, tol=1e-3)`` objective, minimised by L-BFGS in float32 as
-        its lbfgs solver does (see :func:`_fit_pair_logistic`). With the default C = 0.01
-        the folds converge together in 10-90 steps at 1024 x 768 (C = 1: up to 550 steps,
-        7x longer, on the row-shuffled control; the error rates differ from C = 1's by about
-        a point on simulated tables).
+        ``LogisticRegression(C=C, tol=1e-3)`` objective, minimised by L-BFGS in float32 to
+        its lbfgs solver's stop (see :func:`_fit_pair_logistic`). With the default C = 0.01
+        the folds converge together in 14-20 steps at 1024 x 768 (C = 1: up to 85 steps, on
+        the row-shuffled control; the error rates differ from C = 1's by about a point on
+        simulated tables).
     seed : int
         Seeds the folds and the pairs.
 
@@ -365,6 +367,21 @@ def _pair_scores(
     return scores[i, column] + scores[j, column + 1] + intercept[:, None]
 
 
+def _steep_directions(x: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """About the top-`rank` eigenvalues of ``x.T @ x`` and their (d, rank) eigenvectors.
+
+    A seeded randomised range finder with two power iterations (Halko, Martinsson & Tropp
+    2011): a few products with the table instead of a full eigendecomposition (5 ms against
+    50 ms at 1024 x 768). Approximate, which is enough to steer an optimiser.
+    """
+    width = min(rank + 10, *x.shape)
+    basis = x @ np.random.default_rng(0).standard_normal((x.shape[1], width)).astype(x.dtype)
+    for _ in range(2):
+        basis = np.linalg.qr(x @ (x.T @ basis))[0]
+    _, values, vectors = np.linalg.svd((basis.T @ x).astype(np.float64), full_matrices=False)
+    return values[:rank] ** 2, vectors[:rank].T
+
+
 def _fit_pair_logistic(
     x: np.ndarray, i: np.ndarray, j: np.ndarray, labels: np.ndarray, *, C: float, tol: float = 1e-3
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -372,22 +389,43 @@ def _fit_pair_logistic(
 
     Each fold minimises scikit-learn's ``LogisticRegression(C=C)`` objective, the mean log
     loss over its pairs + ``|w|^2 / (2 C n_pairs)`` (intercept unpenalised), with L-BFGS-B
-    and the options of its lbfgs solver. The folds are independent, so their sum is minimised
-    at once: every step is then two (rows x d) by (d x 2 folds) products, 4x cheaper than a
-    fold at a time (the per-step cost is reading the table), and the stop ``max |gradient| <=
-    tol`` holds for each fold. Returns the (d_model, 2 folds) weights and the intercepts.
+    and the options of its lbfgs solver, to its stop: ``max |gradient| <= tol``. The folds
+    are independent, so their sum is minimised at once: every step is then two (rows x d) by
+    (d x 2 folds) products, 4x cheaper than a fold at a time (the per-step cost is reading
+    the table), and the stop holds for each fold. Returns the (d_model, 2 folds) weights and
+    the intercepts.
+
+    The optimiser runs on ``u`` with ``w = P u``, where P shrinks the rows' top principal
+    directions to the curvature of the rest (same optimum, same stop on w's gradient): a
+    table's few dominant directions otherwise make the problem ill-conditioned. At 1024 x 768
+    the row-shuffled control then takes 10 steps instead of 82, the table 19 instead of 33.
     """
     n, d = x.shape
     folds, m = labels.shape
     penalty = 1.0 / (C * m)
+    # The loss's curvature along eigenvector v_k of x'x at w = 0: each fold's rows are drawn
+    # uniformly, with logistic weight 1/4.
+    eigenvalues, v = _steep_directions(x, _STEEP_DIRECTIONS)
+    curvature = eigenvalues / (4 * n) + penalty
+    shrink = np.sqrt(curvature[-1] / curvature) - 1  # P = I + V diag(shrink) V'
+    grow = 1 / (shrink + 1) - 1  # P^-1 = I + V diag(grow) V'
+
+    def along_steep(a: np.ndarray, factors: np.ndarray) -> np.ndarray:
+        """``(I + V diag(factors) V') a``: P a with `shrink`, P^-1 a with `grow`."""
+        return a + v @ (factors[:, None] * (v.T @ a))
+
+    x_p = x + ((x @ v.astype(x.dtype)) * shrink.astype(x.dtype)) @ v.T.astype(x.dtype)  # x P
     column = 2 * np.arange(folds)[:, None]
     # Flat indices into the (n, 2 folds) gradient of the scores, for np.bincount.
     into_i = (i * 2 * folds + column).ravel()
     into_j = (j * 2 * folds + column + 1).ravel()
+    # The last point evaluated and max |gradient in w| there, for the stop.
+    last: dict[str, np.ndarray | float] = {"point": np.empty(0), "gradient": np.inf}
 
-    def loss_and_gradient(w: np.ndarray) -> tuple[float, np.ndarray]:
-        coef, intercept = w[: d * 2 * folds].reshape(d, 2 * folds), w[d * 2 * folds :]
-        z = _pair_scores(x, coef, intercept, i, j)
+    def loss_and_gradient(point: np.ndarray) -> tuple[float, np.ndarray]:
+        u, intercept = point[: d * 2 * folds].reshape(d, 2 * folds), point[d * 2 * folds :]
+        coef = along_steep(u, shrink)
+        z = _pair_scores(x_p, u, intercept, i, j)
         # log(1 + e^z) and its derivative 1 / (1 + e^-z) from one exp(-|z|), stable for any z
         # and 2.6x faster than np.logaddexp and scipy.special.expit apiece.
         small = np.exp(-np.abs(z))
@@ -395,17 +433,29 @@ def _fit_pair_logistic(
         loss = np.sum(log_loss) / m + penalty / 2 * np.sum(coef**2)
         dz = (np.where(z >= 0, 1.0, small) / (1 + small) - labels).ravel() / m
         dscores = np.bincount(into_i, dz, n * 2 * folds) + np.bincount(into_j, dz, n * 2 * folds)
-        dcoef = x.T @ dscores.reshape(n, 2 * folds).astype(x.dtype) + penalty * coef
-        return loss, np.concatenate([dcoef.ravel(), dz.reshape(folds, m).sum(axis=1)])
+        data = x_p.T @ dscores.reshape(n, 2 * folds).astype(x.dtype)  # P x' dscores
+        d_coef = along_steep(data, grow) + penalty * coef
+        d_intercept = dz.reshape(folds, m).sum(axis=1)
+        last["point"] = point.copy()
+        last["gradient"] = max(np.abs(d_coef).max(), np.abs(d_intercept).max())
+        return loss, np.concatenate([along_steep(d_coef, shrink).ravel(), d_intercept])
+
+    def stop(intermediate_result: OptimizeResult) -> None:
+        # An iteration ends at its last evaluation; if not, wait for the next iteration.
+        if np.array_equal(intermediate_result.x, last["point"]) and last["gradient"] <= tol:
+            raise StopIteration
 
     result = minimize(
         loss_and_gradient,
         np.zeros(d * 2 * folds + folds),
         method="L-BFGS-B",
         jac=True,
-        options={"maxiter": 1000, "maxls": 50, "gtol": tol, "ftol": 64 * np.finfo(float).eps},
+        callback=stop,
+        # The gradient stop is the callback's, on w: L-BFGS-B's own would test u's.
+        options={"maxiter": 1000, "maxls": 50, "gtol": 0.0, "ftol": 64 * np.finfo(float).eps},
     )
-    return result.x[: d * 2 * folds].reshape(d, 2 * folds), result.x[d * 2 * folds :]
+    u = result.x[: d * 2 * folds].reshape(d, 2 * folds)
+    return along_steep(u, shrink), result.x[d * 2 * folds :]
 
 
 def probe_with_controls(

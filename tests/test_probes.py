@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.special import expit
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 
@@ -132,6 +133,22 @@ def test_pair_logistic_fit_is_sklearns_logistic_regression():
         fitted = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
         np.testing.assert_allclose(fitted, reference.coef_[0], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(intercept[fold], reference.intercept_[0], atol=1e-6)
+
+
+def test_pair_logistic_stops_where_scikit_learns_lbfgs_would():
+    # The optimiser steps in rescaled weights; its stop must still be scikit-learn's, on the
+    # gradient in the weights themselves (a looser stop would change the probe's numbers).
+    x = probes._scaled(simulate.learned_like(300, 64, seed=1).values).astype(np.float32)
+    rng = np.random.default_rng(3)
+    i, j = rng.integers(300, size=(2, 3, 800))
+    labels = j > i
+    coef, intercept = probes._fit_pair_logistic(x, i, j, labels, C=0.01, tol=1e-3)
+    for fold in range(3):
+        features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1).astype(np.float64)
+        w = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
+        residual = expit(features @ w + intercept[fold]) - labels[fold]
+        gradient = features.T @ residual / 800 + w / (0.01 * 800)
+        assert max(np.abs(gradient).max(), abs(residual.sum() / 800)) <= 1e-3 * (1 + 1e-4)
 
 
 def test_relative_order_of_a_sinusoidal_table():
