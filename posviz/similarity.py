@@ -312,6 +312,7 @@ def _diagonal_spread(x: _PreparedTable, mean: np.ndarray, max_offset: int) -> np
         if available < width:
             deviation[np.isnan(deviation)] = 0.0
         squares[1:] += deviation.sum(axis=0)
+        del window, rows  # before the next window is made: one float64 window at a time
     return squares
 
 
