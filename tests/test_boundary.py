@@ -154,7 +154,7 @@ def test_position_figure_traces_and_marks():
         "dist_to_mean",
         "residual_norm",
     ]
-    assert all(t.type == "scattergl" and len(t.y) == 300 and t.y.dtype == np.float32 for t in lines)
+    assert all(t.type == "scatter" and len(t.y) == 300 and t.y.dtype == np.float32 for t in lines)
     assert len(marks) == 4  # one per panel
     assert list(marks[0].x) == [0, 299]
     assert fig.layout.xaxis4.title.text == "position p"

@@ -206,7 +206,7 @@ def result():
 def test_trajectory_figure_has_one_line_per_pc_with_its_variance_share(result, overlaid):
     pc, _, _ = result
     fig = figures.pc_trajectories(pc, overlaid=overlaid)
-    assert [t.type for t in fig.data] == ["scattergl"] * 4
+    assert [t.type for t in fig.data] == ["scatter"] * 4
     assert fig.data[0].name == f"PC1 ({pc.explained_variance[0]:.1%})"
     np.testing.assert_array_equal(fig.data[2].y, pc.scores[:, 2].astype(np.float32))
     assert fig.data[2].y.dtype == np.float32

@@ -51,7 +51,7 @@ def test_page_shows_projections_paths_fits_and_likeness(sinusoidal):
     assert len(charts(at)) == 6
     pc = principal_components(table.values, k=6)
     (trajectories,) = titled(at, "Projection on PC 1-6 over position")
-    assert [trace["type"] for trace in trajectories["data"]] == ["scattergl"] * 6
+    assert [trace["type"] for trace in trajectories["data"]] == ["scatter"] * 6
     np.testing.assert_allclose(decode(trajectories["data"][1]["y"]), pc.scores[:, 1], rtol=1e-6)
     assert trajectories["data"][0]["name"] == f"PC1 ({pc.explained_variance[0]:.1%})"
     paths = titled(at, "Path through PC1")
