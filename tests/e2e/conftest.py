@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Locator, Page
 
 ROOT = Path(__file__).parents[2]
 CHROMIUM = Path(os.environ.get("POSVIZ_CHROMIUM", "/usr/bin/chromium"))
@@ -104,10 +104,15 @@ def wait_idle(page: Page, timeout: float = 60_000) -> None:
     page.wait_for_selector(IDLE, timeout=timeout)
 
 
+def report_button(page: Page) -> Locator:
+    """The sidebar card's last element, so the last one app.py draws."""
+    return page.get_by_test_id("stSidebar").get_by_role("button", name="Report (HTML)")
+
+
 def open_page(page: Page, url: str) -> None:
-    """Go to `url` and wait for the whole app script: the sidebar card comes last."""
+    """Go to `url` and wait for the whole app script, up to its last element."""
     page.goto(url)
-    page.get_by_text("Current table").wait_for(timeout=60_000)
+    report_button(page).wait_for(timeout=60_000)
     wait_idle(page)
 
 

@@ -15,7 +15,7 @@ from posviz.export import from_csv
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
 from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
-from tests.e2e.conftest import IDLE, open_page, screenshot, start_server, wait_idle
+from tests.e2e.conftest import IDLE, open_page, report_button, screenshot, start_server, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +33,8 @@ def no_exception(page: Page) -> None:
 
 
 def sidebar_card(page: Page) -> str:
+    """The card's text once it is whole (a rerun may have drawn only part of it yet)."""
+    report_button(page).wait_for()
     return page.get_by_test_id("stSidebar").inner_text()
 
 
@@ -171,7 +173,7 @@ def test_a_deep_link_as_a_fresh_servers_first_request_goes_through_the_router(pa
 def test_report_downloads_and_opens_offline(page: Page, server_url: str, tmp_path: Path):
     open_page(page, server_url)
     with page.expect_download(timeout=120_000) as download_info:
-        page.get_by_test_id("stSidebar").get_by_role("button", name="Report (HTML)").click()
+        report_button(page).click()
     report = tmp_path / "report.html"
     download_info.value.save_as(report)
     # Offline: every request that is not the file itself fails.
