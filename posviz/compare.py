@@ -77,8 +77,9 @@ def _tall(x: np.ndarray, y: np.ndarray) -> bool:
     return len(x) >= max(x.shape[1], y.shape[1])
 
 
-def _cka(gx: np.ndarray, gy: np.ndarray, cross_sq: float) -> float:
-    return float(cross_sq / (np.linalg.norm(gx) * np.linalg.norm(gy)))
+def _cka(cross_sq: float, norm_x: float, norm_y: float) -> float:
+    """||Yᵀ X||_F² / (||Xᵀ X||_F ||Yᵀ Y||_F), from either side's Grams."""
+    return float(cross_sq / (norm_x * norm_y))
 
 
 def _nuclear_norm(cross: np.ndarray) -> float:
@@ -139,11 +140,10 @@ def linear_cka(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
     _check_same_length(x, y)
     if _tall(x, y):
         cross_sq = np.linalg.norm(_product(x, y, center=center)) ** 2
-        norms = [np.linalg.norm(gram(v, center=center)) for v in (x, y)]
-        return float(cross_sq / (norms[0] * norms[1]))
+        return _cka(cross_sq, *(np.linalg.norm(gram(v, center=center)) for v in (x, y)))
     xs, ys = _prepared(x, center=center), _prepared(y, center=center)
     gx, gy = xs @ xs.T, ys @ ys.T
-    return _cka(gx, gy, np.vdot(gx, gy))
+    return _cka(np.vdot(gx, gy), np.linalg.norm(gx), np.linalg.norm(gy))
 
 
 def position_components(values: np.ndarray, k: int, *, center: bool = True) -> np.ndarray:
@@ -248,11 +248,11 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
         del cross  # one d x d matrix at a time: at d = 768 each is 1.5x a 1024-row table
         ux, norm_x, sq_norm_x = _gram_summary(x, k, center=center)
         uy, norm_y, sq_norm_y = _gram_summary(y, k, center=center)
-        cka = float(cross_sq / (norm_x * norm_y))
+        cka = _cka(cross_sq, norm_x, norm_y)
     else:
         xs, ys = _prepared(x, center=center), _prepared(y, center=center)
         gx, gy = xs @ xs.T, ys @ ys.T
-        cka = _cka(gx, gy, np.vdot(gx, gy))
+        cka = _cka(np.vdot(gx, gy), np.linalg.norm(gx), np.linalg.norm(gy))
         sq_norm_x, sq_norm_y = np.trace(gx), np.trace(gy)
         ux, uy = _top_eigenvectors(gx, k, x.shape)[1], _top_eigenvectors(gy, k, y.shape)[1]
         nuclear = _nuclear_norm(ys.T @ xs) if same_width else None
