@@ -96,13 +96,17 @@ def test_entrypoint_serves_and_healthcheck_passes():
     assert subprocess.run(exec_form("HEALTHCHECK"), capture_output=True, check=False).returncode
 
 
-def test_compose_runs_the_image_read_only_with_the_shared_folder():
-    # Read as text: PyYAML is not among the pinned tools.
-    keys = dict(
+def compose_keys() -> dict[str, str]:
+    """compose.yaml's `key: value` lines, read as text: PyYAML is not among the pinned tools."""
+    return dict(
         line.strip().removeprefix("- ").split(": ", 1)
         for line in (ROOT / "compose.yaml").read_text().splitlines()
         if ": " in line and not line.lstrip().startswith("#")
     )
+
+
+def test_compose_runs_the_image_read_only_with_the_shared_folder():
+    keys = compose_keys()
     assert keys["build"] == "."
     assert keys["restart"] == "unless-stopped"
     assert keys["memory"].endswith("G")
