@@ -99,7 +99,7 @@ def make_base_tar(tarball: Path, env: dict[str, str]) -> None:
     if debootstrap is None:
         pytest.fail("debootstrap missing: apt-get install -y debootstrap")
     root = CACHE / "root"
-    shutil.rmtree(root, ignore_errors=True)  # left by a run that was cut short
+    remove_root(root)  # left by a run that was cut short
     packages = "ca-certificates,netbase,tzdata,python3,python3-venv,python3-pip"
     run(
         debootstrap,
@@ -117,7 +117,22 @@ def make_base_tar(tarball: Path, env: dict[str, str]) -> None:
     partial = tarball.with_suffix(".partial")
     run("tar", "--numeric-owner", "-C", root, "-cf", partial, ".", env=env)
     partial.rename(tarball)
-    shutil.rmtree(root)
+    remove_root(root)
+
+
+def remove_root(root: Path) -> None:
+    """Delete a debootstrap root. debootstrap mounts /proc (and in some containers binds /dev
+    entries) inside it: unmount what a killed run left there, and never delete through a mount."""
+
+    def mounted() -> list[str]:
+        points = (line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines())
+        return sorted((point for point in points if point.startswith(f"{root}/")), reverse=True)
+
+    for point in mounted():
+        subprocess.run(["umount", "--lazy", point], check=False)
+    if left := mounted():
+        pytest.fail(f"still mounted, so not deleted: {left}")
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass
