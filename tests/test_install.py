@@ -1,0 +1,223 @@
+"""posviz as a new user gets it: a wheel built from this tree, installed into a fresh venv.
+
+Offline: the wheel is built with the installed hatchling (no build isolation) and installed
+without dependencies into a venv that sees the already-installed ones. Timings, the wheel's
+size and its file list go to artifacts/install.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from playwright.sync_api import Page
+from safetensors.numpy import save_file
+
+from posviz.simulate import sinusoidal_table
+from posviz.spectrum import spectrum
+from tests.e2e.conftest import (  # noqa: F401 -- the browser fixtures: Debian's chromium
+    ARTIFACTS,
+    CHROMIUM,
+    browser_context_args,
+    browser_type_launch_args,
+    free_port,
+    open_page,
+    screenshot,
+)
+
+ROOT = Path(__file__).parents[1]
+# The checkpoint the commands open: a token table beside the position table, so the position
+# table must be found by name.
+POSITIONS = sinusoidal_table(96, 32).astype(np.float32)
+
+
+@dataclass
+class Install:
+    wheel: Path
+    bin: Path
+    workdir: Path
+    checkpoint: Path
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def run(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        """Run a command from the venv, in a folder outside the clone, timed by its name."""
+        start = time.perf_counter()
+        result = subprocess.run(
+            [str(self.bin / args[0]), *args[1:]],
+            cwd=self.workdir,
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+            **kwargs,
+        )
+        self.timings[" ".join(args[:2])] = round(time.perf_counter() - start, 2)
+        return result
+
+
+def _clean_env() -> dict[str, str]:
+    """This environment without anything that would put the clone's posviz on the path."""
+    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "POSVIZ_OPEN"}}
+
+
+def _timed(timings: dict[str, float], name: str, command: list[str | Path]) -> None:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, env=_clean_env())
+    timings[name] = round(time.perf_counter() - start, 2)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Install:
+    root = tmp_path_factory.mktemp("install")
+    timings: dict[str, float] = {}
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _timed(
+        timings,
+        "build wheel",
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", root, ROOT],
+    )
+    (wheel,) = root.glob("posviz-*.whl")
+    venv = root / "venv"
+    _timed(
+        timings,
+        "create venv",
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv],
+    )
+    # The venv's python runs the system's pip (it sees system site-packages) and installs
+    # into the venv; --ignore-installed even if a posviz is installed system-wide.
+    venv_pip = [venv / "bin" / "python", *pip[1:]]
+    _timed(
+        timings,
+        "pip install wheel",
+        [*venv_pip, "install", "--no-deps", "--no-index", "--ignore-installed", wheel],
+    )
+    workdir = root / "work"
+    workdir.mkdir()
+    checkpoint = workdir / "model.safetensors"
+    tokens = np.random.default_rng(0).standard_normal((200, 32)).astype(np.float32)
+    save_file({"wte.weight": tokens, "wpe.weight": POSITIONS}, checkpoint)
+    return Install(wheel, venv / "bin", workdir, checkpoint, timings)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def record(installed: Install):
+    yield
+    with zipfile.ZipFile(installed.wheel) as archive:
+        names = archive.namelist()
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "install.json").write_text(
+        json.dumps(
+            {
+                "wheel": installed.wheel.name,
+                "wheel_bytes": installed.wheel.stat().st_size,
+                "timings_s": installed.timings,
+                "files": names,
+            },
+            indent=1,
+        )
+    )
+
+
+def test_the_wheel_carries_the_package_and_the_app_and_nothing_else(installed: Install):
+    with zipfile.ZipFile(installed.wheel) as archive:
+        names = set(archive.namelist())
+    tracked = subprocess.run(
+        ["git", "ls-files", "posviz", "app.py", "pages", ".streamlit"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    packed = {name if name.startswith("posviz/") else f"posviz/_app/{name}" for name in tracked}
+    metadata = {name for name in names if name.startswith("posviz-") and ".dist-info/" in name}
+    assert names - metadata == packed
+    assert {name.split("/")[-1] for name in metadata} == {
+        "METADATA",
+        "WHEEL",
+        "entry_points.txt",
+        "RECORD",
+    }
+    assert "posviz/_app/.streamlit/config.toml" in names
+    assert installed.wheel.stat().st_size < 200_000
+
+
+def test_help_and_version_from_the_console_script(installed: Install):
+    text = installed.run("posviz", "--help").stdout
+    assert "serve" in text
+    assert "posviz serve model.safetensors" in text  # the examples
+    assert installed.run("posviz", "--version").stdout == "posviz 0.1.0\n"
+
+
+def test_summary_from_the_console_script_gives_the_numbers_of_the_position_table(
+    installed: Install,
+):
+    out = installed.run("posviz", "summary", installed.checkpoint.name, "--json").stdout
+    record = json.loads(out)
+    expected = spectrum(POSITIONS)
+    assert (record["tensor"], record["shape"], record["dtype"]) == ("wpe.weight", [96, 32], "F32")
+    assert {k: record[k] for k in expected.metrics()} == expected.metrics()
+    assert record["singular_values"] == expected.singular_values[:10].tolist()
+
+
+def test_import_posviz_in_the_venv_loads_no_streamlit_and_finds_the_packed_app(
+    installed: Install,
+):
+    code = (
+        "import sys, posviz, posviz.cli; "
+        "print(posviz.__file__, posviz.cli._app_path(), "
+        "'streamlit' in sys.modules, 'plotly' in sys.modules)"
+    )
+    module, app, streamlit, plotly = installed.run("python", "-c", code).stdout.split()
+    site = installed.bin.parent / "lib"
+    assert Path(module).is_relative_to(site)
+    assert Path(app) == Path(module).parent / "_app" / "app.py"
+    assert (streamlit, plotly) == ("False", "False")
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no browser at {CHROMIUM}")
+def test_posviz_serve_opens_the_app_on_the_file(installed: Install, page: Page):
+    port = free_port()
+    start = time.perf_counter()
+    server = subprocess.Popen(
+        [installed.bin / "posviz", "serve", installed.checkpoint.name, "--port", str(port)],
+        cwd=installed.workdir,
+        env=_clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                assert server.poll() is None, "posviz serve exited during start-up"
+                assert time.monotonic() < deadline, "no answer on /_stcore/health in 60 s"
+                time.sleep(0.3)
+        installed.timings["posviz serve: health ok"] = round(time.perf_counter() - start, 2)
+        open_page(page, url)
+        installed.timings["posviz serve: page drawn"] = round(time.perf_counter() - start, 2)
+        card = page.get_by_test_id("stSidebar").inner_text()
+        assert "wpe.weight" in card
+        assert "96 positions x 32 dims" in card
+        assert "model.safetensors" in card
+        rank = page.get_by_test_id("stMetric").filter(has_text="effective rank").inner_text()
+        assert f"{spectrum(POSITIONS).effective_rank:.2f}" in rank
+        screenshot(page, "posviz-serve")
+    finally:
+        server.terminate()
+        out, _ = server.communicate(timeout=20)
+    assert out.startswith("posviz serve: wpe.weight, 96 x 32, model.safetensors\n")
