@@ -76,7 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
         "other option is passed to `streamlit run` (e.g. --server.maxUploadSize=200).",
     )
     serve.add_argument(
-        "table", nargs="?", metavar="PATH | hf:REPO_ID[@REV]", help="table to open (default: none)"
+        "table",
+        nargs="?",
+        metavar="PATH | hf:REPO_ID[@REV]",
+        help="table to open (default: the app's simulated table)",
     )
     serve.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     serve.add_argument(
