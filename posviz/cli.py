@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -130,21 +131,21 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from streamlit.web import cli as streamlit_cli  # the server: only for `serve`
-
     if args.table:
         ref = args.table if args.table.startswith("hf:") else os.path.abspath(args.table)
         table = load_table(ref)  # a refused file fails here, not in the browser
         os.environ[SERVED_TABLE] = ref
         print(f"posviz serve: {table.name}, {table.shape[0]} x {table.shape[1]}, {table.source}")
+    # Options given later win in Streamlit's parser: the user's passed-on ones override these.
     options = [f"--server.port={args.port}", f"--server.address={args.host}"]
-    # Options given later win in click, so the user's pass-through ones override these.
-    streamlit_cli.main(
-        ["run", str(_app_path()), *options, *args.streamlit_options],
-        prog_name="posviz serve",
-        standalone_mode=False,
-    )
-    return 0
+    command = [sys.executable, "-m", "streamlit", "run", str(_app_path()), *options]
+    command += args.streamlit_options
+    if os.name == "nt":  # no exec on Windows: wait for the server instead
+        return subprocess.call(command)
+    sys.stdout.flush()
+    # The server replaces this process (signals reach it directly), so nothing here imports
+    # Streamlit: only posviz.ui does.
+    os.execv(sys.executable, command)
 
 
 def _app_path() -> Path:

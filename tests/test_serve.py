@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
-from streamlit.web import cli as streamlit_cli
 
 import posviz
 from posviz.cli import SERVED_TABLE, main
@@ -19,11 +18,21 @@ from posviz.simulate import sinusoidal_table
 ROOT = Path(__file__).parents[1]
 
 
+class Started(Exception):
+    """Raised where `posviz serve` would have become the Streamlit server."""
+
+
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The argument lists `posviz serve` starts Streamlit with (no server is started)."""
+    """The commands `posviz serve` would replace itself with (no server is started)."""
     calls: list[list[str]] = []
-    monkeypatch.setattr(streamlit_cli, "main", lambda args, **_: calls.append(args))
+
+    def execv(path: str, argv: list[str]) -> None:
+        assert path == sys.executable
+        calls.append(argv)
+        raise Started
+
+    monkeypatch.setattr(os, "execv", execv)
     # serve sets the variable itself: record it (set, then deleted) so teardown removes it.
     monkeypatch.setenv(SERVED_TABLE, "")
     monkeypatch.delenv(SERVED_TABLE)
@@ -44,9 +53,13 @@ def test_serve_names_the_file_by_absolute_path_and_passes_streamlit_options_on(
     capsys: pytest.CaptureFixture[str],
 ):
     monkeypatch.chdir(table_file.parent)
-    assert main(["serve", "wpe.npy", "--port", "8999", "--server.maxUploadSize=50"]) == 0
+    with pytest.raises(Started):
+        main(["serve", "wpe.npy", "--port", "8999", "--server.maxUploadSize=50"])
     assert started == [
         [
+            sys.executable,
+            "-m",
+            "streamlit",
             "run",
             str(ROOT / "app.py"),  # a clone's; an installed wheel's is posviz/_app/app.py
             "--server.port=8999",
@@ -59,8 +72,9 @@ def test_serve_names_the_file_by_absolute_path_and_passes_streamlit_options_on(
 
 
 def test_serve_without_a_table_starts_the_app_on_its_default(started: list[list[str]]):
-    assert main(["serve", "--host", "0.0.0.0"]) == 0
-    assert started[0][2:] == ["--server.port=8501", "--server.address=0.0.0.0"]
+    with pytest.raises(Started):
+        main(["serve", "--host", "0.0.0.0"])
+    assert started[0][5:] == ["--server.port=8501", "--server.address=0.0.0.0"]
     assert SERVED_TABLE not in os.environ
 
 
@@ -83,7 +97,8 @@ def test_serve_passes_a_hub_reference_on_unchanged(
     )
     monkeypatch.setitem(sys.modules, "posviz.hub", fake)
     monkeypatch.setattr(posviz, "hub", fake, raising=False)
-    assert main(["serve", "hf:org/model@v2"]) == 0
+    with pytest.raises(Started):
+        main(["serve", "hf:org/model@v2"])
     assert os.environ[SERVED_TABLE] == "hf:org/model@v2"
 
 
