@@ -7,20 +7,26 @@ size and its file list go to artifacts/install.json.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import zipfile
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pytest
 from playwright.sync_api import Page
-from safetensors.numpy import save_file
+from safetensors.numpy import save, save_file
 
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
@@ -103,9 +109,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Install:
     workdir = root / "work"
     workdir.mkdir()
     checkpoint = workdir / "model.safetensors"
-    tokens = np.random.default_rng(0).standard_normal((200, 32)).astype(np.float32)
-    save_file({"wte.weight": tokens, "wpe.weight": POSITIONS}, checkpoint)
+    save_file(_tensors(), checkpoint)
     return Install(wheel, venv / "bin", workdir, checkpoint, timings)
+
+
+def _tensors() -> dict[str, np.ndarray]:
+    tokens = np.random.default_rng(0).standard_normal((200, 32)).astype(np.float32)
+    return {"wte.weight": tokens, "wpe.weight": POSITIONS}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -185,13 +195,30 @@ def test_import_posviz_in_the_venv_loads_no_streamlit_and_finds_the_packed_app(
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no browser at {CHROMIUM}")
-def test_posviz_serve_opens_the_app_on_the_file(installed: Install, page: Page):
+@pytest.mark.parametrize(
+    ("table", "source"), [("model.safetensors", "model.safetensors"), ("hf:org/tiny", "org/tiny")]
+)
+def test_posviz_serve_opens_the_app_on_the_table(
+    installed: Install, page: Page, tmp_path: Path, table: str, source: str
+):
+    env = _clean_env()
+    if table.startswith("hf:"):
+        if importlib.util.find_spec("posviz.hub") is None:
+            pytest.skip("posviz.hub comes with the Hub loader")
+        files = {"model.safetensors": save(_tensors()), "config.json": b'{"model_type": "gpt2"}'}
+        hub, hub_url = _serve_hub_repo("org/tiny", files)
+        env |= {
+            "HF_ENDPOINT": hub_url,
+            "HF_HOME": str(tmp_path / "hf"),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "POSVIZ_HUB_CACHE": str(tmp_path / "hub-cache"),
+        }
     port = free_port()
     start = time.perf_counter()
     server = subprocess.Popen(
-        [installed.bin / "posviz", "serve", installed.checkpoint.name, "--port", str(port)],
+        [installed.bin / "posviz", "serve", table, "--port", str(port)],
         cwd=installed.workdir,
-        env=_clean_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -207,17 +234,93 @@ def test_posviz_serve_opens_the_app_on_the_file(installed: Install, page: Page):
                 assert server.poll() is None, "posviz serve exited during start-up"
                 assert time.monotonic() < deadline, "no answer on /_stcore/health in 60 s"
                 time.sleep(0.3)
-        installed.timings["posviz serve: health ok"] = round(time.perf_counter() - start, 2)
+        installed.timings[f"serve {table}: health ok"] = round(time.perf_counter() - start, 2)
         open_page(page, url)
-        installed.timings["posviz serve: page drawn"] = round(time.perf_counter() - start, 2)
+        installed.timings[f"serve {table}: page drawn"] = round(time.perf_counter() - start, 2)
         card = page.get_by_test_id("stSidebar").inner_text()
         assert "wpe.weight" in card
         assert "96 positions x 32 dims" in card
-        assert "model.safetensors" in card
+        assert source in card
         rank = page.get_by_test_id("stMetric").filter(has_text="effective rank").inner_text()
         assert f"{spectrum(POSITIONS).effective_rank:.2f}" in rank
-        screenshot(page, "posviz-serve")
+        screenshot(page, f"posviz-serve-{source.replace('/', '-')}")
     finally:
         server.terminate()
         out, _ = server.communicate(timeout=20)
-    assert out.startswith("posviz serve: wpe.weight, 96 x 32, model.safetensors\n")
+        if table.startswith("hf:"):
+            hub.shutdown()
+    assert out.startswith("posviz serve: wpe.weight, 96 x 32, ")
+
+
+def _serve_hub_repo(repo: str, files: dict[str, bytes]) -> tuple[ThreadingHTTPServer, str]:
+    """A Hub on 127.0.0.1 holding one model repo at one commit (any revision resolves to it).
+
+    It answers what huggingface_hub asks for (checked with model_info, hf_hub_download,
+    get_safetensors_metadata and HfFileSystem): model info, file listings, and file downloads
+    with the commit and ETag headers, honouring Range.
+    """
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    entries = [
+        {"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+        for name, data in files.items()
+    ]
+    info = {
+        "id": repo,
+        "modelId": repo,
+        "sha": commit,
+        "private": False,
+        "gated": False,
+        "siblings": [{"rfilename": name} for name in files],
+    }
+    name = re.escape(repo)
+    api = re.compile(rf"/api/models/{name}(?:/revision/[^/]+)?")
+    tree = re.compile(rf"/api/models/{name}/(?:tree|paths-info)/[^/]+(?:/.*)?")
+    resolve = re.compile(rf"/{name}/resolve/[^/]+/(.+)")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = unquote(urlsplit(self.path).path)
+            listing = info if api.fullmatch(path) else entries if tree.fullmatch(path) else None
+            if listing is not None:
+                self.send(200, json.dumps(listing).encode(), {"Content-Type": "application/json"})
+                return
+            found = resolve.fullmatch(path)
+            if not found or found[1] not in files:
+                self.send(404, b"not found", {"X-Error-Code": "EntryNotFound"})
+                return
+            data = files[found[1]]
+            headers = {
+                "X-Repo-Commit": commit,
+                "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                "Accept-Ranges": "bytes",
+            }
+            span = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+            if not span:
+                self.send(200, data, headers)
+                return
+            first = int(span[1])
+            stop = min(int(span[2]) + 1 if span[2] else len(data), len(data))
+            headers["Content-Range"] = f"bytes {first}-{stop - 1}/{len(data)}"
+            self.send(206, data[first:stop], headers)
+
+        do_HEAD = do_GET
+
+        def do_POST(self) -> None:  # paths-info
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
