@@ -28,6 +28,8 @@ import pytest
 from playwright.sync_api import Page
 from safetensors.numpy import save, save_file
 
+from posviz import __version__
+from posviz.cli import SERVED_TABLE
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
 from tests.e2e.conftest import (  # noqa: F401 -- the browser fixtures: Debian's chromium
@@ -54,7 +56,7 @@ class Install:
     checkpoint: Path
     timings: dict[str, float] = field(default_factory=dict)
 
-    def run(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run a command from the venv, in a folder outside the clone, timed by its name."""
         start = time.perf_counter()
         result = subprocess.run(
@@ -64,7 +66,6 @@ class Install:
             capture_output=True,
             text=True,
             check=True,
-            **kwargs,
         )
         self.timings[" ".join(args[:2])] = round(time.perf_counter() - start, 2)
         return result
@@ -72,7 +73,7 @@ class Install:
 
 def _clean_env() -> dict[str, str]:
     """This environment without anything that would put the clone's posviz on the path."""
-    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "POSVIZ_OPEN"}}
+    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", SERVED_TABLE}}
 
 
 def _timed(timings: dict[str, float], name: str, command: list[str | Path]) -> None:
@@ -164,7 +165,7 @@ def test_help_and_version_from_the_console_script(installed: Install):
     text = installed.run("posviz", "--help").stdout
     assert "serve" in text
     assert "posviz serve model.safetensors" in text  # the examples
-    assert installed.run("posviz", "--version").stdout == "posviz 0.1.0\n"
+    assert installed.run("posviz", "--version").stdout == f"posviz {__version__}\n"
 
 
 def test_summary_from_the_console_script_gives_the_numbers_of_the_position_table(
