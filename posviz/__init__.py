@@ -1,10 +1,23 @@
 """posviz: an interactive microscope for transformer position embeddings.
 
-The core (everything but ``posviz.ui``) is plain numpy/scipy and never imports Streamlit.
+The core (everything but ``posviz.ui``) is plain numpy/scipy and never imports Streamlit. In a
+notebook (docs/python-api.md has a worked example)::
+
+    import posviz
+
+    table = posviz.load("model.safetensors")  # or "hf:openai-community/gpt2"
+    s = posviz.spectrum.spectrum(table.values)  # one module per question
+    s.metrics()["effective_rank"]
+    posviz.figures.singular_values(s)  # a plotly Figure, shown inline
+
+The analysis modules (``spectrum``, ``similarity``, ``components``, ``boundary``, ``probes``,
+``compare``, ``resample``), ``simulate`` and ``figures`` are imported on first use, so
+``import posviz`` loads neither Plotly nor Streamlit.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
 # numpy and scipy each bundle an OpenBLAS whose idle threads spin for 2^28 cycles (~0.1 s)
@@ -15,7 +28,79 @@ import os
 # beat one for the probes and compare() too (1024 x 768: 0.33 vs 0.37 s, 0.19 vs 0.24 s).
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
+from posviz import io
 from posviz.embedding import Embedding, LoadError
+from posviz.io import list_tensors
 
 __version__ = "0.1.0"
-__all__ = ["Embedding", "LoadError", "__version__"]
+__all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load"]
+
+#: Submodules reachable as ``posviz.<name>`` after a plain ``import posviz``.
+_LAZY = frozenset(
+    {
+        "boundary",
+        "compare",
+        "components",
+        "export",
+        "figures",
+        "probes",
+        "report",
+        "resample",
+        "similarity",
+        "simulate",
+        "spectrum",
+    }
+)
+
+
+def load(
+    source: str | os.PathLike,
+    *,
+    tensor: str | None = None,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+) -> Embedding:
+    """A position table from a file, or from a model on the Hugging Face Hub.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A path to a .npy, .npz, .safetensors, .csv, .tsv or .txt file, or
+        ``"hf:REPO_ID[@REVISION]"`` for a model on the Hub (only the safetensors header and
+        the one tensor are fetched). Pickle-based checkpoints are refused, never unpickled.
+    tensor : str, optional
+        Tensor to read; by default the position table detected by name and shape.
+    row_start, row_stop : int
+        Rows kept, ``[row_start, row_stop)``: e.g. ``row_start=1`` drops a ViT class token.
+    grid : tuple of (int, int), optional
+        (height, width) when the kept rows are a row-major ViT patch grid.
+
+    Returns
+    -------
+    Embedding
+        ``.values`` is the ndarray of shape (n_positions, d_model) to analyse.
+
+    Raises
+    ------
+    LoadError
+        If the file or model is refused or no tensor can be chosen; the message says why and
+        what to do (e.g. the candidate tensors to pass as `tensor`).
+    """
+    options = {"tensor": tensor, "row_start": row_start, "row_stop": row_stop, "grid": grid}
+    if isinstance(source, str) and source.startswith("hf:"):
+        from posviz import hub  # the Hub client loads only when a model is asked for
+
+        return hub.load(source, **options)
+    return io.load(source, **options)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -1,11 +1,16 @@
-"""A position table's headline numbers or its full report, from `python -m posviz`."""
+"""The `posviz` command: a table's headline numbers, its full report, or the app opened on it."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
+from posviz import __version__
+from posviz import load as load_table
 from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors, load, suggest_trim
 from posviz.spectrum import THRESHOLDS, Spectrum, spectrum
@@ -14,13 +19,26 @@ __all__ = ["build_parser", "main"]
 
 #: Singular values printed and exported.
 N_SINGULAR_VALUES = 10
+#: The environment variable naming the table `posviz serve` opens (read by posviz.ui.state).
+SERVED_TABLE = "POSVIZ_OPEN"
+
+EXAMPLES = """examples:
+  posviz serve model.safetensors               the app in a browser, opened on that table
+  posviz serve hf:openai-community/gpt2 --port 8502 --host 0.0.0.0
+  posviz summary wpe.npy --json                headline numbers as one JSON object
+  posviz report vit.safetensors --drop-prefix 1 -o report.html
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The `posviz` parser; each subcommand sets ``run(args) -> exit code``."""
     parser = argparse.ArgumentParser(
-        prog="posviz", description="Analyse a transformer position-embedding table."
+        prog="posviz",
+        description="Analyse a transformer position-embedding table.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"posviz {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     table = argparse.ArgumentParser(add_help=False)  # how every command picks its table
     table.add_argument("path", metavar="PATH", help=".npy, .npz, .safetensors, .csv/.tsv/.txt")
@@ -52,12 +70,33 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML to write")
     report.add_argument("--seed", type=int, default=0, help="seed of controls and probes")
     report.set_defaults(run=_report)
+    serve = commands.add_parser(
+        "serve",
+        help="start the app, opened on a table (PATH or hf:REPO_ID[@REVISION])",
+        description="Start the posviz app, opened on the table given (checked first); any "
+        "other option is passed to `streamlit run` (e.g. --server.maxUploadSize=200).",
+    )
+    serve.add_argument(
+        "table",
+        nargs="?",
+        metavar="PATH | hf:REPO_ID[@REV]",
+        help="table to open (default: the app's simulated table)",
+    )
+    serve.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)"
+    )
+    serve.set_defaults(run=_serve)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 when the file is refused)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, passed_on = parser.parse_known_args(argv)  # `serve` passes them to Streamlit
+    if passed_on and args.command != "serve":
+        parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
+    args.streamlit_options = passed_on
     try:
         return args.run(args)
     except LoadError as exc:
@@ -89,6 +128,31 @@ def _report(args: argparse.Namespace) -> int:
         f"wrote {args.output} ({len(html) / 2**20:.1f} MiB): {table.name}, {table.describe_rows()}"
     )
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.table:
+        ref = args.table if args.table.startswith("hf:") else os.path.abspath(args.table)
+        table = load_table(ref)  # a refused file fails here, not in the browser
+        os.environ[SERVED_TABLE] = ref
+        print(f"posviz serve: {table.name}, {table.shape[0]} x {table.shape[1]}, {table.source}")
+    # Options given later win in Streamlit's parser: the user's passed-on ones override these.
+    options = [f"--server.port={args.port}", f"--server.address={args.host}"]
+    command = [sys.executable, "-m", "streamlit", "run", str(_app_path()), *options]
+    command += args.streamlit_options
+    if os.name == "nt":  # no exec on Windows: wait for the server instead
+        return subprocess.call(command)
+    sys.stdout.flush()
+    # The server replaces this process (signals reach it directly), so nothing here imports
+    # Streamlit: only posviz.ui does.
+    os.execv(sys.executable, command)
+
+
+def _app_path() -> Path:
+    """app.py: packed into posviz/_app in a wheel, at the top of a clone."""
+    here = Path(__file__).parent
+    packed = here / "_app" / "app.py"
+    return packed if packed.exists() else here.parent / "app.py"
 
 
 def _trim_hint(args: argparse.Namespace, table: Embedding) -> str:

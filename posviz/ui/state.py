@@ -7,11 +7,14 @@ so a link reopens the same table; an uploaded one cannot be shared that way and 
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 import streamlit as st
 
+import posviz
 from posviz import simulate
+from posviz.cli import SERVED_TABLE
 from posviz.embedding import Embedding
 
 #: The table every page analyses, and the Compare page's second table.
@@ -26,12 +29,25 @@ _DEFAULTS = {
 
 
 def current(slot: str = PRIMARY) -> Embedding:
-    """The table in `slot`; on first use the one the URL names, else a simulated default."""
+    """The table in `slot`; on first use the one the URL names, else the one `posviz serve`
+    was started on, else a simulated default."""
     if slot not in st.session_state:
         kind, options = _DEFAULTS[slot]
-        linked = _from_url() if slot == PRIMARY else None
+        linked = (_from_url() or _served()) if slot == PRIMARY else None
         st.session_state[slot] = linked or simulate.GENERATORS[kind](**options)
     return st.session_state[slot]
+
+
+def _served() -> Embedding | None:
+    """The table `posviz serve PATH` names in the environment, loaded as an upload would be."""
+    ref = os.environ.get(SERVED_TABLE)
+    if not ref:
+        return None
+    try:
+        return posviz.load(ref)
+    except ValueError as error:  # LoadError included: the file changed since the server started
+        st.warning(f"{ref} was not opened ({error}); showing the default table.")
+        return None
 
 
 def set_table(table: Embedding, slot: str = PRIMARY) -> None:
