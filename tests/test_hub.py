@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +15,12 @@ import pytest
 from safetensors.numpy import save, save_file
 
 from posviz import hub, io
+from posviz.cli import main
 from posviz.embedding import LoadError
 from tests import fakehub
 from tests.fakehub import TOKEN, FakeHub
 
+ROOT = Path(__file__).parents[1]
 RNG = np.random.default_rng(0)
 WPE = RNG.standard_normal((64, 16)).astype(np.float32)
 WTE = RNG.standard_normal((100, 16)).astype(np.float32)
@@ -308,3 +312,41 @@ def test_a_tampered_cache_entry_is_not_used(fake_hub):
     for path in Path(hub.cache_dir(), "tensors").iterdir():
         path.write_bytes(b"short")
     np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def test_cli_summary_of_a_hub_model_equals_the_local_files(fake_hub, tmp_path, capsys):
+    gpt2_repo(fake_hub)
+    save_file(GPT2, tmp_path / "model.safetensors")
+    assert main(["summary", str(tmp_path / "model.safetensors"), "--json"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main(["summary", "hf:acme/gpt2@main", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == local
+
+
+def test_cli_hints_the_class_token_of_a_hub_vit(fake_hub, capsys):
+    pos_embed = RNG.standard_normal((1, 17, 8)).astype(np.float32)
+    fake_hub.add("acme/vit", {"model.safetensors": save({"vit.embeddings.pos_embed": pos_embed})})
+    assert main(["summary", "hf://acme/vit"]) == 0
+    out = capsys.readouterr().out
+    assert "1 class token + 4x4 patch grid; pass --drop-prefix 1" in out
+    assert "hf:acme/vit@main · commit" in out
+
+
+def test_cli_refuses_a_pickle_only_repo_with_exit_2(fake_hub, capsys):
+    fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
+    assert main(["summary", "hf:acme/old"]) == 2
+    assert "only pickle-based weights" in capsys.readouterr().err
+
+
+def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
+    gpt2_repo(fake_hub)
+    out = tmp_path / "report.html"
+    args = ["report", "hf:acme/gpt2", "--tensor", "transformer.wpe.weight", "-o", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "posviz", *args], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hf:acme/gpt2@main · commit" in out.read_text()
