@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
 
+import numpy as np
 import pytest
 
 #: The token the fake Hub accepts for gated repos.
@@ -195,3 +198,25 @@ def hub_environment(url: str, tmp_path: Path) -> dict[str, str]:
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "POSVIZ_HUB_CACHE": str(tmp_path / "posviz-hub"),
     }
+
+
+def sparse_checkpoint(
+    path: Path, tensors: dict[str, np.ndarray], filler: dict[str, tuple[int, ...]]
+) -> Path:
+    """A safetensors file holding `tensors` and float32 `filler` tensors of the given shapes,
+    written sparse (the filler is never written), so a 500 MB checkpoint costs a few MB."""
+    shapes = {name: (list(a.shape), a.nbytes) for name, a in tensors.items()}
+    shapes |= {name: (list(shape), 4 * math.prod(shape)) for name, shape in filler.items()}
+    header, offset = {}, 0
+    for name, (shape, nbytes) in shapes.items():
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header).encode()
+    with path.open("wb") as file:
+        file.write(struct.pack("<Q", len(text)) + text)
+        start = file.tell()
+        for name, array in tensors.items():
+            file.seek(start + header[name]["data_offsets"][0])
+            file.write(np.ascontiguousarray(array, dtype="<f4").tobytes())
+        file.truncate(start + offset)
+    return path
