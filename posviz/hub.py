@@ -16,6 +16,7 @@ import json
 import os
 import re
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -116,10 +117,8 @@ class HubModel:
     @property
     def infos(self) -> list[io.TensorInfo]:
         """The tensors, as :func:`posviz.io.list_tensors` lists a file's."""
-        return [
-            io.TensorInfo(name, tuple(entry["shape"]), entry["dtype"])
-            for name, entry in ((name, self.entry(name)) for name in self.tensors)
-        ]
+        entries = {name: self.entry(name) for name in self.tensors}
+        return [io.TensorInfo(k, tuple(e["shape"]), e["dtype"]) for k, e in entries.items()]
 
     def entry(self, name: str) -> dict:
         """The checked header entry of tensor `name` (dtype, shape, data_offsets)."""
@@ -604,13 +603,17 @@ def cache_dir() -> Path:
 
 
 def cache_limit() -> int:
-    """POSVIZ_HUB_CACHE_SIZE in bytes ("1GB", "500MB", "0" for no cache).
+    """POSVIZ_HUB_CACHE_SIZE in bytes."""
+    return parse_size(os.environ.get("POSVIZ_HUB_CACHE_SIZE", DEFAULT_CACHE_SIZE))
 
-    >>> os.environ["POSVIZ_HUB_CACHE_SIZE"] = "250MB"; cache_limit()
-    250000000
-    >>> del os.environ["POSVIZ_HUB_CACHE_SIZE"]
+
+def parse_size(text: str) -> int:
+    """Bytes in a size like ``1GB``, ``250MB``, ``64kB`` or ``0`` (decimal units).
+
+    >>> parse_size("250MB"), parse_size("1.5GB"), parse_size("0")
+    (250000000, 1500000000, 0)
     """
-    text = os.environ.get("POSVIZ_HUB_CACHE_SIZE", DEFAULT_CACHE_SIZE).strip().upper()
+    text = text.strip().upper()
     match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?B?)", text)
     if not match:
         msg = f"POSVIZ_HUB_CACHE_SIZE={text!r} is not a size like 500MB or 1GB."
@@ -684,7 +687,7 @@ class _Cache:
         path = self._path(kind, *key)
         with suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.partial")
+            partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.partial")
             partial.write_bytes(data)
             os.replace(partial, path)
             self._evict()
