@@ -17,6 +17,7 @@ import os
 import re
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ SUGGESTED_MODELS = (
 )
 #: Seconds without a byte from the Hub before a request is given up.
 TIMEOUT = 10.0
+#: Slowest transfer accepted after the first TIMEOUT seconds: a server that trickles bytes
+#: just under TIMEOUT apart is given up too, instead of holding the page for hours.
+MIN_BYTES_PER_SECOND = 20_000
 #: JSON files read whole (config.json, the shard index, the API's answer) are refused above this.
 MAX_JSON_BYTES = 16 * 2**20
 #: Shards listed per model (2 range reads each).
@@ -575,14 +579,21 @@ def _get_range(
             raise LoadError(msg)
         buffer = bytearray(nbytes)
         done = 0
+        deadline = time.monotonic() + TIMEOUT + nbytes / MIN_BYTES_PER_SECOND
         # A connection closed early is reported below, with how much arrived.
         with suppress(httpx2.RemoteProtocolError, httpx2.ReadError):
-            for chunk in response.iter_bytes(_CHUNK):
+            for chunk in response.iter_bytes():  # as they arrive: progress and the deadline
                 if done + len(chunk) > nbytes:
                     msg = f"{what}: the server sent more bytes than the range asked; refused."
                     raise LoadError(msg)
                 buffer[done : done + len(chunk)] = chunk
                 done += len(chunk)
+                if time.monotonic() > deadline and done < nbytes:
+                    msg = (
+                        f"{what}: the Hub at {urlsplit(url).netloc} is sending too slowly "
+                        f"({done:,} of {nbytes:,} bytes so far); posviz gave up. Try again later."
+                    )
+                    raise LoadError(msg)
                 if progress is not None:
                     progress(done, nbytes)
     if done < nbytes:

@@ -30,7 +30,8 @@ class Repo:
 
     Faults: ``gated`` (401 without the token), ``redirect`` (302 to a CDN path, as the Hub does
     for LFS files), ``ignore_range`` (200 with the whole file), ``truncate`` (half the body,
-    then the connection closes), ``rate_limit`` (429), ``delay`` (seconds before answering).
+    then the connection closes), ``rate_limit`` (429), ``delay`` (seconds before answering),
+    ``trickle`` (seconds between the bytes of a range answer).
     """
 
     files: dict[str, bytes | Path]
@@ -41,6 +42,7 @@ class Repo:
     truncate: bool = False
     rate_limit: bool = False
     delay: float = 0.0
+    trickle: float = 0.0
 
 
 @dataclass
@@ -143,9 +145,10 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return
             begin, end = int(asked[1]), min(int(asked[2]) + 1, size)
             headers = {"Content-Range": f"bytes {begin}-{end - 1}/{size}"}
-            self._send(206, _read(content, begin, end), headers, truncate=repo.truncate)
+            body = _read(content, begin, end)
+            self._send(206, body, headers, truncate=repo.truncate, trickle=repo.trickle)
 
-        def _send(self, status, body, headers=None, truncate=False) -> None:
+        def _send(self, status, body, headers=None, truncate=False, trickle=0.0) -> None:
             self.send_response(status)
             length = _size(body)
             headers = {"Content-Length": str(length)} | (headers or {})
@@ -159,6 +162,12 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                         while chunk := file.read(2**16):
                             self.wfile.write(chunk)
                             sent += len(chunk)
+                elif trickle:
+                    for i in range(length):
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        sent += 1
+                        time.sleep(trickle)
                 else:
                     sent = length // 2 if truncate else length
                     self.wfile.write(body[:sent])

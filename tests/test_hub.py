@@ -277,6 +277,20 @@ def test_a_slow_hub_times_out(fake_hub, monkeypatch):
         hub.load("hf:acme/gpt2")
 
 
+def test_a_trickling_hub_is_given_up(fake_hub, monkeypatch):
+    monkeypatch.setattr(hub, "TIMEOUT", 0.3)
+    gpt2_repo(fake_hub, trickle=0.05)  # every byte arrives well within the timeout
+    with pytest.raises(LoadError, match=r"is sending too slowly \(\d+ of 8 bytes so far\)"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_shard_index_naming_a_missing_file_is_refused(fake_hub):
+    index = {"weight_map": {"wpe": "model-00001-of-00002.safetensors"}}
+    fake_hub.add("acme/broken", {"model.safetensors.index.json": json.dumps(index).encode()})
+    with pytest.raises(LoadError, match=r"not a shard index listing the repo's \.safetensors"):
+        hub.load("hf:acme/broken")
+
+
 def test_an_unreachable_hub(monkeypatch, tmp_path):
     import socket
 

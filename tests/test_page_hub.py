@@ -112,3 +112,13 @@ def test_posviz_hub_off_removes_the_tab_and_ignores_links(fake_hub, roberta, mon
     at.switch_page("pages/data.py").run()
     assert [t.label for t in at.tabs] == ["Simulate", "Upload a file"]
     assert fake_hub.log == []
+
+
+def test_compare_loads_its_second_table_from_the_hub(fake_hub, roberta):
+    at = AppTest.from_file(str(ROOT / "pages/compare.py"), default_timeout=60).run()
+    at.text_input(key="posviz.second.hub.repo").set_value("acme/roberta")
+    button(at, "Open").click().run()
+    button(at, "Load").click().run()
+    assert not at.exception, at.exception
+    np.testing.assert_array_equal(at.session_state["posviz.second"].values, WPE[2:])
+    assert "hub" not in at.query_params  # the URL names the primary table only
