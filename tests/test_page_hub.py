@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit as st
 from safetensors.numpy import save
 from streamlit.testing.v1 import AppTest
 
@@ -122,3 +123,15 @@ def test_compare_loads_its_second_table_from_the_hub(fake_hub, roberta):
     assert not at.exception, at.exception
     np.testing.assert_array_equal(at.session_state["posviz.second"].values, WPE[2:])
     assert "hub" not in at.query_params  # the URL names the primary table only
+
+
+def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, roberta, monkeypatch):
+    real = st.get_option
+    monkeypatch.setattr(
+        st, "get_option", lambda key: 0 if key == "server.maxUploadSize" else real(key)
+    )
+    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    open_model(at, "acme/roberta")
+    assert "above this server's upload limit of 0 MB" in at.error[0].value
+    assert button(at, "Load").disabled
+    assert [s for s in fake_hub.log if s.nbytes > 1000] == []
