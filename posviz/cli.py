@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from posviz import __version__
+from posviz import __version__, hub
 from posviz import load as load_table
 from posviz.embedding import Embedding, LoadError
-from posviz.io import list_tensors, load, suggest_trim
+from posviz.io import TensorInfo, list_tensors, load, suggest_trim
 from posviz.spectrum import THRESHOLDS, Spectrum, spectrum
 
 __all__ = ["build_parser", "main"]
@@ -41,7 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"posviz {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     table = argparse.ArgumentParser(add_help=False)  # how every command picks its table
-    table.add_argument("path", metavar="PATH", help=".npy, .npz, .safetensors, .csv/.tsv/.txt")
+    table.add_argument(
+        "path",
+        metavar="PATH",
+        help=".npy, .npz, .safetensors, .csv/.tsv/.txt, or a model on the Hugging Face Hub: "
+        "hf:REPO[@REVISION] (only its headers and the one tensor are downloaded)",
+    )
     table.add_argument("--tensor", metavar="NAME", help="tensor to read (default: detected)")
     table.add_argument(
         "--drop-prefix",
@@ -105,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    table = load(args.path, tensor=args.tensor, row_start=args.drop_prefix)
+    table = _load(args)
     result = spectrum(table.values, center=not args.no_center)
     if args.json:
         record = {"shape": list(table.shape), "dtype": table.dtype, "tensor": table.name}
@@ -120,7 +125,7 @@ def _summary(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from posviz.report import build_report  # plotly and every analysis: not for `summary`
 
-    table = load(args.path, tensor=args.tensor, row_start=args.drop_prefix)
+    table = _load(args)
     html = build_report(table, center=not args.no_center, seed=args.seed)
     with open(args.output, "w", encoding="utf-8") as out:
         out.write(html)
@@ -155,11 +160,24 @@ def _app_path() -> Path:
     return packed if packed.exists() else here.parent / "app.py"
 
 
+def _load(args: argparse.Namespace) -> Embedding:
+    """The table PATH names: a file, or a model on the Hub (hf:REPO[@REVISION])."""
+    return load_table(args.path, tensor=args.tensor, row_start=args.drop_prefix)
+
+
+def _tensors(path: str) -> list[TensorInfo]:
+    """The tensors PATH holds, from headers only."""
+    if hub.is_hub_ref(path):
+        ref = hub.parse_ref(path)
+        return hub.open_model(ref.repo, ref.revision).infos
+    return list_tensors(path)
+
+
 def _trim_hint(args: argparse.Namespace, table: Embedding) -> str:
     """A --drop-prefix suggestion when the rows look like they start with non-positions."""
     if args.drop_prefix:
         return ""
-    (info,) = [i for i in list_tensors(args.path) if i.name == table.name]
+    (info,) = [i for i in _tensors(args.path) if i.name == table.name]
     trim = suggest_trim(info.name, info.shape)
     if not trim.row_start:
         return ""

@@ -618,14 +618,33 @@ def _read_safetensors(src: _File, name: str) -> np.ndarray:
     if name not in entries:
         raise LoadError(_missing_message(src.label, name, entries))
     what, entry = f"{src.label}: tensor '{name}'", entries[name]
+    check_safetensors_tensor(what, entry)
+    begin, end = entry["data_offsets"]
+    src.file.seek(start + begin)
+    return safetensors_array(_read_exact(src.file, end - begin, what), entry)
+
+
+# The three functions below are also how posviz.hub reads a safetensors file by range requests.
+
+
+def safetensors_entries(head: bytes, file_size: int, label: str) -> tuple[dict[str, dict], int]:
+    """Checked tensor entries of a safetensors file from its head alone, and where its data
+    region starts. `head` holds the 8-byte length and the JSON header; `file_size` is the
+    whole file's, so offsets are checked against the data region without reading it."""
+    return _safetensors_header(_File(BytesIO(head), file_size, label, "safetensors"))
+
+
+def check_safetensors_tensor(what: str, entry: dict) -> None:
+    """Refuse a checked header entry before its bytes are read: masks, and too many values."""
     if entry["dtype"] == "BOOL":
         msg = f"{what} is BOOL (a mask, not an embedding); choose a float tensor."
         raise LoadError(msg)
+    _check_elements(what, tuple(entry["shape"]))
+
+
+def safetensors_array(buffer: bytearray, entry: dict) -> np.ndarray:
+    """The array a checked header entry's data bytes hold (BF16 becomes float32, exactly)."""
     shape = tuple(entry["shape"])
-    _check_elements(what, shape)
-    begin, end = entry["data_offsets"]
-    src.file.seek(start + begin)
-    buffer = _read_exact(src.file, end - begin, what)
     array = np.frombuffer(buffer, dtype=_SAFETENSORS_DTYPES[entry["dtype"]]).reshape(shape)
     if entry["dtype"] == "BF16":
         # bfloat16 is the top half of a float32: shifting its bits up is exact.

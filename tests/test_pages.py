@@ -73,7 +73,7 @@ def test_upload_then_switch_page_shows_the_uploaded_table():
         ("sinusoid.npy", npy_bytes(table), "application/octet-stream")
     ).run()
     assert not at.exception
-    at.button[-1].click().run()  # "Load"
+    next(b for b in at.button if b.label == "Load").click().run()
     assert not at.exception, at.exception
     loaded = at.session_state["posviz.table"]
     assert loaded.shape == (512, 768)

@@ -1,7 +1,9 @@
 """Which tables this session has loaded: plain session_state slots that survive page switches.
 
 A simulated primary table is mirrored into the URL (``?sim=learned-like&n_positions=1024...``)
-so a link reopens the same table; an uploaded one cannot be shared that way and clears it.
+so a link reopens the same table; so is a model read from the Hub (``?hub=openai-community/gpt2
+&revision=main&tensor=transformer.wpe.weight&rows=0:1024``); an uploaded one cannot be shared
+that way and clears it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 import posviz
-from posviz import simulate
+from posviz import hub, simulate
 from posviz.cli import SERVED_TABLE
 from posviz.embedding import Embedding
 
@@ -44,17 +46,30 @@ def _served() -> Embedding | None:
     if not ref:
         return None
     try:
-        return posviz.load(ref)
+        table = posviz.load(ref)
     except ValueError as error:  # LoadError included: the file changed since the server started
         st.warning(f"{ref} was not opened ({error}); showing the default table.")
         return None
+    if hub.is_hub_ref(ref):  # a model can be named in a link; a server's file cannot
+        model = hub.parse_ref(ref)
+        st.query_params.update(hub_link(model.repo, model.revision, table))
+    return table
 
 
-def set_table(table: Embedding, slot: str = PRIMARY) -> None:
-    """Make `table` the one in `slot` for every page of this session."""
+def set_table(table: Embedding, slot: str = PRIMARY, link: dict[str, str] | None = None) -> None:
+    """Make `table` the one in `slot` for every page of this session; for the primary table,
+    `link` (URL keys of a Hub model, see `hub_link`) goes into the URL."""
     st.session_state[slot] = table
     if slot == PRIMARY:
         _clear_url()
+        st.query_params.update(link or {})
+
+
+def hub_link(repo: str, revision: str, table: Embedding) -> dict[str, str]:
+    """The URL keys that reopen `table`, read from the Hub model `repo` at `revision`."""
+    link = {"hub": repo, "revision": revision, "tensor": table.name}
+    link["rows"] = f"{table.row_start}:{table.row_start + table.shape[0]}"
+    return link | ({"grid": f"{table.grid[0]}x{table.grid[1]}"} if table.grid else {})
 
 
 def set_flags(table: Embedding, positions: list[int], rule: str) -> None:
@@ -77,7 +92,7 @@ def set_simulated(kind: str, options: dict[str, Any], slot: str = PRIMARY) -> No
 
 
 def _clear_url() -> None:
-    for key in ["sim", *_PARAMETERS]:
+    for key in ["sim", *_PARAMETERS, *_HUB_KEYS]:
         st.query_params.pop(key, None)
 
 
@@ -91,9 +106,15 @@ _PARAMETERS = sorted(
 )
 
 
+_HUB_KEYS = ("hub", "revision", "tensor", "rows", "grid")
+
+
 def _from_url() -> Embedding | None:
-    """The simulated table the URL names, if posviz can make it (generators check sizes)."""
+    """The simulated table the URL names, if posviz can make it (generators check sizes), or
+    the Hub model's table it names."""
     params = st.query_params
+    if "hub" in params and hub.enabled():
+        return _from_hub(params)
     kind = params.get("sim")
     if kind not in simulate.GENERATORS:
         return None
@@ -111,3 +132,21 @@ def _from_url() -> Embedding | None:
 def _number(text: str) -> int | float:
     value = float(text)
     return int(value) if value.is_integer() and "." not in text else value
+
+
+def _from_hub(params: Any) -> Embedding | None:
+    ref = f"hf:{params['hub']}@{params.get('revision') or 'main'}"
+    start, _, stop = params.get("rows", "0:").partition(":")
+    height, _, width = params.get("grid", "").partition("x")
+    try:
+        with st.spinner(f"Reading {ref} from the Hub…"):
+            return hub.load(
+                ref,
+                tensor=params.get("tensor"),
+                row_start=int(start or 0),
+                row_stop=int(stop) if stop else None,
+                grid=(int(height), int(width)) if width else None,
+            )
+    except ValueError as error:  # LoadError included
+        st.warning(f"The link's model was not loaded ({error}); showing the default table.")
+        return None

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import datadir, export, figures, io, simulate
+from posviz import datadir, export, figures, hub, io, simulate
 from posviz.embedding import Embedding, LoadError
 from posviz.report import build_report
 from posviz.spectrum import Spectrum
@@ -142,16 +142,22 @@ def show_numbers(frame: pd.DataFrame, *, name: str, settings: dict[str, Any]) ->
 
 
 def table_loader(slot: str = state.PRIMARY) -> None:
-    """Load a table into `slot` by simulation, upload or (when POSVIZ_DATA_DIR is set) from the
-    team's shared folder; a refusal keeps the table there."""
+    """Load a table into `slot` by simulation, upload, from the Hugging Face Hub (unless
+    POSVIZ_HUB=off) or (when POSVIZ_DATA_DIR is set) from the team's shared folder; a refusal
+    keeps the table there."""
     shared = os.environ.get("POSVIZ_DATA_DIR")
-    tabs = st.tabs(["Simulate", "Upload a file", *(["Shared folder"] if shared else [])])
-    with tabs[0]:
+    names = ["Simulate", "Upload a file", *(["Hub"] if hub.enabled() else [])]
+    names += ["Shared folder"] if shared else []
+    tabs = dict(zip(names, st.tabs(names), strict=True))
+    with tabs["Simulate"]:
         _simulate_form(slot)
-    with tabs[1]:
+    with tabs["Upload a file"]:
         _upload(slot)
+    if "Hub" in tabs:
+        with tabs["Hub"]:
+            _hub(slot)
     if shared:
-        with tabs[2]:
+        with tabs["Shared folder"]:
             _shared_folder(slot, Path(shared))
 
 
@@ -228,14 +234,59 @@ def _shared_folder(slot: str, root: Path) -> None:
     _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
 
 
-def _pick_and_load(source: io.Source, filename: str, *, slot: str, key: str) -> None:
-    """List `source`'s tensors, let the user pick one and trim its rows, then load it into
-    `slot`. Widget keys start with `key`, so two loaders can be on one page."""
+@st.cache_data(ttl=600, max_entries=64, show_spinner="Reading the model's headers from the Hub…")
+def _hub_model(repo: str, revision: str) -> hub.HubModel:
+    # Cached for a while: every rerun draws all tabs, and resolving a branch costs a request.
+    return hub.open_model(repo, revision)
+
+
+def _hub(slot: str) -> None:
+    """Open a model on the Hub by name; its headers are listed and only the picked tensor
+    travels."""
+    st.caption(
+        "A model on the Hugging Face Hub, by name. Only the model id, the revision and byte "
+        "ranges (config.json, the safetensors headers, the tensor you pick) are requested; "
+        "nothing you loaded or uploaded leaves this server. Suggested: "
+        + ", ".join(f"`{name}`" for name in hub.SUGGESTED_MODELS)
+    )
+    with st.form(f"{slot}.hub"):
+        left, right = st.columns([3, 1])
+        repo = left.text_input(
+            "Model id", placeholder="openai-community/gpt2", key=f"{slot}.hub.repo"
+        )
+        revision = right.text_input(
+            "Revision",
+            "main",
+            key=f"{slot}.hub.revision",
+            help="A branch, a tag, refs/pr/N or a commit sha.",
+        )
+        if st.form_submit_button("Open", type="primary"):
+            st.session_state[f"{slot}.hub.opened"] = (repo.strip(), revision.strip() or "main")
+    opened = st.session_state.get(f"{slot}.hub.opened")
+    if not opened or not opened[0]:
+        return
     try:
-        infos = io.list_tensors(source, filename)
+        model = _hub_model(*opened)
+    except LoadError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    if reason := model.no_table_reason():
+        st.warning(reason, icon=":material/info:")
+    _pick_and_load(
+        model, f"{model.label} (commit {model.commit[:12]})", slot=slot, key=f"{slot}.hub"
+    )
+
+
+def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str, key: str) -> None:
+    """List `source`'s tensors (a file, or a model on the Hub), let the user pick one and trim
+    its rows, then load it into `slot`. Widget keys start with `key`, so two loaders can be on
+    one page."""
+    remote = isinstance(source, hub.HubModel)
+    try:
+        infos = source.infos if remote else io.list_tensors(source, filename)
         usable = [info for info in infos if info.table_shape is not None]
         if not usable:
-            io.load(source, filename)  # raises the precise reason (1-D, object dtype, ...)
+            _read(source, filename, {})  # raises the precise reason (1-D, object dtype, ...)
     except LoadError as error:
         st.error(str(error), icon=":material/error:")
         return
@@ -270,19 +321,64 @@ def _pick_and_load(source: io.Source, filename: str, *, slot: str, key: str) -> 
             value=trim.grid is not None,
             disabled=trim.grid is None,
         )
-        if not st.form_submit_button("Load", type="primary"):
+        allowed = _travel_note(source, name) if remote else True
+        if not st.form_submit_button("Load", type="primary", disabled=not allowed):
             return
+    options = {
+        "tensor": name,
+        "row_start": int(start),
+        "row_stop": int(stop),
+        "grid": trim.grid if as_grid and (start, stop) == (trim.row_start, n_rows) else None,
+    }
     try:
-        table = io.load(
-            source,
-            filename,
-            tensor=name,
-            row_start=int(start),
-            row_stop=int(stop),
-            grid=trim.grid if as_grid and (start, stop) == (trim.row_start, n_rows) else None,
-        )
+        table = _read(source, filename, options)
     except LoadError as error:
         st.error(str(error), icon=":material/error:")
         return
-    state.set_table(table, slot)
+    link = state.hub_link(source.repo, source.revision, table) if remote else None
+    state.set_table(table, slot, link)
     st.success(f"Loaded {table.name} ({table.describe_rows()}).")
+
+
+def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, Any]) -> Embedding:
+    """io.load for a file; for a model on the Hub, the tensor fetched under a progress bar."""
+    if not isinstance(source, hub.HubModel):
+        return io.load(source, filename, **options)
+    bar = st.progress(0.0, text="Fetching from the Hub…")
+    shown = [-1]
+
+    def progress(done: int, total: int) -> None:
+        percent = 100 * done // total
+        if percent != shown[0]:  # one message per percent, not per network chunk
+            shown[0] = percent
+            bar.progress(percent / 100, text=f"{_size(done)} of {_size(total)}")
+
+    try:
+        return hub.load_model(source, progress=progress, **options)
+    finally:
+        bar.empty()
+
+
+def _travel_note(model: hub.HubModel, name: str) -> bool:
+    """Say what fetching tensor `name` will cost; False when it is above the upload limit."""
+    nbytes = model.span(name)[1] - model.span(name)[0]
+    limit = st.get_option("server.maxUploadSize") * 10**6
+    if nbytes > limit:
+        st.error(
+            f"{name} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
+            f"{limit / 1e6:,.0f} MB (server.maxUploadSize); pick a smaller tensor.",
+            icon=":material/error:",
+        )
+        return False
+    if hub.is_cached(model, name):
+        st.caption(f"{_size(nbytes)}, already in this server's Hub cache: nothing travels.")
+    else:
+        st.caption(
+            f"{_size(nbytes)} of a {_size(model.file_size(name))} file will travel "
+            f"({model.tensors[name]} at commit {model.commit[:12]})."
+        )
+    return True
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 1e6:.2f} MB" if nbytes >= 10**5 else f"{nbytes / 1e3:.1f} kB"

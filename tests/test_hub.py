@@ -1,0 +1,366 @@
+"""posviz.hub against a fake Hub on 127.0.0.1: the same numbers as a local file, only the needed
+bytes on the wire, the disk cache, and a clear message for every fault."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save, save_file
+
+from posviz import hub, io
+from posviz.cli import main
+from posviz.embedding import LoadError
+from tests import fakehub
+from tests.fakehub import TOKEN, FakeHub
+
+ROOT = Path(__file__).parents[1]
+RNG = np.random.default_rng(0)
+WPE = RNG.standard_normal((64, 16)).astype(np.float32)
+WTE = RNG.standard_normal((100, 16)).astype(np.float32)
+GPT2 = {"transformer.wpe.weight": WPE, "transformer.wte.weight": WTE}
+CONFIG = json.dumps({"model_type": "gpt2", "n_positions": 64}).encode()
+#: The revision API's answer and request headers' worth of slack in the bytes-sent budget.
+OVERHEAD = 1024
+
+
+@pytest.fixture
+def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    yield from fakehub.running(tmp_path, monkeypatch)
+
+
+def header_bytes(data: bytes) -> int:
+    return 8 + struct.unpack("<Q", data[:8])[0]
+
+
+def gpt2_repo(fake_hub: FakeHub, name: str = "acme/gpt2", **faults) -> bytes:
+    weights = save(GPT2)
+    fake_hub.add(name, {"config.json": CONFIG, "model.safetensors": weights}, **faults)
+    return weights
+
+
+def test_numbers_equal_the_same_tensor_from_a_local_file(fake_hub, tmp_path):
+    gpt2_repo(fake_hub)
+    save_file(GPT2, tmp_path / "model.safetensors")
+    local = io.load(tmp_path / "model.safetensors", row_start=1)
+    remote = hub.load("hf:acme/gpt2", row_start=1)
+    assert remote.name == "transformer.wpe.weight"
+    np.testing.assert_array_equal(remote.values, local.values)
+    assert remote.sha256 == local.sha256
+    assert remote.row_start == 1
+    assert remote.dtype == "F32"
+
+
+def test_only_header_config_and_tensor_travel(fake_hub):
+    weights = gpt2_repo(fake_hub)
+    hub.load("hf:acme/gpt2")
+    budget = header_bytes(weights) + len(CONFIG) + WPE.nbytes + OVERHEAD
+    assert fake_hub.bytes_sent() <= budget
+    assert fake_hub.bytes_sent() < len(weights) / 2  # wte, twice wpe's size, never travelled
+    tensor_reads = [s for s in fake_hub.requests_for("model.safetensors") if s.nbytes > 1000]
+    assert [s.nbytes for s in tensor_reads] == [WPE.nbytes]
+
+
+def test_the_source_names_repo_revision_commit_and_file(fake_hub):
+    repo = fake_hub.add("acme/gpt2", {"model.safetensors": save(GPT2)})
+    table = hub.load("hf://acme/gpt2@main")
+    assert table.source == f"hf:acme/gpt2@main · commit {repo.commit} · model.safetensors"
+
+
+def test_a_second_load_reads_the_tensor_from_the_disk_cache(fake_hub):
+    gpt2_repo(fake_hub)
+    first = hub.load("hf:acme/gpt2")
+    fake_hub.log.clear()
+    again = hub.load("hf:acme/gpt2")
+    assert again.sha256 == first.sha256
+    assert fake_hub.requests_for("model.safetensors") == []
+    assert fake_hub.requests_for("config.json") == []
+    assert len(fake_hub.log) == 1  # the revision, resolved again (a branch moves)
+
+
+def test_offline_the_cache_still_answers(fake_hub, monkeypatch):
+    gpt2_repo(fake_hub)
+    first = hub.load("hf:acme/gpt2")
+    fake_hub.log.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub.load("hf:acme/gpt2").sha256 == first.sha256
+    assert fake_hub.log == []
+    with pytest.raises(LoadError, match="HF_HUB_OFFLINE is set and hf:acme/other@main was never"):
+        hub.load("hf:acme/other")
+
+
+def test_the_cache_stays_within_its_size(fake_hub, monkeypatch):
+    fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
+    fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
+    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", str(WPE.nbytes + 2000))
+    hub.load("hf:acme/a")
+    hub.load("hf:acme/b")
+    files = list(hub.cache_dir().glob("*/*"))
+    assert sum(f.stat().st_size for f in files) <= WPE.nbytes + 2000
+    fake_hub.log.clear()
+    hub.load("hf:acme/b")  # the latest tensor stayed
+    assert fake_hub.requests_for("model.safetensors") == []
+
+
+def test_sharded_repo_reads_the_shard_holding_the_table(fake_hub, tmp_path):
+    first, second = save({"transformer.wte.weight": WTE}), save({"transformer.wpe.weight": WPE})
+    index = {
+        "weight_map": {
+            "transformer.wte.weight": "model-00001-of-00002.safetensors",
+            "transformer.wpe.weight": "model-00002-of-00002.safetensors",
+        }
+    }
+    fake_hub.add(
+        "acme/sharded",
+        {
+            "config.json": CONFIG,
+            "model.safetensors.index.json": json.dumps(index).encode(),
+            "model-00001-of-00002.safetensors": first,
+            "model-00002-of-00002.safetensors": second,
+        },
+    )
+    table = hub.load("hf:acme/sharded")
+    np.testing.assert_array_equal(table.values, WPE)
+    assert table.source.endswith("model-00002-of-00002.safetensors")
+    big_reads = [s for s in fake_hub.log if s.nbytes > 1000]
+    assert [s.nbytes for s in big_reads] == [WPE.nbytes]
+
+
+def test_a_revision_branch_and_a_repo_without_namespace(fake_hub):
+    fake_hub.add("gpt2", {"model.safetensors": save({"wpe": WPE})})
+    branch = fake_hub.add("gpt2", {"model.safetensors": save({"wpe": 2 * WPE})}, "step100")
+    main = hub.load("hf:gpt2")
+    step = hub.load("hf:gpt2@step100", tensor="wpe")
+    np.testing.assert_array_equal(step.values, 2 * main.values)
+    assert f"commit {branch.commit}" in step.source
+
+
+def test_bf16_becomes_float32_exactly(fake_hub):
+    bits = (WPE.view(np.uint32) >> 16).astype(np.uint16)
+    header = {"wpe": {"dtype": "BF16", "shape": list(WPE.shape), "data_offsets": [0, bits.nbytes]}}
+    text = json.dumps(header).encode()
+    fake_hub.add(
+        "acme/bf16", {"model.safetensors": struct.pack("<Q", len(text)) + text + bits.tobytes()}
+    )
+    table = hub.load("hf:acme/bf16")
+    np.testing.assert_array_equal(table.values, (bits.astype(np.uint32) << 16).view(np.float32))
+    assert table.dtype == "BF16"
+
+
+def test_a_cdn_redirect_is_followed_with_the_range_kept(fake_hub):
+    weights = gpt2_repo(fake_hub, redirect=True)
+    table = hub.load("hf:acme/gpt2")
+    np.testing.assert_array_equal(table.values, WPE)
+    assert any(s.path.startswith("/cdn/") and s.status == 206 for s in fake_hub.log)
+    assert fake_hub.bytes_sent() <= header_bytes(weights) + len(CONFIG) + WPE.nbytes + OVERHEAD
+
+
+def test_a_gated_repo_needs_hf_token(fake_hub, monkeypatch):
+    gpt2_repo(fake_hub, gated=True)
+    with pytest.raises(LoadError, match=r"gated or private.*set HF_TOKEN on the server") as info:
+        hub.load("hf:acme/gpt2")
+    assert "401" in str(info.value)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    table = hub.load("hf:acme/gpt2")
+    np.testing.assert_array_equal(table.values, WPE)
+    assert TOKEN not in table.source
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("hf:acme/nothing", "no such model on the Hub; check the id"),
+        ("hf:acme/gpt2@nobranch", "no such revision; give a branch, a tag, refs/pr/N"),
+        ("hf:acme gpt2", "is not a model id"),
+        ("hf:acme/../x", "is not a model id"),
+    ],
+)
+def test_unknown_repo_revision_or_malformed_id(fake_hub, ref, message):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=message):
+        hub.load(ref)
+
+
+def test_unknown_tensor_lists_the_ones_there(fake_hub):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=r"has no tensor 'wpe'; it holds: transformer.wpe"):
+        hub.load("hf:acme/gpt2", tensor="wpe")
+
+
+def test_pickle_only_repo_is_refused_with_the_way_out(fake_hub):
+    fake_hub.add("acme/old", {"config.json": CONFIG, "pytorch_model.bin": b"\x80\x02junk"})
+    with pytest.raises(LoadError, match=r"only pickle-based weights.*hf:acme/old@refs/pr/1"):
+        hub.load("hf:acme/old")
+    assert fake_hub.requests_for("pytorch_model.bin") == []
+
+
+def test_the_safetensors_conversion_pr_opens(fake_hub):
+    fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
+    fake_hub.add("acme/old", {"model.safetensors": save({"wpe": WPE})}, "refs/pr/1")
+    np.testing.assert_array_equal(hub.load("hf:acme/old@refs/pr/1").values, WPE)
+
+
+@pytest.mark.parametrize(
+    ("config", "scheme"),
+    [
+        ({"model_type": "llama", "rope_theta": 10000.0}, "rotary embeddings"),
+        ({"model_type": "gpt_neox", "rotary_pct": 0.25}, "rotary embeddings"),
+        ({"model_type": "mpt", "attn_config": {"alibi": True}}, "ALiBi"),
+        ({"model_type": "t5", "relative_attention_num_buckets": 32}, "relative position buckets"),
+    ],
+)
+def test_a_model_without_a_learned_table_says_so(fake_hub, config, scheme):
+    weights = save({"model.embed_tokens.weight": WTE})
+    fake_hub.add(
+        "acme/rope", {"config.json": json.dumps(config).encode(), "model.safetensors": weights}
+    )
+    with pytest.raises(LoadError, match=f"has no learned absolute position table.*uses {scheme}"):
+        hub.load("hf:acme/rope")
+    assert [s for s in fake_hub.log if s.nbytes > 1000] == []  # no tensor fetched
+    # Named explicitly, any 2-D tensor still loads.
+    table = hub.load("hf:acme/rope", tensor="model.embed_tokens.weight")
+    np.testing.assert_array_equal(table.values, WTE)
+
+
+def test_a_server_ignoring_range_is_refused_without_reading_the_file(fake_hub):
+    big = save({"wpe": WPE, "wte": np.zeros((4096, 256), np.float32)})  # 4 MB
+    fake_hub.add("acme/norange", {"model.safetensors": big}, ignore_range=True)
+    with pytest.raises(LoadError, match=r"ignored the byte range.*stopped reading"):
+        hub.load("hf:acme/norange")
+
+
+def test_a_truncated_body_is_refused(fake_hub):
+    gpt2_repo(fake_hub, truncate=True)
+    with pytest.raises(LoadError, match=r"cut off after \d+ of 8 bytes"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_header_that_lies_is_refused_before_any_tensor_is_fetched(fake_hub):
+    header = {"wpe": {"dtype": "F32", "shape": [64, 16], "data_offsets": [0, 10**9]}}
+    text = json.dumps(header).encode()
+    fake_hub.add(
+        "acme/liar", {"model.safetensors": struct.pack("<Q", len(text)) + text + b"0" * 64}
+    )
+    with pytest.raises(LoadError, match="outside the 64-byte data region"):
+        hub.load("hf:acme/liar")
+    claims = struct.pack("<Q", 2**40) + b"{}"
+    fake_hub.add("acme/huge", {"model.safetensors": claims})
+    with pytest.raises(LoadError, match="header claims 1,099,511,627,776 bytes"):
+        hub.load("hf:acme/huge")
+    assert max(s.nbytes for s in fake_hub.log if "safetensors" in s.path) < 200
+
+
+def test_a_tensor_above_the_size_limit_is_refused_before_fetching(fake_hub, monkeypatch):
+    monkeypatch.setattr("posviz.io.MAX_ELEMENTS", 100)
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=r"above the limit of 100"):
+        hub.load("hf:acme/gpt2")
+    assert [s for s in fake_hub.log if s.nbytes > 1000] == []
+
+
+def test_rate_limit(fake_hub):
+    gpt2_repo(fake_hub, rate_limit=True)
+    with pytest.raises(LoadError, match=r"rate limit was reached \(429\)"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_slow_hub_times_out(fake_hub, monkeypatch):
+    monkeypatch.setattr(hub, "TIMEOUT", 0.3)
+    gpt2_repo(fake_hub, delay=1.5)
+    with pytest.raises(LoadError, match=r"did not answer within 0.3 s"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_trickling_hub_is_given_up(fake_hub, monkeypatch):
+    monkeypatch.setattr(hub, "TIMEOUT", 0.3)
+    gpt2_repo(fake_hub, trickle=0.05)  # every byte arrives well within the timeout
+    with pytest.raises(LoadError, match=r"is sending too slowly \(\d+ of 8 bytes so far\)"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_shard_index_naming_a_missing_file_is_refused(fake_hub):
+    index = {"weight_map": {"wpe": "model-00001-of-00002.safetensors"}}
+    fake_hub.add("acme/broken", {"model.safetensors.index.json": json.dumps(index).encode()})
+    with pytest.raises(LoadError, match=r"not a shard index listing the repo's \.safetensors"):
+        hub.load("hf:acme/broken")
+
+
+def test_an_unreachable_hub(monkeypatch, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(LoadError, match=r"could not be reached from this server"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_hub_off(fake_hub, monkeypatch):
+    gpt2_repo(fake_hub)
+    monkeypatch.setenv("POSVIZ_HUB", "off")
+    with pytest.raises(LoadError, match="POSVIZ_HUB=off"):
+        hub.load("hf:acme/gpt2")
+    assert fake_hub.log == []
+
+
+def test_an_unwritable_cache_costs_network_not_the_table(fake_hub, monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(blocker / "cache"))
+    gpt2_repo(fake_hub)
+    np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
+
+
+def test_a_tampered_cache_entry_is_not_used(fake_hub):
+    gpt2_repo(fake_hub)
+    hub.load("hf:acme/gpt2")
+    for path in Path(hub.cache_dir(), "tensors").iterdir():
+        path.write_bytes(b"short")
+    np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def test_cli_summary_of_a_hub_model_equals_the_local_files(fake_hub, tmp_path, capsys):
+    gpt2_repo(fake_hub)
+    save_file(GPT2, tmp_path / "model.safetensors")
+    assert main(["summary", str(tmp_path / "model.safetensors"), "--json"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main(["summary", "hf:acme/gpt2@main", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == local
+
+
+def test_cli_hints_the_class_token_of_a_hub_vit(fake_hub, capsys):
+    pos_embed = RNG.standard_normal((1, 17, 8)).astype(np.float32)
+    fake_hub.add("acme/vit", {"model.safetensors": save({"vit.embeddings.pos_embed": pos_embed})})
+    assert main(["summary", "hf://acme/vit"]) == 0
+    out = capsys.readouterr().out
+    assert "1 class token + 4x4 patch grid; pass --drop-prefix 1" in out
+    assert "hf:acme/vit@main · commit" in out
+
+
+def test_cli_refuses_a_pickle_only_repo_with_exit_2(fake_hub, capsys):
+    fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
+    assert main(["summary", "hf:acme/old"]) == 2
+    assert "only pickle-based weights" in capsys.readouterr().err
+
+
+def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
+    gpt2_repo(fake_hub)
+    out = tmp_path / "report.html"
+    args = ["report", "hf:acme/gpt2", "--tensor", "transformer.wpe.weight", "-o", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "posviz", *args], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hf:acme/gpt2@main · commit" in out.read_text()

@@ -1,0 +1,137 @@
+"""The Data page's Hub tab against a fake Hub: pick, see what will travel, load; refusals keep
+the table; the URL reopens the model's table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+from safetensors.numpy import save
+from streamlit.testing.v1 import AppTest
+
+from posviz.ui import widgets
+from tests import fakehub
+from tests.fakehub import FakeHub
+
+ROOT = Path(__file__).parents[1]
+RNG = np.random.default_rng(1)
+WPE = RNG.standard_normal((66, 16)).astype(np.float32)  # RoBERTa-like: 2 reserved + 64 rows
+WTE = RNG.standard_normal((300, 16)).astype(np.float32)
+
+
+@pytest.fixture
+def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    widgets._hub_model.clear()  # opened models are cached per server process
+    yield from fakehub.running(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def roberta(fake_hub: FakeHub) -> fakehub.Repo:
+    weights = save({"embeddings.position_embeddings.weight": WPE, "embeddings.word.weight": WTE})
+    config = json.dumps({"model_type": "roberta"}).encode()
+    return fake_hub.add("acme/roberta", {"config.json": config, "model.safetensors": weights})
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def open_model(at: AppTest, repo: str, revision: str = "main") -> None:
+    at.text_input(key="posviz.table.hub.repo").set_value(repo)
+    at.text_input(key="posviz.table.hub.revision").set_value(revision)
+    button(at, "Open").click().run()
+    assert not at.exception, at.exception
+
+
+def test_hub_tab_picks_trims_and_loads_only_the_tensor(fake_hub, roberta):
+    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    open_model(at, "acme/roberta")
+    assert at.selectbox(key="posviz.table.hub.tensor").value == (
+        "embeddings.position_embeddings.weight"
+    )
+    assert any("2 reserved rows + 64 positions" in i.value for i in at.info)
+    travel = [c.value for c in at.caption if "will travel" in c.value]
+    assert travel == [
+        f"4.2 kB of a {len(roberta.files['model.safetensors']) / 1e3:.1f} kB file will travel "
+        f"(model.safetensors at commit {roberta.commit[:12]})."
+    ]
+    fake_hub.log.clear()
+    button(at, "Load").click().run()
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    np.testing.assert_array_equal(table.values, WPE[2:])
+    assert table.source == f"hf:acme/roberta@main · commit {roberta.commit} · model.safetensors"
+    assert [s.nbytes for s in fake_hub.log] == [WPE.nbytes]
+    assert at.query_params["hub"] == "acme/roberta"
+    assert at.query_params["tensor"] == "embeddings.position_embeddings.weight"
+    assert at.query_params["rows"] == "2:66"
+
+
+def test_a_refusal_keeps_the_table(fake_hub):
+    fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
+    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    before = at.session_state["posviz.table"].sha256
+    open_model(at, "acme/old")
+    assert any("only pickle-based weights" in e.value for e in at.error)
+    open_model(at, "acme/missing")
+    assert any("no such model on the Hub" in e.value for e in at.error)
+    assert at.session_state["posviz.table"].sha256 == before
+
+
+def test_a_rotary_model_says_it_has_no_table(fake_hub):
+    config = json.dumps({"model_type": "llama", "rope_theta": 1e4}).encode()
+    fake_hub.add("acme/llama", {"config.json": config, "model.safetensors": save({"e": WTE})})
+    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    open_model(at, "acme/llama")
+    assert "no learned absolute position table" in at.warning[0].value
+    assert "rotary embeddings (rope_theta)" in at.warning[0].value
+
+
+def test_a_link_reopens_the_hub_table(fake_hub, roberta):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update(
+        {"hub": "acme/roberta", "revision": "main", "tensor": "embeddings.word.weight"}
+    )
+    at.query_params["rows"] = "10:110"
+    at.run()
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    np.testing.assert_array_equal(table.values, WTE[10:110])
+    assert f"commit {roberta.commit}" in table.source
+
+
+def test_posviz_hub_off_removes_the_tab_and_ignores_links(fake_hub, roberta, monkeypatch):
+    monkeypatch.setenv("POSVIZ_HUB", "off")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["hub"] = "acme/roberta"
+    at.run()
+    assert at.session_state["posviz.table"].source.startswith("simulated")
+    at.switch_page("pages/data.py").run()
+    assert [t.label for t in at.tabs] == ["Simulate", "Upload a file"]
+    assert fake_hub.log == []
+
+
+def test_compare_loads_its_second_table_from_the_hub(fake_hub, roberta):
+    at = AppTest.from_file(str(ROOT / "pages/compare.py"), default_timeout=60).run()
+    at.text_input(key="posviz.second.hub.repo").set_value("acme/roberta")
+    button(at, "Open").click().run()
+    button(at, "Load").click().run()
+    assert not at.exception, at.exception
+    np.testing.assert_array_equal(at.session_state["posviz.second"].values, WPE[2:])
+    assert "hub" not in at.query_params  # the URL names the primary table only
+
+
+def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, roberta, monkeypatch):
+    real = st.get_option
+    monkeypatch.setattr(
+        st, "get_option", lambda key: 0 if key == "server.maxUploadSize" else real(key)
+    )
+    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    open_model(at, "acme/roberta")
+    assert "above this server's upload limit of 0 MB" in at.error[0].value
+    assert button(at, "Load").disabled
+    assert [s for s in fake_hub.log if s.nbytes > 1000] == []
