@@ -12,7 +12,7 @@ from pathlib import Path
 from posviz import __version__, hub
 from posviz import load as load_table
 from posviz.embedding import Embedding, LoadError
-from posviz.io import TensorInfo, list_tensors, load, suggest_trim
+from posviz.io import TensorInfo, list_tensors, suggest_trim
 from posviz.spectrum import THRESHOLDS, Spectrum, spectrum
 
 __all__ = ["build_parser", "main"]
