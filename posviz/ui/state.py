@@ -13,6 +13,7 @@ import streamlit as st
 
 from posviz import simulate
 from posviz.embedding import Embedding
+from posviz.ui.text import literal
 
 #: The table every page analyses, and the Compare page's second table.
 PRIMARY, SECOND = "posviz.table", "posviz.second"
@@ -76,22 +77,15 @@ _PARAMETERS = sorted(
 
 
 def _from_url() -> Embedding | None:
-    """The simulated table the URL names, if posviz can make it (generators check sizes)."""
+    """The simulated table the URL names, if its options are within the form's bounds."""
     params = st.query_params
     kind = params.get("sim")
     if kind not in simulate.GENERATORS:
         return None
-    generator = simulate.GENERATORS[kind]
     try:
-        options = {
-            k: _number(params[k]) for k in inspect.signature(generator).parameters if k in params
-        }
-        return generator(**options)
+        return simulate.GENERATORS[kind](**simulate.parse_options(kind, params.to_dict()))
     except ValueError as error:  # LoadError included
-        st.warning(f"The link's simulation was not made ({error}); showing the default table.")
+        st.warning(
+            f"The link's simulation was not made ({literal(error)}); showing the default table."
+        )
         return None
-
-
-def _number(text: str) -> int | float:
-    value = float(text)
-    return int(value) if value.is_integer() and "." not in text else value

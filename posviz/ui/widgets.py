@@ -16,6 +16,7 @@ from posviz.embedding import Embedding, LoadError
 from posviz.report import build_report
 from posviz.spectrum import Spectrum
 from posviz.ui import state
+from posviz.ui.text import literal
 
 
 def center_toggle() -> bool:
@@ -34,8 +35,8 @@ def center_toggle() -> bool:
 def table_caption(table: Embedding) -> None:
     """State which table and which rows the results below are about."""
     st.caption(
-        f"**{table.name}** {table.shape[0]} x {table.shape[1]} · {table.describe_rows()} · "
-        f"{table.source}"
+        f"**{literal(table.name)}** {table.shape[0]} x {table.shape[1]} · "
+        f"{table.describe_rows()} · {literal(table.source)}"
     )
 
 
@@ -43,12 +44,12 @@ def sidebar_card() -> None:
     """The current matrix in the sidebar: name, shape, dtype, source."""
     table = state.current()
     with st.sidebar.container(border=True):
-        st.markdown(f"**Current table** `{table.name}`")
+        st.markdown(f"**Current table** {literal(table.name)}")
         st.markdown(
             f"{table.shape[0]:,} positions x {table.shape[1]:,} dims · stored as "
-            f"{table.dtype}  \n{table.describe_rows()}"
+            f"{literal(table.dtype)}  \n{table.describe_rows()}"
         )
-        st.caption(table.source)
+        st.caption(literal(table.source))
         center = st.session_state.get("posviz.center", True)
         st.download_button(
             "Report (HTML)",
@@ -160,26 +161,32 @@ def _simulate_form(slot: str) -> None:
     with st.form(f"{slot}.simulate"):
         left, right = st.columns(2)
         options: dict[str, Any] = {}
+
+        def option(column: Any, name: str, value: float, **kwargs: Any) -> None:
+            # Bounds from the one definition the link parser uses too.
+            p = simulate.PARAMETERS[name]
+            options[name] = column.number_input(p.label, p.low, p.high, value, **kwargs)
+
         if kind == "2-D grid (ViT)":
-            options["height"] = left.number_input("Grid height", 1, 256, 14)
-            options["width"] = right.number_input("Grid width", 1, 256, 14)
-            options["prefix_tokens"] = left.number_input("Prefix (class) tokens", 0, 8, 1)
+            option(left, "height", 14)
+            option(right, "width", 14)
+            option(left, "prefix_tokens", 1)
         else:
-            options["n_positions"] = left.number_input("Positions", 2, 65536, 1024)
-        options["d_model"] = right.number_input("Dimensions", 4, 8192, 768, step=4)
+            option(left, "n_positions", 1024)
+        option(right, "d_model", 768, step=4)
         if kind in ("sinusoidal", "2-D grid (ViT)"):
-            options["base"] = left.number_input("Base", 2.0, 1e7, 10000.0, format="%g")
+            option(left, "base", 10000.0, format="%g")
         if kind == "learned-like":
-            options["n_frequencies"] = left.number_input("Waves", 1, 256, 24)
-            options["noise"] = right.number_input("Noise", 0.0, 10.0, 0.1, format="%g")
-            options["boundary"] = left.number_input("Boundary kick", 0.0, 100.0, 4.0)
+            option(left, "n_frequencies", 24)
+            option(right, "noise", 0.1, format="%g")
+            option(left, "boundary", 4.0)
         if kind != "sinusoidal":
-            options["seed"] = right.number_input("Seed", 0, 2**31 - 1, 0)
+            option(right, "seed", 0)
         if st.form_submit_button("Simulate", type="primary"):
             try:
                 state.set_simulated(kind, options, slot)
             except ValueError as error:  # LoadError included: sizes out of range
-                st.error(str(error))
+                st.error(literal(error))
             else:
                 st.success(f"Simulated {kind}.")
 
@@ -206,7 +213,7 @@ def _shared_folder(slot: str, root: Path) -> None:
     try:
         files = _shared_files(root)
     except LoadError as error:
-        st.error(f"POSVIZ_DATA_DIR: {error}", icon=":material/error:")
+        st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return
     note = f" (listing stops at {datadir.MAX_FILES:,})" if len(files) == datadir.MAX_FILES else ""
     relative = st.selectbox(
@@ -223,7 +230,7 @@ def _shared_folder(slot: str, root: Path) -> None:
     try:
         path = datadir.resolve(root, relative)
     except LoadError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         return
     _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
 
@@ -237,10 +244,10 @@ def _pick_and_load(source: io.Source, filename: str, *, slot: str, key: str) -> 
         if not usable:
             io.load(source, filename)  # raises the precise reason (1-D, object dtype, ...)
     except LoadError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         return
     st.markdown(
-        f"**{filename}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "
+        f"**{literal(filename)}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "
         f"{len(usable)} usable as a table:"
     )
     st.dataframe(
@@ -282,7 +289,7 @@ def _pick_and_load(source: io.Source, filename: str, *, slot: str, key: str) -> 
             grid=trim.grid if as_grid and (start, stop) == (trim.row_start, n_rows) else None,
         )
     except LoadError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         return
     state.set_table(table, slot)
-    st.success(f"Loaded {table.name} ({table.describe_rows()}).")
+    st.success(f"Loaded {literal(table.name)} ({table.describe_rows()}).")
