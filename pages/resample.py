@@ -3,7 +3,7 @@
 import streamlit as st
 
 from posviz import compare, export, figures, resample
-from posviz.embedding import MAX_ELEMENTS
+from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -48,7 +48,7 @@ else:
     left, middle, right = st.columns(3)
     n_new = left.number_input(
         "New length L'",
-        2,
+        MIN_POSITIONS,
         longest,
         min(2 * n, longest),
         key="resample.n",

@@ -355,9 +355,7 @@ def sinusoid_likeness(
     """
     n = scores.shape[0]
     if n_frequencies < 1 or n < 2:
-        msg = (
-            f"{n_frequencies} frequencies over {n} positions; choose between 1 and {n // 2}."
-        )
+        msg = f"{n_frequencies} frequencies over {n} positions; choose between 1 and {n // 2}."
         raise ValueError(msg)
     n_frequencies = min(n_frequencies, n // 2)  # a short table: every frequency it has
     basis = sinusoid_basis(n, n_frequencies)

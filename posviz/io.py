@@ -563,17 +563,17 @@ def _safetensors_header(src: _File) -> tuple[dict[str, dict], int]:
         msg = f"{src.label} is truncated: {src.size} bytes, less than a safetensors header."
         raise LoadError(msg)
     (n,) = struct.unpack("<Q", src.file.read(8))
-    if 8 + n > src.size:
-        msg = (
-            f"{src.label} is truncated or not safetensors: its header claims {n:,} bytes but the "
-            f"file holds {src.size:,}. Export it again."
-        )
-        raise LoadError(msg)
     if n > MAX_HEADER_BYTES:
         msg = (
             f"{src.label} has a safetensors header of {n:,} bytes, above the limit of "
             f"{MAX_HEADER_BYTES:,} (about {MAX_HEADER_BYTES // 100:,} tensors): save the "
             "position table, or fewer tensors, in a file of its own."
+        )
+        raise LoadError(msg)
+    if 8 + n > src.size:
+        msg = (
+            f"{src.label} is truncated or not safetensors: its header claims {n:,} bytes but the "
+            f"file holds {src.size:,}. Export it again."
         )
         raise LoadError(msg)
     raw = src.file.read(n)

@@ -102,10 +102,10 @@ def test_summary_hints_and_drops_a_class_token(
 
 
 def test_summary_reads_the_named_tensor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    np.savez(tmp_path / "m.npz", wpe=sinusoidal_table(8, 4), wte=np.eye(6))
+    np.savez(tmp_path / "m.npz", wpe=sinusoidal_table(16, 4), wte=np.eye(12))
     assert summary_json(capsys, str(tmp_path / "m.npz"))["tensor"] == "wpe"
     record = summary_json(capsys, str(tmp_path / "m.npz"), "--tensor", "wte")
-    assert (record["tensor"], record["shape"], record["k99"]) == ("wte", [6, 6], 5)
+    assert (record["tensor"], record["shape"], record["k99"]) == ("wte", [12, 12], 11)
 
 
 def test_refused_file_exits_2_with_the_message(

@@ -228,8 +228,8 @@ BART = [
         (OPT, "model.decoder.embed_positions.weight"),
         (BERT, "bert.embeddings.position_embeddings.weight"),
         (BART, None),  # two position tables: unsure
-        ([TensorInfo("a", (10,), "f4"), TensorInfo("b", (4, 4), "f4")], "b"),
-        ([TensorInfo("a", (5, 4), "f4"), TensorInfo("b", (4, 4), "f4")], None),
+        ([TensorInfo("a", (10,), "f4"), TensorInfo("b", (16, 4), "f4")], "b"),
+        ([TensorInfo("a", (12, 4), "f4"), TensorInfo("b", (16, 4), "f4")], None),
         ([TensorInfo("pos_embed", (1, 768), "F32")], None),
         ([], None),
     ],

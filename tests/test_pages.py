@@ -61,7 +61,7 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
     drawn = decode(shown[0]["data"][0]["y"])
     expected = spectrum(default.values).singular_values
     np.testing.assert_allclose(drawn, expected[: len(drawn)], rtol=1e-6)
-    assert any("learned_like" in md.value for md in at.sidebar.markdown)
+    assert any("learned\\_like" in md.value for md in at.sidebar.markdown)  # literal text
 
 
 def test_upload_then_switch_page_shows_the_uploaded_table():

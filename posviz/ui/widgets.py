@@ -3,6 +3,7 @@ their export buttons, and the captions that state what was analysed."""
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import datadir, export, figures, io, simulate
-from posviz.embedding import Embedding, LoadError
+from posviz.embedding import MIN_POSITIONS, Embedding, LoadError
 from posviz.report import build_report
 from posviz.spectrum import Spectrum
 from posviz.ui import state
@@ -53,13 +54,31 @@ def sidebar_card() -> None:
         center = st.session_state.get("posviz.center", True)
         st.download_button(
             "Report (HTML)",
-            data=lambda: build_report(table, center=center),
+            data=lambda: _report(table, center=center),
             file_name=f"posviz-report-{table.sha256[:8]}.html",
             mime="text/html",
             key="download.report",
             icon=":material/summarize:",
             help="Every analysis of this table on one standalone page that opens offline "
             f"({'rows mean-centred' if center else 'uncentred'}, seed 0).",
+        )
+
+
+def _report(table: Embedding, *, center: bool) -> str:
+    """The report, or a page saying why it could not be made.
+
+    Built when the button is clicked, outside any script run, so a failure cannot reach the
+    page: without this the button would do nothing at all.
+    """
+    try:
+        return build_report(table, center=center)
+    except Exception as error:  # whatever failed, the downloaded file says so
+        return (
+            "<!doctype html><meta charset='utf-8'><title>posviz report failed</title>"
+            f"<h1>The report of {html.escape(table.name)} could not be made</h1>"
+            f"<p>{html.escape(type(error).__name__)}: {html.escape(str(error))}</p>"
+            "<p>The app's pages still work; please report this with the table's shape "
+            f"{table.shape[0]} x {table.shape[1]}.</p>"
         )
 
 
@@ -270,8 +289,8 @@ def _pick_and_load(source: io.Source, filename: str, *, slot: str, key: str) -> 
     n_rows = info.table_shape[0]
     with st.form(f"{key}.rows"):
         left, right, grid = st.columns(3)
-        start = left.number_input("First row", 0, n_rows - 2, trim.row_start)
-        stop = right.number_input("Stop row (exclusive)", 2, n_rows, n_rows)
+        start = left.number_input("First row", 0, n_rows - MIN_POSITIONS, trim.row_start)
+        stop = right.number_input("Stop row (exclusive)", MIN_POSITIONS, n_rows, n_rows)
         as_grid = grid.checkbox(
             f"2-D grid {trim.grid[0]} x {trim.grid[1]}" if trim.grid else "2-D grid",
             value=trim.grid is not None,
