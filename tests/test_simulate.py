@@ -95,7 +95,8 @@ def test_link_options_within_bounds_are_typed_and_others_ignored():
         {"n_positions": "64", "noise": "0.5", "seed": "+3", "height": "4", "evil": "x"},
     )
     assert options == {"n_positions": 64, "noise": 0.5, "seed": 3}
-    assert isinstance(options["n_positions"], int) and isinstance(options["noise"], float)
+    assert isinstance(options["n_positions"], int)
+    assert isinstance(options["noise"], float)
     top = {name: str(p.high) for name, p in simulate.PARAMETERS.items()}
     assert simulate.parse_options("learned-like", top)["n_frequencies"] == 256
 
