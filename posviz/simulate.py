@@ -229,7 +229,7 @@ def vit_grid(
     """
     if d_model % 4:
         msg = f"d_model must be a multiple of 4 for a 2-D sinusoidal grid, got {d_model}."
-        raise ValueError(msg)
+        raise LoadError(msg)
     _check_size(height * width, d_model, prefix_tokens)
     half = d_model // 2
     rows = sinusoidal_table(height, half, base=base)

@@ -64,7 +64,7 @@ def test_vit_grid_layout():
 
 
 def test_vit_grid_needs_d_multiple_of_4():
-    with pytest.raises(ValueError, match="multiple of 4"):
+    with pytest.raises(LoadError, match="multiple of 4"):
         simulate.vit_grid(2, 2, 6)
 
 
