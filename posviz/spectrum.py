@@ -261,6 +261,9 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     >>> s.singular_values.tolist(), s.stable_rank
     ([4.0, 3.0], 1.5625)
     """
+    if center and not np.ptp(values, axis=0).any():
+        # Equal rows centre to exact zeros, not to the rounding residue of their float mean.
+        return Spectrum(np.zeros(min(values.shape)), centered=True, shape=values.shape, floor=0.0)
     reflectors, diagonal, off_diagonal, tau = _tridiagonal(gram(values, center=center))
     lam = scipy.linalg.eigvalsh_tridiagonal(diagonal, off_diagonal, lapack_driver="sterf")[::-1]
     # Centred rows sum to zero: a table with no more rows than columns then has one singular
