@@ -584,12 +584,15 @@ def _safetensors_header(src: _File) -> tuple[dict[str, dict], int]:
         entries = _check_header(src.label, raw, key[1])
         with _CHECKED_LOCK:
             _CHECKED_HEADERS[key] = entries
-            while len(_CHECKED_HEADERS) > _CHECKED_SIZE:
+            while len(_CHECKED_HEADERS) > _CHECKED_SIZE or (
+                sum(map(len, _CHECKED_HEADERS.values())) > 2 * MAX_TENSORS
+            ):
                 del _CHECKED_HEADERS[next(iter(_CHECKED_HEADERS))]
     return entries, 8 + n
 
 
-#: Checked headers by (sha256 of the header bytes, data region size), oldest first.
+#: Checked headers by (sha256 of the header bytes, data region size), oldest first: at most 8
+#: headers and 2 * MAX_TENSORS entries in all (about 70 MB at worst), shared by all sessions.
 _CHECKED_HEADERS: dict[tuple[bytes, int], dict[str, dict]] = {}
 _CHECKED_SIZE = 8
 _CHECKED_LOCK = threading.Lock()
