@@ -26,7 +26,7 @@ from posviz.io import list_tensors, load
 
 #: Per input: time (Hypothesis deadline) and traced Python memory.
 PER_INPUT = settings(
-    max_examples=150,
+    max_examples=300,
     deadline=timedelta(seconds=5),
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
