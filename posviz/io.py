@@ -632,7 +632,10 @@ def _check_header(label: str, raw: bytes, region: int) -> dict[str, dict]:
     spans = sorted((_safetensors_span(label, k, v, region), k) for k, v in entries.items())
     for ((_, end), first), ((begin, _), second) in itertools.pairwise(spans):
         if begin < end:
-            msg = f"{label} is corrupt: tensors '{first}' and '{second}' overlap in the file."
+            msg = (
+                f"{label} is corrupt: tensors '{_short(first)}' and '{_short(second)}' overlap "
+                "in the file."
+            )
             raise LoadError(msg)
     return entries
 
@@ -644,7 +647,7 @@ def _whole(value: object) -> bool:
 
 def _safetensors_span(label: str, name: str, entry: object, region: int) -> tuple[int, int]:
     """(begin, end) of one header entry, after checking dtype, shape and offsets agree."""
-    what = f"{label}: tensor '{name}'"
+    what = f"{label}: tensor '{_short(name)}'"
     dtype = entry.get("dtype") if isinstance(entry, dict) else entry
     if not isinstance(dtype, str) or dtype not in _SAFETENSORS_DTYPES:
         msg = (
@@ -692,7 +695,7 @@ def _read_safetensors(src: _File, name: str) -> np.ndarray:
     entries, start = _safetensors_header(src)
     if name not in entries:
         raise LoadError(_missing_message(src.label, name, entries))
-    what, entry = f"{src.label}: tensor '{name}'", entries[name]
+    what, entry = f"{src.label}: tensor '{_short(name)}'", entries[name]
     if entry["dtype"] == "BOOL":
         msg = f"{what} is BOOL (a mask, not an embedding); choose a float tensor."
         raise LoadError(msg)
@@ -802,7 +805,14 @@ def _check_single(src: _File, name: str) -> None:
 
 
 def _missing_message(label: str, name: str, names: Iterable[str]) -> str:
-    return f"{label} has no tensor {name!r}; it holds: {', '.join(names)}."
+    names = [_short(n) for n in names]
+    more = f" and {len(names) - 20:,} more" if len(names) > 20 else ""
+    return f"{label} has no tensor {_short(name)!r}; it holds: {', '.join(names[:20])}{more}."
+
+
+def _short(name: str) -> str:
+    """A name as messages quote it: a header may hold names of megabytes."""
+    return name if len(name) <= 120 else f"{name[:100]}… ({len(name):,} characters)"
 
 
 _LISTERS: dict[str, Callable[[_File], list[TensorInfo]]] = {

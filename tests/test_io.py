@@ -430,3 +430,16 @@ def test_an_unreadable_file_is_named_as_given_not_by_its_server_path(tmp_path: P
         load(tmp_path / "gpt2" / "model.npy", "gpt2/model.npy")
     assert "Cannot open gpt2/model.npy: Is a directory" in str(refused.value)
     assert str(tmp_path) not in str(refused.value)
+
+
+def test_messages_quote_long_names_and_many_tensors_briefly(tmp_path: Path) -> None:
+    # A header of a few MiB may hold one name of megabytes: the message stays short.
+    name = "w" * 2**20
+    path = write_safetensors(tmp_path / "long.safetensors", {name: ("F7", (12, 4), bytes(192))})
+    with pytest.raises(LoadError, match=r"tensor 'w{100}… \(1,048,576 characters\)'") as refused:
+        list_tensors(path)
+    assert len(str(refused.value)) < 1000
+    many = write_safetensors(tmp_path / "many.safetensors", _empty_tensors(5000))
+    with pytest.raises(LoadError, match="and 4,980 more") as refused:
+        read_tensor(many, "wpe")
+    assert len(str(refused.value)) < 1000
