@@ -9,7 +9,7 @@ import streamlit as st
 
 from posviz import export, figures, io
 from posviz.boundary import STATISTICS, zero_leading_rows
-from posviz.embedding import Embedding
+from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
 
 PROBE_HELP = {
@@ -57,9 +57,16 @@ def reserved_rows(table: Embedding) -> None:
                 "No leading row looks reserved (by tensor name and shape, or an all-zero "
                 "row among the first 4). Trim by hand if a row is known not to be a position."
             )
+        most = table.shape[0] - MIN_POSITIONS
+        if most < 1:
+            st.caption(
+                f"posviz analyses tables of at least {MIN_POSITIONS} positions: this one "
+                "cannot be trimmed further."
+            )
+            return
         left, right = st.columns([1, 2], vertical_alignment="bottom")
         rows = left.number_input(
-            "Leading rows to trim", 1, table.shape[0] - 2, max(k, 1), key="boundaries.trim"
+            "Leading rows to trim", 1, most, min(max(k, 1), most), key="boundaries.trim"
         )
         if right.button(f"Trim the first {rows} rows for every page", key="boundaries.trim_go"):
             grid = by_name.grid if rows == by_name.row_start else None
@@ -203,23 +210,20 @@ with left:
     )
 with right:
     st.subheader("Near the boundaries")
-    if n >= 3:
-        summary = cache.boundary_summary(table, top_k=top_k, k=edge)
-        st.caption(f"Mean over the first {edge}, the middle, and the last {edge} positions.")
-        widgets.show_numbers(
-            pd.DataFrame(
-                {
-                    "statistic": summary.statistics,
-                    f"first_{edge}": summary.first,
-                    "middle": summary.middle,
-                    f"last_{edge}": summary.last,
-                }
-            ),
-            name="boundary_summary",
-            settings=settings,
-        )
-    else:
-        st.info("A table of 2 positions has no middle to compare its ends with.")
+    summary = cache.boundary_summary(table, top_k=top_k, k=edge)
+    st.caption(f"Mean over the first {edge}, the middle, and the last {edge} positions.")
+    widgets.show_numbers(
+        pd.DataFrame(
+            {
+                "statistic": summary.statistics,
+                f"first_{edge}": summary.first,
+                "middle": summary.middle,
+                f"last_{edge}": summary.last,
+            }
+        ),
+        name="boundary_summary",
+        settings=settings,
+    )
 
 # --- probes ---------------------------------------------------------------------------------
 st.header("Probes")
@@ -229,9 +233,6 @@ st.markdown(
     "shuffled to random positions, and i.i.d. Gaussian rows of the same shape and overall "
     "standard deviation."
 )
-if n < 10:
-    st.info("The probes need at least 10 positions (5 folds of at least 2).")
-    st.stop()
 columns = st.columns(5)
 seed = columns[0].number_input("Seed", 0, 2**31 - 1, 0, key="probes.seed", bind="query-params")
 max_rows = columns[1].number_input(

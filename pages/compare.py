@@ -6,6 +6,7 @@ import streamlit as st
 
 from posviz import compare, export, figures
 from posviz.ui import cache, state, widgets
+from posviz.ui.text import literal
 
 #: Largest side of each similarity heatmap: three of them stay under ~3.5 MB of figure.
 HEATMAP_SIDE = 400
@@ -125,7 +126,7 @@ settings["k"] = k
 try:
     result = cache.comparison(first, matched, k=k, center=center)
 except ValueError as error:
-    st.error(str(error), icon=":material/error:")
+    st.error(literal(error), icon=":material/error:")
     st.stop()
 angles = np.degrees(result.principal_angles)
 columns = st.columns(4)

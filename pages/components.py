@@ -84,9 +84,6 @@ with solid:
         st.info("The 3-D path needs k >= 3 components.")
 
 st.subheader("How sinusoidal is each component")
-if n < 4:
-    st.info("A sinusoid has 3 coefficients: fitting one needs at least 4 positions.")
-    st.stop()
 fits = cache.sinusoid_fits(table, k=k, center=center)
 fit_settings = {**settings, "fit": "a*cos(2*pi*f*p/n + phi) + c, least squares"}
 st.metric(

@@ -3,8 +3,9 @@
 import streamlit as st
 
 from posviz import compare, export, figures, resample
-from posviz.embedding import MAX_ELEMENTS
+from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
 from posviz.ui import cache, state, widgets
+from posviz.ui.text import literal
 
 #: Largest side of each patch mosaic: two side by side stay under ~2.5 MB of figure.
 MOSAIC_SIDE = 400
@@ -47,7 +48,7 @@ else:
     left, middle, right = st.columns(3)
     n_new = left.number_input(
         "New length L'",
-        2,
+        MIN_POSITIONS,
         longest,
         min(2 * n, longest),
         key="resample.n",
@@ -92,12 +93,12 @@ else:
 try:
     result = compute(table, **options)
 except ValueError as error:
-    st.error(str(error), icon=":material/error:")
+    st.error(literal(error), icon=":material/error:")
     st.stop()
 
 center = widgets.center_toggle()
 settings = export.export_settings(table, resampled=result.source, centered=center, **options)
-st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {result.source}")
+st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
 rounding = ROUNDING.get(
     method,
     "weighted sums of rows in that dtype, to a few units of its last digit "
@@ -172,8 +173,8 @@ batch_axis = st.checkbox(
 dtype, note = resample.storage_dtype(result)
 dropped = table.n_source_rows > table.row_start + n
 st.caption(
-    f"Tensor `{result.name}`, {result.row_start} prefix row(s) re-attached in front, written as "
-    f"{dtype}"
+    f"Tensor {literal(result.name)}, {result.row_start} prefix row(s) re-attached in front, "
+    f"written as {dtype}"
     + (f" ({note})." if note else " (the stored dtype).")
     + (" Rows trimmed after the table on loading are not included." * dropped)
 )

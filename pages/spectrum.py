@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from posviz import export, figures
-from posviz.spectrum import THRESHOLDS
+from posviz.spectrum import NO_VARIANCE, THRESHOLDS
 from posviz.ui import cache, state, widgets
 
 DEFINITIONS = {
@@ -24,17 +24,19 @@ result = cache.spectrum(table, center=center)
 settings = export.export_settings(table, centered=center)
 metrics = result.metrics()
 
+if not result.has_variance:
+    st.info(NO_VARIANCE, icon=":material/info:")
 columns = st.columns(4)
 for column, key in zip(columns, DEFINITIONS, strict=True):
     value = metrics[key]
     column.metric(
         key.replace("_", " "),
-        f"{value:.2f}" if isinstance(value, float) else value,
+        "undefined" if value is None else f"{value:.2f}" if isinstance(value, float) else value,
         help=DEFINITIONS[key],
     )
 st.markdown(
     "Components for a share of the variance: "
-    + " · ".join(f"**{t:.0%}**: {metrics[f'k{round(t * 100)}']}" for t in THRESHOLDS)
+    + " · ".join(f"**{t:.0%}**: {metrics[f'k{round(t * 100)}'] or 'undefined'}" for t in THRESHOLDS)
 )
 
 widgets.show_figure(figures.singular_values(result), name="singular_values", settings=settings)

@@ -13,7 +13,7 @@ from posviz import __version__, hub
 from posviz import load as load_table
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
-from posviz.spectrum import THRESHOLDS, Spectrum, spectrum
+from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
 
 __all__ = ["build_parser", "main"]
 
@@ -116,7 +116,9 @@ def _summary(args: argparse.Namespace) -> int:
         record = {"shape": list(table.shape), "dtype": table.dtype, "tensor": table.name}
         record |= result.metrics()
         record["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
-        print(json.dumps(record))
+        if not result.has_variance:  # the metrics above are null
+            record["undefined"] = NO_VARIANCE
+        print(json.dumps(record, allow_nan=False))
     else:
         print(_describe(table, result, hint=_trim_hint(args, table)))
     return 0
@@ -185,7 +187,11 @@ def _trim_hint(args: argparse.Namespace, table: Embedding) -> str:
 
 
 def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
-    metrics = result.metrics()
+    metrics = {k: "undefined" if v is None else v for k, v in result.metrics().items()}
+    ranks = {
+        k: metrics[k] if isinstance(metrics[k], str) else f"{metrics[k]:.2f}"
+        for k in ("effective_rank", "stable_rank", "participation_ratio")
+    }
     levels = "/".join(f"{round(t * 100)}" for t in THRESHOLDS)
     ks = " / ".join(str(metrics[f"k{round(t * 100)}"]) for t in THRESHOLDS)
     centring = (
@@ -200,11 +206,12 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
         "shape": f"{table.shape[0]} x {table.shape[1]}, {table.describe_rows()}",
         "centring": centring,
         f"k at {levels}%": f"{ks} components",
-        "effective rank": f"{metrics['effective_rank']:.2f}",
-        "stable rank": f"{metrics['stable_rank']:.2f}",
-        "participation ratio": f"{metrics['participation_ratio']:.2f}",
+        "effective rank": ranks["effective_rank"],
+        "stable rank": ranks["stable_rank"],
+        "participation ratio": ranks["participation_ratio"],
         "above noise edge": f"{metrics['n_above_noise']} components",
         "singular values": values,
     }
     lines = [f"{label:<22}{value}" for label, value in rows.items()]
-    return "\n".join([*lines, hint] if hint else lines)
+    notes = [hint] * bool(hint) + [f"undefined: {NO_VARIANCE}"] * (not result.has_variance)
+    return "\n".join([*lines, *notes])

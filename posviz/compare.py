@@ -275,13 +275,17 @@ def metrics_table(first: Spectrum, second: Spectrum) -> pd.DataFrame:
     >>> t.loc[t.metric == "stable_rank", "difference"].item()
     0.0
     """
-    a, b = first.metrics(), second.metrics()
+    # Undefined metrics (a table without variance) are None: NaN here, null in JSON exports.
+    a, b = (
+        {k: np.nan if v is None else float(v) for k, v in s.metrics().items()}
+        for s in (first, second)
+    )
     return pd.DataFrame(
         {
             "metric": list(a),
-            "first": [float(a[key]) for key in a],
-            "second": [float(b[key]) for key in a],
-            "difference": [float(b[key] - a[key]) for key in a],
+            "first": list(a.values()),
+            "second": [b[key] for key in a],
+            "difference": [b[key] - a[key] for key in a],
         }
     )
 

@@ -332,7 +332,8 @@ def sinusoid_likeness(
     scores : ndarray of shape (n_positions, k)
         Trajectories (:attr:`PrincipalComponents.scores`).
     n_frequencies : int
-        m: the basis holds ``cos, sin(pi f p / n)`` for ``f = 1..m``; ``2 m <= n_positions``.
+        m: the basis holds ``cos, sin(pi f p / n)`` for ``f = 1..m``; at most
+        ``n_positions // 2`` are used (the result states m).
     n_shuffles : int
         Row shuffles for the chance level.
     seed : int
@@ -353,12 +354,10 @@ def sinusoid_likeness(
     1.0
     """
     n = scores.shape[0]
-    if not 1 <= 2 * n_frequencies <= n:
-        msg = (
-            f"{n_frequencies} frequencies need {2 * n_frequencies} basis vectors over {n} "
-            f"positions; choose between 1 and {n // 2}."
-        )
+    if n_frequencies < 1 or n < 2:
+        msg = f"{n_frequencies} frequencies over {n} positions; choose between 1 and {n // 2}."
         raise ValueError(msg)
+    n_frequencies = min(n_frequencies, n // 2)  # a short table: every frequency it has
     basis = sinusoid_basis(n, n_frequencies)
     angles = scipy.linalg.subspace_angles(scores, basis)
     span, sinusoids = scipy.linalg.orth(scores), scipy.linalg.orth(basis)

@@ -111,7 +111,9 @@ def resolve(root: Path, relative: str) -> Path:
     try:
         real = base.joinpath(*parts).resolve(strict=True)
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python 3.11)
-        msg = f"{relative} is not in the shared folder ({exc}); reload the page to list it again."
+        # strerror, not str(exc): that names the server's absolute path.
+        reason = getattr(exc, "strerror", None) or "a symlink loop"
+        msg = f"{relative} is not in the shared folder ({reason}); reload the page to list again."
         raise LoadError(msg) from exc
     if not real.is_relative_to(base):
         msg = (

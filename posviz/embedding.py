@@ -7,11 +7,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MAX_ELEMENTS", "Embedding", "LoadError", "as_table"]
+__all__ = ["MAX_ELEMENTS", "MIN_DIMS", "MIN_POSITIONS", "Embedding", "LoadError", "as_table"]
 
 #: Largest table accepted (elements). 2**26 floats = 256 MiB as float32: far above any
 #: position table (GPT-2: 786k) and above a 50k-token vocabulary (38.6M), far below RAM.
 MAX_ELEMENTS = 2**26
+#: Smallest table analysed. 10 positions: the probes' 5-fold cross-validation needs 2 positions
+#: per fold, and at 10 every other analysis (offset profile, boundary summary, sinusoid fits)
+#: is defined too, so every page and the report show all their numbers. No trained position
+#: table is shorter; 2 dimensions are the fewest that have a direction.
+MIN_POSITIONS = 10
+MIN_DIMS = 2
 #: Largest magnitude accepted: sums of 2**26 products of two such values stay finite in
 #: float64 (and their inverse's squares stay normal).
 _LARGEST = 1e150
@@ -24,8 +30,9 @@ class LoadError(ValueError):
 def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
     """Check that `array` is a usable position table and return it as float32/float64.
 
-    Leading singleton axes are squeezed ((1, N, d) -> (N, d)). float64 and 32/64-bit integers
-    become float64 (exact); every other real dtype becomes float32.
+    Leading singleton axes are squeezed ((1, N, d) -> (N, d)). float64, float128 and 32/64-bit
+    integers become float64 (exact but for float128's extra digits); every other real dtype
+    becomes float32.
 
     Parameters
     ----------
@@ -37,14 +44,15 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
     Raises
     ------
     LoadError
-        If it is not numeric, complex, not 2-D after squeezing, smaller than 2 x 2, larger
+        If it is not numeric, complex, not 2-D after squeezing, smaller than
+        `MIN_POSITIONS` x `MIN_DIMS`, larger
         than `MAX_ELEMENTS`, holds NaN/Inf (the count and the first (row, column) are given),
         or its largest magnitude is beyond 1e150 or (unless all zero) below 1e-150.
 
     Examples
     --------
-    >>> as_table(np.ones((1, 3, 2), dtype=np.float16)).shape
-    (3, 2)
+    >>> as_table(np.ones((1, 10, 2), dtype=np.float16)).shape
+    (10, 2)
     >>> as_table(np.array([1.0, 2.0]))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -65,8 +73,11 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
             "a position table is 2-D (n_positions, d_model)."
         )
         raise LoadError(msg)
-    if shape[0] < 2 or shape[1] < 2:
-        msg = f"{what} has shape {shape}; a position table needs at least 2 rows and 2 columns."
+    if shape[0] < MIN_POSITIONS or shape[1] < MIN_DIMS:
+        msg = (
+            f"{what} has shape {shape}; posviz analyses tables of at least {MIN_POSITIONS} "
+            f"positions (rows) and {MIN_DIMS} dimensions (columns)."
+        )
         raise LoadError(msg)
     if shape[0] * shape[1] > MAX_ELEMENTS:
         msg = (
@@ -74,13 +85,23 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
             f"{MAX_ELEMENTS:,}; pick a smaller tensor or a row range."
         )
         raise LoadError(msg)
-    exact64 = array.dtype == np.float64 or (array.dtype.kind in "iu" and array.dtype.itemsize >= 4)
-    table = np.asarray(array.reshape(shape), dtype=np.float64 if exact64 else np.float32)
+    # float128 narrows to float64, whose range covers every value accepted below.
+    wide = array.dtype.itemsize >= 8 if array.dtype.kind == "f" else array.dtype.itemsize >= 4
+    with np.errstate(over="ignore"):  # overflow is reported below, with where it happened
+        table = np.asarray(array.reshape(shape), dtype=np.float64 if wide else np.float32)
     # min and max see NaN and Inf too, with no temporary the size of the table.
     low, high = float(table.min()), float(table.max())
     if not np.isfinite(low) or not np.isfinite(high):
         bad = np.argwhere(~np.isfinite(table))
         row, col = (int(v) for v in bad[0])
+        stored = array.reshape(shape)[row, col]
+        if np.isfinite(stored):  # finite as stored, beyond float64: a float128 table
+            msg = (
+                f"{what} has values beyond float64's range (first at row {row}, column {col}: "
+                f"{np.format_float_scientific(stored, precision=3)}). Rescale the table (e.g. "
+                "divide by its largest value) before loading."
+            )
+            raise LoadError(msg)
         msg = (
             f"{what} holds {len(bad):,} NaN/Inf values (first at row {row}, column {col}); "
             "fix or drop those rows before loading."
@@ -158,17 +179,17 @@ class Embedding:
 
         Examples
         --------
-        >>> e = Embedding.from_array(np.eye(4), name="t", source="s", row_start=1)
+        >>> e = Embedding.from_array(np.eye(12, 4), name="t", source="s", row_start=1)
         >>> e.shape, e.row_start, e.prefix.shape, e.describe_rows()
-        ((3, 4), 1, (1, 4), 'rows 1-3 of 4 (1 leading row trimmed)')
+        ((11, 4), 1, (1, 4), 'rows 1-11 of 12 (1 leading row trimmed)')
         """
         full = as_table(array, what=f"tensor '{name}'")
         n = full.shape[0]
         stop = n if row_stop is None else row_stop
-        if not 0 <= row_start < stop <= n or stop - row_start < 2:
+        if not 0 <= row_start < stop <= n or stop - row_start < MIN_POSITIONS:
             msg = (
                 f"Row range {row_start}:{stop} does not fit tensor '{name}' with {n} rows; "
-                "keep at least 2 rows inside 0..n."
+                f"keep at least {MIN_POSITIONS} rows inside 0..{n}."
             )
             raise LoadError(msg)
         values = np.ascontiguousarray(full[row_start:stop])

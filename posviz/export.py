@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import shutil
 from io import StringIO
@@ -32,10 +33,10 @@ def export_settings(table: Embedding, **options: Any) -> dict[str, Any]:
 
     Examples
     --------
-    >>> t = Embedding.from_array(np.eye(3), name="wpe", source="gpt2.safetensors")
+    >>> t = Embedding.from_array(np.eye(12, 3), name="wpe", source="gpt2.safetensors")
     >>> s = export_settings(t, centered=True)
     >>> s["tensor"], s["rows"], s["centered"]
-    ('wpe', 'rows 0-2 of 3', True)
+    ('wpe', 'rows 0-11 of 12', True)
     """
     return {"posviz_version": __version__, **table.settings(), **options}
 
@@ -68,9 +69,23 @@ def from_csv(text: str) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def to_json(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
-    """JSON ``{"settings": {...}, "columns": {name: [values]}}``, floats at full precision."""
-    columns = {name: np.asarray(frame[name]).tolist() for name in frame.columns}
-    return json.dumps({"settings": settings, "columns": columns}, indent=1)
+    """JSON ``{"settings": {...}, "columns": {name: [values]}}``, floats at full precision.
+
+    Undefined values (NaN, infinities) are ``null``: JSON has no NaN.
+
+    Examples
+    --------
+    >>> json.loads(to_json(pd.DataFrame({"r": [1.5, np.nan]}), {}))["columns"]
+    {'r': [1.5, None]}
+    """
+    columns = {
+        name: [_defined(v) for v in np.asarray(frame[name]).tolist()] for name in frame.columns
+    }
+    return json.dumps({"settings": settings, "columns": columns}, indent=1, allow_nan=False)
+
+
+def _defined(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def figure_html(fig: go.Figure, settings: dict[str, Any]) -> str:

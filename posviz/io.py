@@ -8,12 +8,14 @@ its size was checked. Every refusal is a :class:`LoadError` naming the file.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
 import os
 import re
 import struct
+import threading
 import tokenize
 import zipfile
 import zlib
@@ -27,7 +29,7 @@ from typing import BinaryIO, TypeVar
 import numpy as np
 from numpy.lib import format as npy_format
 
-from posviz.embedding import MAX_ELEMENTS, Embedding, LoadError
+from posviz.embedding import MAX_ELEMENTS, MIN_DIMS, MIN_POSITIONS, Embedding, LoadError
 
 __all__ = [
     "ACCEPTED_FORMATS",
@@ -50,8 +52,12 @@ ACCEPTED_FORMATS = ".npy, .npz, .safetensors, .csv, .tsv, .txt"
 
 #: Text is parsed in memory: larger files are refused before being read.
 MAX_TEXT_BYTES = 512 * 2**20
-#: A safetensors JSON header larger than this is not a checkpoint's.
-MAX_HEADER_BYTES = 100 * 2**20
+#: A safetensors header is refused beyond these, before it is parsed: GPT-2's 148 tensors take
+#: 15 KB of header (about 100 bytes each), so 8 MiB holds some 80,000 entries, and a
+#: checkpoint file holds a few thousand tensors at most. Parsing stays within about 1 s and
+#: 200 MB for any header these admit.
+MAX_HEADER_BYTES = 8 * 2**20
+MAX_TENSORS = 65_536
 #: Zip archives (.npz) are refused beyond these, before anything is inflated.
 MAX_MEMBERS = 1000
 MAX_UNZIPPED_BYTES = 2 * 2**30
@@ -144,11 +150,13 @@ class TensorInfo:
 
     @property
     def table_shape(self) -> tuple[int, int] | None:
-        """(n_positions, d_model) after squeezing leading 1s, or None if not a >= 2 x 2 table."""
+        """(n_positions, d_model) after squeezing leading 1s, or None if not a table of at least
+        `MIN_POSITIONS` x `MIN_DIMS`."""
         shape = self.shape
         while len(shape) > 2 and shape[0] == 1:
             shape = shape[1:]
-        return shape if len(shape) == 2 and min(shape) >= 2 else None
+        usable = len(shape) == 2 and shape[0] >= MIN_POSITIONS and shape[1] >= MIN_DIMS
+        return shape if usable else None
 
 
 @dataclass(frozen=True)
@@ -348,7 +356,7 @@ def _opened(source: Source, filename: str | None) -> Iterator[_File]:
         try:
             file = open(path, "rb")  # noqa: SIM115 -- closed by the `with` below
         except OSError as exc:
-            msg = f"Cannot open {path}: {exc.strerror}."
+            msg = f"Cannot open {label}: {exc.strerror}."
             raise LoadError(msg) from exc
         size = os.fstat(file.fileno()).st_size
     with file:
@@ -449,12 +457,17 @@ def _npy_header(file: BinaryIO, what: str, nbytes: int) -> tuple[tuple[int, ...]
         raise LoadError(msg)
     try:
         shape, fortran, dtype = _NPY_HEADER_READERS[version](file)
-    except (ValueError, SyntaxError, tokenize.TokenError) as exc:
-        # numpy parses the header as a Python literal: garbage fails in the tokenizer.
-        msg = f"{what} has a corrupt .npy header ({exc}); export it again."
+    except (ValueError, TypeError, SyntaxError, tokenize.TokenError) as exc:
+        # numpy parses the header as a Python literal: garbage fails in the tokenizer, and an
+        # expression such as 2**40 fails with the repr of a syntax-tree node.
+        reason = "an expression, not a literal" if " object at 0x" in str(exc) else str(exc)
+        msg = f"{what} has a corrupt .npy header ({reason[:200]}); export it again."
         raise LoadError(msg) from exc
+    if not all(_whole(s) and s >= 0 for s in shape):
+        msg = f"{what} has a corrupt .npy header (shape {shape} is not sizes); export it again."
+        raise LoadError(msg)
     data = math.prod(shape) * dtype.itemsize
-    if min(shape, default=0) < 0 or file.tell() + data > nbytes:
+    if file.tell() + data > nbytes:
         msg = (
             f"{what} is truncated or corrupt: its header declares shape {shape} of {dtype} "
             f"({data:,} data bytes) but it holds {nbytes:,} bytes in all."
@@ -543,53 +556,118 @@ def _safetensors_header(src: _File) -> tuple[dict[str, dict], int]:
     """Tensor entries of a safetensors header, each checked, and where the data region starts.
 
     Layout: u64 little-endian header length n, n bytes of JSON, then the data region; each
-    entry's ``data_offsets`` are relative to that region.
+    entry's ``data_offsets`` are relative to that region. A header is parsed and checked once:
+    listing, reading and every rerun find it by its hash in `_CHECKED_HEADERS`.
     """
     if src.size < 8:
         msg = f"{src.label} is truncated: {src.size} bytes, less than a safetensors header."
         raise LoadError(msg)
     (n,) = struct.unpack("<Q", src.file.read(8))
-    if n > MAX_HEADER_BYTES or 8 + n > src.size:
+    if n > MAX_HEADER_BYTES:
         msg = (
-            f"{src.label} is truncated or not safetensors: its header claims {n:,} bytes but the "
-            f"file holds {src.size:,} (limit {MAX_HEADER_BYTES:,}). Export it again."
+            f"{src.label} has a safetensors header of {n:,} bytes, above the limit of "
+            f"{MAX_HEADER_BYTES:,} (about {MAX_HEADER_BYTES // 100:,} tensors): save the "
+            "position table, or fewer tensors, in a file of its own."
         )
         raise LoadError(msg)
+    if 8 + n > src.size:
+        msg = (
+            f"{src.label} is truncated or not safetensors: its header claims {n:,} bytes but the "
+            f"file holds {src.size:,}. Export it again."
+        )
+        raise LoadError(msg)
+    raw = src.file.read(n)
+    key = (hashlib.sha256(raw).digest(), src.size - 8 - n)
+    with _CHECKED_LOCK:
+        entries = _CHECKED_HEADERS.get(key)
+    if entries is None:
+        entries = _check_header(src.label, raw, key[1])
+        with _CHECKED_LOCK:
+            _CHECKED_HEADERS[key] = entries
+            while len(_CHECKED_HEADERS) > _CHECKED_SIZE or (
+                sum(map(len, _CHECKED_HEADERS.values())) > 2 * MAX_TENSORS
+            ):
+                del _CHECKED_HEADERS[next(iter(_CHECKED_HEADERS))]
+    return entries, 8 + n
+
+
+#: Checked headers by (sha256 of the header bytes, data region size), oldest first: at most 8
+#: headers and 2 * MAX_TENSORS entries in all (about 70 MB at worst), shared by all sessions.
+_CHECKED_HEADERS: dict[tuple[bytes, int], dict[str, dict]] = {}
+_CHECKED_SIZE = 8
+_CHECKED_LOCK = threading.Lock()
+
+
+class _TooManyObjects(Exception):
+    """Raised from inside the JSON parser: the header holds more objects than it may."""
+
+
+def _check_header(label: str, raw: bytes, region: int) -> dict[str, dict]:
+    """The tensor entries of header bytes `raw`, each checked against a `region`-byte data area."""
+    objects = itertools.count()
+
+    def count(pairs: list[tuple[str, object]]) -> dict:
+        # Every entry is a JSON object: stop building them past the cap, not after.
+        if next(objects) > MAX_TENSORS + 1:  # the header itself and __metadata__
+            raise _TooManyObjects
+        return dict(pairs)
+
+    too_many = (
+        f"{label} describes more than {MAX_TENSORS:,} tensors in its safetensors header, the "
+        "limit: save the position table, or fewer tensors, in a file of its own."
+    )
     try:
-        header = json.loads(src.file.read(n))
+        header = json.loads(raw, object_pairs_hook=count)
+    except _TooManyObjects:
+        raise LoadError(too_many) from None
     except (ValueError, RecursionError) as exc:
-        msg = f"{src.label} has a corrupt safetensors header (not valid JSON: {exc})."
+        msg = f"{label} has a corrupt safetensors header (not valid JSON: {exc})."
         raise LoadError(msg) from exc
     if not isinstance(header, dict):
-        msg = f"{src.label} has a corrupt safetensors header (JSON {type(header).__name__})."
+        msg = f"{label} has a corrupt safetensors header (JSON {type(header).__name__})."
         raise LoadError(msg)
     entries = {k: v for k, v in header.items() if k != "__metadata__"}
-    region = src.size - 8 - n
-    spans = sorted((_safetensors_span(src.label, k, v, region), k) for k, v in entries.items())
+    if len(entries) > MAX_TENSORS:
+        raise LoadError(too_many)
+    spans = sorted((_safetensors_span(label, k, v, region), k) for k, v in entries.items())
     for ((_, end), first), ((begin, _), second) in itertools.pairwise(spans):
         if begin < end:
-            msg = f"{src.label} is corrupt: tensors '{first}' and '{second}' overlap in the file."
+            msg = (
+                f"{label} is corrupt: tensors '{_short(first)}' and '{_short(second)}' overlap "
+                "in the file."
+            )
             raise LoadError(msg)
-    return entries, 8 + n
+    return entries
+
+
+def _whole(value: object) -> bool:
+    """A JSON whole number; `True` is an int to Python but not a size."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _safetensors_span(label: str, name: str, entry: object, region: int) -> tuple[int, int]:
     """(begin, end) of one header entry, after checking dtype, shape and offsets agree."""
-    what = f"{label}: tensor '{name}'"
-    if not isinstance(entry, dict) or entry.get("dtype") not in _SAFETENSORS_DTYPES:
-        dtype = entry.get("dtype") if isinstance(entry, dict) else entry
-        msg = f"{what} has unknown dtype {dtype!r}; known: {', '.join(_SAFETENSORS_DTYPES)}."
+    what = f"{label}: tensor '{_short(name)}'"
+    dtype = entry.get("dtype") if isinstance(entry, dict) else entry
+    if not isinstance(dtype, str) or dtype not in _SAFETENSORS_DTYPES:
+        msg = (
+            f"{what} has unknown dtype {str(dtype)[:40]!r}; known: "
+            f"{', '.join(_SAFETENSORS_DTYPES)}."
+        )
         raise LoadError(msg)
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
     valid = (
         isinstance(shape, list)
-        and all(isinstance(s, int) and s >= 0 for s in shape)
+        and all(_whole(s) and s >= 0 for s in shape)
         and isinstance(offsets, list)
         and len(offsets) == 2
-        and all(isinstance(o, int) for o in offsets)
+        and all(map(_whole, offsets))
     )
     if not valid:
-        msg = f"{what} has a malformed header entry (shape {shape!r}, data_offsets {offsets!r})."
+        msg = (
+            f"{what} has a malformed header entry (shape {str(shape)[:80]}, data_offsets "
+            f"{str(offsets)[:80]}): sizes must be lists of whole numbers."
+        )
         raise LoadError(msg)
     begin, end = offsets
     if not 0 <= begin <= end <= region:
@@ -598,11 +676,11 @@ def _safetensors_span(label: str, name: str, entry: object, region: int) -> tupl
             "the file is truncated or corrupt."
         )
         raise LoadError(msg)
-    needed = math.prod(shape) * np.dtype(_SAFETENSORS_DTYPES[entry["dtype"]]).itemsize
+    needed = math.prod(shape) * np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
     if end - begin != needed:
         msg = (
-            f"{what} is corrupt: its data offsets span {end - begin:,} bytes but shape {shape} "
-            f"of {entry['dtype']} needs {needed:,}."
+            f"{what} is corrupt: its data offsets span {end - begin:,} bytes but shape "
+            f"{str(shape)[:80]} of {dtype} needs {needed:,}."
         )
         raise LoadError(msg)
     return begin, end
@@ -617,7 +695,7 @@ def _read_safetensors(src: _File, name: str) -> np.ndarray:
     entries, start = _safetensors_header(src)
     if name not in entries:
         raise LoadError(_missing_message(src.label, name, entries))
-    what, entry = f"{src.label}: tensor '{name}'", entries[name]
+    what, entry = f"{src.label}: tensor '{_short(name)}'", entries[name]
     check_safetensors_tensor(what, entry)
     begin, end = entry["data_offsets"]
     src.file.seek(start + begin)
@@ -746,7 +824,14 @@ def _check_single(src: _File, name: str) -> None:
 
 
 def _missing_message(label: str, name: str, names: Iterable[str]) -> str:
-    return f"{label} has no tensor {name!r}; it holds: {', '.join(names)}."
+    names = [_short(n) for n in names]
+    more = f" and {len(names) - 20:,} more" if len(names) > 20 else ""
+    return f"{label} has no tensor {_short(name)!r}; it holds: {', '.join(names[:20])}{more}."
+
+
+def _short(name: str) -> str:
+    """A name as messages quote it: a header may hold names of megabytes."""
+    return name if len(name) <= 120 else f"{name[:100]}… ({len(name):,} characters)"
 
 
 _LISTERS: dict[str, Callable[[_File], list[TensorInfo]]] = {

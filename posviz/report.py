@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from posviz import boundary, components, figures, probes, similarity
 from posviz.embedding import Embedding
 from posviz.export import export_settings
-from posviz.spectrum import spectrum
+from posviz.spectrum import NO_VARIANCE, spectrum
 
 __all__ = ["REPORT_MAX_SIDE", "Section", "build_report", "report_sections"]
 
@@ -70,7 +70,8 @@ def report_sections(
             "Spectrum",
             "How low-rank the table is. Effective rank: exp of the entropy of σ/Σσ; stable "
             "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; noise edge: the "
-            "Marchenko-Pastur top edge of a Gaussian table with the same shape and variance.",
+            "Marchenko-Pastur top edge of a Gaussian table with the same shape and variance."
+            + ("" if s.has_variance else f" {NO_VARIANCE}"),
             {"Metrics": pd.DataFrame([metrics])},
             [figures.singular_values(s), figures.explained_variance(s)],
         ),
@@ -96,6 +97,7 @@ def report_sections(
                 "Likeness to sinusoids": pd.DataFrame(
                     [
                         {
+                            "n_frequencies": likeness.n_frequencies,
                             "mean_cos2": likeness.mean_cos2,
                             "shuffled_mean_cos2": likeness.shuffled.mean(),
                             "p_value": likeness.p_value,
@@ -168,5 +170,13 @@ th, td {{ padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left;
 
 
 def _script_json(value: object) -> str:
-    """JSON safe inside <script>: a tensor named "</script>..." cannot end the block."""
-    return json.dumps(value).replace("</", "<\\/")
+    r"""JSON safe inside <script>: with <, > and & as \u escapes, no tensor name ("</script>",
+    "<!--") can end the block or turn the rest of the page into a comment.
+
+    Examples
+    --------
+    >>> print(_script_json({"tensor": "<!--<script>&"}))
+    {"tensor": "\u003c!--\u003cscript\u003e\u0026"}
+    """
+    text = json.dumps(value, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

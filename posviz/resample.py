@@ -349,7 +349,7 @@ def to_safetensors(table: Embedding, *, batch_axis: bool = False) -> bytes:
 
     Examples
     --------
-    >>> t = Embedding.from_array(np.eye(3), name="wpe", source="s", dtype="F16")
+    >>> t = Embedding.from_array(np.eye(12, 3), name="wpe", source="s", dtype="F16")
     >>> safetensors.numpy.load(to_safetensors(t))["wpe"].dtype
     dtype('float16')
     """

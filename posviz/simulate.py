@@ -2,19 +2,113 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import numpy as np
 
-from posviz.embedding import MAX_ELEMENTS, Embedding, LoadError
+from posviz.embedding import MAX_ELEMENTS, MIN_DIMS, MIN_POSITIONS, Embedding, LoadError
 
-__all__ = ["GENERATORS", "gaussian", "learned_like", "sinusoidal", "sinusoidal_table", "vit_grid"]
+__all__ = [
+    "GENERATORS",
+    "PARAMETERS",
+    "Parameter",
+    "gaussian",
+    "learned_like",
+    "parse_options",
+    "sinusoidal",
+    "sinusoidal_table",
+    "vit_grid",
+]
 
 
-def _check_size(n_positions: int, d_model: int) -> None:
-    """Refuse a table too large to make before allocating it (sizes can come from a URL)."""
-    if n_positions * d_model > MAX_ELEMENTS or min(n_positions, d_model) < 2:
+@dataclass(frozen=True)
+class Parameter:
+    """One generator option: its label in the form and the values it may take.
+
+    The form's widgets and the link parser (:func:`parse_options`) both read these bounds, so
+    a link cannot ask for more than the form offers. An option is whole when its bounds are.
+    """
+
+    label: str
+    low: int | float
+    high: int | float
+
+    @property
+    def whole(self) -> bool:
+        return isinstance(self.low, int)
+
+    def parse(self, name: str, text: str) -> int | float:
+        """`text` (from a URL) as this option's value; a LoadError says why it is refused."""
+        text = text.strip()
+        # Whole options take plain digits only: no "2.5", "1e10" or 4,000-digit numbers.
+        if self.whole and not re.fullmatch(r"[+-]?[0-9]{1,12}", text):
+            msg = f"{name}={text[:40]!r} is not a whole number"
+            raise LoadError(msg)
+        try:
+            value = int(text) if self.whole else float(text)
+        except ValueError:
+            msg = f"{name}={text[:40]!r} is not a number"
+            raise LoadError(msg) from None
+        if not self.low <= value <= self.high:  # NaN fails this too
+            msg = f"{name}={text[:40]!r} is outside {_number(self.low)}..{_number(self.high)}"
+            raise LoadError(msg)
+        return value
+
+
+#: Every generator option, by keyword. Bounds are the form's: sizes far past real tables are
+#: refused by the element cap anyway, and 256 waves (512 wave columns) keep learned_like's
+#: working arrays within a few times the table's own size.
+PARAMETERS = {
+    "n_positions": Parameter("Positions", MIN_POSITIONS, 65536),
+    "d_model": Parameter("Dimensions", 4, 8192),
+    "height": Parameter("Grid height", 1, 256),
+    "width": Parameter("Grid width", 1, 256),
+    "prefix_tokens": Parameter("Prefix (class) tokens", 0, 8),
+    "base": Parameter("Base", 2.0, 1e7),
+    "n_frequencies": Parameter("Waves", 1, 256),
+    "noise": Parameter("Noise", 0.0, 10.0),
+    "boundary": Parameter("Boundary kick", 0.0, 100.0),
+    "seed": Parameter("Seed", 0, 2**31 - 1),
+}
+
+
+def _number(value: int | float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def parse_options(kind: str, params: Mapping[str, str]) -> dict[str, int | float]:
+    """The options of generator `kind` named in `params` (a URL's query), each checked.
+
+    Keys that are not options of `kind` are ignored.
+
+    Raises
+    ------
+    LoadError
+        If a value is not a number of the option's type or lies outside its bounds.
+
+    Examples
+    --------
+    >>> parse_options("gaussian", {"n_positions": "300", "seed": "7", "noise": "x"})
+    {'n_positions': 300, 'seed': 7}
+    >>> parse_options("gaussian", {"seed": "0.5"})
+    Traceback (most recent call last):
+    ...
+    posviz.embedding.LoadError: seed='0.5' is not a whole number
+    """
+    names = inspect.signature(GENERATORS[kind]).parameters
+    return {name: PARAMETERS[name].parse(name, params[name]) for name in names if name in params}
+
+
+def _check_size(n_positions: int, d_model: int, prefix: int = 0) -> None:
+    """Refuse a table too small to analyse or too large to make, before allocating it."""
+    size = (n_positions + prefix) * d_model
+    if size > MAX_ELEMENTS or n_positions < MIN_POSITIONS or d_model < MIN_DIMS:
         msg = (
-            f"A {n_positions} x {d_model} table is outside 2 x 2 .. {MAX_ELEMENTS:,} values; "
-            "choose fewer positions or dimensions."
+            f"A table of {n_positions} positions x {d_model} dimensions is outside "
+            f"{MIN_POSITIONS} x {MIN_DIMS} .. {MAX_ELEMENTS:,} values; choose other sizes."
         )
         raise LoadError(msg)
 
@@ -36,7 +130,6 @@ def sinusoidal_table(n_positions: int, d_model: int, *, base: float = 10000.0) -
     >>> bool(np.allclose(np.linalg.norm(pe, axis=1), np.sqrt(3)))
     True
     """
-    _check_size(n_positions, d_model)
     freqs = base ** (-np.arange(0, d_model, 2) / d_model)
     angles = np.arange(n_positions)[:, None] * freqs[None, :]
     table = np.empty((n_positions, d_model))
@@ -47,6 +140,7 @@ def sinusoidal_table(n_positions: int, d_model: int, *, base: float = 10000.0) -
 
 def sinusoidal(n_positions: int = 512, d_model: int = 768, *, base: float = 10000.0) -> Embedding:
     """A sinusoidal table (see :func:`sinusoidal_table`) as an :class:`Embedding`."""
+    _check_size(n_positions, d_model)
     return Embedding.from_array(
         sinusoidal_table(n_positions, d_model, base=base),
         name="sinusoidal",
@@ -135,8 +229,8 @@ def vit_grid(
     """
     if d_model % 4:
         msg = f"d_model must be a multiple of 4 for a 2-D sinusoidal grid, got {d_model}."
-        raise ValueError(msg)
-    _check_size(height * width + prefix_tokens, d_model)
+        raise LoadError(msg)
+    _check_size(height * width, d_model, prefix_tokens)
     half = d_model // 2
     rows = sinusoidal_table(height, half, base=base)
     cols = sinusoidal_table(width, half, base=base)

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import blas, lapack
 
-__all__ = ["THRESHOLDS", "Spectrum", "float64_blocks", "gram", "spectrum"]
+__all__ = ["NO_VARIANCE", "THRESHOLDS", "Spectrum", "float64_blocks", "gram", "spectrum"]
 
 #: Explained-variance levels at which the number of components is reported.
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -105,6 +105,13 @@ def _back_transform(reflectors: np.ndarray, tau: np.ndarray, z: np.ndarray) -> n
     return q_z[:-1]
 
 
+#: Why a table's ranks and shares are undefined, for the page, the CLI and exports.
+NO_VARIANCE = (
+    "All singular values are 0 (every row equal, or all zero without centring): the shares of "
+    "the variance and the ranks built on them are 0 / 0, undefined."
+)
+
+
 @dataclass(frozen=True)
 class Spectrum:
     """Singular-value spectrum of a position table and the numbers derived from it.
@@ -194,8 +201,24 @@ class Spectrum:
         """Components whose singular value exceeds :attr:`noise_edge`."""
         return int(np.count_nonzero(self.singular_values > self.noise_edge))
 
-    def metrics(self) -> dict[str, float | int]:
-        """The headline numbers, by the names the CLI and exports use."""
+    @property
+    def has_variance(self) -> bool:
+        """False when every singular value is 0: every share of the variance is then 0 / 0."""
+        return bool(self.singular_values.any())
+
+    def metrics(self) -> dict[str, float | int | None]:
+        """The headline numbers, by the names the CLI and exports use.
+
+        None where undefined: the shares and ranks of a table without variance (see
+        :attr:`has_variance` and `NO_VARIANCE`).
+        """
+        if not self.has_variance:
+            return {f"k{round(t * 100)}": None for t in THRESHOLDS} | {
+                "effective_rank": None,
+                "stable_rank": None,
+                "participation_ratio": None,
+                "n_above_noise": 0,
+            }
         out: dict[str, float | int] = {f"k{round(t * 100)}": self.k_at(t) for t in THRESHOLDS}
         out |= {
             "effective_rank": self.effective_rank,
@@ -238,6 +261,9 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     >>> s.singular_values.tolist(), s.stable_rank
     ([4.0, 3.0], 1.5625)
     """
+    if center and not np.ptp(values, axis=0).any():
+        # Equal rows centre to exact zeros, not to the rounding residue of their float mean.
+        return Spectrum(np.zeros(min(values.shape)), centered=True, shape=values.shape, floor=0.0)
     reflectors, diagonal, off_diagonal, tau = _tridiagonal(gram(values, center=center))
     lam = scipy.linalg.eigvalsh_tridiagonal(diagonal, off_diagonal, lapack_driver="sterf")[::-1]
     # Centred rows sum to zero: a table with no more rows than columns then has one singular

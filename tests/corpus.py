@@ -51,7 +51,7 @@ HOSTILE_WORDS = {
     "ragged.csv": "line 3",
     "text.csv": "'cat' is not a number",
     "latin1.csv": "UTF-8",
-    "single_column.csv": "at least 2 rows and 2 columns",
+    "single_column.csv": "2 dimensions",
     "unknown.xyz": "Accepted formats",
     "st_bad_json.safetensors": "not valid JSON",
     "st_nested_json.safetensors": "not valid JSON",
@@ -64,6 +64,15 @@ HOSTILE_WORDS = {
     "st_unknown_dtype.safetensors": "unknown dtype 'F7'",
     "st_bool.safetensors": "BOOL",
     "st_three_d.safetensors": "3-D",
+    # Issue 20: types checked where bytes enter, sizes capped before parsing, clear messages.
+    "st_dtype_list.safetensors": "unknown dtype \"['F32']\"",
+    "st_dtype_dict.safetensors": "unknown dtype",
+    "st_bool_shape.safetensors": "whole numbers",
+    "st_too_many_tensors.safetensors": "more than 65,536 tensors",
+    "expression_shape.npy": "an expression, not a literal",
+    "bool_shape.npy": "(True, 4)",
+    "float128_overflow.npy": "beyond float64's range",
+    "nine_rows.npy": "at least 10 positions",
 }
 
 
@@ -206,6 +215,13 @@ def _npy_with_header(shape: tuple[int, ...], descr: str, data: bytes) -> bytes:
     return header.getvalue() + data
 
 
+def _npy_header_text(header: str) -> bytes:
+    """.npy 1.0 bytes whose header is `header` verbatim (numpy's writer would reject it)."""
+    text = header.encode("latin1")
+    text += b" " * (63 - (10 + len(text)) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text
+
+
 def _npz_bytes(members: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -243,7 +259,7 @@ def hostile_files(tmp_path: Path) -> dict[str, Path]:
     torch_zip = _npz_bytes(
         {"archive/data.pkl": rce, "archive/version": b"3\n", "archive/data/0": bytes(64)}
     )
-    nan = np.ones((8, 4))
+    nan = np.ones((12, 4))
     nan[2, 3] = np.nan
     f32 = {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}
     content: dict[str, bytes] = {
@@ -301,6 +317,26 @@ def hostile_files(tmp_path: Path) -> dict[str, Path]:
         "st_three_d.safetensors": _safetensors_bytes(
             {"wpe": {"dtype": "F32", "shape": [2, 2, 4], "data_offsets": [0, 64]}}, bytes(64)
         ),
+        "st_dtype_list.safetensors": _safetensors_bytes({"wpe": {**f32, "dtype": ["F32"]}}, b""),
+        "st_dtype_dict.safetensors": _safetensors_bytes({"wpe": {**f32, "dtype": {"a": 1}}}, b""),
+        "st_bool_shape.safetensors": _safetensors_bytes(
+            {"wpe": {**f32, "shape": [True, 16]}}, bytes(64)
+        ),
+        "st_too_many_tensors.safetensors": _safetensors_bytes(
+            {
+                f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+                for i in range(65_537)
+            },
+            b"",
+        ),
+        "expression_shape.npy": _npy_header_text(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2**40, 2**40), }"
+        ),
+        "bool_shape.npy": _npy_header_text(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (True, 4), }"
+        ),
+        "float128_overflow.npy": _npy_bytes(np.full((12, 4), np.longdouble("1e4000"))),
+        "nine_rows.npy": _npy_bytes(np.ones((9, 4))),
     }
     paths = {}
     for name, data in content.items():

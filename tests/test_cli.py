@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from posviz.cli import main
+from posviz.embedding import MIN_POSITIONS
 from posviz.simulate import sinusoidal_table, vit_grid
-from tests.corpus import hostile_files
+from posviz.spectrum import NO_VARIANCE
+from tests.corpus import HOSTILE_WORDS, hostile_files
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = [
@@ -102,10 +104,10 @@ def test_summary_hints_and_drops_a_class_token(
 
 
 def test_summary_reads_the_named_tensor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    np.savez(tmp_path / "m.npz", wpe=sinusoidal_table(8, 4), wte=np.eye(6))
+    np.savez(tmp_path / "m.npz", wpe=sinusoidal_table(16, 4), wte=np.eye(12))
     assert summary_json(capsys, str(tmp_path / "m.npz"))["tensor"] == "wpe"
     record = summary_json(capsys, str(tmp_path / "m.npz"), "--tensor", "wte")
-    assert (record["tensor"], record["shape"], record["k99"]) == ("wte", [6, 6], 5)
+    assert (record["tensor"], record["shape"], record["k99"]) == ("wte", [12, 12], 11)
 
 
 def test_refused_file_exits_2_with_the_message(
@@ -129,3 +131,41 @@ def test_python_dash_m_posviz(sinusoid: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["k50"] == 11
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return hostile_files(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_WORDS))
+def test_every_hostile_file_exits_2_without_a_traceback(
+    name: str, capsys: pytest.CaptureFixture[str], hostile: dict[str, Path]
+) -> None:
+    # Issue 20: a list or dict as dtype, or a boolean in shape, printed a traceback (exit 1).
+    assert main(["summary", str(hostile[name]), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert HOSTILE_WORDS[name].lower() in captured.err.lower()
+
+
+def test_summary_json_is_strict_json_with_null_for_undefined_numbers(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Issue 20: a table without variance printed bare NaN, which is not JSON.
+    np.save(tmp_path / "flat.npy", np.ones((MIN_POSITIONS, 3), dtype=np.float32))
+    assert main(["summary", str(tmp_path / "flat.npy"), "--json"]) == 0
+    out = capsys.readouterr().out
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(constant)
+
+    record = json.loads(out, parse_constant=refuse)
+    assert record["stable_rank"] is None
+    assert record["k90"] is None
+    assert record["undefined"] == NO_VARIANCE
+    assert main(["summary", str(tmp_path / "flat.npy")]) == 0
+    text = capsys.readouterr().out
+    assert "stable rank           undefined" in text
+    assert NO_VARIANCE in text
+    assert "nan" not in text.lower()

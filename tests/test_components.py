@@ -189,7 +189,9 @@ def test_basis_is_cos_and_sin_of_half_cycles():
     np.testing.assert_allclose(basis[:, 2], np.cos(np.pi * 2 * p / 10))
     np.testing.assert_allclose(basis[:, 1], np.sin(np.pi * p / 10))
     with pytest.raises(ValueError, match="between 1 and 5"):
-        sinusoid_likeness(rng().standard_normal((10, 2)), n_frequencies=6)
+        sinusoid_likeness(rng().standard_normal((10, 2)), n_frequencies=0)
+    # More frequencies than a short table has: all it has, and the result says how many.
+    assert sinusoid_likeness(rng().standard_normal((10, 2)), n_frequencies=6).n_frequencies == 5
 
 
 # --- figures --------------------------------------------------------------------------------

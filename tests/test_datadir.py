@@ -36,7 +36,7 @@ def shared(tmp_path: Path) -> Path:
     (root / "B.CSV").write_text("1,2\n3,4\n")
     (root / "notes.md").write_text("not a table")
     (root / "gpt2" / "wpe.safetensors").write_bytes(b"placeholder")
-    (root / "gpt2" / "deep" / "t.tsv").write_text("1\t2\n3\t4\n")
+    (root / "gpt2" / "deep" / "t.tsv").write_text("".join(f"{i}\t{i * i}\n" for i in range(10)))
     np.save(outside / "secret.npy", np.eye(4))
     (root / "passwd.txt").symlink_to("/etc/passwd")
     (root / "out").symlink_to(outside, target_is_directory=True)
@@ -129,4 +129,4 @@ def test_the_data_page_loads_from_the_folder_and_refuses_a_swapped_link(
     at.button[-1].click().run()  # "Load"
     assert not at.exception
     table = at.session_state["posviz.table"]
-    assert (table.source, table.shape) == ("gpt2/deep/t.tsv", (2, 2))
+    assert (table.source, table.shape) == ("gpt2/deep/t.tsv", (10, 2))

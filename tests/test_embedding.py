@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posviz.embedding import MAX_ELEMENTS, Embedding, LoadError, as_table
+from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS, Embedding, LoadError, as_table
 
 
 @pytest.mark.parametrize(
@@ -13,8 +13,8 @@ from posviz.embedding import MAX_ELEMENTS, Embedding, LoadError, as_table
     [
         (np.arange(4.0), "1-D"),
         (np.zeros((2, 3, 4)), "3-D"),
-        (np.zeros((1, 5)), "at least 2 rows"),
-        (np.zeros((5, 1)), "at least 2 rows"),
+        (np.zeros((1, 5)), "at least 10 positions"),
+        (np.zeros((12, 1)), "2 dimensions"),
         (np.array([["a", "b"], ["c", "d"]]), "non-numeric"),
         (np.zeros((3, 3), dtype=complex), "complex"),
     ],
@@ -26,7 +26,7 @@ def test_refusals_say_what_is_wrong(array, message):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_nan_refusal_gives_count_and_first_cell(bad):
-    x = np.zeros((4, 3), dtype=np.float32)
+    x = np.zeros((10, 3), dtype=np.float32)
     x[2, 1] = bad
     x[3, 0] = -np.inf
     with pytest.raises(LoadError, match=r"2 NaN/Inf values \(first at row 2, column 1\)"):
@@ -43,7 +43,7 @@ def test_magnitudes_whose_products_leave_float64_are_refused(scale, word):
     with pytest.raises(LoadError, match=f"magnitude up to .*{word}.*Rescale"):
         as_table(x)
     assert as_table(x / scale).shape == (40, 10)
-    assert as_table(np.zeros((3, 2))).shape == (3, 2)
+    assert as_table(np.zeros((10, 2))).shape == (10, 2)
     lone = x / scale  # the largest magnitude alone, and negative
     lone[5, 3] = -1e200
     with pytest.raises(LoadError, match=r"magnitude up to 1e\+200.*overflow"):
@@ -68,34 +68,57 @@ def test_size_is_checked_before_conversion():
     ],
 )
 def test_dtypes_are_upcast_exactly(dtype, expected):
-    assert as_table(np.ones((2, 2), dtype=dtype)).dtype == expected
+    assert as_table(np.ones((10, 2), dtype=dtype)).dtype == expected
+
+
+def test_float128_beyond_float32_is_kept_and_beyond_float64_named():
+    # Issue 20: a float128 value past float32's range was reported as NaN/Inf.
+    x = np.ones((10, 2), dtype=np.longdouble)
+    x[3, 1] = np.longdouble("1e39")
+    table = as_table(x)
+    assert table.dtype == np.float64
+    assert table[3, 1] == 1e39
+    x[3, 1] = np.longdouble("1e4000")
+    if np.isfinite(x[3, 1]):  # only where long double is wider than float64
+        with pytest.raises(LoadError, match=r"beyond float64's range \(first at row 3, column 1"):
+            as_table(x)
+
+
+def test_smaller_than_the_smallest_table_is_refused_and_the_smallest_accepted():
+    assert as_table(np.eye(MIN_POSITIONS, 2)).shape == (MIN_POSITIONS, 2)
+    with pytest.raises(LoadError, match=f"at least {MIN_POSITIONS} positions"):
+        as_table(np.eye(MIN_POSITIONS - 1, 2))
+    with pytest.raises(LoadError, match=f"keep at least {MIN_POSITIONS} rows"):
+        Embedding.from_array(np.eye(MIN_POSITIONS + 1, 2), name="t", source="s", row_start=2)
 
 
 def test_leading_singletons_are_squeezed():
-    assert as_table(np.zeros((1, 1, 3, 2))).shape == (3, 2)
+    assert as_table(np.zeros((1, 1, 10, 2))).shape == (10, 2)
 
 
 def test_row_range_prefix_and_digest():
-    x = np.arange(20.0).reshape(5, 4)
-    e = Embedding.from_array(x, name="t", source="s", row_start=2, row_stop=4)
-    np.testing.assert_array_equal(e.values, x[2:4])
+    x = np.arange(52.0).reshape(13, 4)
+    e = Embedding.from_array(x, name="t", source="s", row_start=2, row_stop=12)
+    np.testing.assert_array_equal(e.values, x[2:12])
     np.testing.assert_array_equal(e.prefix, x[:2])
-    assert e.describe_rows() == "rows 2-3 of 5 (2 leading rows and 1 trailing row trimmed)"
+    assert e.describe_rows() == "rows 2-11 of 13 (2 leading rows and 1 trailing row trimmed)"
     assert not e.values.flags.writeable
-    same = Embedding.from_array(x[2:4], name="other", source="elsewhere")
+    same = Embedding.from_array(x[2:12], name="other", source="elsewhere")
     assert same.sha256 == e.sha256  # content, not provenance, keys the caches
-    changed = x[2:4].copy()
+    changed = x[2:12].copy()
     changed[0, 0] += 1e-12
     assert Embedding.from_array(changed, name="t", source="s").sha256 != e.sha256
 
 
-@pytest.mark.parametrize(("start", "stop"), [(4, 5), (3, 3), (-1, 4), (0, 9)])
+@pytest.mark.parametrize(("start", "stop"), [(6, 15), (3, 3), (-1, 12), (0, 20)])
 def test_bad_row_ranges(start, stop):
     with pytest.raises(LoadError, match="Row range"):
-        Embedding.from_array(np.zeros((5, 4)), name="t", source="s", row_start=start, row_stop=stop)
+        Embedding.from_array(
+            np.zeros((15, 4)), name="t", source="s", row_start=start, row_stop=stop
+        )
 
 
 def test_grid_must_match_rows():
     with pytest.raises(LoadError, match="Grid 3 x 4"):
-        Embedding.from_array(np.zeros((10, 4)), name="t", source="s", row_start=1, grid=(3, 4))
+        Embedding.from_array(np.zeros((13, 4)), name="t", source="s", row_start=2, grid=(3, 4))
     assert Embedding.from_array(np.zeros((10, 4)), name="t", source="s", grid=(2, 5)).grid == (2, 5)

@@ -6,6 +6,8 @@ import io
 import json
 import pickle
 import struct
+import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -228,8 +230,8 @@ BART = [
         (OPT, "model.decoder.embed_positions.weight"),
         (BERT, "bert.embeddings.position_embeddings.weight"),
         (BART, None),  # two position tables: unsure
-        ([TensorInfo("a", (10,), "f4"), TensorInfo("b", (4, 4), "f4")], "b"),
-        ([TensorInfo("a", (5, 4), "f4"), TensorInfo("b", (4, 4), "f4")], None),
+        ([TensorInfo("a", (10,), "f4"), TensorInfo("b", (16, 4), "f4")], "b"),
+        ([TensorInfo("a", (12, 4), "f4"), TensorInfo("b", (16, 4), "f4")], None),
         ([TensorInfo("pos_embed", (1, 768), "F32")], None),
         ([], None),
     ],
@@ -353,3 +355,91 @@ def test_pickle_refusal_shows_the_safetensors_conversion(
         '    save_file({k: v.contiguous() for k, v in torch.load("rce.pt", weights_only=True)'
         '.items()}, "rce.safetensors")',
     ]
+
+
+# --- issue 20: bounded headers, parsed once; messages without server paths -------------------
+
+
+def _empty_tensors(n: int) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+    return {f"t{i}": ("F32", (0,), b"") for i in range(n)}
+
+
+def test_a_safetensors_header_is_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 20: a header was parsed three times per Load (list, then list + read) and again
+    # on every rerun.
+    table = np.arange(48, dtype=np.float32).reshape(12, 4)
+    path = write_safetensors(
+        tmp_path / "once.safetensors", {"wpe": ("F32", (12, 4), table.tobytes())}
+    )
+    calls = []
+    check = posviz.io._check_header
+    monkeypatch.setattr(posviz.io, "_check_header", lambda *a: calls.append(a) or check(*a))
+    monkeypatch.setattr(posviz.io, "_CHECKED_HEADERS", {})
+    for _ in range(3):  # three reruns of the Data page: list, then Load
+        list_tensors(path.read_bytes(), "once.safetensors")
+        loaded = load(path.read_bytes(), "once.safetensors", tensor="wpe")
+    np.testing.assert_array_equal(loaded.values, table)
+    assert len(calls) == 1
+    # Another header is parsed anew, and a header error is raised every time, not cached.
+    other = write_safetensors(tmp_path / "other.safetensors", {"w": ("F32", (12, 4), bytes(192))})
+    list_tensors(other)
+    assert len(calls) == 2
+
+
+def test_header_byte_and_entry_limits_are_stated_with_their_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = write_safetensors(tmp_path / "big.safetensors", _empty_tensors(40))
+    monkeypatch.setattr(posviz.io, "MAX_HEADER_BYTES", 1000)
+    with pytest.raises(LoadError, match=r"header of 2,\d{3} bytes, above the limit of 1,000"):
+        list_tensors(big)
+    monkeypatch.setattr(posviz.io, "MAX_HEADER_BYTES", 2**20)
+    monkeypatch.setattr(posviz.io, "MAX_TENSORS", 39)
+    with pytest.raises(LoadError, match="more than 39 tensors"):
+        list_tensors(big)
+    monkeypatch.setattr(posviz.io, "MAX_TENSORS", 40)
+    assert len(list_tensors(big)) == 40
+
+
+def test_a_header_past_the_entry_limit_is_refused_in_bounded_time_and_memory(
+    tmp_path: Path,
+) -> None:
+    # Issue 20: a 100 MB header of 1.43 M empty tensors took 28 s and 1.6 GB to list. Now
+    # 8 MiB at most is read, and parsing stops at the 65,537th tensor entry.
+    data = write_safetensors(tmp_path / "many.safetensors", _empty_tensors(100_000)).read_bytes()
+    assert len(data) < posviz.io.MAX_HEADER_BYTES
+    start = time.perf_counter()
+    with pytest.raises(LoadError, match="more than 65,536 tensors"):
+        list_tensors(data, "many.safetensors")
+    seconds = time.perf_counter() - start
+    tracemalloc.start()
+    with pytest.raises(LoadError, match="more than 65,536 tensors"):
+        list_tensors(data, "many.safetensors")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert seconds < 15  # about 1 s on an idle machine
+    assert peak < 200 * 2**20
+
+
+def test_an_unreadable_file_is_named_as_given_not_by_its_server_path(tmp_path: Path) -> None:
+    # Issue 20: an unreadable shared file's message showed the server's absolute path.
+    (tmp_path / "gpt2" / "model.npy").mkdir(parents=True)  # a directory: open() fails
+    with pytest.raises(LoadError) as refused:
+        load(tmp_path / "gpt2" / "model.npy", "gpt2/model.npy")
+    assert "Cannot open gpt2/model.npy: Is a directory" in str(refused.value)
+    assert str(tmp_path) not in str(refused.value)
+
+
+def test_messages_quote_long_names_and_many_tensors_briefly(tmp_path: Path) -> None:
+    # A header of a few MiB may hold one name of megabytes: the message stays short.
+    name = "w" * 2**20
+    path = write_safetensors(tmp_path / "long.safetensors", {name: ("F7", (12, 4), bytes(192))})
+    with pytest.raises(LoadError, match=r"tensor 'w{100}… \(1,048,576 characters\)'") as refused:
+        list_tensors(path)
+    assert len(str(refused.value)) < 1000
+    many = write_safetensors(tmp_path / "many.safetensors", _empty_tensors(5000))
+    with pytest.raises(LoadError, match="and 4,980 more") as refused:
+        read_tensor(many, "wpe")
+    assert len(str(refused.value)) < 1000

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import base64
+import inspect
 import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors.numpy import save_file
 from streamlit.testing.v1 import AppTest
 
 from posviz import simulate
-from posviz.spectrum import spectrum
+from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding
+from posviz.spectrum import NO_VARIANCE, spectrum
+from posviz.ui.text import literal
 
 ROOT = Path(__file__).parents[1]
 PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
@@ -61,7 +65,7 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
     drawn = decode(shown[0]["data"][0]["y"])
     expected = spectrum(default.values).singular_values
     np.testing.assert_allclose(drawn, expected[: len(drawn)], rtol=1e-6)
-    assert any("learned_like" in md.value for md in at.sidebar.markdown)
+    assert any(literal("learned_like") in md.value for md in at.sidebar.markdown)
 
 
 def test_upload_then_switch_page_shows_the_uploaded_table():
@@ -145,3 +149,103 @@ def test_page_settings_live_in_the_url():
     assert not at.exception
     assert at.radio(key="similarity.metric").value == "dot"
     assert at.session_state["posviz.table"].shape == (256, 64)
+
+
+def smallest(kind: str) -> Embedding:
+    """A table of exactly the smallest size posviz analyses (a grid needs d % 4 == 0)."""
+    if kind == "grid":
+        return simulate.vit_grid(2, MIN_POSITIONS // 2, 4)
+    shape = (MIN_POSITIONS, MIN_DIMS)
+    values = np.ones(shape) if kind == "constant" else np.random.default_rng(0).normal(size=shape)
+    return Embedding.from_array(values, name=kind, source="test")
+
+
+@pytest.mark.parametrize("kind", ["random", "constant", "grid"])
+@pytest.mark.parametrize("page", PAGES)
+def test_page_runs_on_the_smallest_table(page, kind):
+    # Issue 20: "Leading rows to trim" had min > max on a 2-row table (Boundaries crashed).
+    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
+    at.session_state["posviz.table"] = smallest(kind)
+    at.run()
+    assert not at.exception, at.exception
+    # Compare's k components need a table of rank k: a degenerate table is told so.
+    errors = [e.value for e in at.error if "pick a smaller k" not in e.value]
+    assert not errors, errors
+    if page == "pages/spectrum.py":
+        shown = {m.label: m.value for m in at.metric}
+        assert (shown["stable rank"] == "undefined") == (kind == "constant")
+        assert any(NO_VARIANCE in i.value for i in at.info) == (kind == "constant")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"sim": "learned-like", "n_frequencies": "100000"},
+        {"sim": "learned-like", "n_frequencies": "1e10"},
+        {"sim": "gaussian", "n_positions": "2.5"},
+        {"sim": "gaussian", "seed": "0.5"},
+        {"sim": "sinusoidal", "n_positions": "9"},
+        {"sim": "2-D grid (ViT)", "height": "1", "width": "1"},
+    ],
+)
+def test_a_link_with_options_beyond_the_form_is_refused_with_a_warning(query):
+    # Issue 20: unbounded or fractional link options took the server's memory or crashed.
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, at.exception
+    assert "not made" in at.warning[0].value
+    assert at.session_state["posviz.table"].source.startswith("simulated: learned_like(n=1024")
+    # The card and its Report button are still drawn.
+    assert "Report (HTML)" in [b.proto.label for b in at.get("download_button")]
+
+
+def test_the_form_offers_exactly_the_bounds_the_link_parser_accepts():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    for kind in simulate.GENERATORS:
+        at.selectbox(key="posviz.table.kind").set_value(kind).run()
+        bounds = {n.label: (n.min, n.max) for n in at.number_input}
+        for name in inspect.signature(simulate.GENERATORS[kind]).parameters:
+            p = simulate.PARAMETERS[name]
+            assert bounds[p.label] == (p.low, p.high), name
+
+
+MARKDOWN = "![x](http://127.0.0.1:9/x.png) [Log in again](http://127.0.0.1:9/) **b** :red[r]"
+
+
+def test_text_from_a_link_is_shown_literally():
+    # Issue 20: an image in a URL value made every visitor's browser fetch an outside URL.
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update({"sim": "sinusoidal", "base": MARKDOWN})
+    at.run()
+    warning = at.warning[0].value
+    assert "](" not in warning
+    assert literal(MARKDOWN[:40]) in warning
+
+
+def test_tensor_and_file_names_are_shown_literally(tmp_path):
+    # Issue 20: tensor and file names were rendered as markdown in the card, captions and
+    # the "holds N tensors" line.
+    path = tmp_path / "t.safetensors"
+    save_file({MARKDOWN: simulate.sinusoidal_table(16, 8).astype(np.float32)}, path)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    at.file_uploader(key="posviz.table.upload").set_value(
+        (f"{MARKDOWN}.safetensors", path.read_bytes(), "application/octet-stream")
+    ).run()
+    at.button[-1].click().run()  # "Load"
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    assert table.name == MARKDOWN
+    shown = [*at.markdown, *at.caption, *at.success]  # "holds", the table caption, "Loaded"
+    card = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    card.session_state["posviz.table"] = table
+    card.run()
+    shown += [*card.sidebar.markdown, *card.sidebar.caption]  # name and source in the card
+    texts = [e.value for e in shown if "Log in again" in e.value]
+    assert len(texts) == 5, texts
+    for text in texts:
+        assert "](" not in text, text
+        assert "**b**" not in text
+        assert ":red[" not in text

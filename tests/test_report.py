@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from posviz import simulate
-from posviz.embedding import Embedding
+from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding
 from posviz.report import build_report, report_sections
-from posviz.spectrum import spectrum
+from posviz.spectrum import NO_VARIANCE, spectrum
 
 ROOT = Path(__file__).parents[1]
 
@@ -66,6 +66,61 @@ def test_a_hostile_tensor_name_cannot_escape_the_settings_block():
     assert "<script>alert(1)</script>" not in page
     block = re.search(r'<script id="posviz-settings" type="application/json">(.*?)</script>', page)
     assert json.loads(block.group(1))["tensor"] == evil.name
+
+
+@pytest.mark.parametrize("name", ["<!--<script>", "a & b > c", "<![CDATA[", "--><b>x</b>"])
+def test_embedded_json_escapes_every_html_special_character(name):
+    # Issue 20: "<!--<script>" turned the rest of the report into a comment (0 of 8 charts).
+    evil = Embedding.from_array(
+        np.random.default_rng(0).standard_normal((40, 8)), name=name, source=name
+    )
+    page = build_report(evil)
+    block = re.search(r'<script id="posviz-settings" type="application/json">(.*?)</script>', page)
+    assert not set("<>&") & set(block.group(1))
+    assert json.loads(block.group(1))["tensor"] == name
+    assert page.count('class="plotly-graph-div"') == 8
+    assert page.count("<!--") == page.count("-->")  # no comment left open
+
+
+def smallest(kind: str) -> Embedding:
+    """A table of exactly the smallest size posviz analyses."""
+    shape = (MIN_POSITIONS, MIN_DIMS)
+    values = {
+        "random": np.random.default_rng(0).standard_normal(shape),
+        "constant": np.ones(shape),  # every row equal: no variance once centred
+        "ramp": np.arange(MIN_POSITIONS * MIN_DIMS, dtype=float).reshape(shape),
+    }[kind]
+    return Embedding.from_array(values, name=kind, source="test")
+
+
+@pytest.mark.parametrize("kind", ["random", "constant", "ramp"])
+@pytest.mark.parametrize("center", [True, False])
+def test_the_report_works_at_the_smallest_table(kind, center):
+    # Issue 20: the monotonicity window's default of 32 failed every table of <= 32 rows.
+    table = smallest(kind)
+    sections = {s.title: s for s in report_sections(table, center=center)}
+    assert all(s.figures for s in sections.values())
+    scores = sections["Similarity"].tables["Scores"].iloc[0]
+    assert scores["window"] == MIN_POSITIONS - 1  # every offset the table has
+    likeness = sections["Components"].tables["Likeness to sinusoids"].iloc[0]
+    assert likeness["n_frequencies"] == MIN_POSITIONS // 2
+    assert len(sections["Probes"].tables["Probe results"]) == 3
+    page = build_report(table, center=center)
+    assert page.count('class="plotly-graph-div"') == 8
+    assert (NO_VARIANCE in page) == (kind == "constant" and center)
+
+
+def test_a_report_that_fails_downloads_as_a_page_saying_why(monkeypatch):
+    from posviz.ui import widgets
+
+    def fail(*args, **kwargs):
+        msg = "window <b>too</b> large"
+        raise ValueError(msg)
+
+    monkeypatch.setattr(widgets, "build_report", fail)
+    page = widgets._report(smallest("random"), center=True)
+    assert "could not be made" in page
+    assert "ValueError: window &lt;b&gt;too&lt;/b&gt; large" in page
 
 
 def test_cli_writes_the_report(tmp_path):

@@ -131,7 +131,7 @@ def test_resampled_vit_table_keeps_prefix_and_reloads_from_both_downloads():
 
 
 def test_safetensors_keeps_name_dtype_and_batch_axis():
-    values = simulate.sinusoidal_table(8, 4).astype(np.float16)
+    values = simulate.sinusoidal_table(16, 4).astype(np.float16)
     table = Embedding.from_array(values, name="wpe.weight", source="s", dtype="F16")
     loaded = safetensors.numpy.load(resample.to_safetensors(table, batch_axis=True))
     assert list(loaded) == ["wpe.weight"]
@@ -144,7 +144,7 @@ def test_safetensors_keeps_name_dtype_and_batch_axis():
     [("BF16", 1.0, "float32"), ("float16", 1e6, "float32"), ("F64", 1.0, "float64")],
 )
 def test_storage_dtype_falls_back_and_says_why(stored, scale, written):
-    table = Embedding.from_array(scale * np.eye(3, dtype=np.float32), name="t", source="s")
+    table = Embedding.from_array(scale * np.eye(12, 3, dtype=np.float32), name="t", source="s")
     table = Embedding.from_array(table.values, name="t", source="s", dtype=stored)
     dtype, note = resample.storage_dtype(table)
     assert dtype == np.dtype(written)

@@ -160,7 +160,9 @@ def test_bad_arguments_say_what_to_do(learned):
     with pytest.raises(ValueError, match="max_offset"):
         offset_profile(learned, max_offset=300)
     with pytest.raises(ValueError, match="window"):
-        offset_scores(offset_profile(learned, max_offset=5), window=6)
+        offset_scores(offset_profile(learned, max_offset=5), window=1)
+    # A window past the last offset is clamped to it, and the result says so.
+    assert offset_scores(offset_profile(learned, max_offset=5), window=6).window == 5
     with pytest.raises(ValueError, match="outside positions"):
         similarity_map(learned, rows=(290, 310))
     with pytest.raises(ValueError, match="Unknown metric"):

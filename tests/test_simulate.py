@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import numpy as np
 import pytest
 from scipy.linalg import toeplitz
 
 from posviz import simulate
+from posviz.embedding import LoadError
 
 
 def test_sinusoidal_rows_have_norm_sqrt_half_d_and_toeplitz_gram():
@@ -60,5 +64,51 @@ def test_vit_grid_layout():
 
 
 def test_vit_grid_needs_d_multiple_of_4():
-    with pytest.raises(ValueError, match="multiple of 4"):
+    with pytest.raises(LoadError, match="multiple of 4"):
         simulate.vit_grid(2, 2, 6)
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "reason"),
+    [
+        ("learned-like", {"n_frequencies": "100000"}, "outside 1..256"),
+        ("learned-like", {"n_frequencies": "1e10"}, "not a whole number"),
+        ("gaussian", {"n_positions": "2.5"}, "not a whole number"),
+        ("gaussian", {"seed": "0.5"}, "not a whole number"),
+        ("gaussian", {"seed": "-1"}, "outside 0..2,147,483,647"),
+        ("gaussian", {"n_positions": "9" * 5000}, "not a whole number"),
+        ("sinusoidal", {"base": "nan"}, "outside 2..1e+07"),
+        ("sinusoidal", {"base": "inf"}, "outside 2..1e+07"),
+        ("sinusoidal", {"base": "ten"}, "not a number"),
+        ("2-D grid (ViT)", {"prefix_tokens": "9"}, "outside 0..8"),
+    ],
+)
+def test_link_options_are_bounded_like_the_form(kind, params, reason):
+    # Issue 20: ?sim=learned-like&n_frequencies=100000 grew the server by 2.8 GB.
+    with pytest.raises(LoadError, match=re.escape(reason)):
+        simulate.parse_options(kind, params)
+
+
+def test_link_options_within_bounds_are_typed_and_others_ignored():
+    options = simulate.parse_options(
+        "learned-like",
+        {"n_positions": "64", "noise": "0.5", "seed": "+3", "height": "4", "evil": "x"},
+    )
+    assert options == {"n_positions": 64, "noise": 0.5, "seed": 3}
+    assert isinstance(options["n_positions"], int)
+    assert isinstance(options["noise"], float)
+    top = {name: str(p.high) for name, p in simulate.PARAMETERS.items()}
+    assert simulate.parse_options("learned-like", top)["n_frequencies"] == 256
+
+
+def test_every_generator_option_has_one_definition():
+    for generator in simulate.GENERATORS.values():
+        assert set(inspect.signature(generator).parameters) <= set(simulate.PARAMETERS)
+
+
+def test_tables_below_the_smallest_are_refused_when_simulated():
+    with pytest.raises(LoadError, match="outside 10 x 2"):
+        simulate.gaussian(9, 4)
+    with pytest.raises(LoadError, match="9 positions"):
+        simulate.vit_grid(3, 3, 16)
+    assert simulate.gaussian(10, 4).shape == (10, 4)

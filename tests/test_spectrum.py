@@ -133,9 +133,21 @@ def test_gram_is_the_whole_symmetric_product_across_mirrored_column_blocks(shape
 def test_blocks_stay_within_the_byte_budget(monkeypatch, shape):
     # 3 float64 rows of the tall orientation per block, whatever N_BLOCKS allows.
     monkeypatch.setattr(posviz.spectrum, "_BLOCK_BYTES", 3 * 8 * 7 + 5)
-    x = gaussian(*shape, seed=1).values
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     blocks = list(posviz.spectrum.float64_blocks(x, center=True))
     assert [len(b) for b in blocks] == [3] * 16 + [2]
     centred = x.astype(np.float64) - x.astype(np.float64).mean(axis=0)
     expected = centred if shape == (50, 7) else centred.T
     np.testing.assert_allclose(np.vstack(blocks), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_a_table_without_variance_has_undefined_metrics_not_nan(center):
+    # Issue 20: all rows equal printed "stable rank nan"; in float64 the rows' mean can miss
+    # the row by rounding (0.1 * 3 / 3 != 0.1), which left a residue that looked like rank 1.
+    rows = np.tile(np.array([0.1, 1e39, -7.3, 0.0]), (37, 1))
+    s = spectrum(rows if center else np.zeros_like(rows), center=center)
+    assert not s.has_variance
+    assert s.metrics()["stable_rank"] is None
+    assert s.metrics()["k90"] is None
+    assert spectrum(rows, center=False).has_variance  # uncentred, equal rows have rank 1

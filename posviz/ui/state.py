@@ -18,6 +18,7 @@ import posviz
 from posviz import hub, simulate
 from posviz.cli import SERVED_TABLE
 from posviz.embedding import Embedding
+from posviz.ui.text import literal
 
 #: The table every page analyses, and the Compare page's second table.
 PRIMARY, SECOND = "posviz.table", "posviz.second"
@@ -48,7 +49,7 @@ def _served() -> Embedding | None:
     try:
         table = posviz.load(ref)
     except ValueError as error:  # LoadError included: the file changed since the server started
-        st.warning(f"{ref} was not opened ({error}); showing the default table.")
+        st.warning(f"{literal(ref)} was not opened ({literal(error)}); showing the default table.")
         return None
     if hub.is_hub_ref(ref):  # a model can be named in a link; a server's file cannot
         model = hub.parse_ref(ref)
@@ -110,28 +111,21 @@ _HUB_KEYS = ("hub", "revision", "tensor", "rows", "grid")
 
 
 def _from_url() -> Embedding | None:
-    """The simulated table the URL names, if posviz can make it (generators check sizes), or
-    the Hub model's table it names."""
+    """The simulated table the URL names, if its options are within the form's bounds, or the
+    Hub model's table it names."""
     params = st.query_params
     if "hub" in params and hub.enabled():
         return _from_hub(params)
     kind = params.get("sim")
     if kind not in simulate.GENERATORS:
         return None
-    generator = simulate.GENERATORS[kind]
     try:
-        options = {
-            k: _number(params[k]) for k in inspect.signature(generator).parameters if k in params
-        }
-        return generator(**options)
+        return simulate.GENERATORS[kind](**simulate.parse_options(kind, params.to_dict()))
     except ValueError as error:  # LoadError included
-        st.warning(f"The link's simulation was not made ({error}); showing the default table.")
+        st.warning(
+            f"The link's simulation was not made ({literal(error)}); showing the default table."
+        )
         return None
-
-
-def _number(text: str) -> int | float:
-    value = float(text)
-    return int(value) if value.is_integer() and "." not in text else value
 
 
 def _from_hub(params: Any) -> Embedding | None:
@@ -148,5 +142,7 @@ def _from_hub(params: Any) -> Embedding | None:
                 grid=(int(height), int(width)) if width else None,
             )
     except ValueError as error:  # LoadError included
-        st.warning(f"The link's model was not loaded ({error}); showing the default table.")
+        st.warning(
+            f"The link's model was not loaded ({literal(error)}); showing the default table."
+        )
         return None

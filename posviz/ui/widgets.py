@@ -3,6 +3,7 @@ their export buttons, and the captions that state what was analysed."""
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import datadir, export, figures, hub, io, simulate
-from posviz.embedding import Embedding, LoadError
+from posviz.embedding import MIN_POSITIONS, Embedding, LoadError
 from posviz.report import build_report
 from posviz.spectrum import Spectrum
 from posviz.ui import state
+from posviz.ui.text import literal
 
 
 def center_toggle() -> bool:
@@ -34,8 +36,8 @@ def center_toggle() -> bool:
 def table_caption(table: Embedding) -> None:
     """State which table and which rows the results below are about."""
     st.caption(
-        f"**{table.name}** {table.shape[0]} x {table.shape[1]} · {table.describe_rows()} · "
-        f"{table.source}"
+        f"**{literal(table.name)}** {table.shape[0]} x {table.shape[1]} · "
+        f"{table.describe_rows()} · {literal(table.source)}"
     )
 
 
@@ -43,22 +45,40 @@ def sidebar_card() -> None:
     """The current matrix in the sidebar: name, shape, dtype, source."""
     table = state.current()
     with st.sidebar.container(border=True):
-        st.markdown(f"**Current table** `{table.name}`")
+        st.markdown(f"**Current table** {literal(table.name)}")
         st.markdown(
             f"{table.shape[0]:,} positions x {table.shape[1]:,} dims · stored as "
-            f"{table.dtype}  \n{table.describe_rows()}"
+            f"{literal(table.dtype)}  \n{table.describe_rows()}"
         )
-        st.caption(table.source)
+        st.caption(literal(table.source))
         center = st.session_state.get("posviz.center", True)
         st.download_button(
             "Report (HTML)",
-            data=lambda: build_report(table, center=center),
+            data=lambda: _report(table, center=center),
             file_name=f"posviz-report-{table.sha256[:8]}.html",
             mime="text/html",
             key="download.report",
             icon=":material/summarize:",
             help="Every analysis of this table on one standalone page that opens offline "
             f"({'rows mean-centred' if center else 'uncentred'}, seed 0).",
+        )
+
+
+def _report(table: Embedding, *, center: bool) -> str:
+    """The report, or a page saying why it could not be made.
+
+    Built when the button is clicked, outside any script run, so a failure cannot reach the
+    page: without this the button would do nothing at all.
+    """
+    try:
+        return build_report(table, center=center)
+    except Exception as error:  # whatever failed, the downloaded file says so
+        return (
+            "<!doctype html><meta charset='utf-8'><title>posviz report failed</title>"
+            f"<h1>The report of {html.escape(table.name)} could not be made</h1>"
+            f"<p>{html.escape(type(error).__name__)}: {html.escape(str(error))}</p>"
+            "<p>The app's pages still work; please report this with the table's shape "
+            f"{table.shape[0]} x {table.shape[1]}.</p>"
         )
 
 
@@ -166,26 +186,32 @@ def _simulate_form(slot: str) -> None:
     with st.form(f"{slot}.simulate"):
         left, right = st.columns(2)
         options: dict[str, Any] = {}
+
+        def option(column: Any, name: str, value: float, **kwargs: Any) -> None:
+            # Bounds from the one definition the link parser uses too.
+            p = simulate.PARAMETERS[name]
+            options[name] = column.number_input(p.label, p.low, p.high, value, **kwargs)
+
         if kind == "2-D grid (ViT)":
-            options["height"] = left.number_input("Grid height", 1, 256, 14)
-            options["width"] = right.number_input("Grid width", 1, 256, 14)
-            options["prefix_tokens"] = left.number_input("Prefix (class) tokens", 0, 8, 1)
+            option(left, "height", 14)
+            option(right, "width", 14)
+            option(left, "prefix_tokens", 1)
         else:
-            options["n_positions"] = left.number_input("Positions", 2, 65536, 1024)
-        options["d_model"] = right.number_input("Dimensions", 4, 8192, 768, step=4)
+            option(left, "n_positions", 1024)
+        option(right, "d_model", 768, step=4)
         if kind in ("sinusoidal", "2-D grid (ViT)"):
-            options["base"] = left.number_input("Base", 2.0, 1e7, 10000.0, format="%g")
+            option(left, "base", 10000.0, format="%g")
         if kind == "learned-like":
-            options["n_frequencies"] = left.number_input("Waves", 1, 256, 24)
-            options["noise"] = right.number_input("Noise", 0.0, 10.0, 0.1, format="%g")
-            options["boundary"] = left.number_input("Boundary kick", 0.0, 100.0, 4.0)
+            option(left, "n_frequencies", 24)
+            option(right, "noise", 0.1, format="%g")
+            option(left, "boundary", 4.0)
         if kind != "sinusoidal":
-            options["seed"] = right.number_input("Seed", 0, 2**31 - 1, 0)
+            option(right, "seed", 0)
         if st.form_submit_button("Simulate", type="primary"):
             try:
                 state.set_simulated(kind, options, slot)
             except ValueError as error:  # LoadError included: sizes out of range
-                st.error(str(error))
+                st.error(literal(error))
             else:
                 st.success(f"Simulated {kind}.")
 
@@ -212,7 +238,7 @@ def _shared_folder(slot: str, root: Path) -> None:
     try:
         files = _shared_files(root)
     except LoadError as error:
-        st.error(f"POSVIZ_DATA_DIR: {error}", icon=":material/error:")
+        st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return
     note = f" (listing stops at {datadir.MAX_FILES:,})" if len(files) == datadir.MAX_FILES else ""
     relative = st.selectbox(
@@ -229,7 +255,7 @@ def _shared_folder(slot: str, root: Path) -> None:
     try:
         path = datadir.resolve(root, relative)
     except LoadError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         return
     _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
 
@@ -268,10 +294,10 @@ def _hub(slot: str) -> None:
     try:
         model = _hub_model(*opened)
     except LoadError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         return
     if reason := model.no_table_reason():
-        st.warning(reason, icon=":material/info:")
+        st.warning(literal(reason), icon=":material/info:")
     _pick_and_load(
         model, f"{model.label} (commit {model.commit[:12]})", slot=slot, key=f"{slot}.hub"
     )
@@ -288,10 +314,10 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
         if not usable:
             _read(source, filename, {})  # raises the precise reason (1-D, object dtype, ...)
     except LoadError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         return
     st.markdown(
-        f"**{filename}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "
+        f"**{literal(filename)}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "
         f"{len(usable)} usable as a table:"
     )
     st.dataframe(
@@ -314,8 +340,8 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
     n_rows = info.table_shape[0]
     with st.form(f"{key}.rows"):
         left, right, grid = st.columns(3)
-        start = left.number_input("First row", 0, n_rows - 2, trim.row_start)
-        stop = right.number_input("Stop row (exclusive)", 2, n_rows, n_rows)
+        start = left.number_input("First row", 0, n_rows - MIN_POSITIONS, trim.row_start)
+        stop = right.number_input("Stop row (exclusive)", MIN_POSITIONS, n_rows, n_rows)
         as_grid = grid.checkbox(
             f"2-D grid {trim.grid[0]} x {trim.grid[1]}" if trim.grid else "2-D grid",
             value=trim.grid is not None,
@@ -333,11 +359,11 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
     try:
         table = _read(source, filename, options)
     except LoadError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         return
     link = state.hub_link(source.repo, source.revision, table) if remote else None
     state.set_table(table, slot, link)
-    st.success(f"Loaded {table.name} ({table.describe_rows()}).")
+    st.success(f"Loaded {literal(table.name)} ({table.describe_rows()}).")
 
 
 def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, Any]) -> Embedding:
@@ -365,7 +391,7 @@ def _travel_note(model: hub.HubModel, name: str) -> bool:
     limit = st.get_option("server.maxUploadSize") * 10**6
     if nbytes > limit:
         st.error(
-            f"{name} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
+            f"{literal(name)} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
             f"{limit / 1e6:,.0f} MB (server.maxUploadSize); pick a smaller tensor.",
             icon=":material/error:",
         )
@@ -375,7 +401,7 @@ def _travel_note(model: hub.HubModel, name: str) -> bool:
     else:
         st.caption(
             f"{_size(nbytes)} of a {_size(model.file_size(name))} file will travel "
-            f"({model.tensors[name]} at commit {model.commit[:12]})."
+            f"({literal(model.tensors[name])} at commit {model.commit[:12]})."
         )
     return True
 

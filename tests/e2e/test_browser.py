@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from playwright.sync_api import Locator, Page, expect
 from safetensors.numpy import save_file
 
 from posviz import simulate
+from posviz.embedding import MIN_DIMS, MIN_POSITIONS
 from posviz.export import from_csv
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
@@ -199,3 +201,53 @@ def test_exported_numbers_are_the_ones_shown(page: Page, server_url: str):
     assert frame.loc[0, "k90"] == exact["k90"]
     assert settings["centered"] is True
     assert settings["tensor"] == "learned_like"
+
+
+#: Markdown that would fetch an image and draw a link from outside, were it rendered.
+MARKDOWN = "![x](http://127.0.0.1:9/x.png) [Log in again](http://127.0.0.1:9/) **b** :red[r]"
+
+
+def test_link_values_and_tensor_names_show_as_literal_text(
+    page: Page, server_url: str, tmp_path: Path
+):
+    # Issue 20: an image in a URL value or a tensor name made every visitor's browser fetch
+    # an outside URL, and a "Log in again" link appeared inside the app's own warning.
+    outside = []
+    page.on(
+        "request", lambda request: outside.append(request.url) if ":9/" in request.url else None
+    )
+    open_page(page, f"{server_url}/?sim=sinusoidal&base={quote(MARKDOWN)}")
+    warning = page.get_by_test_id("stAlertContentWarning")
+    # Shown as typed, but for an invisible word joiner that keeps "http://" from autolinking.
+    shown = MARKDOWN.replace("http", "http\u2060")
+    expect(warning).to_contain_text(shown[:41])
+    path = tmp_path / "names.safetensors"
+    save_file({MARKDOWN: sinusoidal_table(16, 8).astype(np.float32)}, path)
+    upload(page, server_url, path)
+    load(page)
+    assert shown in sidebar_card(page)
+    expect(page.get_by_test_id("stMain").get_by_text(shown).first).to_be_visible()
+    screenshot(page, "literal-names")
+    assert page.locator("img[src*='127.0.0.1:9'], a[href*='127.0.0.1:9']").count() == 0
+    assert not outside
+
+
+def test_the_smallest_table_reaches_every_page_and_the_report(
+    page: Page, server_url: str, tmp_path: Path
+):
+    # Issue 20: pages and the report failed on short tables, and the failed report's button
+    # did nothing at all.
+    path = tmp_path / "smallest.npy"
+    np.save(path, np.random.default_rng(0).standard_normal((MIN_POSITIONS, MIN_DIMS)))
+    upload(page, server_url, path)
+    load(page)
+    assert f"{MIN_POSITIONS} positions" in sidebar_card(page)
+    drawn = visit_every_page(page, "smallest")
+    assert all(count >= 1 for count in drawn.values()), drawn
+    with page.expect_download(timeout=120_000) as download_info:
+        report_button(page).click()
+    report = tmp_path / "report.html"
+    download_info.value.save_as(report)
+    page.goto(report.as_uri())
+    page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() == 8
