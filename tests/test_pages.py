@@ -234,7 +234,7 @@ def test_tensor_and_file_names_are_shown_literally(tmp_path):
     at.file_uploader(key="posviz.table.upload").set_value(
         (f"{MARKDOWN}.safetensors", path.read_bytes(), "application/octet-stream")
     ).run()
-    at.button[-1].click().run()  # "Load"
+    next(b for b in at.button if b.label == "Load").click().run()
     assert not at.exception, at.exception
     table = at.session_state["posviz.table"]
     assert table.name == MARKDOWN

@@ -68,7 +68,7 @@ def test_load_reads_a_file_with_the_row_options(tmp_path: Path):
 
 def test_load_sends_hub_references_to_posviz_hub(monkeypatch: pytest.MonkeyPatch):
     calls = []
-    table = posviz.Embedding.from_array(sinusoidal_table(8, 4), name="wpe", source="hf:x")
+    table = posviz.Embedding.from_array(sinusoidal_table(16, 4), name="wpe", source="hf:x")
 
     def fake_load(ref: str, **options: object) -> posviz.Embedding:
         calls.append((ref, options))

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 import posviz
 from posviz.cli import SERVED_TABLE, main
 from posviz.simulate import sinusoidal_table
+from posviz.ui.text import literal
 
 ROOT = Path(__file__).parents[1]
 
@@ -93,7 +94,7 @@ def test_serve_passes_a_hub_reference_on_unchanged(
 ):
     fake = types.ModuleType("posviz.hub")
     fake.load = lambda ref, **_: posviz.Embedding.from_array(
-        sinusoidal_table(8, 4), name="wpe.weight", source=ref
+        sinusoidal_table(16, 4), name="wpe.weight", source=ref
     )
     monkeypatch.setitem(sys.modules, "posviz.hub", fake)
     monkeypatch.setattr(posviz, "hub", fake, raising=False)
@@ -145,4 +146,4 @@ def test_a_served_file_that_went_away_gives_a_warning_and_the_default_table(
     at = app_table(monkeypatch, str(tmp_path / "gone.npy"))
     assert not at.exception
     assert at.session_state["posviz.table"].name == "learned_like"
-    assert any("gone.npy was not opened" in w.value for w in at.warning)
+    assert any(f"{literal('gone.npy')} was not opened" in w.value for w in at.warning)
