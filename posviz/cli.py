@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
+import pandas as pd
+
+from posviz.collection import Collection, analyse, member
 from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors, load, suggest_trim
 from posviz.spectrum import THRESHOLDS, Spectrum, spectrum
@@ -23,7 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     table = argparse.ArgumentParser(add_help=False)  # how every command picks its table
-    table.add_argument("path", metavar="PATH", help=".npy, .npz, .safetensors, .csv/.tsv/.txt")
+    table.add_argument(
+        "path",
+        metavar="PATH",
+        nargs="+",
+        help=".npy, .npz, .safetensors, .csv/.tsv/.txt; several: a collection, ordered by the "
+        "training step their paths name (step1000, checkpoint-2000, epoch3, ...)",
+    )
     table.add_argument("--tensor", metavar="NAME", help="tensor to read (default: detected)")
     table.add_argument(
         "--drop-prefix",
@@ -42,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Singular-value summary of a position table read from PATH.",
     )
     summary.add_argument("--json", action="store_true", help="print one JSON object")
-    summary.set_defaults(run=_summary)
+    summary.set_defaults(run=_summary, run_many=_collection_summary)
     report = commands.add_parser(
         "report",
         parents=[table],
@@ -51,15 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML to write")
     report.add_argument("--seed", type=int, default=0, help="seed of controls and probes")
-    report.set_defaults(run=_report)
+    report.set_defaults(run=_report, run_many=_collection_report)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 when the file is refused)."""
     args = build_parser().parse_args(argv)
+    run = args.run_many if len(args.path) > 1 else args.run
+    if run is args.run:
+        (args.path,) = args.path
     try:
-        return args.run(args)
+        return run(args)
     except LoadError as exc:
         print(f"posviz {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -126,3 +139,45 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
     }
     lines = [f"{label:<22}{value}" for label, value in rows.items()]
     return "\n".join([*lines, hint] if hint else lines)
+
+
+def _collection(args: argparse.Namespace) -> Collection:
+    """The collection of every PATH; a refused one is listed with its reason."""
+    members = [
+        member(path, lambda path=path: load(path, tensor=args.tensor, row_start=args.drop_prefix))
+        for path in args.path
+    ]
+    return analyse(members, center=not args.no_center)
+
+
+def _collection_summary(args: argparse.Namespace) -> int:
+    c = _collection(args)
+    if not args.json:
+        loaded = [r for r in c.records() if r.pop("error") is None]
+        print(pd.DataFrame(loaded).set_index("label").T.to_string())
+        for m in c.members:
+            if m.error:
+                print(f"refused {m.label}: {m.error}")
+        return 0
+    records = c.records()
+    for record, summary in zip(records, c.summaries, strict=True):
+        values = summary.spectrum.singular_values[:N_SINGULAR_VALUES] if summary else None
+        record["singular_values"] = None if values is None else values.tolist()
+        for key, value in record.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                record[key] = None  # NaN is not JSON
+    print(json.dumps(records))
+    return 0
+
+
+def _collection_report(args: argparse.Namespace) -> int:
+    from posviz.report import build_collection_report
+
+    c = _collection(args)
+    html = build_collection_report(c)
+    with open(args.output, "w", encoding="utf-8") as out:
+        out.write(html)
+    refused = len(c.members) - len(c.loaded)
+    size = len(html) / 2**20
+    print(f"wrote {args.output} ({size:.1f} MiB): {len(c.loaded)} tables, {refused} refused")
+    return 0

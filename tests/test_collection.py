@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from scipy.stats import ortho_group
 
 from posviz import boundary, collection, compare, components, similarity, simulate, spectrum
+from posviz.cli import main
 from posviz.collection import Member, Step, analyse, member, order, parse_step
 from posviz.embedding import Embedding, LoadError
 
@@ -201,3 +203,62 @@ def test_classical_mds_recovers_planar_points():
     xy, share = collection.classical_mds(distances)
     assert share == pytest.approx(1.0)
     np.testing.assert_allclose(np.linalg.norm(xy[:, None] - xy[None], axis=2), distances)
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def checkpoints(tmp_path):
+    """Three checkpoints named by step (one zero-padded) and one corrupt file."""
+    paths = {}
+    for step, seed in (("step1000", 1), ("step0200", 2), ("step30k", 3)):
+        paths[step] = tmp_path / f"{step}.npy"
+        np.save(paths[step], simulate.learned_like(128, 32, seed=seed).values)
+    paths["bad"] = tmp_path / "bad.npy"
+    paths["bad"].write_bytes(b"garbage")
+    return paths
+
+
+def test_summary_of_many_paths_is_a_json_array_in_step_order(checkpoints, capsys):
+    paths = [str(checkpoints[k]) for k in ("step1000", "bad", "step30k", "step0200")]
+    assert main(["summary", *paths, "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["step"] for r in records] == [200, 1000, 30000, None]
+    assert [r["label"] for r in records] == [paths[3], paths[0], paths[2], paths[1]]
+    assert records[3]["error"].startswith("bad.npy could not be read as npy")
+    assert records[3]["k90"] is None
+    for record in records[:3]:
+        assert record["error"] is None
+        values = np.load(record["label"])
+        s = spectrum.spectrum(values, center=True)
+        assert {k: record[k] for k in s.metrics()} == s.metrics()
+        assert record["singular_values"] == s.singular_values[:10].tolist()
+        assert record["shape"] == [128, 32]
+        assert record["dtype"] == "float32"
+
+
+def test_summary_exits_2_when_nothing_loads(checkpoints, capsys):
+    assert main(["summary", str(checkpoints["bad"]), str(checkpoints["bad"])]) == 2
+    assert "No table of the collection could be loaded" in capsys.readouterr().err
+
+
+def test_collection_report_lists_the_tables_and_draws_every_chart(checkpoints, tmp_path):
+    out = tmp_path / "collection.html"
+    paths = [str(checkpoints[k]) for k in ("step1000", "step0200", "step30k", "bad")]
+    assert main(["report", *paths, "-o", str(out)]) == 0
+    page = out.read_text()
+    settings = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
+    assert settings["ordered_by"] == "step"
+    assert settings["cka"] == (
+        "linear CKA on the common first 128 positions (each table mean-centred over them)"
+    )
+    assert "refused: " in page
+    for title in (
+        "Metrics over training",
+        "Cumulative explained variance",
+        "Mean cosine similarity against offset",
+        "Cosine similarity between positions",
+        "Tables by linear CKA",
+    ):
+        assert title in page
