@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -393,6 +393,16 @@ class Collection:
         return frame
 
 
+def _unique_labels(members: Sequence[Member]) -> list[Member]:
+    """Repeated labels numbered ("a", "a (2)"): legends and tables need one name per table."""
+    seen: dict[str, int] = {}
+    out = []
+    for m in members:
+        seen[m.label] = seen.get(m.label, 0) + 1
+        out.append(m if seen[m.label] == 1 else replace(m, label=f"{m.label} ({seen[m.label]})"))
+    return out
+
+
 def analyse(
     members: Sequence[Member],
     *,
@@ -418,7 +428,7 @@ def analyse(
     if len(members) > MAX_TABLES:
         msg = f"{len(members)} tables: a collection holds at most {MAX_TABLES}; remove some."
         raise LoadError(msg)
-    members = order(members)
+    members = order(_unique_labels(members))
     loaded = [m.table for m in members if m.table is not None]
     if not loaded:
         msg = "No table of the collection could be loaded: " + "; ".join(

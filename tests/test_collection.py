@@ -103,6 +103,11 @@ def test_refused_members_are_listed_and_do_not_sink_the_rest():
     assert result.settings()["ordered_by"] == "step"
 
 
+def test_repeated_labels_are_numbered():
+    result = analyse([table("gpt2", seed=1), table("gpt2", seed=2), table("bert")])
+    assert [m.label for m in result.members] == ["gpt2", "gpt2 (2)", "bert"]
+
+
 def test_nothing_loaded_is_refused_with_every_reason():
     with pytest.raises(LoadError, match="a: nope"):
         analyse([Member("a", error="nope")])
