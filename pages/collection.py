@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from posviz import datadir, export, figures, io, simulate
-from posviz.collection import MAX_TABLES, METRIC_DEFINITIONS, Member, member
+from posviz.collection import MAX_TABLES, METRIC_DEFINITIONS, Member, member, order
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.similarity import MAX_SIDE
@@ -32,7 +32,7 @@ def add(new: list[Member]) -> None:
         st.warning(
             f"A collection holds at most {MAX_TABLES} tables: {len(fresh) - room} not added."
         )
-    st.session_state[MEMBERS] = members + fresh[:room]
+    st.session_state[MEMBERS] = list(order(members + fresh[:room]))
     st.session_state[EDITOR] += 1
 
 
@@ -205,6 +205,100 @@ def edit_members() -> list[Member]:
     return members
 
 
+def show(members: list[Member], loaded: list[Member]) -> None:
+    """The collection's numbers and charts (a function: st.stop would end app.py's sidebar)."""
+    center = widgets.center_toggle()
+    progress = st.progress(0.0)
+    for i, m in enumerate(loaded):
+        progress.progress(i / len(loaded), text=f"Analysing {m.label} ({i + 1} of {len(loaded)})…")
+        cache.table_summary(m.table, center=center)
+    progress.empty()
+    result = cache.collection(
+        tuple(m.label for m in members),
+        tuple(m.table for m in members),
+        tuple(m.error for m in members),
+        center=center,
+    )
+    settings = result.settings()
+    held = sorted({m.table.values.dtype.name for m in loaded})
+    st.caption(
+        f"{len(loaded)} tables"
+        + (f", ordered by {loaded[0].step.unit}" if result.ordered else ", a set of models")
+        + f"; the collection holds {result.nbytes / 2**20:.1f} MiB of tables ({', '.join(held)})."
+    )
+    for m in result.members:
+        if m.error:
+            st.warning(f"**{m.label}** was refused: {m.error}", icon=":material/block:")
+
+    st.subheader("Metrics")
+    widgets.show_numbers(result.table(), name="collection_metrics", settings=settings)
+    with st.expander("Definitions"):
+        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in METRIC_DEFINITIONS.items()))
+
+    if result.ordered:
+        st.subheader("Over training")
+        widgets.show_figure(
+            figures.metrics_over_step(result), name="collection_over_step", settings=settings
+        )
+
+    st.subheader("Spectra and offset profiles")
+    left, right = st.columns(2)
+    with left:
+        widgets.show_figure(
+            figures.collection_cumulative(result), name="collection_cumulative", settings=settings
+        )
+    with right:
+        widgets.show_figure(
+            figures.collection_offsets(result), name="collection_offsets", settings=settings
+        )
+
+    st.subheader("Similarity maps")
+    widgets.show_figure(
+        figures.similarity_grid(result), name="collection_similarity", settings=settings
+    )
+
+    st.subheader("One table at a time" + (" through training" if result.ordered else ""))
+    labels = [m.label for m in result.loaded]
+    label = st.select_slider("Table", labels, key="collection.walk") if result.ordered else None
+    label = label or st.selectbox("Table", labels, key="collection.pick")
+    table = result.loaded[labels.index(label)].table
+    left, right = st.columns(2)
+    with left:
+        overview = cache.similarity_map(table, metric="cosine", center=center, max_side=MAX_SIDE)
+        widgets.show_figure(
+            figures.similarity_heatmap(overview),
+            name="collection_heatmap",
+            settings=export.export_settings(table, metric="cosine", centered=center, label=label),
+        )
+    with right:
+        widgets.show_figure(
+            figures.singular_values(cache.spectrum(table, center=center)),
+            name="collection_spectrum",
+            settings=export.export_settings(table, centered=center, label=label),
+        )
+
+    st.subheader("Map of the tables")
+    widgets.show_figure(figures.cka_map(result), name="collection_cka_map", settings=settings)
+    st.caption(
+        f"Linear CKA compares the tables on their common positions: the first "
+        f"{result.common_positions:,} rows of each (the shortest table's length), any widths. "
+        "Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and scale."
+    )
+    with st.expander("CKA between every pair"):
+        pairs = pd.DataFrame(result.cka, columns=labels)
+        pairs.insert(0, "table", labels)
+        widgets.show_numbers(pairs, name="collection_cka", settings=settings)
+
+    st.download_button(
+        "Collection report (HTML)",
+        data=lambda: build_collection_report(result),
+        file_name="posviz-collection-report.html",
+        mime="text/html",
+        key="download.collection.report",
+        icon=":material/summarize:",
+    )
+
+
 st.title("Collection")
 st.caption(
     f"2 to {MAX_TABLES} tables side by side: a set of models, or one model's checkpoints. When "
@@ -229,98 +323,10 @@ if st.session_state[MEMBERS] and st.button("Remove all", key="collection.clear")
     st.session_state[MEMBERS] = []
     st.session_state[EDITOR] += 1
     st.rerun()
+
+
 loaded = [m for m in members if m.table is not None]
 if len(loaded) < 2:
     st.info("Add at least two loadable tables to compare them.")
-    st.stop()
-
-center = widgets.center_toggle()
-progress = st.progress(0.0)
-for i, m in enumerate(loaded):
-    progress.progress(i / len(loaded), text=f"Analysing {m.label} ({i + 1} of {len(loaded)})…")
-    cache.table_summary(m.table, center=center)
-progress.empty()
-result = cache.collection(
-    tuple(m.label for m in members),
-    tuple(m.table for m in members),
-    tuple(m.error for m in members),
-    center=center,
-)
-settings = result.settings()
-held = sorted({m.table.values.dtype.name for m in loaded})
-st.caption(
-    f"{len(loaded)} tables"
-    + (f", ordered by {loaded[0].step.unit}" if result.ordered else ", a set of models")
-    + f"; the collection holds {result.nbytes / 2**20:.1f} MiB of tables ({', '.join(held)})."
-)
-for m in result.members:
-    if m.error:
-        st.warning(f"**{m.label}** was refused: {m.error}", icon=":material/block:")
-
-st.subheader("Metrics")
-widgets.show_numbers(result.table(), name="collection_metrics", settings=settings)
-with st.expander("Definitions"):
-    st.markdown("\n".join(f"- **{k}**: {v}" for k, v in METRIC_DEFINITIONS.items()))
-
-if result.ordered:
-    st.subheader("Over training")
-    widgets.show_figure(
-        figures.metrics_over_step(result), name="collection_over_step", settings=settings
-    )
-
-st.subheader("Spectra and offset profiles")
-left, right = st.columns(2)
-with left:
-    widgets.show_figure(
-        figures.collection_cumulative(result), name="collection_cumulative", settings=settings
-    )
-with right:
-    widgets.show_figure(
-        figures.collection_offsets(result), name="collection_offsets", settings=settings
-    )
-
-st.subheader("Similarity maps")
-widgets.show_figure(
-    figures.similarity_grid(result), name="collection_similarity", settings=settings
-)
-
-st.subheader("One table at a time" + (" through training" if result.ordered else ""))
-labels = [m.label for m in result.loaded]
-label = st.select_slider("Table", labels, key="collection.walk") if result.ordered else None
-label = label or st.selectbox("Table", labels, key="collection.pick")
-table = result.loaded[labels.index(label)].table
-left, right = st.columns(2)
-with left:
-    overview = cache.similarity_map(table, metric="cosine", center=center, max_side=MAX_SIDE)
-    widgets.show_figure(
-        figures.similarity_heatmap(overview),
-        name="collection_heatmap",
-        settings=export.export_settings(table, metric="cosine", centered=center, label=label),
-    )
-with right:
-    widgets.show_figure(
-        figures.singular_values(cache.spectrum(table, center=center)),
-        name="collection_spectrum",
-        settings=export.export_settings(table, centered=center, label=label),
-    )
-
-st.subheader("Map of the tables")
-widgets.show_figure(figures.cka_map(result), name="collection_cka_map", settings=settings)
-st.caption(
-    f"Linear CKA compares the tables on their common positions: the first "
-    f"{result.common_positions:,} rows of each (the shortest table's length), any widths. "
-    "Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and scale."
-)
-with st.expander("CKA between every pair"):
-    pairs = pd.DataFrame(result.cka, columns=labels)
-    pairs.insert(0, "table", labels)
-    widgets.show_numbers(pairs, name="collection_cka", settings=settings)
-
-st.download_button(
-    "Collection report (HTML)",
-    data=lambda: build_collection_report(result),
-    file_name="posviz-collection-report.html",
-    mime="text/html",
-    key="download.collection.report",
-    icon=":material/summarize:",
-)
+else:
+    show(members, loaded)

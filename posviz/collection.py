@@ -385,11 +385,12 @@ class Collection:
         return out
 
     def table(self) -> pd.DataFrame:
-        """:meth:`records` as a frame, shape as two columns (sortable)."""
+        """:meth:`records` as a frame, shape as two columns (sortable), the error last."""
         frame = pd.DataFrame(self.records())
         shape = frame.pop("shape")
-        frame.insert(5, "n_positions", [s[0] if s else None for s in shape])
-        frame.insert(6, "d_model", [s[1] if s else None for s in shape])
+        frame.insert(6, "n_positions", [s[0] if s else None for s in shape])
+        frame.insert(7, "d_model", [s[1] if s else None for s in shape])
+        frame["error"] = frame.pop("error")  # long messages: last
         return frame
 
 

@@ -1135,6 +1135,15 @@ def cka_map(c: Collection) -> go.Figure:
         height=520,
     )
     fig.update_layout(margin_t=100, showlegend=False)
+    if c.ordered:  # under the markers
+        fig.add_scatter(
+            x=_f32(c.coordinates[:, 0]),
+            y=_f32(c.coordinates[:, 1]),
+            mode="lines",
+            line={"color": "lightgrey", "width": 1},
+            hoverinfo="skip",
+            name="training path",
+        )
     labels = [m.label for m in c.loaded]
     fig.add_scatter(
         x=_f32(c.coordinates[:, 0]),
@@ -1146,14 +1155,5 @@ def cka_map(c: Collection) -> go.Figure:
         hovertemplate="%{text}<extra></extra>",
         name="tables",
     )
-    if c.ordered:
-        fig.add_scatter(
-            x=_f32(c.coordinates[:, 0]),
-            y=_f32(c.coordinates[:, 1]),
-            mode="lines",
-            line={"color": "lightgrey", "width": 1},
-            hoverinfo="skip",
-            name="training path",
-        )
     fig.update_yaxes(scaleanchor="x")
     return fig
