@@ -207,8 +207,9 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
     """
     n, d = values.shape
     s = spectrum(values, center=center)
+    # The mean only (the same numbers as the Similarity page's), not its spread over i.
     profile = offset_profile(
-        values, metric="cosine", center=center, max_offset=min(n - 1, MAX_OFFSET)
+        values, metric="cosine", center=center, max_offset=min(n - 1, MAX_OFFSET), spread=False
     )
     below = np.flatnonzero(profile.mean[1:] < 1 / math.e)
     stats = position_statistics(values)
