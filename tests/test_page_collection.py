@@ -89,3 +89,26 @@ def test_checkpoints_are_ordered_by_step_and_a_refused_one_is_listed():
     table = simulate.learned_like(64, 16, seed=3).values
     expected = similarity_map(table, metric="cosine", center=True).values
     np.testing.assert_allclose(z, expected, atol=1e-6)
+
+
+def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
+    run = tmp_path / "pythia" / "run1"
+    run.mkdir(parents=True)
+    for step, seed in (("step1000", 1), ("step200", 2)):
+        np.save(run / f"{step}.npy", simulate.learned_like(48, 8, seed=seed).values)
+    (run / "step5000.npy").write_bytes(b"junk")
+    np.save(tmp_path / "other.npy", np.eye(4))
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.selectbox(key="collection.shared.folder").set_value("pythia/run1")
+    at.text_input(key="collection.shared.pattern").set_value("step*.npy").run()
+    at.button(key="collection.shared.add").click().run()
+    assert not at.exception, at.exception
+    frame = at.dataframe[1].value
+    assert frame["label"].tolist() == [
+        "pythia/run1/step200",
+        "pythia/run1/step1000",
+        "pythia/run1/step5000",
+    ]
+    assert frame["error"].tolist()[2].startswith("pythia/run1/step5000.npy could not be read")
+    assert any(t.startswith("Metrics over training") for t in titles(at))
