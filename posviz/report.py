@@ -151,6 +151,8 @@ def build_collection_report(c: Collection) -> str:
         figures.cka_map,
     ]
     refused = [f"{m.label}: {m.error}" for m in c.members if m.error]
+    frame = c.table()
+    frame = frame[frame["error"].isna()].drop(columns="error")  # refusals: in the note
     section = Section(
         "Collection",
         f"{len(c.loaded)} tables"
@@ -158,7 +160,7 @@ def build_collection_report(c: Collection) -> str:
         + (f"; refused: {'; '.join(refused)}" if refused else "")
         + ". "
         + " ".join(f"{k}: {v}" for k, v in METRIC_DEFINITIONS.items()),
-        {"Metrics": c.table()},
+        {"Metrics": frame},
         [f(c) for f in figs],
     )
     settings = {k: v for k, v in c.settings().items() if k != "tables"}
