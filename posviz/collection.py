@@ -271,6 +271,7 @@ def cka_matrix(tables: Sequence[np.ndarray], *, center: bool = True) -> np.ndarr
             del x
         flat = rows.reshape(len(tables), -1)
         inner += flat @ flat.T
+        del rows, flat  # before the next block's: one block of rows alive at a time
     norms = np.sqrt(np.diag(inner))
     safe = np.where(norms > 0, norms, 1.0)
     return np.clip(inner / safe[:, None] / safe[None, :], -1.0, 1.0)

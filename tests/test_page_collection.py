@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from posviz import simulate
 from posviz.collection import Member, table_summary
+from posviz.embedding import LoadError
 from posviz.similarity import similarity_map
 from tests.test_pages import decode
 
@@ -112,3 +116,37 @@ def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
     ]
     assert frame["error"].tolist()[2].startswith("pythia/run1/step5000.npy could not be read")
     assert any(t.startswith("Metrics over training") for t in titles(at))
+
+
+def test_hub_ids_and_revisions_go_through_posviz_hub_when_it_is_there(monkeypatch):
+    """A stand-in for posviz.hub with the interface the Hub loader issue defines."""
+    asked = []
+
+    def load(ref: str, **options: object):
+        asked.append(ref)
+        if ref.endswith("@nope"):
+            msg = "revision 'nope' not found in org/model"
+            raise LoadError(msg)
+        return simulate.learned_like(32, 8, seed=len(asked))
+
+    hub = types.ModuleType("posviz.hub")
+    hub.__spec__ = importlib.machinery.ModuleSpec("posviz.hub", None)
+    hub.is_hub_ref = lambda text: text.startswith("hf:")
+    hub.load = load
+    monkeypatch.setitem(sys.modules, "posviz.hub", hub)
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.text_area(key="collection.hub.refs").set_value("gpt2\nhf:org/model@nope")
+    at.text_input(key="collection.hub.repo").set_value("org/model")
+    at.text_input(key="collection.hub.revisions").set_value("step2000, step100").run()
+    at.button(key="collection.hub.add").click().run()
+    assert not at.exception, at.exception
+    refs = ["hf:gpt2", "hf:org/model@nope", "hf:org/model@step2000", "hf:org/model@step100"]
+    assert asked == refs
+    frame = at.dataframe[1].value
+    assert frame["label"].tolist() == [
+        "gpt2",
+        "hf:org/model@nope",
+        "org/model@step2000",
+        "org/model@step100",
+    ]
+    assert frame["error"].tolist()[1] == "revision 'nope' not found in org/model"
