@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from posviz import __version__, hub
 from posviz import load as load_table
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
 from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
+
+if TYPE_CHECKING:
+    from posviz.collection import Collection
 
 __all__ = ["build_parser", "main"]
 
@@ -44,8 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument(
         "path",
         metavar="PATH",
+        nargs="+",
         help=".npy, .npz, .safetensors, .csv/.tsv/.txt, or a model on the Hugging Face Hub: "
-        "hf:REPO[@REVISION] (only its headers and the one tensor are downloaded)",
+        "hf:REPO[@REVISION] (only its headers and the one tensor are downloaded); several: a "
+        "collection, ordered by the training step their names carry (step1000, checkpoint-2000)",
     )
     table.add_argument("--tensor", metavar="NAME", help="tensor to read (default: detected)")
     table.add_argument(
@@ -65,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Singular-value summary of a position table read from PATH.",
     )
     summary.add_argument("--json", action="store_true", help="print one JSON object")
-    summary.set_defaults(run=_summary)
+    summary.set_defaults(run=_summary, run_many=_collection_summary)
     report = commands.add_parser(
         "report",
         parents=[table],
@@ -74,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML to write")
     report.add_argument("--seed", type=int, default=0, help="seed of controls and probes")
-    report.set_defaults(run=_report)
+    report.set_defaults(run=_report, run_many=_collection_report)
     serve = commands.add_parser(
         "serve",
         help="start the app, opened on a table (PATH or hf:REPO_ID[@REVISION])",
@@ -102,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     if passed_on and args.command != "serve":
         parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
     args.streamlit_options = passed_on
+    run = args.run
+    if args.command != "serve":  # one PATH: a table; several: a collection
+        if len(args.path) > 1:
+            run = args.run_many
+        else:
+            (args.path,) = args.path
     try:
-        return args.run(args)
+        return run(args)
     except LoadError as exc:
         print(f"posviz {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -215,3 +228,51 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
     lines = [f"{label:<22}{value}" for label, value in rows.items()]
     notes = [hint] * bool(hint) + [f"undefined: {NO_VARIANCE}"] * (not result.has_variance)
     return "\n".join([*lines, *notes])
+
+
+def _collection(args: argparse.Namespace) -> Collection:
+    """The collection of every PATH; a refused one is listed with its reason."""
+    from posviz.collection import analyse, member  # every analysis: not for one table
+
+    members = [
+        member(
+            path, lambda path=path: load_table(path, tensor=args.tensor, row_start=args.drop_prefix)
+        )
+        for path in args.path
+    ]
+    return analyse(members, center=not args.no_center)
+
+
+def _collection_summary(args: argparse.Namespace) -> int:
+    c = _collection(args)
+    if not args.json:
+        import pandas as pd
+
+        loaded = [r for r in c.records() if r.pop("error") is None]
+        print(pd.DataFrame(loaded).set_index("label").T.to_string())
+        for m in c.members:
+            if m.error:
+                print(f"refused {m.label}: {m.error}")
+        return 0
+    records = c.records()
+    for record, summary in zip(records, c.summaries, strict=True):
+        values = summary.spectrum.singular_values[:N_SINGULAR_VALUES] if summary else None
+        record["singular_values"] = None if values is None else values.tolist()
+        for key, value in record.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                record[key] = None  # NaN is not JSON
+    print(json.dumps(records))
+    return 0
+
+
+def _collection_report(args: argparse.Namespace) -> int:
+    from posviz.report import build_collection_report
+
+    c = _collection(args)
+    html = build_collection_report(c)
+    with open(args.output, "w", encoding="utf-8") as out:
+        out.write(html)
+    refused = len(c.members) - len(c.loaded)
+    size = len(html) / 2**20
+    print(f"wrote {args.output} ({size:.1f} MiB): {len(c.loaded)} tables, {refused} refused")
+    return 0

@@ -11,11 +11,18 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from posviz import boundary, components, figures, probes, similarity
+from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
 from posviz.export import export_settings
 from posviz.spectrum import NO_VARIANCE, spectrum
 
-__all__ = ["REPORT_MAX_SIDE", "Section", "build_report", "report_sections"]
+__all__ = [
+    "REPORT_MAX_SIDE",
+    "Section",
+    "build_collection_report",
+    "build_report",
+    "report_sections",
+]
 
 #: Heatmap cells a side in the report: 512² float32 keeps the page near 2 MB per heatmap.
 REPORT_MAX_SIDE = 512
@@ -132,9 +139,44 @@ def build_report(table: Embedding, *, center: bool = True, k: int = 6, seed: int
     (``<script id="posviz-settings" type="application/json">``).
     """
     settings = export_settings(table, centered=center, k=k, seed=seed)
+    title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
+    return _page(title, settings, report_sections(table, center=center, k=k, seed=seed))
+
+
+def build_collection_report(c: Collection) -> str:
+    """A standalone HTML report of a collection: its metrics table and every chart."""
+    figs = [
+        *([figures.metrics_over_step] if c.ordered else []),
+        figures.collection_cumulative,
+        figures.collection_offsets,
+        figures.similarity_grid,
+        figures.cka_map,
+    ]
+    refused = [f"{m.label}: {m.error}" for m in c.members if m.error]
+    frame = c.table()
+    frame = frame[frame["error"].isna()].drop(columns="error")  # refusals: in the note
+    section = Section(
+        "Collection",
+        f"{len(c.loaded)} tables"
+        + (f", ordered by {c.loaded[0].step.unit}" if c.ordered else ", a set of models")
+        + (f"; refused: {'; '.join(refused)}" if refused else "")
+        + ". "
+        + " ".join(f"{k}: {v}" for k, v in METRIC_DEFINITIONS.items()),
+        {"Metrics": frame},
+        [f(c) for f in figs],
+    )
+    settings = {k: v for k, v in c.settings().items() if k != "tables"}
+    settings["tables"] = "; ".join(
+        f"{m.label} = {m.table.name} {m.table.source} sha256 {m.table.sha256}" for m in c.loaded
+    )
+    return _page(f"posviz collection report: {len(c.loaded)} tables", settings, [section])
+
+
+def _page(title: str, settings: dict[str, object], sections: list[Section]) -> str:
+    """The report's HTML: settings listed at the top and as JSON, then each section."""
     body = []
     first = True
-    for section in report_sections(table, center=center, k=k, seed=seed):
+    for section in sections:
         body.append(f"<section><h2>{html.escape(section.title)}</h2>")
         body.append(f"<p class='note'>{html.escape(section.note)}</p>")
         for caption, frame in section.tables.items():
@@ -146,7 +188,6 @@ def build_report(table: Embedding, *, center: bool = True, k: int = 6, seed: int
             )
             first = False
         body.append("</section>")
-    title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
     listing = "".join(
         f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
         for k, v in settings.items()

@@ -327,7 +327,8 @@ class OffsetProfile:
     mean : ndarray of shape (max_offset + 1,)
         Mean over i of s(i, i+k): exact (float64 FFT autocorrelation, ~1e-13).
     std : ndarray of shape (max_offset + 1,)
-        Standard deviation over i of s(i, i+k), exact (row tiles of the matrix, float64).
+        Standard deviation over i of s(i, i+k), exact (row tiles of the matrix, float64);
+        NaN when not computed (``spread=False``).
     count : ndarray of shape (max_offset + 1,)
         Pairs at each offset, ``n_positions - k``.
     translation_invariance : float
@@ -361,6 +362,7 @@ def offset_profile(
     metric: str = "cosine",
     center: bool = False,
     max_offset: int | None = None,
+    spread: bool = True,
 ) -> OffsetProfile:
     """Mean and spread of s(i, i+k) over i for each offset k, and translation invariance.
 
@@ -374,6 +376,9 @@ def offset_profile(
     max_offset : int or None
         Largest offset k; ``n_positions - 1`` by default. The spread costs
         ``n_positions * max_offset * d_model`` multiply-adds, so lower it for huge tables.
+    spread : bool
+        Compute `std`. Off, it is NaN and the rest costs about a third (a collection needs
+        only the mean).
 
     Notes
     -----
@@ -399,7 +404,11 @@ def offset_profile(
     sums = _autocorrelation(x)
     count = np.arange(n, 0, -1)
     mean = sums / count
-    std = np.sqrt(_diagonal_spread(x, mean, k_max) / count[: k_max + 1])
+    std = (
+        np.sqrt(_diagonal_spread(x, mean, k_max) / count[: k_max + 1])
+        if spread
+        else np.full(k_max + 1, np.nan)
+    )
     # Translation invariance over pairs i < j (offsets 1..n-1): between-offset over total SS.
     pairs = n * (n - 1) / 2
     total = sums[1:].sum()

@@ -16,6 +16,7 @@ from typing import Any
 import streamlit as st
 
 from posviz import boundary as _boundary
+from posviz import collection as _collection
 from posviz import compare as _compare
 from posviz import components as _components
 from posviz import probes as _probes
@@ -194,4 +195,32 @@ def probes(
 ) -> _probes.ProbeReport:
     return _probes.probe_with_controls(
         table.values, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C
+    )
+
+
+# --- collection -----------------------------------------------------------------------------
+
+
+@cached("Summarising the table…")
+def table_summary(table: Embedding, *, center: bool) -> _collection.TableSummary:
+    return _collection.table_summary(table.values, center=center)
+
+
+@st.cache_resource(
+    max_entries=4,
+    hash_funcs={Embedding: attrgetter("sha256")},
+    show_spinner="Comparing the tables by CKA…",
+)
+def collection(
+    labels: tuple[str, ...],
+    tables: tuple[Embedding | None, ...],
+    errors: tuple[str | None, ...],
+    *,
+    center: bool,
+) -> _collection.Collection:
+    """The collection of these members, kept as the object (`cache_resource`: no pickled
+    copy of every table on each rerun); per-table summaries come from :func:`table_summary`."""
+    members = [_collection.Member(*member) for member in zip(labels, tables, errors, strict=True)]
+    return _collection.analyse(
+        members, center=center, summarize=lambda t: table_summary(t, center=center)
     )

@@ -1,0 +1,269 @@
+"""posviz.collection: step parsing and ordering, refusals, CKA map, metrics equal the pages'."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import ortho_group
+
+from posviz import boundary, collection, compare, components, similarity, simulate, spectrum
+from posviz.cli import main
+from posviz.collection import Member, Step, analyse, member, order, parse_step
+from posviz.embedding import Embedding, LoadError
+
+
+@pytest.mark.parametrize(
+    ("label", "step"),
+    [
+        ("step1000", Step(1000, "step")),
+        ("checkpoint-2000", Step(2000, "step")),
+        ("global_step300", Step(300, "step")),
+        ("global_step_300", Step(300, "step")),
+        ("epoch3", Step(3, "epoch")),
+        ("pythia-160m-1k", Step(1000, "step")),
+        ("run_2.5k", Step(2500, "step")),
+        ("step0200", Step(200, "step")),
+        ("checkpoint-00200.safetensors", Step(200, "step")),
+        ("model-step1.5k-final", Step(1500, "step")),
+        ("ckpt_3M", Step(3_000_000, "step")),
+        ("run3-step200", Step(200, "step")),
+        ("EleutherAI/pythia-70m@step143000", Step(143000, "step")),
+        ("opt-125m", None),
+        ("pythia-70m", None),
+        ("gpt2", None),
+        ("stepper", None),
+        ("bert-base-uncased", None),
+    ],
+)
+def test_parse_step(label, step):
+    assert parse_step(label) == step
+
+
+def table(label: str, seed: int = 0, n: int = 64, d: int = 16) -> Member:
+    return Member(label, simulate.learned_like(n, d, seed=seed))
+
+
+def test_order_is_numeric_across_zero_padding_and_suffixes():
+    labels = ["step1000", "step0200", "step_3k", "step50.npy", "step00010-final", "step2000"]
+    members = [table(label, seed=i) for i, label in enumerate(labels)]
+    ordered = order(members)
+    assert [m.label for m in ordered] == [
+        "step00010-final",
+        "step50.npy",
+        "step0200",
+        "step1000",
+        "step2000",
+        "step_3k",
+    ]
+
+
+def test_a_set_of_models_keeps_the_given_order():
+    labels = ["gpt2", "bert-base", "opt-125m"]
+    members = [table(label) for label in labels]
+    assert [m.label for m in order(members)] == labels
+    assert not collection.is_ordered(members)
+
+
+def test_mixed_units_or_a_missing_step_are_not_ordered():
+    assert not collection.is_ordered([table("step10"), table("epoch2")])
+    assert not collection.is_ordered([table("step10"), table("final")])
+
+
+def test_refused_members_are_listed_and_do_not_sink_the_rest():
+    def refuse() -> Embedding:
+        msg = "bad.npy: file is truncated; re-export it."
+        raise LoadError(msg)
+
+    members = [
+        member("step300", lambda: simulate.learned_like(64, 16, seed=3)),
+        member("broken", refuse),
+        member("step100", lambda: simulate.learned_like(64, 16, seed=1)),
+        member("step200", lambda: simulate.learned_like(40, 8, seed=2)),
+    ]
+    result = analyse(members)
+    assert result.ordered
+    assert [m.label for m in result.members] == ["step100", "step200", "step300", "broken"]
+    records = result.records()
+    assert records[3]["error"] == "bad.npy: file is truncated; re-export it."
+    assert records[3]["step"] is None
+    assert records[3]["k90"] is None
+    assert [r["step"] for r in records[:3]] == [100, 200, 300]
+    assert all(r["error"] is None for r in records[:3])
+    assert result.cka.shape == (3, 3)
+    assert result.coordinates.shape == (3, 2)
+    assert result.common_positions == 40
+    frame = result.table()
+    assert frame["n_positions"].tolist()[:3] == [64, 40, 64]
+    assert frame["d_model"].tolist()[:3] == [16, 8, 16]
+    assert frame.iloc[3].drop(["label", "error"]).isna().all()
+    assert result.nbytes == (64 * 16 * 2 + 40 * 8) * 4
+    assert result.settings()["ordered_by"] == "step"
+
+
+def test_repeated_labels_are_numbered():
+    result = analyse([table("gpt2", seed=1), table("gpt2", seed=2), table("bert")])
+    assert [m.label for m in result.members] == ["gpt2", "gpt2 (2)", "bert"]
+
+
+def test_nothing_loaded_is_refused_with_every_reason():
+    with pytest.raises(LoadError, match="a: nope"):
+        analyse([Member("a", error="nope")])
+
+
+def test_too_many_tables_are_refused():
+    with pytest.raises(LoadError, match="at most 32"):
+        analyse([Member(f"t{i}", error="x") for i in range(33)])
+
+
+def test_metrics_equal_the_single_table_core_results():
+    tables = [
+        simulate.learned_like(200, 48, seed=4),
+        simulate.sinusoidal(150, 64),
+        simulate.gaussian(30, 100, seed=2),  # wide: fewer positions than dimensions
+    ]
+    result = analyse([Member(f"m{i}", t) for i, t in enumerate(tables)])
+    for t, record in zip(tables, result.records(), strict=True):
+        x = t.values
+        n = len(x)
+        expected = spectrum.spectrum(x, center=True).metrics()
+        assert {k: record[k] for k in expected} == expected
+        profile = similarity.offset_profile(
+            x, metric="cosine", center=True, max_offset=min(n - 1, 1024)
+        )
+        below = [k for k in range(1, n) if profile.mean[k] < 1 / math.e]
+        assert record["similarity_length"] == (below[0] if below else None)
+        assert record["translation_invariance"] == profile.translation_invariance
+        stats = boundary.position_statistics(x)
+        median = np.median(stats.norm)
+        assert record["first_norm_ratio"] == stats.norm[0] / median
+        assert record["last_norm_ratio"] == stats.norm[-1] / median
+        assert record["first_neighbour_cos"] == stats.cos_next[0]
+        assert record["last_neighbour_cos"] == stats.cos_prev[-1]
+        k = min(6, components.max_components(x.shape, center=True))
+        pcs = components.principal_components(x, k=k, center=True)
+        likeness = components.sinusoid_likeness(pcs.scores, n_frequencies=min(8, n // 2))
+        assert record["sinusoid_mean_cos2"] == likeness.mean_cos2
+        assert record["shuffled_mean_cos2"] == likeness.shuffled.mean()
+        assert record["sinusoid_p_value"] == likeness.p_value
+
+
+def test_the_sinusoidal_table_is_sinusoid_like_and_the_gaussian_is_not():
+    result = analyse(
+        [Member("sin", simulate.sinusoidal(256, 64)), Member("noise", simulate.gaussian(256, 64))]
+    )
+    sin, noise = result.records()
+    assert sin["sinusoid_p_value"] == pytest.approx(1 / 21)
+    assert noise["sinusoid_p_value"] > 0.05
+    assert noise["similarity_length"] == 1  # independent rows: similarity ~0 at offset 1
+
+
+def test_cka_of_identical_and_rotated_tables_is_one_and_their_distance_zero():
+    x = simulate.learned_like(96, 24, seed=5).values
+    rotation = ortho_group.rvs(24, random_state=1)
+    rotated = (x.astype(np.float64) @ rotation).astype(np.float32)
+    other = simulate.gaussian(96, 24, seed=9).values
+    cka = collection.cka_matrix([x, x, rotated, other])
+    np.testing.assert_allclose(cka[:3, :3], 1.0, atol=1e-6)
+    assert cka[0, 3] < 0.5
+    result = analyse(
+        [
+            Member("a", _wrap(x)),
+            Member("b", _wrap(x)),
+            Member("r", _wrap(rotated)),
+            Member("g", _wrap(other)),
+        ]
+    )
+    xy = result.coordinates
+    assert np.linalg.norm(xy[0] - xy[1]) < 1e-6
+    assert np.linalg.norm(xy[0] - xy[2]) < 2e-3  # sqrt of the float32 rounding of the rotation
+    assert np.linalg.norm(xy[0] - xy[3]) > 0.5
+    assert result.map_share == pytest.approx(1.0)  # two distinct points: exact in 2-D
+
+
+def _wrap(x: np.ndarray) -> Embedding:
+    return Embedding.from_array(x, name="t", source="test")
+
+
+def test_cka_matrix_equals_compare_linear_cka_on_the_common_positions():
+    tables = [
+        simulate.learned_like(120, 32, seed=1).values,
+        simulate.sinusoidal(100, 48).values,
+        simulate.gaussian(130, 8, seed=3).values,
+        simulate.learned_like(100, 200, seed=2).values,  # wide
+    ]
+    for center in (True, False):
+        cka = collection.cka_matrix(tables, center=center)
+        for i, x in enumerate(tables):
+            for j, y in enumerate(tables):
+                expected = compare.linear_cka(x[:100], y[:100], center=center)
+                assert cka[i, j] == pytest.approx(expected, abs=1e-12)
+
+
+def test_classical_mds_recovers_planar_points():
+    points = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0], [1.0, 1.0]])
+    distances = np.linalg.norm(points[:, None] - points[None], axis=2)
+    xy, share = collection.classical_mds(distances)
+    assert share == pytest.approx(1.0)
+    np.testing.assert_allclose(np.linalg.norm(xy[:, None] - xy[None], axis=2), distances)
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def checkpoints(tmp_path):
+    """Three checkpoints named by step (one zero-padded) and one corrupt file."""
+    paths = {}
+    for step, seed in (("step1000", 1), ("step0200", 2), ("step30k", 3)):
+        paths[step] = tmp_path / f"{step}.npy"
+        np.save(paths[step], simulate.learned_like(128, 32, seed=seed).values)
+    paths["bad"] = tmp_path / "bad.npy"
+    paths["bad"].write_bytes(b"garbage")
+    return paths
+
+
+def test_summary_of_many_paths_is_a_json_array_in_step_order(checkpoints, capsys):
+    paths = [str(checkpoints[k]) for k in ("step1000", "bad", "step30k", "step0200")]
+    assert main(["summary", *paths, "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["step"] for r in records] == [200, 1000, 30000, None]
+    assert [r["label"] for r in records] == [paths[3], paths[0], paths[2], paths[1]]
+    assert records[3]["error"].startswith("bad.npy could not be read as npy")
+    assert records[3]["k90"] is None
+    for record in records[:3]:
+        assert record["error"] is None
+        values = np.load(record["label"])
+        s = spectrum.spectrum(values, center=True)
+        assert {k: record[k] for k in s.metrics()} == s.metrics()
+        assert record["singular_values"] == s.singular_values[:10].tolist()
+        assert record["shape"] == [128, 32]
+        assert record["dtype"] == "float32"
+
+
+def test_summary_exits_2_when_nothing_loads(checkpoints, capsys):
+    assert main(["summary", str(checkpoints["bad"]), str(checkpoints["bad"])]) == 2
+    assert "No table of the collection could be loaded" in capsys.readouterr().err
+
+
+def test_collection_report_lists_the_tables_and_draws_every_chart(checkpoints, tmp_path):
+    out = tmp_path / "collection.html"
+    paths = [str(checkpoints[k]) for k in ("step1000", "step0200", "step30k", "bad")]
+    assert main(["report", *paths, "-o", str(out)]) == 0
+    page = out.read_text()
+    settings = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
+    assert settings["ordered_by"] == "step"
+    assert settings["cka"] == (
+        "linear CKA on the common first 128 positions (each table mean-centred over them)"
+    )
+    assert "refused: " in page
+    for title in (
+        "Metrics over training",
+        "Cumulative explained variance",
+        "Mean cosine similarity against offset",
+        "Cosine similarity between positions",
+        "Tables by linear CKA",
+    ):
+        assert title in page
