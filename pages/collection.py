@@ -1,7 +1,6 @@
 """Collection: many tables side by side, a model zoo or one model's checkpoints over training."""
 
 import fnmatch
-import importlib.util
 import itertools
 import os
 from dataclasses import replace
@@ -10,16 +9,16 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 import streamlit as st
 
-from posviz import datadir, export, figures, io, simulate
+from posviz import datadir, export, figures, hub, io, simulate
 from posviz.collection import MAX_TABLES, METRIC_DEFINITIONS, Member, member, order
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.similarity import MAX_SIDE
 from posviz.ui import cache, widgets
+from posviz.ui.text import literal
 
 #: The session's members (list of Member) and the version of its label editor.
 MEMBERS, EDITOR = "posviz.collection", "posviz.collection.editor"
-HUB = importlib.util.find_spec("posviz.hub") is not None
 
 
 def add(new: list[Member]) -> None:
@@ -79,7 +78,7 @@ def from_shared_folder(root: Path) -> None:
     try:
         files = _shared_files(root)
     except LoadError as error:
-        st.error(f"POSVIZ_DATA_DIR: {error}", icon=":material/error:")
+        st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return
     folders = sorted({str(PurePosixPath(f).parent) for f in files})
     left, right = st.columns(2)
@@ -92,7 +91,7 @@ def from_shared_folder(root: Path) -> None:
         and fnmatch.fnmatch(PurePosixPath(f).name, pattern)
     ]
     tensor, drop = loading_options("collection.shared")
-    st.caption(f"{len(matches)} matching files under `{folder}` (subfolders included).")
+    st.caption(f"{len(matches)} matching files under {literal(folder)} (subfolders included).")
     if matches and st.button(f"Add {len(matches)} files", key="collection.shared.add"):
         add(
             [
@@ -138,9 +137,7 @@ def from_simulations() -> None:
 
 
 def from_hub() -> None:
-    """Model ids and revisions, through posviz.hub when the app has it."""
-    from posviz import hub  # only when installed: see HUB
-
+    """Model ids and revisions, each read as the Data page's Hub tab reads one."""
     refs = st.text_area(
         "Model ids, one per line (REPO or REPO@REVISION)",
         placeholder="openai-community/gpt2\nEleutherAI/pythia-70m@step1000",
@@ -228,7 +225,8 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     )
     for m in result.members:
         if m.error:
-            st.warning(f"**{m.label}** was refused: {m.error}", icon=":material/block:")
+            refusal = f"**{literal(m.label)}** was refused: {literal(m.error)}"
+            st.warning(refusal, icon=":material/block:")
 
     st.subheader("Metrics")
     widgets.show_numbers(result.table(), name="collection_metrics", settings=settings)
@@ -311,7 +309,7 @@ shared = os.environ.get("POSVIZ_DATA_DIR")
 sources = {"Upload files": from_uploads, "Simulate": from_simulations}
 if shared:
     sources["Shared folder"] = lambda: from_shared_folder(Path(shared))
-if HUB:
+if hub.enabled():  # POSVIZ_HUB=off: no tab
     sources["Hugging Face Hub"] = from_hub
 with st.expander("Add tables", expanded=len(st.session_state[MEMBERS]) < 2, icon=":material/add:"):
     for tab, source in zip(st.tabs(list(sources)), sources.values(), strict=True):

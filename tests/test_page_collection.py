@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.machinery
 import json
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import simulate
+from posviz import hub, simulate
 from posviz.collection import Member, table_summary
 from posviz.embedding import LoadError
 from posviz.similarity import similarity_map
+from posviz.ui.text import literal
 from tests.test_pages import decode
 
 PAGE = str(Path(__file__).parents[1] / "pages/collection.py")
@@ -73,7 +71,7 @@ def test_checkpoints_are_ordered_by_step_and_a_refused_one_is_listed():
     at.session_state["posviz.collection.editor"] = 0
     at.run()
     assert not at.exception, at.exception
-    assert "broken.npy: file is truncated" in at.warning[0].value
+    assert literal("broken.npy: file is truncated") in at.warning[0].value
     frame = at.dataframe[1].value
     # A refused checkpoint keeps its place in the order, with its reason.
     assert frame["step"].tolist() == [100, 300, 2000, 10000]
@@ -118,8 +116,8 @@ def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
     assert any(t.startswith("Metrics over training") for t in titles(at))
 
 
-def test_hub_ids_and_revisions_go_through_posviz_hub_when_it_is_there(monkeypatch):
-    """A stand-in for posviz.hub with the interface the Hub loader issue defines."""
+def test_hub_ids_and_revisions_go_through_posviz_hub(monkeypatch):
+    """posviz.hub.load stands in for the Hub (its own tests run it against a fake Hub)."""
     asked = []
 
     def load(ref: str, **options: object):
@@ -129,11 +127,7 @@ def test_hub_ids_and_revisions_go_through_posviz_hub_when_it_is_there(monkeypatc
             raise LoadError(msg)
         return simulate.learned_like(32, 8, seed=len(asked))
 
-    hub = types.ModuleType("posviz.hub")
-    hub.__spec__ = importlib.machinery.ModuleSpec("posviz.hub", None)
-    hub.is_hub_ref = lambda text: text.startswith("hf:")
-    hub.load = load
-    monkeypatch.setitem(sys.modules, "posviz.hub", hub)
+    monkeypatch.setattr(hub, "load", load)
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     at.text_area(key="collection.hub.refs").set_value("gpt2\nhf:org/model@nope")
     at.text_input(key="collection.hub.repo").set_value("org/model")
@@ -150,3 +144,12 @@ def test_hub_ids_and_revisions_go_through_posviz_hub_when_it_is_there(monkeypatc
         "org/model@step100",
     ]
     assert frame["error"].tolist()[1] == "revision 'nope' not found in org/model"
+
+
+def test_posviz_hub_off_removes_the_hub_source(monkeypatch):
+    monkeypatch.setenv("POSVIZ_HUB", "off")
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert "Hugging Face Hub" not in [tab.label for tab in at.tabs]
+    monkeypatch.setenv("POSVIZ_HUB", "on")
+    assert "Hugging Face Hub" in [tab.label for tab in at.run().tabs]
