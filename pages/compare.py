@@ -138,18 +138,19 @@ columns[3].metric(
     help=DEFINITIONS["procrustes"],
 )
 widgets.show_figure(figures.comparison_angles(result), name="compare_angles", settings=settings)
-with st.expander("Numbers"):
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"cka": [result.cka], "procrustes_error": [result.procrustes_error], "k": [k]}
-        ),
-        name="compare_measures",
-        settings=settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"angle": range(1, k + 1), "radians": result.principal_angles, "degrees": angles}
-        ),
-        name="compare_principal_angles",
-        settings=settings,
-    )
+with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
+    if opened:
+        widgets.show_numbers(
+            pd.DataFrame(
+                {"cka": [result.cka], "procrustes_error": [result.procrustes_error], "k": [k]}
+            ),
+            name="compare_measures",
+            settings=settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame(
+                {"angle": range(1, k + 1), "radians": result.principal_angles, "degrees": angles}
+            ),
+            name="compare_principal_angles",
+            settings=settings,
+        )

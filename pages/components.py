@@ -188,32 +188,34 @@ st.caption(
 widgets.show_figure(
     figures.principal_angles(likeness), name="principal_angles", settings=like_settings
 )
-with st.expander("Numbers"):
-    widgets.show_numbers(
-        pd.DataFrame(
-            {
-                "angle": range(1, len(likeness.angles) + 1),
-                "angle_rad": likeness.angles[::-1],
-                "cos2": np.cos(likeness.angles[::-1]) ** 2,
-            }
-        ),
-        name="principal_angles",
-        settings=like_settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame({"shuffle": range(1, shuffles + 1), "mean_cos2": likeness.shuffled}),
-        name="shuffled_control",
-        settings=like_settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame({"position": range(n)} | {f"PC{c}": pc.scores[:, c - 1] for c in numbers}),
-        name="pc_projections",
-        settings=settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"cycles": range(fits.power.shape[1])} | {f"PC{c}": fits.power[c - 1] for c in numbers}
-        ),
-        name="periodogram",
-        settings=settings,
-    )
+with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
+    if opened:
+        widgets.show_numbers(
+            pd.DataFrame(
+                {
+                    "angle": range(1, len(likeness.angles) + 1),
+                    "angle_rad": likeness.angles[::-1],
+                    "cos2": np.cos(likeness.angles[::-1]) ** 2,
+                }
+            ),
+            name="principal_angles",
+            settings=like_settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame({"shuffle": range(1, shuffles + 1), "mean_cos2": likeness.shuffled}),
+            name="shuffled_control",
+            settings=like_settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame({"position": range(n)} | {f"PC{c}": pc.scores[:, c - 1] for c in numbers}),
+            name="pc_projections",
+            settings=settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame(
+                {"cycles": range(fits.power.shape[1])}
+                | {f"PC{c}": fits.power[c - 1] for c in numbers}
+            ),
+            name="periodogram",
+            settings=settings,
+        )

@@ -155,12 +155,13 @@ else:
         f"Offsets up to {MAX_OFFSET} in each table's own positions: a table stretched by L'/L "
         "falls off L'/L times more slowly."
     )
-with st.expander("Numbers"):
-    widgets.show_numbers(
-        compare.metrics_table(spectra["original"], spectra["resampled"]),
-        name="resample_metrics",
-        settings=settings,
-    )
+with widgets.expander_drawn_when_open("Numbers", key="resample.numbers") as opened:
+    if opened:
+        widgets.show_numbers(
+            compare.metrics_table(spectra["original"], spectra["resampled"]),
+            name="resample_metrics",
+            settings=settings,
+        )
 
 st.header("Download", divider=True)
 batch_axis = st.checkbox(

@@ -148,32 +148,38 @@ if max_offset >= 2:
 widgets.show_figure(
     figures.offset_profile(profile, scores), name="offset_profile", settings=offset_settings
 )
-with st.expander("Numbers"):
-    if scores is not None:
+with widgets.expander_drawn_when_open("Numbers", key="similarity.numbers") as opened:
+    if opened:
+        if scores is not None:
+            widgets.show_numbers(
+                pd.DataFrame(
+                    [
+                        {
+                            "translation_invariance": profile.translation_invariance,
+                            "monotonicity": scores.monotonicity,
+                            "falls_until": scores.falls_until,
+                            "length_half": scores.length_half,
+                            "length_zero": scores.length_zero,
+                            "sign_changes": scores.sign_changes,
+                            "local_maxima": scores.local_maxima,
+                        }
+                    ]
+                ),
+                name="similarity_scores",
+                settings=offset_settings,
+            )
         widgets.show_numbers(
             pd.DataFrame(
-                [
-                    {
-                        "translation_invariance": profile.translation_invariance,
-                        "monotonicity": scores.monotonicity,
-                        "falls_until": scores.falls_until,
-                        "length_half": scores.length_half,
-                        "length_zero": scores.length_zero,
-                        "sign_changes": scores.sign_changes,
-                        "local_maxima": scores.local_maxima,
-                    }
-                ]
+                {
+                    "k": profile.offsets,
+                    "mean": profile.mean,
+                    "std": profile.std,
+                    "pairs": profile.count,
+                }
             ),
-            name="similarity_scores",
+            name="offset_profile",
             settings=offset_settings,
         )
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"k": profile.offsets, "mean": profile.mean, "std": profile.std, "pairs": profile.count}
-        ),
-        name="offset_profile",
-        settings=offset_settings,
-    )
 
 
 # --- 4. one position ------------------------------------------------------------------------

@@ -53,17 +53,18 @@ with right:
         figures.reconstruction_error(result), name="reconstruction_error", settings=settings
     )
 
-with st.expander("Numbers"):
-    widgets.show_numbers(pd.DataFrame([metrics]), name="spectrum_metrics", settings=settings)
-    widgets.show_numbers(
-        pd.DataFrame(
-            {
-                "k": range(1, len(result.singular_values) + 1),
-                "singular_value": result.singular_values,
-                "explained_variance": result.explained_variance,
-                "cumulative": result.cumulative,
-            }
-        ),
-        name="singular_values",
-        settings=settings,
-    )
+with widgets.expander_drawn_when_open("Numbers", key="spectrum.numbers") as opened:
+    if opened:
+        widgets.show_numbers(pd.DataFrame([metrics]), name="spectrum_metrics", settings=settings)
+        widgets.show_numbers(
+            pd.DataFrame(
+                {
+                    "k": range(1, len(result.singular_values) + 1),
+                    "singular_value": result.singular_values,
+                    "explained_variance": result.explained_variance,
+                    "cumulative": result.cumulative,
+                }
+            ),
+            name="singular_values",
+            settings=settings,
+        )

@@ -4,6 +4,8 @@ their export buttons, and the captions that state what was analysed."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,16 @@ def sidebar_card() -> None:
             help="Every analysis of this table on one standalone page that opens offline "
             f"({'rows mean-centred' if center else 'uncentred'}, seed 0).",
         )
+
+
+@contextmanager
+def expander_drawn_when_open(label: str, *, key: str) -> Iterator[bool]:
+    """An expander whose contents are built and sent to the browser only while it is open.
+
+    Yields whether it is open: opening it reruns the page, which then draws the contents.
+    """
+    with st.expander(label, key=key, on_change="rerun") as box:
+        yield box.open
 
 
 def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
