@@ -59,6 +59,31 @@ with right:
 settings = export.export_settings(table, metric=metric, centered=center)
 flags = state.flags(table)
 
+
+@st.fragment
+def zoom_window() -> None:
+    """A fragment: moving the window redraws only its heatmap."""
+    row_col, col_col, size_col = st.columns(3)
+    size = size_col.number_input(
+        "Window size (positions)", 2, min(n, MAX_SIDE), min(n, 256), key="similarity.zoom_size"
+    )
+    row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
+    col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
+    window = cache.similarity_map(
+        table,
+        metric=metric,
+        center=center,
+        rows=(row0, row0 + size),
+        cols=(col0, col0 + size),
+        max_side=MAX_SIDE,
+    )
+    widgets.show_figure(
+        figures.similarity_heatmap(window, highlight=flags),
+        name="similarity_zoom",
+        settings={**settings, "rows": [row0, row0 + size], "cols": [col0, col0 + size]},
+    )
+
+
 # --- 1. heatmap -----------------------------------------------------------------------------
 st.subheader("Position x position")
 overview = cache.similarity_map(table, metric=metric, center=center, max_side=MAX_SIDE)
@@ -79,28 +104,14 @@ if not overview.exact:
     st.caption(
         f"{n:,} positions a side is more than {MAX_SIDE} cells: each cell is the exact "
         f"{'root mean square' if metric == 'euclidean' else 'mean'} over a {block} x {block} "
-        "block of positions (not a sample); axes are positions (block centres). Pick a window "
-        "to see every pair."
+        "block of positions (not a sample); axes are positions (block centres). Open the exact "
+        "window below to see every pair."
     )
-    row_col, col_col, size_col = st.columns(3)
-    size = size_col.number_input(
-        "Window size (positions)", 2, min(n, MAX_SIDE), min(n, 256), key="similarity.zoom_size"
-    )
-    row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
-    col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
-    window = cache.similarity_map(
-        table,
-        metric=metric,
-        center=center,
-        rows=(row0, row0 + size),
-        cols=(col0, col0 + size),
-        max_side=MAX_SIDE,
-    )
-    widgets.show_figure(
-        figures.similarity_heatmap(window, highlight=flags),
-        name="similarity_zoom",
-        settings={**settings, "rows": [row0, row0 + size], "cols": [col0, col0 + size]},
-    )
+    with widgets.expander_drawn_when_open(
+        "Exact window: every pair of a range of positions", key="similarity.zoom"
+    ) as opened:
+        if opened:
+            zoom_window()
 
 # --- 2. offset profile and 3. scores --------------------------------------------------------
 st.subheader("Similarity vs offset")
