@@ -7,8 +7,9 @@ import streamlit as st
 from posviz import compare, export, figures
 from posviz.ui import cache, state, widgets
 
-#: Largest side of each similarity heatmap: three of them stay under ~3.5 MB of figure.
-HEATMAP_SIDE = 400
+#: Largest side of each similarity heatmap: three side by side get about 320 pixels each on a
+#: laptop screen, so more cells would not show (and would cost every visit to send and draw).
+HEATMAP_SIDE = 320
 DEFINITIONS = {
     "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
     "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
@@ -25,9 +26,12 @@ DEFINITIONS = {
 
 st.title("Compare")
 first, second = state.current(), state.current(state.SECOND)
-with st.expander("Second table", icon=":material/upload_file:"):
-    st.caption("The first table is the current one (Data page); load the second here.")
-    widgets.table_loader(state.SECOND)
+with widgets.expander_drawn_when_open(
+    "Second table", key="compare.second", icon=":material/upload_file:"
+) as opened:
+    if opened:
+        st.caption("The first table is the current one (Data page); load the second here.")
+        widgets.table_loader(state.SECOND)
 left, right = st.columns(2)
 with left:
     st.markdown("**First**")

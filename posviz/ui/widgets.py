@@ -65,12 +65,12 @@ def sidebar_card() -> None:
 
 
 @contextmanager
-def expander_drawn_when_open(label: str, *, key: str) -> Iterator[bool]:
+def expander_drawn_when_open(label: str, *, key: str, icon: str | None = None) -> Iterator[bool]:
     """An expander whose contents are built and sent to the browser only while it is open.
 
     Yields whether it is open: opening it reruns the page, which then draws the contents.
     """
-    with st.expander(label, key=key, on_change="rerun") as box:
+    with st.expander(label, key=key, icon=icon, on_change="rerun") as box:
         yield box.open
 
 
