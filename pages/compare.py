@@ -74,7 +74,9 @@ profiles = {
     name: cache.offset_means(table, metric=metric, center=center, max_offset=max_offset)
     for name, table in names.items()
 }
-widgets.show_figure(figures.offset_overlay(profiles), name="compare_offsets", settings=settings)
+widgets.show_figure(
+    cache.figure(figures.offset_overlay, profiles), name="compare_offsets", settings=settings
+)
 
 st.header("Similarity between positions", divider=True)
 matched = second
@@ -98,7 +100,7 @@ maps = {
 }
 same_length = first.shape[0] == matched.shape[0]
 widgets.show_figure(
-    figures.similarity_pair(maps, difference=same_length),
+    cache.figure(figures.similarity_pair, maps, difference=same_length),
     name="compare_similarity",
     settings=settings,
 )
@@ -141,7 +143,9 @@ columns[3].metric(
     "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
     help=DEFINITIONS["procrustes"],
 )
-widgets.show_figure(figures.comparison_angles(result), name="compare_angles", settings=settings)
+widgets.show_figure(
+    cache.figure(figures.comparison_angles, result), name="compare_angles", settings=settings
+)
 with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
     if opened:
         widgets.show_numbers(

@@ -46,7 +46,7 @@ overlaid = st.radio(
     "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
 )
 widgets.show_figure(
-    figures.pc_trajectories(pc, overlaid=overlaid == "overlaid"),
+    cache.figure(figures.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
     name="pc_trajectories",
     settings=settings,
 )
@@ -75,7 +75,7 @@ def path_section() -> None:
     flat, solid = st.columns(2)
     with flat:
         widgets.show_figure(
-            figures.pc_path(pc, tuple(axes[:2])),
+            cache.figure(figures.pc_path, pc, tuple(axes[:2])),
             name="pc_path_2d",
             settings={**settings, "components": axes[:2]},
         )
@@ -88,7 +88,7 @@ def path_section() -> None:
                 help="A WebGL chart, slow to draw without a GPU: drawn only when asked for.",
             ):
                 widgets.show_figure(
-                    figures.pc_path(pc, tuple(axes)),
+                    cache.figure(figures.pc_path, pc, tuple(axes)),
                     name="pc_path_3d",
                     settings={**settings, "components": axes},
                 )
@@ -117,7 +117,9 @@ widgets.show_numbers(
     settings=fit_settings,
 )
 st.caption(f"Frequencies in cycles over the table's {n:,} positions. {R2_HELP}")
-widgets.show_figure(figures.sinusoid_fits(pc, fits), name="sinusoid_fits", settings=fit_settings)
+widgets.show_figure(
+    cache.figure(figures.sinusoid_fits, pc, fits), name="sinusoid_fits", settings=fit_settings
+)
 nyquist = n // 2
 
 
@@ -134,7 +136,7 @@ def periodogram_section() -> None:
         help="Display only: the downloads hold every frequency up to n / 2.",
     )
     widgets.show_figure(
-        figures.periodogram(fits, max_cycles=max_cycles),
+        cache.figure(figures.periodogram, fits, max_cycles=max_cycles),
         name="periodogram",
         settings={**settings, "highest_frequency_shown": max_cycles},
     )
@@ -186,7 +188,9 @@ st.caption(
     f"give is 1 / {shuffles + 1} = {1 / (shuffles + 1):.3g}."
 )
 widgets.show_figure(
-    figures.principal_angles(likeness), name="principal_angles", settings=like_settings
+    cache.figure(figures.principal_angles, likeness),
+    name="principal_angles",
+    settings=like_settings,
 )
 with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
     if opened:

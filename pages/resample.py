@@ -136,7 +136,9 @@ if table.grid is not None:
             result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
         ),
     }
-    widgets.show_figure(figures.mosaic_pair(mosaics), name="resample_mosaics", settings=settings)
+    widgets.show_figure(
+        cache.figure(figures.mosaic_pair, mosaics), name="resample_mosaics", settings=settings
+    )
     if any(g.subsampled for g in mosaics.values()):
         st.caption(
             f"Large grids show evenly spaced patches only: at most {MOSAIC_SIDE} cells a side."
@@ -149,7 +151,7 @@ else:
         for name, t in {"original": table, "resampled": result}.items()
     }
     widgets.show_figure(
-        figures.offset_overlay(profiles), name="resample_offsets", settings=settings
+        cache.figure(figures.offset_overlay, profiles), name="resample_offsets", settings=settings
     )
     st.caption(
         f"Offsets up to {MAX_OFFSET} in each table's own positions: a table stretched by L'/L "

@@ -17,7 +17,7 @@ from posviz import datadir, export, figures, io, simulate
 from posviz.embedding import Embedding, LoadError
 from posviz.report import build_report
 from posviz.spectrum import Spectrum
-from posviz.ui import state
+from posviz.ui import cache, state
 
 
 def center_toggle() -> bool:
@@ -108,10 +108,16 @@ def show_spectra(spectra: dict[str, Spectrum], *, name: str, settings: dict[str,
     """Two tables' spectra side by side: variance per component, and cumulative."""
     left, right = st.columns(2)
     with left:
-        show_figure(figures.spectra_overlay(spectra), name=f"{name}_spectra", settings=settings)
+        show_figure(
+            cache.figure(figures.spectra_overlay, spectra),
+            name=f"{name}_spectra",
+            settings=settings,
+        )
     with right:
         show_figure(
-            figures.cumulative_overlay(spectra), name=f"{name}_cumulative", settings=settings
+            cache.figure(figures.cumulative_overlay, spectra),
+            name=f"{name}_cumulative",
+            settings=settings,
         )
 
 
