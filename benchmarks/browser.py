@@ -1,10 +1,11 @@
 """Page speed a user feels, in headless Chromium, against a one-chart Streamlit page; a table.
 
-    python benchmarks/browser.py                  # 3 repeats, about 4 minutes on 2 cores
+    python benchmarks/browser.py                  # 3 repeats, a few minutes on 2 cores
     python benchmarks/browser.py --repeats 1 --json artifacts/browser.json
+    python benchmarks/browser.py --baseline ../posviz-main   # before/after in the same run
 
-Each repeat starts two fresh servers, posviz (`app.py`) and the yardstick
-(`benchmarks/reference_app.py`: one 1024-point Plotly line), and drives Debian's
+Each repeat starts fresh servers, the yardstick (`benchmarks/reference_app.py`: one
+1024-point Plotly line), then posviz (`app.py`, and the baseline's if given), and drives Debian's
 /usr/bin/chromium through Playwright (never `playwright install`). A page is timed from the
 sidebar click until the script state is notRunning and every chart in the main area has drawn
 its `.main-svg`. Cold is the first visit of a page in a session on a table whose results are not
@@ -81,8 +82,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(script: str) -> tuple[subprocess.Popen, str]:
-    """`streamlit run script` on a free port, as deployed (no file watcher); (process, url)."""
+def serve(script: str, cwd: Path) -> tuple[subprocess.Popen, str]:
+    """`streamlit run script` in `cwd` on a free port, as deployed (no file watcher)."""
     port = free_port()
     server = subprocess.Popen(
         [
@@ -96,7 +97,7 @@ def serve(script: str) -> tuple[subprocess.Popen, str]:
             "--server.address=127.0.0.1",
             "--server.fileWatcherType=none",
         ],
-        cwd=ROOT,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -193,23 +194,18 @@ def simulate(page: Page, seed: int) -> None:
     page.wait_for_selector(IDLE)
 
 
-def repeat(browser, seed: int) -> dict[str, dict]:
-    """One repeat on fresh servers: the yardstick, then posviz's first open and every page."""
-    reference, reference_url = serve("benchmarks/reference_app.py")
-    posviz, posviz_url = serve("app.py")
+def reference_rows(browser) -> dict[str, dict]:
+    """The yardstick on a fresh server: first open, first (cold) and later (warm) visits."""
+    server, url = serve("benchmarks/reference_app.py", ROOT)
     rows: dict[str, dict] = {}
     try:
-        tab = Session(browser, reference)
-        rows["first open (reference)"] = tab.timed(lambda: tab.page.goto(reference_url))
+        tab = Session(browser, server)
+        rows["first open (reference)"] = tab.timed(lambda: tab.page.goto(url))
         tab.close()
-        tab = Session(browser, posviz)
-        rows["first open"] = tab.timed(lambda: tab.page.goto(posviz_url))
-        tab.close()
-
         # Later sessions open on a chart: the browser's one-time load of Plotly's code is
         # part of a first open, not of every page's first visit.
-        tab = Session(browser, reference)
-        tab.page.goto(reference_url)
+        tab = Session(browser, server)
+        tab.page.goto(url)
         tab.page.wait_for_function(DONE, polling="raf")
         tab.click("Blank", charts=False)
         rows["reference cold"] = tab.click("Chart")
@@ -219,9 +215,22 @@ def repeat(browser, seed: int) -> dict[str, dict]:
             warm.append(tab.click("Chart"))
         rows["reference warm"] = {k: statistics.median(w[k] for w in warm) for k in warm[0]}
         tab.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return rows
 
-        tab = Session(browser, posviz)
-        tab.page.goto(posviz_url)
+
+def app_rows(browser, root: Path, seed: int) -> dict[str, dict]:
+    """posviz (`root`/app.py) on a fresh server: first open, then every page cold and warm."""
+    server, url = serve("app.py", root)
+    rows: dict[str, dict] = {}
+    try:
+        tab = Session(browser, server)
+        rows["first open"] = tab.timed(lambda: tab.page.goto(url))
+        tab.close()
+        tab = Session(browser, server)
+        tab.page.goto(url)
         tab.page.wait_for_function(DONE, polling="raf")
         tab.click("Data", charts=False)
         simulate(tab.page, seed)
@@ -234,9 +243,8 @@ def repeat(browser, seed: int) -> dict[str, dict]:
                     raise RuntimeError(msg)
         tab.close()
     finally:
-        for server in (reference, posviz):
-            server.terminate()
-            server.wait(timeout=30)
+        server.terminate()
+        server.wait(timeout=30)
     return rows
 
 
@@ -316,20 +324,32 @@ def show(rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, help="also write the table and every run here")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another posviz checkout (e.g. from `git worktree add`) timed in the same repeats, "
+        "after the same yardstick: a before/after under the same load",
+    )
+    parser.add_argument("--json", type=Path, help="also write the tables and every run here")
     args = parser.parse_args(argv)
+    roots = {"this checkout": ROOT} | ({"baseline": args.baseline} if args.baseline else {})
+    runs: dict[str, list[dict]] = {label: [] for label in roots}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        runs = []
         for r in range(args.repeats):
-            runs.append(repeat(browser, seed=r + 1))
+            reference = reference_rows(browser)
+            # Alternate which checkout goes first: the machine's load drifts within a repeat.
+            for label in list(roots)[:: 1 if r % 2 == 0 else -1]:
+                runs[label].append(reference | app_rows(browser, roots[label], seed=r + 1))
             print(f"repeat {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
         browser.close()
-    rows = table(runs)
-    show(rows)
+    tables = {label: table(label_runs) for label, label_runs in runs.items()}
+    for label, rows in tables.items():
+        print(f"\n{label} ({roots[label]})")
+        show(rows)
     if args.json:
         args.json.parent.mkdir(exist_ok=True)
-        args.json.write_text(json.dumps({"table": rows, "runs": runs}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"tables": tables, "runs": runs}, indent=1) + "\n")
     return 0
 
 
