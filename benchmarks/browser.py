@@ -33,7 +33,6 @@ import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 ROOT = Path(__file__).parents[1]
 CHROMIUM = os.environ.get("POSVIZ_CHROMIUM", "/usr/bin/chromium")
@@ -50,29 +49,33 @@ ARGS = [
 REFERENCE_VISITS = 3
 
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
-#: Watches the script state: __ran once a run starts after ARM, __idleAt when it ends (ms).
+#: Notes when the script state last turned notRunning (ms), for the run's share of the time.
 WATCH = """
-window.__ran = false; window.__t0 = 0; window.__idleAt = null;
+window.__t0 = 0; window.__idleAt = null;
 new MutationObserver((records) => {
   for (const r of records) {
-    const state = r.target.getAttribute('data-test-script-state');
-    if (state === 'running') window.__ran = true;
-    if (state === 'notRunning' && window.__ran) window.__idleAt = performance.now();
+    if (r.target.getAttribute('data-test-script-state') === 'notRunning') {
+      window.__idleAt = performance.now();
+    }
   }
 }).observe(document, {subtree: true, attributes: true,
                       attributeFilter: ['data-test-script-state']});
 """
-ARM = "window.__ran = false; window.__t0 = performance.now(); window.__idleAt = null"
-#: A run started and ended.
-RAN = """() => window.__ran && document.querySelector(
-  '[data-testid=stApp][data-test-script-state=notRunning]') !== null"""
-#: Done: a run started and ended, and every chart of the main area has drawn.
-DONE = """() => {
+ARM = "window.__t0 = performance.now(); window.__idleAt = null"
+#: Done: idle, the page titled `title` is drawn with nothing stale left of the last one, and
+#: (if `charts`) every chart of the main area has drawn. Not "a run was seen": a fast run's
+#: running and notRunning states can reach the page in one render, and never show.
+DONE = """([title, charts]) => {
   const app = document.querySelector('[data-testid=stApp]');
-  if (!window.__ran || !app || app.dataset.testScriptState !== 'notRunning') return false;
-  const charts = document.querySelectorAll('[data-testid=stMain] [data-testid=stPlotlyChart]');
-  return charts.length > 0 &&
-    [...charts].every((c) => c.querySelector('.js-plotly-plot .main-svg'));
+  const main = document.querySelector('[data-testid=stMain]');
+  if (!app || !main || app.dataset.testScriptState !== 'notRunning') return false;
+  if (main.querySelector('[data-stale=true]')) return false;
+  const titles = [...main.querySelectorAll('h1')].map((h) => h.textContent.trim());
+  if (!titles.some((t) => t.startsWith(title))) return false;
+  if (!charts) return true;
+  const drawn = main.querySelectorAll('[data-testid=stPlotlyChart]');
+  return drawn.length > 0 &&
+    [...drawn].every((c) => c.querySelector('.js-plotly-plot .main-svg'));
 }"""
 
 
@@ -143,26 +146,19 @@ class Session:
     def _metrics(self) -> dict[str, float]:
         return {m["name"]: m["value"] for m in self.cdp.send("Performance.getMetrics")["metrics"]}
 
-    def timed(self, action, *, done: str = DONE) -> dict[str, float]:
-        """Seconds from `action` until DONE, and what the page cost in bytes and CPU."""
+    def timed(self, action, title: str, *, charts: bool = True) -> dict[str, float]:
+        """Seconds from `action` until page `title` is DONE, and what it cost in bytes and CPU."""
         self.page.evaluate(ARM)  # a new document starts armed too
         before, received, cpu = self._metrics(), self.received, cpu_seconds(self.server.pid)
         start = time.perf_counter()
         action()
-        try:
-            self.page.wait_for_function("window.__ran", polling="raf", timeout=15_000)
-        except PlaywrightTimeoutError:
-            # Seen about once in a hundred clicks: no run started. Again, and say so.
-            print(f"no run 15 s after a click on {self.page.url}: clicked again", file=sys.stderr)
-            start = time.perf_counter()
-            action()
-        self.page.wait_for_function(done, polling="raf")
+        self.page.wait_for_function(DONE, arg=[title, charts], polling="raf")
         seconds = time.perf_counter() - start
         after = self._metrics()
-        run = self.page.evaluate("(window.__idleAt - window.__t0) / 1000")
+        idle = self.page.evaluate("(window.__idleAt ?? performance.now()) - window.__t0")
         return {
             "s": seconds,
-            "run_s": run,
+            "run_s": idle / 1000,
             "kb": (self.received - received) / 1024,
             "server_cpu_s": cpu_seconds(self.server.pid) - cpu,
             "script_s": after["ScriptDuration"] - before.get("ScriptDuration", 0.0),
@@ -171,9 +167,9 @@ class Session:
         }
 
     def click(self, name: str, *, charts: bool = True) -> dict[str, float]:
-        """Open page `name` from the sidebar; timed until charts are drawn (or idle)."""
+        """Open page `name` (its title too) from the sidebar; timed until DONE."""
         link = self.page.get_by_test_id("stSidebarNavLink").filter(has_text=name).first
-        return self.timed(link.click, done=DONE if charts else RAN)
+        return self.timed(link.click, name, charts=charts)
 
     def names(self) -> list[str]:
         links = self.page.get_by_test_id("stSidebarNavLink")
@@ -200,13 +196,12 @@ def reference_rows(browser) -> dict[str, dict]:
     rows: dict[str, dict] = {}
     try:
         tab = Session(browser, server)
-        rows["first open (reference)"] = tab.timed(lambda: tab.page.goto(url))
+        rows["first open (reference)"] = tab.timed(lambda: tab.page.goto(url), "Chart")
         tab.close()
         # Later sessions open on a chart: the browser's one-time load of Plotly's code is
         # part of a first open, not of every page's first visit.
         tab = Session(browser, server)
-        tab.page.goto(url)
-        tab.page.wait_for_function(DONE, polling="raf")
+        tab.timed(lambda: tab.page.goto(url), "Chart")
         tab.click("Blank", charts=False)
         rows["reference cold"] = tab.click("Chart")
         warm = []
@@ -227,11 +222,10 @@ def app_rows(browser, root: Path, seed: int) -> dict[str, dict]:
     rows: dict[str, dict] = {}
     try:
         tab = Session(browser, server)
-        rows["first open"] = tab.timed(lambda: tab.page.goto(url))
+        rows["first open"] = tab.timed(lambda: tab.page.goto(url), "Spectrum")
         tab.close()
         tab = Session(browser, server)
-        tab.page.goto(url)
-        tab.page.wait_for_function(DONE, polling="raf")
+        tab.timed(lambda: tab.page.goto(url), "Spectrum")
         tab.click("Data", charts=False)
         simulate(tab.page, seed)
         pages = [name for name in tab.names() if name != "Data"]

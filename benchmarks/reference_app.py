@@ -14,7 +14,7 @@ def blank() -> None:
 
 
 def one_chart() -> None:
-    st.title("One chart")
+    st.title("Chart")
     x = np.arange(1024)
     fig = go.Figure(go.Scatter(x=x, y=np.sin(x / 50).astype(np.float32), mode="lines"))
     st.plotly_chart(fig, width="stretch")
