@@ -199,3 +199,20 @@ def test_exported_numbers_are_the_ones_shown(page: Page, server_url: str):
     assert frame.loc[0, "k90"] == exact["k90"]
     assert settings["centered"] is True
     assert settings["tensor"] == "learned_like"
+
+
+def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
+    open_page(page, server_url)
+    drawn = page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
+    for name, opener, hint in (
+        ("Components", "Show the 3-D path (PC x / y / z)", "one click away"),
+        ("Similarity", "Exact window: every pair of a range of positions", "Open the exact window"),
+    ):
+        go_to(page, name)
+        shown = charts_drawn(page)
+        expect(page.get_by_test_id("stMain")).to_contain_text(hint)
+        page.get_by_text(opener).click()
+        wait_idle(page)
+        expect(drawn).to_have_count(shown + 1, timeout=60_000)
+        no_exception(page)
+        screenshot(page, f"opened-{name.lower()}")
