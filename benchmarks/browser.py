@@ -5,17 +5,18 @@
     python benchmarks/browser.py --baseline ../posviz-main   # before/after in the same run
 
 Each repeat starts fresh servers, the yardstick (`benchmarks/reference_app.py`: one
-1024-point Plotly line), then posviz (`app.py`, and the baseline's if given), and drives Debian's
-/usr/bin/chromium through Playwright (never `playwright install`). A page is timed from the
-sidebar click until the script state is notRunning and every chart in the main area has drawn
-its `.main-svg`. Cold is the first visit of a page in a session on a table whose results are not
+1024-point Plotly line), then posviz (`app.py`, and the baseline's if given), and drives
+Debian's /usr/bin/chromium through Playwright (never `playwright install`). A page is timed
+from the sidebar click until the script state is notRunning, the page's title is drawn with
+nothing stale left of the last page, and every chart in the main area has drawn its
+`.main-svg`. Cold is the first visit of a page in a session on a table whose results are not
 cached yet; warm is the second visit (server caches hit). First open is a new session's first
 page on a freshly started server (imports included), from `goto` to the same point.
 
 Ratios are taken against the yardstick timed in the same repeat (absolute times on a shared
-machine drift; ratios do not); the table shows the median over repeats. Per page it also shows
-the bytes the browser received on the websocket, the server process's CPU seconds (from
-/proc/<pid>/stat), and Chromium's main-thread script and layout seconds (CDP Performance
+machine drift by 2x, ratios far less); the table shows the median over repeats. Per page it
+also shows the bytes the browser received on the websocket, the server process's CPU seconds
+(from /proc/<pid>/stat), and Chromium's main-thread script and layout seconds (CDP Performance
 metrics), which say where the time went.
 """
 
@@ -133,12 +134,9 @@ class Session:
         self.page.set_default_timeout(120_000)
         self.server = server
         self.received = 0
-        self.page.on("websocket", self._watch)
+        self.page.on("websocket", lambda ws: ws.on("framereceived", self._count))
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("Performance.enable")
-
-    def _watch(self, ws) -> None:
-        ws.on("framereceived", lambda payload: self._count(payload))
 
     def _count(self, payload: str | bytes) -> None:
         self.received += len(payload)
