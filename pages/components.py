@@ -42,16 +42,22 @@ if table.grid:
     )
 
 st.subheader("Principal components over position")
-overlaid = st.radio(
-    "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
-)
-widgets.show_figure(
-    cache.figure(figures.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
-    name="pc_trajectories",
-    settings=settings,
-)
 
 
+@st.fragment
+def trajectories_section() -> None:
+    """A fragment: the layout redraws only the trajectories."""
+    overlaid = st.radio(
+        "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
+    )
+    widgets.show_figure(
+        cache.figure(figures.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
+        name="pc_trajectories",
+        settings=settings,
+    )
+
+
+trajectories_section()
 numbers = list(range(1, k + 1))
 
 
