@@ -175,7 +175,7 @@ st.markdown(
 )
 stats = cache.position_statistics(table, top_k=top_k)
 widgets.show_figure(
-    figures.position_statistics(stats, flags, changes),
+    cache.figure(figures.position_statistics, stats, flags, changes),
     name="position_statistics",
     settings=settings,
 )
@@ -301,6 +301,8 @@ st.caption(
     f"LogisticRegression(C={C:g}) on {n_pairs:,} training pairs per fold for the relative probe."
 )
 widgets.show_figure(
-    figures.probe_predictions(report), name="probe_predictions", settings=probe_settings
+    cache.figure(figures.probe_predictions, report),
+    name="probe_predictions",
+    settings=probe_settings,
 )
 widgets.show_numbers(rows, name="probes", settings=probe_settings)

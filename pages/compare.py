@@ -8,8 +8,9 @@ from posviz import compare, export, figures
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
-#: Largest side of each similarity heatmap: three of them stay under ~3.5 MB of figure.
-HEATMAP_SIDE = 400
+#: Largest side of each similarity heatmap: three side by side get about 320 pixels each on a
+#: laptop screen, so more cells would not show (and would cost every visit to send and draw).
+HEATMAP_SIDE = 320
 DEFINITIONS = {
     "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
     "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
@@ -26,9 +27,12 @@ DEFINITIONS = {
 
 st.title("Compare")
 first, second = state.current(), state.current(state.SECOND)
-with st.expander("Second table", icon=":material/upload_file:"):
-    st.caption("The first table is the current one (Data page); load the second here.")
-    widgets.table_loader(state.SECOND)
+with widgets.expander_drawn_when_open(
+    "Second table", key="compare.second", icon=":material/upload_file:"
+) as opened:
+    if opened:
+        st.caption("The first table is the current one (Data page); load the second here.")
+        widgets.table_loader(state.SECOND)
 left, right = st.columns(2)
 with left:
     st.markdown("**First**")
@@ -71,7 +75,9 @@ profiles = {
     name: cache.offset_means(table, metric=metric, center=center, max_offset=max_offset)
     for name, table in names.items()
 }
-widgets.show_figure(figures.offset_overlay(profiles), name="compare_offsets", settings=settings)
+widgets.show_figure(
+    cache.figure(figures.offset_overlay, profiles), name="compare_offsets", settings=settings
+)
 
 st.header("Similarity between positions", divider=True)
 matched = second
@@ -95,7 +101,7 @@ maps = {
 }
 same_length = first.shape[0] == matched.shape[0]
 widgets.show_figure(
-    figures.similarity_pair(maps, difference=same_length),
+    cache.figure(figures.similarity_pair, maps, difference=same_length),
     name="compare_similarity",
     settings=settings,
 )
@@ -138,19 +144,22 @@ columns[3].metric(
     "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
     help=DEFINITIONS["procrustes"],
 )
-widgets.show_figure(figures.comparison_angles(result), name="compare_angles", settings=settings)
-with st.expander("Numbers"):
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"cka": [result.cka], "procrustes_error": [result.procrustes_error], "k": [k]}
-        ),
-        name="compare_measures",
-        settings=settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"angle": range(1, k + 1), "radians": result.principal_angles, "degrees": angles}
-        ),
-        name="compare_principal_angles",
-        settings=settings,
-    )
+widgets.show_figure(
+    cache.figure(figures.comparison_angles, result), name="compare_angles", settings=settings
+)
+with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
+    if opened:
+        widgets.show_numbers(
+            pd.DataFrame(
+                {"cka": [result.cka], "procrustes_error": [result.procrustes_error], "k": [k]}
+            ),
+            name="compare_measures",
+            settings=settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame(
+                {"angle": range(1, k + 1), "radians": result.principal_angles, "degrees": angles}
+            ),
+            name="compare_principal_angles",
+            settings=settings,
+        )

@@ -42,46 +42,69 @@ if table.grid:
     )
 
 st.subheader("Principal components over position")
-overlaid = st.radio(
-    "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
-)
-widgets.show_figure(
-    figures.pc_trajectories(pc, overlaid=overlaid == "overlaid"),
-    name="pc_trajectories",
-    settings=settings,
-)
 
-st.subheader("Path of positions in PC space")
-numbers = list(range(1, k + 1))
-choose = st.columns(3)
-axes = [
-    column.selectbox(label, numbers, index=min(default, k - 1), key=f"components.axis{default}")
-    for column, label, default in zip(
-        choose, ["PC (x)", "PC (y)", "PC (z, 3-D only)"], range(3), strict=True
+
+@st.fragment
+def trajectories_section() -> None:
+    """A fragment: the layout redraws only the trajectories."""
+    overlaid = st.radio(
+        "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
     )
-]
-if n > figures.PATH_POINTS:
-    st.caption(
-        f"{n:,} positions: figures draw at most {figures.PATH_POINTS:,} positions per path and "
-        f"{figures.LINE_POINTS:,} per line, evenly spaced (first and last included); every "
-        "number and download uses all positions."
-    )
-flat, solid = st.columns(2)
-with flat:
     widgets.show_figure(
-        figures.pc_path(pc, tuple(axes[:2])),
-        name="pc_path_2d",
-        settings={**settings, "components": axes[:2]},
+        cache.figure(figures.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
+        name="pc_trajectories",
+        settings=settings,
     )
-with solid:
-    if k >= 3:
-        widgets.show_figure(
-            figures.pc_path(pc, tuple(axes)),
-            name="pc_path_3d",
-            settings={**settings, "components": axes},
+
+
+trajectories_section()
+numbers = list(range(1, k + 1))
+
+
+@st.fragment
+def path_section() -> None:
+    """A fragment: the axes and the 3-D toggle redraw only the paths, not the whole page."""
+    st.subheader("Path of positions in PC space")
+    choose = st.columns(3)
+    axes = [
+        column.selectbox(label, numbers, index=min(default, k - 1), key=f"components.axis{default}")
+        for column, label, default in zip(
+            choose, ["PC (x)", "PC (y)", "PC (z, 3-D only)"], range(3), strict=True
         )
-    else:
-        st.info("The 3-D path needs k >= 3 components.")
+    ]
+    if n > figures.PATH_POINTS:
+        st.caption(
+            f"{n:,} positions: figures draw at most {figures.PATH_POINTS:,} positions per path and "
+            f"{figures.LINE_POINTS:,} per line, evenly spaced (first and last included); every "
+            "number and download uses all positions."
+        )
+    flat, solid = st.columns(2)
+    with flat:
+        widgets.show_figure(
+            cache.figure(figures.pc_path, pc, tuple(axes[:2])),
+            name="pc_path_2d",
+            settings={**settings, "components": axes[:2]},
+        )
+    with solid:
+        if k >= 3:
+            # Drawn on request: WebGL, which the browser may draw in software (seconds).
+            if st.toggle(
+                "Show the 3-D path (PC x / y / z)",
+                key="components.show_3d",
+                help="A WebGL chart, slow to draw without a GPU: drawn only when asked for.",
+            ):
+                widgets.show_figure(
+                    cache.figure(figures.pc_path, pc, tuple(axes)),
+                    name="pc_path_3d",
+                    settings={**settings, "components": axes},
+                )
+            else:
+                st.caption("The 3-D path through the chosen PCs is one click away (toggle above).")
+        else:
+            st.info("The 3-D path needs k >= 3 components.")
+
+
+path_section()
 
 st.subheader("How sinusoidal is each component")
 fits = cache.sinusoid_fits(table, k=k, center=center)
@@ -97,22 +120,32 @@ widgets.show_numbers(
     settings=fit_settings,
 )
 st.caption(f"Frequencies in cycles over the table's {n:,} positions. {R2_HELP}")
-widgets.show_figure(figures.sinusoid_fits(pc, fits), name="sinusoid_fits", settings=fit_settings)
-nyquist = n // 2
-max_cycles = st.slider(
-    "Periodogram: highest frequency shown (cycles)",
-    1,
-    nyquist,
-    # Wide enough to show every fitted peak with room around it.
-    min(max(8, 4 * int(fits.peak.max())), nyquist),
-    key="components.max_cycles",
-    help="Display only: the downloads hold every frequency up to n / 2.",
-)
 widgets.show_figure(
-    figures.periodogram(fits, max_cycles=max_cycles),
-    name="periodogram",
-    settings={**settings, "highest_frequency_shown": max_cycles},
+    cache.figure(figures.sinusoid_fits, pc, fits), name="sinusoid_fits", settings=fit_settings
 )
+nyquist = n // 2
+
+
+@st.fragment
+def periodogram_section() -> None:
+    """A fragment: the frequency range redraws only the periodogram."""
+    max_cycles = st.slider(
+        "Periodogram: highest frequency shown (cycles)",
+        1,
+        nyquist,
+        # Wide enough to show every fitted peak with room around it.
+        min(max(8, 4 * int(fits.peak.max())), nyquist),
+        key="components.max_cycles",
+        help="Display only: the downloads hold every frequency up to n / 2.",
+    )
+    widgets.show_figure(
+        cache.figure(figures.periodogram, fits, max_cycles=max_cycles),
+        name="periodogram",
+        settings={**settings, "highest_frequency_shown": max_cycles},
+    )
+
+
+periodogram_section()
 
 st.subheader("Is the component span a span of low-frequency sinusoids?")
 left, middle, right = st.columns(3)
@@ -158,34 +191,38 @@ st.caption(
     f"give is 1 / {shuffles + 1} = {1 / (shuffles + 1):.3g}."
 )
 widgets.show_figure(
-    figures.principal_angles(likeness), name="principal_angles", settings=like_settings
+    cache.figure(figures.principal_angles, likeness),
+    name="principal_angles",
+    settings=like_settings,
 )
-with st.expander("Numbers"):
-    widgets.show_numbers(
-        pd.DataFrame(
-            {
-                "angle": range(1, len(likeness.angles) + 1),
-                "angle_rad": likeness.angles[::-1],
-                "cos2": np.cos(likeness.angles[::-1]) ** 2,
-            }
-        ),
-        name="principal_angles",
-        settings=like_settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame({"shuffle": range(1, shuffles + 1), "mean_cos2": likeness.shuffled}),
-        name="shuffled_control",
-        settings=like_settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame({"position": range(n)} | {f"PC{c}": pc.scores[:, c - 1] for c in numbers}),
-        name="pc_projections",
-        settings=settings,
-    )
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"cycles": range(fits.power.shape[1])} | {f"PC{c}": fits.power[c - 1] for c in numbers}
-        ),
-        name="periodogram",
-        settings=settings,
-    )
+with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
+    if opened:
+        widgets.show_numbers(
+            pd.DataFrame(
+                {
+                    "angle": range(1, len(likeness.angles) + 1),
+                    "angle_rad": likeness.angles[::-1],
+                    "cos2": np.cos(likeness.angles[::-1]) ** 2,
+                }
+            ),
+            name="principal_angles",
+            settings=like_settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame({"shuffle": range(1, shuffles + 1), "mean_cos2": likeness.shuffled}),
+            name="shuffled_control",
+            settings=like_settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame({"position": range(n)} | {f"PC{c}": pc.scores[:, c - 1] for c in numbers}),
+            name="pc_projections",
+            settings=settings,
+        )
+        widgets.show_numbers(
+            pd.DataFrame(
+                {"cycles": range(fits.power.shape[1])}
+                | {f"PC{c}": fits.power[c - 1] for c in numbers}
+            ),
+            name="periodogram",
+            settings=settings,
+        )

@@ -137,7 +137,9 @@ if table.grid is not None:
             result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
         ),
     }
-    widgets.show_figure(figures.mosaic_pair(mosaics), name="resample_mosaics", settings=settings)
+    widgets.show_figure(
+        cache.figure(figures.mosaic_pair, mosaics), name="resample_mosaics", settings=settings
+    )
     if any(g.subsampled for g in mosaics.values()):
         st.caption(
             f"Large grids show evenly spaced patches only: at most {MOSAIC_SIDE} cells a side."
@@ -150,18 +152,19 @@ else:
         for name, t in {"original": table, "resampled": result}.items()
     }
     widgets.show_figure(
-        figures.offset_overlay(profiles), name="resample_offsets", settings=settings
+        cache.figure(figures.offset_overlay, profiles), name="resample_offsets", settings=settings
     )
     st.caption(
         f"Offsets up to {MAX_OFFSET} in each table's own positions: a table stretched by L'/L "
         "falls off L'/L times more slowly."
     )
-with st.expander("Numbers"):
-    widgets.show_numbers(
-        compare.metrics_table(spectra["original"], spectra["resampled"]),
-        name="resample_metrics",
-        settings=settings,
-    )
+with widgets.expander_drawn_when_open("Numbers", key="resample.numbers") as opened:
+    if opened:
+        widgets.show_numbers(
+            compare.metrics_table(spectra["original"], spectra["resampled"]),
+            name="resample_metrics",
+            settings=settings,
+        )
 
 st.header("Download", divider=True)
 batch_axis = st.checkbox(

@@ -59,29 +59,10 @@ with right:
 settings = export.export_settings(table, metric=metric, centered=center)
 flags = state.flags(table)
 
-# --- 1. heatmap -----------------------------------------------------------------------------
-st.subheader("Position x position")
-overview = cache.similarity_map(table, metric=metric, center=center, max_side=MAX_SIDE)
-widgets.show_figure(
-    figures.similarity_heatmap(overview, highlight=flags),
-    name="similarity_heatmap",
-    settings={**settings, "block": overview.block},
-)
-if metric == "euclidean":
-    st.caption(
-        "Distances come from |a|² + |b|² − 2⟨a, b⟩ in float64: within ~1e-7 of the row norm of "
-        "the exact value near 0, far closer elsewhere."
-    )
-if flags:
-    st.caption(f"Triangles on the edges mark the {len(flags)} positions flagged on another page.")
-if not overview.exact:
-    block = overview.block
-    st.caption(
-        f"{n:,} positions a side is more than {MAX_SIDE} cells: each cell is the exact "
-        f"{'root mean square' if metric == 'euclidean' else 'mean'} over a {block} x {block} "
-        "block of positions (not a sample); axes are positions (block centres). Pick a window "
-        "to see every pair."
-    )
+
+@st.fragment
+def zoom_window() -> None:
+    """A fragment: moving the window redraws only its heatmap."""
     row_col, col_col, size_col = st.columns(3)
     size = size_col.number_input(
         "Window size (positions)", 2, min(n, MAX_SIDE), min(n, 256), key="similarity.zoom_size"
@@ -97,10 +78,40 @@ if not overview.exact:
         max_side=MAX_SIDE,
     )
     widgets.show_figure(
-        figures.similarity_heatmap(window, highlight=flags),
+        cache.figure(figures.similarity_heatmap, window, highlight=flags),
         name="similarity_zoom",
         settings={**settings, "rows": [row0, row0 + size], "cols": [col0, col0 + size]},
     )
+
+
+# --- 1. heatmap -----------------------------------------------------------------------------
+st.subheader("Position x position")
+overview = cache.similarity_map(table, metric=metric, center=center, max_side=MAX_SIDE)
+widgets.show_figure(
+    cache.figure(figures.similarity_heatmap, overview, highlight=flags),
+    name="similarity_heatmap",
+    settings={**settings, "block": overview.block},
+)
+if metric == "euclidean":
+    st.caption(
+        "Distances come from |a|² + |b|² − 2⟨a, b⟩ in float64: within ~1e-7 of the row norm of "
+        "the exact value near 0, far closer elsewhere."
+    )
+if flags:
+    st.caption(f"Triangles on the edges mark the {len(flags)} positions flagged on another page.")
+if not overview.exact:
+    block = overview.block
+    st.caption(
+        f"{n:,} positions a side is more than {MAX_SIDE} cells: each cell is the exact "
+        f"{'root mean square' if metric == 'euclidean' else 'mean'} over a {block} x {block} "
+        "block of positions (not a sample); axes are positions (block centres). Open the exact "
+        "window below to see every pair."
+    )
+    with widgets.expander_drawn_when_open(
+        "Exact window: every pair of a range of positions", key="similarity.zoom"
+    ) as opened:
+        if opened:
+            zoom_window()
 
 # --- 2. offset profile and 3. scores --------------------------------------------------------
 st.subheader("Similarity vs offset")
@@ -146,34 +157,42 @@ if max_offset >= 2:
     for column, (label, value) in zip(columns, values.items(), strict=True):
         column.metric(label, value, help=DEFINITIONS[label])
 widgets.show_figure(
-    figures.offset_profile(profile, scores), name="offset_profile", settings=offset_settings
+    cache.figure(figures.offset_profile, profile, scores),
+    name="offset_profile",
+    settings=offset_settings,
 )
-with st.expander("Numbers"):
-    if scores is not None:
+with widgets.expander_drawn_when_open("Numbers", key="similarity.numbers") as opened:
+    if opened:
+        if scores is not None:
+            widgets.show_numbers(
+                pd.DataFrame(
+                    [
+                        {
+                            "translation_invariance": profile.translation_invariance,
+                            "monotonicity": scores.monotonicity,
+                            "falls_until": scores.falls_until,
+                            "length_half": scores.length_half,
+                            "length_zero": scores.length_zero,
+                            "sign_changes": scores.sign_changes,
+                            "local_maxima": scores.local_maxima,
+                        }
+                    ]
+                ),
+                name="similarity_scores",
+                settings=offset_settings,
+            )
         widgets.show_numbers(
             pd.DataFrame(
-                [
-                    {
-                        "translation_invariance": profile.translation_invariance,
-                        "monotonicity": scores.monotonicity,
-                        "falls_until": scores.falls_until,
-                        "length_half": scores.length_half,
-                        "length_zero": scores.length_zero,
-                        "sign_changes": scores.sign_changes,
-                        "local_maxima": scores.local_maxima,
-                    }
-                ]
+                {
+                    "k": profile.offsets,
+                    "mean": profile.mean,
+                    "std": profile.std,
+                    "pairs": profile.count,
+                }
             ),
-            name="similarity_scores",
+            name="offset_profile",
             settings=offset_settings,
         )
-    widgets.show_numbers(
-        pd.DataFrame(
-            {"k": profile.offsets, "mean": profile.mean, "std": profile.std, "pairs": profile.count}
-        ),
-        name="offset_profile",
-        settings=offset_settings,
-    )
 
 
 # --- 4. one position ------------------------------------------------------------------------
@@ -198,7 +217,7 @@ def position_section() -> None:
         else "Neighbours: positions p − 1 and p + 1."
     )
     widgets.show_figure(
-        figures.position_profile(row, position=position, neighbours=neighbours),
+        cache.figure(figures.position_profile, row, position=position, neighbours=neighbours),
         name="position_profile",
         settings={**settings, "position": position},
     )
@@ -243,7 +262,9 @@ if use_grid:
             f"{len(patches.tile_rows)} x {len(patches.tile_cols)} tiles for evenly spaced patches "
             f"(of {grid[0]} x {grid[1]}): at most 24 a side, and at most {MAX_SIDE} cells a side."
         )
-    widgets.show_figure(figures.grid_tiles(patches), name="grid_tiles", settings=grid_settings)
     widgets.show_figure(
-        figures.grid_profiles(patches), name="grid_profiles", settings=grid_settings
+        cache.figure(figures.grid_tiles, patches), name="grid_tiles", settings=grid_settings
+    )
+    widgets.show_figure(
+        cache.figure(figures.grid_profiles, patches), name="grid_profiles", settings=grid_settings
     )

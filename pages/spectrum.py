@@ -39,7 +39,9 @@ st.markdown(
     + " · ".join(f"**{t:.0%}**: {metrics[f'k{round(t * 100)}'] or 'undefined'}" for t in THRESHOLDS)
 )
 
-widgets.show_figure(figures.singular_values(result), name="singular_values", settings=settings)
+widgets.show_figure(
+    cache.figure(figures.singular_values, result), name="singular_values", settings=settings
+)
 if result.singular_values[-1] < result.floor:
     st.caption(
         f"Singular values below {result.floor:.2g} (σ₁·√(min(n, d)·ε)) are rounding noise of "
@@ -48,24 +50,29 @@ if result.singular_values[-1] < result.floor:
 left, right = st.columns(2)
 with left:
     widgets.show_figure(
-        figures.explained_variance(result), name="explained_variance", settings=settings
+        cache.figure(figures.explained_variance, result),
+        name="explained_variance",
+        settings=settings,
     )
 with right:
     widgets.show_figure(
-        figures.reconstruction_error(result), name="reconstruction_error", settings=settings
-    )
-
-with st.expander("Numbers"):
-    widgets.show_numbers(pd.DataFrame([metrics]), name="spectrum_metrics", settings=settings)
-    widgets.show_numbers(
-        pd.DataFrame(
-            {
-                "k": range(1, len(result.singular_values) + 1),
-                "singular_value": result.singular_values,
-                "explained_variance": result.explained_variance,
-                "cumulative": result.cumulative,
-            }
-        ),
-        name="singular_values",
+        cache.figure(figures.reconstruction_error, result),
+        name="reconstruction_error",
         settings=settings,
     )
+
+with widgets.expander_drawn_when_open("Numbers", key="spectrum.numbers") as opened:
+    if opened:
+        widgets.show_numbers(pd.DataFrame([metrics]), name="spectrum_metrics", settings=settings)
+        widgets.show_numbers(
+            pd.DataFrame(
+                {
+                    "k": range(1, len(result.singular_values) + 1),
+                    "singular_value": result.singular_values,
+                    "explained_variance": result.explained_variance,
+                    "cumulative": result.cumulative,
+                }
+            ),
+            name="singular_values",
+            settings=settings,
+        )

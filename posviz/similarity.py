@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.fft
-import scipy.signal
-import scipy.stats
 
 from posviz.spectrum import gram
 
@@ -482,6 +480,11 @@ def offset_scores(profile: OffsetProfile, *, window: int = 32) -> OffsetScores:
     >>> round(s.monotonicity, 9), s.length_half, s.length_zero, s.sign_changes
     (-1.0, 2, 2, 1)
     """
+    # Imported here: scipy.signal and scipy.stats take longer to import than the rest of posviz
+    # together, and only the scores use them (every page imports this module at start-up).
+    import scipy.signal
+    import scipy.stats
+
     k_max = profile.max_offset
     if window < 2 or k_max < 2:
         msg = f"The monotonicity window must hold 2..{k_max} offsets, got {window}."

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from posviz import figures
+from posviz.similarity import similarity_map
 from posviz.simulate import learned_like, sinusoidal_table
 from posviz.spectrum import THRESHOLDS, spectrum
 
@@ -51,3 +54,19 @@ def test_reconstruction_error_starts_at_one(learned):
     assert curve.x[0] == 0
     assert curve.y[0] == pytest.approx(1.0)
     assert np.all(np.diff(curve.y) <= 1e-7)
+
+
+def test_built_figures_are_kept_per_content_of_what_they_draw():
+    from posviz.ui import cache  # imports streamlit: outside the core's tests above
+
+    overview = similarity_map(learned_like(800, 64, seed=0).values, max_side=800)
+    assert overview.values.size == 640_000
+    first = cache.figure(figures.similarity_heatmap, overview, highlight=[3])
+    assert cache.figure(figures.similarity_heatmap, overview, highlight=[3]) is first
+    # One cell of 640,000 changed: Streamlit's own hash samples arrays this large; this key
+    # reads every byte, so the changed map gets its own figure.
+    changed = dataclasses.replace(overview, values=overview.values.copy())
+    changed.values[417, 233] += 1e-9
+    redrawn = cache.figure(figures.similarity_heatmap, changed, highlight=[3])
+    assert redrawn is not first
+    assert cache.figure(figures.similarity_heatmap, overview, highlight=[4]) is not first

@@ -84,6 +84,9 @@ def test_widths_that_differ_have_no_procrustes_error():
 @pytest.mark.parametrize("generator", ["sinusoidal"])
 def test_second_table_loads_from_its_own_simulate_form(generator):
     at = run(simulate.learned_like(64, 16), simulate.learned_like(64, 16))
+    assert "posviz.second.kind" not in [box.key for box in at.selectbox]
+    at.session_state["compare.second"] = True  # the loader is drawn once its expander opens
+    at.run()
     at.selectbox(key="posviz.second.kind").set_value(generator).run()
     next(n for n in at.number_input if n.label == "Positions").set_value(80)
     next(n for n in at.number_input if n.label == "Dimensions").set_value(16)

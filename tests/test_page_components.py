@@ -49,14 +49,15 @@ def test_page_shows_projections_paths_fits_and_likeness(sinusoidal):
     assert not at.exception, at.exception
     assert not at.error
     assert at.title[0].value == "Components"
-    assert len(charts(at)) == 6
+    assert len(charts(at)) == 5  # the 3-D path waits for its toggle
     pc = principal_components(table.values, k=6)
     (trajectories,) = titled(at, "Projection on PC 1-6 over position")
     assert [trace["type"] for trace in trajectories["data"]] == ["scatter"] * 6
     np.testing.assert_allclose(decode(trajectories["data"][1]["y"]), pc.scores[:, 1], rtol=1e-6)
     assert trajectories["data"][0]["name"] == f"PC1 ({pc.explained_variance[0]:.1%})"
     paths = titled(at, "Path through PC1")
-    assert sorted(fig["data"][0]["type"] for fig in paths) == ["scatter", "scatter3d"]
+    assert [fig["data"][0]["type"] for fig in paths] == ["scatter"]
+    assert any("one click away" in caption.value for caption in at.caption)
     fits = fit_sinusoids(pc.scores)
     assert metrics(at)["Median R² of the top-k fits"] == f"{np.median(fits.r2):.4f}"
     assert float(metrics(at)["Median R² of the top-k fits"]) > 0.99
@@ -65,6 +66,18 @@ def test_page_shows_projections_paths_fits_and_likeness(sinusoidal):
     frame = at.dataframe[0].value
     np.testing.assert_allclose(frame["frequency_cycles"], fits.frequency)
     np.testing.assert_allclose(frame["r2"], fits.r2)
+
+
+def test_the_3d_path_is_drawn_when_asked_for(sinusoidal):
+    table, at = sinusoidal
+    at.toggle(key="components.show_3d").set_value(True).run()
+    assert not at.exception, at.exception
+    (solid,) = titled(at, "Path through PC1 / PC2 / PC3")
+    assert [trace["type"] for trace in solid["data"]] == ["scatter3d", "scatter3d"]
+    pc = principal_components(table.values, k=6)
+    np.testing.assert_allclose(decode(solid["data"][0]["z"]), pc.scores[:, 2], rtol=1e-6)
+    assert len(charts(at)) == 6
+    at.toggle(key="components.show_3d").set_value(False).run()
 
 
 def test_widgets_change_k_layout_and_the_control_seed(sinusoidal):

@@ -46,13 +46,14 @@ def run(table=None, **state) -> AppTest:
     return at.run()
 
 
-def test_default_table_shows_overview_zoom_profile_and_scores():
+def test_default_table_shows_overview_profile_and_scores():
     at = run()
     assert not at.exception
     shown = titles(at)
-    # 1024 positions > 800 a side: a 2 x 2 block overview plus an exact zoom window.
+    # 1024 positions > 800 a side: a 2 x 2 block overview; the exact window waits to be opened.
     assert any("2 x 2 block" in t for t in shown)
-    assert any("; exact)" in t for t in shown)
+    assert not any("; exact)" in t for t in shown)
+    assert "Exact window: every pair of a range of positions" in [e.label for e in at.expander]
     assert any("positions k apart" in t for t in shown)
     assert any("of position 512 to every position" in t for t in shown)
     assert set(metrics(at)) == {
@@ -65,6 +66,18 @@ def test_default_table_shows_overview_zoom_profile_and_scores():
     }
     assert all(m.help for m in at.metric)
     assert any("2 x 2 block of positions" in c.value for c in at.caption)
+
+
+def test_the_exact_window_is_drawn_once_opened():
+    at = run(**{"similarity.zoom": True})
+    assert not at.exception
+    window = charts(at)["similarity_zoom"]
+    assert window["layout"]["title"]["text"].endswith("; exact)")
+    assert window["data"][0]["z"]["shape"].replace(" ", "") == "256,256"
+    at.number_input(key="similarity.zoom_row").set_value(100).run()
+    assert not at.exception
+    rows = array(charts(at)["similarity_zoom"]["data"][0]["y"])
+    assert (rows[0], rows[-1]) == (100, 355)
 
 
 def test_sinusoid_is_translation_invariant_with_the_formula_profile():

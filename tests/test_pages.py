@@ -54,6 +54,21 @@ def test_page_runs_on_a_2d_grid_table(page):
     assert not at.exception, at.exception
 
 
+#: Pages with a "Numbers" expander, whose tables are built only once it is opened.
+NUMBERS = ["compare", "components", "resample", "similarity", "spectrum"]
+
+
+@pytest.mark.parametrize("page", NUMBERS)
+def test_numbers_are_drawn_once_their_expander_opens(page):
+    at = AppTest.from_file(str(ROOT / f"pages/{page}.py"), default_timeout=60).run()
+    closed = len(at.dataframe)
+    at.session_state[f"{page}.numbers"] = True
+    at.run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe) > closed
+    assert "Numbers" in [e.label for e in at.expander]
+
+
 def test_app_opens_on_the_spectrum_of_a_simulated_table():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     assert not at.exception

@@ -1,5 +1,7 @@
 """Core calls cached per table content: an Embedding is hashed by its sha256, never by sampling.
 
+Built figures are kept too (`figure`), keyed by a digest of the results they draw.
+
 Streamlit hashes large arrays by sampling them (two tables could collide), so every wrapper
 takes the whole Embedding and `hash_funcs` reduces it to its digest. Each cached function
 keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, or for resampled tables the latest
@@ -8,10 +10,12 @@ TABLE_ENTRIES, shared by all sessions, so memory levels off as users come and go
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -24,6 +28,9 @@ from posviz import resample as _resample
 from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
 from posviz.embedding import Embedding
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 CACHE_SIZE = os.environ.get("POSVIZ_CACHE_SIZE", "1GB")
 
@@ -224,3 +231,28 @@ def collection(
     return _collection.analyse(
         members, center=center, summarize=lambda t: table_summary(t, center=center)
     )
+
+
+# --- figures --------------------------------------------------------------------------------
+
+#: Built figures kept, shared by all sessions (the largest, a similarity map, is ~2.5 MB).
+FIGURE_ENTRIES = 32
+
+
+def figure(build: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
+    """`build(*args, **kwargs)`, built once per content of its arguments.
+
+    Building a figure (plotly validates every property) costs more server time than a rerun's
+    cached computations, on every rerun of every user. The key is a digest of the pickled
+    arguments (the results drawn, every array byte), not Streamlit's sampling hash. The figure
+    is shared, so callers only read it.
+    """
+    digest = hashlib.blake2b(pickle.dumps((args, kwargs), protocol=5)).hexdigest()
+    return _built(f"{build.__module__}.{build.__qualname__}", digest, build, args, kwargs)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def _built(
+    name: str, digest: str, _build: Callable[..., go.Figure], _args: tuple, _kwargs: dict
+) -> go.Figure:
+    return _build(*_args, **_kwargs)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from posviz import datadir, export, figures, hub, io, simulate
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError
 from posviz.report import build_report
 from posviz.spectrum import Spectrum
-from posviz.ui import state
+from posviz.ui import cache, state
 from posviz.ui.text import literal
 
 
@@ -82,6 +84,16 @@ def _report(table: Embedding, *, center: bool) -> str:
         )
 
 
+@contextmanager
+def expander_drawn_when_open(label: str, *, key: str, icon: str | None = None) -> Iterator[bool]:
+    """An expander whose contents are built and sent to the browser only while it is open.
+
+    Yields whether it is open: opening it reruns the page, which then draws the contents.
+    """
+    with st.expander(label, key=key, icon=icon, on_change="rerun") as box:
+        yield box.open
+
+
 def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
     """Draw `fig` full width, with downloads as standalone HTML, PNG and SVG.
 
@@ -116,10 +128,16 @@ def show_spectra(spectra: dict[str, Spectrum], *, name: str, settings: dict[str,
     """Two tables' spectra side by side: variance per component, and cumulative."""
     left, right = st.columns(2)
     with left:
-        show_figure(figures.spectra_overlay(spectra), name=f"{name}_spectra", settings=settings)
+        show_figure(
+            cache.figure(figures.spectra_overlay, spectra),
+            name=f"{name}_spectra",
+            settings=settings,
+        )
     with right:
         show_figure(
-            figures.cumulative_overlay(spectra), name=f"{name}_cumulative", settings=settings
+            cache.figure(figures.cumulative_overlay, spectra),
+            name=f"{name}_cumulative",
+            settings=settings,
         )
 
 

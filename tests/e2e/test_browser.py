@@ -251,3 +251,20 @@ def test_the_smallest_table_reaches_every_page_and_the_report(
     page.goto(report.as_uri())
     page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
     assert page.locator(".js-plotly-plot").count() == 8
+
+
+def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
+    open_page(page, server_url)
+    drawn = page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
+    for name, opener, hint in (
+        ("Components", "Show the 3-D path (PC x / y / z)", "one click away"),
+        ("Similarity", "Exact window: every pair of a range of positions", "Open the exact window"),
+    ):
+        go_to(page, name)
+        shown = charts_drawn(page)
+        expect(page.get_by_test_id("stMain")).to_contain_text(hint)
+        page.get_by_text(opener).click()
+        wait_idle(page)
+        expect(drawn).to_have_count(shown + 1, timeout=60_000)
+        no_exception(page)
+        screenshot(page, f"opened-{name.lower()}")
