@@ -123,7 +123,9 @@ def test_posviz_hub_off_removes_the_tab_and_ignores_links(fake_hub, roberta, mon
 
 
 def test_compare_loads_its_second_table_from_the_hub(fake_hub, roberta):
-    at = AppTest.from_file(str(ROOT / "pages/compare.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "pages/compare.py"), default_timeout=60)
+    at.session_state["compare.second"] = True  # the loader is drawn once its expander opens
+    at.run()
     at.text_input(key="posviz.second.hub.repo").set_value("acme/roberta")
     button(at, "Open").click().run()
     button(at, "Load").click().run()
