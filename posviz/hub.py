@@ -347,20 +347,10 @@ def _position_named(name: str) -> bool:
 
 def _choose(model: HubModel) -> str:
     """The tensor `load` reads when none is named, or the reason there is none."""
-    infos = model.infos
-    name = io.detect_position_tensor(infos)
     reason = model.no_table_reason()
     if reason:
         raise LoadError(reason)
-    if name is None:
-        usable = [f"{info.name} {info.shape}" for info in infos if info.table_shape is not None]
-        more = f" and {len(usable) - 20} more" if len(usable) > 20 else ""
-        msg = (
-            f"{model.label} holds {len(infos)} tensors and none is clearly the position table; "
-            f"choose one by name. 2-D candidates: {', '.join(usable[:20]) or 'none'}{more}."
-        )
-        raise LoadError(msg)
-    return name
+    return io.choose_tensor(model.infos, model.label)
 
 
 # --- listing -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ __all__ = [
     "Source",
     "TensorInfo",
     "Trim",
+    "choose_tensor",
     "detect_position_tensor",
     "list_tensors",
     "load",
@@ -250,7 +251,7 @@ def load(
     """
     with _opened(source, filename) as src:
         infos = _run(_LISTERS[src.kind], src)
-        name = tensor if tensor is not None else _choose(infos, src.label)
+        name = tensor if tensor is not None else choose_tensor(infos, src.label)
         array = _run(_READERS[src.kind], src, name)
     dtype = next(info.dtype for info in infos if info.name == name)
     try:
@@ -327,8 +328,9 @@ def suggest_trim(name: str, shape: tuple[int, ...]) -> Trim:
     return Trim(0, None, "")
 
 
-def _choose(infos: list[TensorInfo], label: str) -> str:
-    """The tensor `load` reads when none is named: detected, or the file's only tensor."""
+def choose_tensor(infos: list[TensorInfo], label: str) -> str:
+    """The tensor `load` reads when none is named: detected, or the file's only tensor; else
+    a LoadError listing the candidates."""
     name = detect_position_tensor(infos)
     if name is None and len(infos) == 1:
         # Reading the only tensor gives the precise reason it is unusable, if it is.
