@@ -121,7 +121,8 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
         "effective rank": f"{metrics['effective_rank']:.2f}",
         "stable rank": f"{metrics['stable_rank']:.2f}",
         "participation ratio": f"{metrics['participation_ratio']:.2f}",
-        "above noise edge": f"{metrics['n_above_noise']} components",
+        "above noise": f"{metrics['n_above_noise']} components, σ > "
+        f"{metrics['noise_threshold']:.4g} (Gavish & Donoho 2014: ω(β)·median σ)",
         "singular values": values,
     }
     lines = [f"{label:<22}{value}" for label, value in rows.items()]

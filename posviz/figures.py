@@ -78,7 +78,7 @@ def _figure(title: str, xaxis: str, yaxis: str, **layout: object) -> go.Figure:
 
 
 def singular_values(s: Spectrum) -> go.Figure:
-    """Singular values on a log axis, the Marchenko-Pastur noise edge, and the resolution floor."""
+    """Singular values on a log axis, the Gavish-Donoho noise threshold, the resolution floor."""
     k = np.arange(1, len(s.singular_values) + 1)
     resolved = s.singular_values >= s.floor
     fig = _figure(
@@ -107,14 +107,18 @@ def singular_values(s: Spectrum) -> go.Figure:
             customdata=np.full(int((~resolved).sum()), s.floor, dtype=np.float32),
         )
     # A trace, not add_hline's annotation: on a log axis that annotation's y is read as
-    # log10(y) and stretches the range by decades.
+    # log10(y) and stretches the range by decades. Drawn where the count cuts: at the floor
+    # when the threshold lies below it (an exactly low-rank table's median is rounding noise).
+    cut = max(s.noise_threshold, s.floor)
     fig.add_scatter(
         x=[1, len(k)],
-        y=np.full(2, s.noise_edge, dtype=np.float32),
+        y=np.full(2, cut, dtype=np.float32),
         mode="lines",
         line={"dash": "dash", "color": "firebrick"},
-        name=f"noise edge (Marchenko-Pastur): {s.n_above_noise} above",
-        hovertemplate=f"noise edge {s.noise_edge:.4g}<extra></extra>",
+        name=f"noise threshold (Gavish & Donoho): {s.n_above_noise} above",
+        hovertemplate=f"ω(β)·median σ = {s.noise_threshold:.4g}"
+        + (f" (below the floor {s.floor:.2g})" if cut > s.noise_threshold else "")
+        + "<extra></extra>",
     )
     return fig
 

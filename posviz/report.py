@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from posviz import boundary, components, figures, probes, similarity
 from posviz.embedding import Embedding
 from posviz.export import export_settings
-from posviz.spectrum import spectrum
+from posviz.spectrum import NOISE_RULE, spectrum
 
 __all__ = ["REPORT_MAX_SIDE", "Section", "build_report", "report_sections"]
 
@@ -69,8 +69,7 @@ def report_sections(
         Section(
             "Spectrum",
             "How low-rank the table is. Effective rank: exp of the entropy of σ/Σσ; stable "
-            "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; noise edge: the "
-            "Marchenko-Pastur top edge of a Gaussian table with the same shape and variance.",
+            "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; n_above_noise: " + NOISE_RULE,
             {"Metrics": pd.DataFrame([metrics])},
             [figures.singular_values(s), figures.explained_variance(s)],
         ),
