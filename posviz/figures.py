@@ -943,8 +943,8 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
         for p in report.absolute.values()
     )
     title = (
-        f"Absolute position probe: out-of-fold predictions ({report.folds}-fold, "
-        f"seed {report.seed}, {subsample})"
+        f"Absolute position probe ({report.protocol}): out-of-fold predictions of the first "
+        f"of {report.repeats} {report.folds}-fold splits (seed {report.seed}, {subsample})"
     )
     if outside:
         title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"
@@ -956,11 +956,19 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
             y=_f32(probe.predictions),
             mode="markers",
             marker={"size": 3, "opacity": 0.6},
-            name=f"{name} (MAE {probe.mae:.2f})",
+            name=f"{name} (MAE {probe.mae:.2f}, skill {probe.skill:.2f})",
             hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
         )
     ends = [0, last]
     fig.add_scatter(
         x=ends, y=ends, mode="lines", line={"dash": "dot", "color": "black"}, name="perfect"
+    )
+    chance = report.absolute["table"]
+    fig.add_scatter(
+        x=ends,
+        y=np.full(2, chance.positions.mean(), dtype=np.float32),
+        mode="lines",
+        line={"dash": "dash", "color": "grey"},
+        name=f"chance: the mean position (MAE {chance.chance_mae:.2f})",
     )
     return fig
