@@ -231,7 +231,7 @@ st.markdown(
 if n < 10:
     st.info("The probes need at least 10 positions (5 folds of at least 2).")
     st.stop()
-columns = st.columns(4)
+columns = st.columns(5)
 seed = columns[0].number_input("Seed", 0, 2**31 - 1, 0, key="probes.seed", bind="query-params")
 max_rows = columns[1].number_input(
     "Rows probed at most",
@@ -245,7 +245,16 @@ max_rows = columns[1].number_input(
 n_pairs = columns[2].number_input(
     "Training pairs per fold", 100, 20000, 2000, step=100, key="probes.n_pairs"
 )
-protocol = columns[3].selectbox(
+repeats = columns[3].number_input(
+    "Repeated splits",
+    2,
+    10,
+    2,
+    key="probes.repeats",
+    help="The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); "
+    "± is the sd over all their folds. Each split costs one eigendecomposition per fold.",
+)
+protocol = columns[4].selectbox(
     "Absolute probe",
     list(probes.PROTOCOLS),
     key="probes.protocol",
@@ -255,7 +264,9 @@ protocol = columns[3].selectbox(
     + probes.PROTOCOLS["linear"]
     + ".",
 )
-report = cache.probes(table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, protocol=protocol)
+report = cache.probes(
+    table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
+)
 probe_settings = export.export_settings(table, **report.settings())
 columns = st.columns(3)
 absolute = report.absolute["table"]

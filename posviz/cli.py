@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors, load, suggest_trim
@@ -114,7 +115,7 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
     values = "  ".join(f"{v:.4g}" for v in result.singular_values[:N_SINGULAR_VALUES])
     rows = {
         "source": table.source,
-        "tensor": f"{table.name} (stored as {table.dtype})",
+        "tensor": f"{table.name} (stored as {table.dtype} in a {Path(table.source).suffix} file)",
         "shape": f"{table.shape[0]} x {table.shape[1]}, {table.describe_rows()}",
         "centring": centring,
         f"k at {levels}%": f"{ks} components",

@@ -243,7 +243,7 @@ def absolute_probe(
     positions: np.ndarray,
     *,
     folds: int = 5,
-    repeats: int = 3,
+    repeats: int = 2,
     protocol: str = "nested ridge",
     seed: int = 0,
 ) -> AbsoluteProbe:
@@ -257,7 +257,8 @@ def absolute_probe(
     folds : int
         Folds of ``KFold(shuffle=True)`` over the rows.
     repeats : int
-        Splits into folds, seeded ``seed, seed + 1, ...``: the spread over splits.
+        Splits into folds, seeded ``seed, seed + 1, ...``: the spread over splits. Each costs
+        one eigendecomposition per fold (the d x d or n x n Gram matrix of its training rows).
     protocol : {"nested ridge", "linear"}
         See :data:`PROTOCOLS`. The table is divided by its overall standard deviation first.
     seed : int
@@ -607,7 +608,7 @@ def probe_with_controls(
     seed: int = 0,
     max_rows: int = 2048,
     folds: int = 5,
-    repeats: int = 3,
+    repeats: int = 2,
     protocol: str = "nested ridge",
     n_pairs: int = 2000,
 ) -> ProbeReport:

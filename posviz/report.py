@@ -115,7 +115,8 @@ def report_sections(
         Section(
             "Probes",
             "How much absolute and relative position a linear read-out recovers (Wang & Chen "
-            "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape.",
+            "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape. "
+            + " ".join(f"{key}: {value}." for key, value in probe.settings().items()),
             {"Probe results": probe.table()},
             [figures.probe_predictions(probe)],
         ),
