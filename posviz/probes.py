@@ -366,32 +366,28 @@ def _nested_ridge(
     as in scikit-learn's ``RidgeCV`` (ties go to the smaller strength, as there).
     """
     mean, y_mean = x_train.mean(axis=0), y_train.mean(axis=0)
-    xc, yc = x_train - mean, y_train - y_mean
+    xc, yc, test = x_train - mean, y_train - y_mean, x_test - mean
     n, d = xc.shape
-    shrink = ALPHAS[:, None]
+    # Both sides give H = basis diag(weights) basis' and predictions test_basis diag(1 / (lam
+    # + a)) basis' y: primal with the rows in the eigenbasis of Xc'Xc, dual with the
+    # eigenvectors of Xc Xc' (then test_basis = X_test Xc' U).
     if d <= n:
         lam, v = scipy.linalg.eigh(xc.T @ xc, driver="evd")
-        lam = np.clip(lam, 0.0, None)
-        p = xc @ v  # rows in the eigenbasis: H = p diag(1 / (lam + a)) p'
-        gains = 1 / (lam + shrink)  # (alphas, d)
-        py = p.T @ yc
-        leverage = (p**2) @ gains.T + 1 / n  # (n, alphas)
-        fitted = np.einsum("nk,ak,kt->atn", p, gains, py)
+        basis, test_basis = xc @ v, test @ v
     else:
-        lam, u = scipy.linalg.eigh(xc @ xc.T, driver="evd")
-        lam = np.clip(lam, 0.0, None)
-        gains = 1 / (lam + shrink)
-        uy = u.T @ yc
-        leverage = (u**2) @ (lam * gains).T + 1 / n
-        fitted = np.einsum("nk,ak,kt->atn", u, lam * gains, uy)
-    loo = (yc.T[None] - fitted) / (1 - leverage.T[:, None, :]).clip(np.finfo(float).eps)
-    best = np.argmin(np.mean(loo**2, axis=2), axis=0)  # (targets,)
-    test = x_test - mean
-    if d <= n:
-        coef = v @ (gains[best].T * py)  # (d, targets)
-        predicted = test @ coef
-    else:
-        predicted = (test @ xc.T) @ (u @ (gains[best].T * uy))
+        lam, basis = scipy.linalg.eigh(xc @ xc.T, driver="evd")
+        test_basis = (test @ xc.T) @ basis
+    lam = np.clip(lam, 0.0, None)
+    inverse = 1 / (lam + ALPHAS[:, None])  # (alphas, k)
+    weights = inverse if d <= n else lam * inverse
+    leverage = (basis**2) @ weights.T + 1 / n  # (n, alphas)
+    projected = basis.T @ yc  # (k, targets)
+    best = np.empty(yc.shape[1], dtype=int)
+    for t in range(yc.shape[1]):
+        fitted = basis @ (weights.T * projected[:, t : t + 1])  # (n, alphas)
+        loo = (yc[:, t : t + 1] - fitted) / np.clip(1 - leverage, np.finfo(float).eps, None)
+        best[t] = np.argmin(np.mean(loo**2, axis=0))
+    predicted = test_basis @ (inverse[best].T * projected)
     return predicted + y_mean, ALPHAS[best]
 
 
