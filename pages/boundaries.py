@@ -7,23 +7,22 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from posviz import export, figures, io
+from posviz import export, figures, io, probes
 from posviz.boundary import STATISTICS, zero_leading_rows
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
 
 PROBE_HELP = {
     "mae": "Absolute probe: mean |round(predicted) − p| of a linear regression from row to "
-    "position p, predicted out of fold (5-fold cross-validation over shuffled rows). "
-    "Ridge regression with a small alpha (least squares when d < n). A probe that "
-    "knows nothing predicts with the truth's spread, MAE ≈ n/3; when d is close to the "
-    "training rows its predictions blow up (MAE > n/3, R² << 0): the nearly square fit "
-    "amplifies noise.",
+    "position p, predicted out of fold, mean ± sd over the folds of the repeated splits. "
+    "Chance: the same for the constant predictor (the training fold's mean position, ≈ n/4 "
+    "for evenly spread positions). Skill = 1 − MAE / chance MAE: 1 perfect, 0 no better "
+    "than chance.",
     "r2": "Absolute probe: R² of the unrounded out-of-fold predictions (1 = perfect, 0 = as "
-    "good as predicting the mean, < 0 worse).",
+    "good as predicting the mean, < 0 worse), mean over the repeated splits.",
     "error_rate": "Relative probe: share of held-out pairs (i, j) misclassified by a logistic "
-    "regression on [e_i ; e_j] predicting j > i. Pairs are drawn within folds of positions, so "
-    "no test pair contains a row seen in training. 0.5 = chance.",
+    "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
+    "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
 
 
@@ -247,62 +246,68 @@ max_rows = columns[1].number_input(
 n_pairs = columns[2].number_input(
     "Training pairs per fold", 100, 20000, 2000, step=100, key="probes.n_pairs"
 )
-alpha = columns[3].number_input(
-    "Ridge alpha",
-    0.0,
-    1e6,
-    1e-3,
-    format="%g",
-    key="probes.alpha",
-    help="Penalty of the absolute probe's ridge regression, on the table divided by its "
-    "overall standard deviation. The default only breaks ties when d ≥ the training rows.",
+repeats = columns[3].number_input(
+    "Repeated splits",
+    2,
+    10,
+    2,
+    key="probes.repeats",
+    help="The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); "
+    "± is the sd over all their folds. Each split costs one eigendecomposition per fold.",
 )
-C = columns[4].number_input(
-    "Logistic C",
-    1e-6,
-    1e6,
-    0.01,
-    format="%g",
-    key="probes.C",
-    help="Inverse L2 penalty of the relative probe, on the table divided by its overall "
-    "standard deviation.",
+protocol = columns[4].selectbox(
+    "Absolute probe",
+    list(probes.PROTOCOLS),
+    key="probes.protocol",
+    help="nested ridge: "
+    + probes.PROTOCOLS["nested ridge"]
+    + ". linear: "
+    + probes.PROTOCOLS["linear"]
+    + ".",
 )
-report = cache.probes(table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C)
-probe_settings = export.export_settings(
-    table,
-    seed=seed,
-    max_rows=max_rows,
-    n_rows_probed=report.n_rows,
-    folds=report.folds,
-    n_pairs=n_pairs,
-    alpha=alpha,
-    C=C,
+report = cache.probes(
+    table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
 )
-rows = report.table()
-labels = {
-    "mae": "Absolute MAE (positions)",
-    "r2": "Absolute R²",
-    "error_rate": "Relative error rate",
-}
-for column, (key, label) in zip(st.columns(3), labels.items(), strict=True):
-    values = rows.set_index("table")[key]
-    column.metric(label, f"{values['table']:.2f}", help=PROBE_HELP[key])
-    column.caption(
-        f"row-shuffled: {values['row-shuffled']:.2f} · Gaussian: {values['Gaussian']:.2f}"
-    )
+probe_settings = export.export_settings(table, **report.settings())
+columns = st.columns(3)
+absolute = report.absolute["table"]
+columns[0].metric(
+    "Absolute MAE (positions)",
+    f"{absolute.mae:.2f} ± {absolute.mae_sd_folds:.2f}",
+    help=PROBE_HELP["mae"],
+)
+controls = [name for name in report.absolute if name != "table"]
+columns[0].caption(
+    f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f}"
+    + "".join(f" · {c}: skill {report.absolute[c].skill:.3f}" for c in controls)
+)
+columns[1].metric("Absolute R²", f"{absolute.r2:.3f}", help=PROBE_HELP["r2"])
+columns[1].caption(" · ".join(f"{c}: {report.absolute[c].r2:.3f}" for c in controls))
+relative = report.relative["table"]
+columns[2].metric(
+    "Relative error rate",
+    f"{relative.error_rate:.3f} ± {relative.error_rate_sd:.3f}",
+    help=PROBE_HELP["error_rate"],
+)
+columns[2].caption(
+    "chance 0.5" + "".join(f" · {c}: {report.relative[c].error_rate:.3f}" for c in controls)
+)
 probed = (
     f"a seeded random subsample of {report.n_rows:,} of {n:,} rows"
     if report.subsampled
     else f"all {n:,} rows"
 )
 st.caption(
-    f"Seed {seed}; {report.folds}-fold cross-validation on {probed}; "
-    f"{report.absolute['table'].model} for the absolute probe; "
-    f"LogisticRegression(C={C:g}) on {n_pairs:,} training pairs per fold for the relative probe."
+    f"Seed {seed}; {report.folds}-fold cross-validation on {probed}, repeated over "
+    f"{report.repeats} seeded splits (± is the sd over their {report.folds * report.repeats} "
+    f"folds; the sd of the splits' means is in the table). **Absolute probe** "
+    f"({protocol}): {probes.PROTOCOLS[protocol]}. **Relative probe**: "
+    f"{probes.RELATIVE_PROTOCOL}; {n_pairs:,} training pairs per fold. The controls get "
+    "the same procedure, their penalties chosen in their own folds."
 )
 widgets.show_figure(
     cache.figure(figures.probe_predictions, report),
     name="probe_predictions",
     settings=probe_settings,
 )
-widgets.show_numbers(rows, name="probes", settings=probe_settings)
+widgets.show_numbers(report.table(), name="probes", settings=probe_settings)

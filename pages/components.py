@@ -9,8 +9,9 @@ from posviz.ui import cache, state, widgets
 
 R2_HELP = (
     "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
-    "its mean explained by the best a·cos(2π f p / n + φ) + c. Frequency f starts at the "
-    "periodogram peak and is refined by least squares within one bin."
+    "its mean explained by the best a·cos(2π f p / n + φ) + c: the global least-squares "
+    "optimum over all f in [0, n/2] (exact residuals on a 1/16-bin grid, the 5 deepest dips "
+    "refined), not the periodogram peak, which can sit bins away."
 )
 COS2_HELP = (
     "Mean of cos² over the principal angles (scipy.linalg.subspace_angles) between the span of "

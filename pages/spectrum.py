@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from posviz import export, figures
-from posviz.spectrum import NO_VARIANCE, THRESHOLDS
+from posviz.spectrum import NO_VARIANCE, NOISE_RULE, THRESHOLDS
 from posviz.ui import cache, state, widgets
 
 DEFINITIONS = {
@@ -12,8 +12,7 @@ DEFINITIONS = {
     "equal singular values.",
     "stable_rank": "Σσ_i² / σ_1²: squared Frobenius norm over squared spectral norm.",
     "participation_ratio": "(Σλ_i)² / Σλ_i², λ_i = σ_i²: how many components share the variance.",
-    "n_above_noise": "Singular values above the Marchenko-Pastur edge σ(√m + √d) of an i.i.d. "
-    "Gaussian matrix with the same shape and total variance.",
+    "n_above_noise": NOISE_RULE[0].upper() + NOISE_RULE[1:],
 }
 
 st.title("Spectrum")
@@ -21,7 +20,7 @@ table = state.current()
 widgets.table_caption(table)
 center = widgets.center_toggle()
 result = cache.spectrum(table, center=center)
-settings = export.export_settings(table, centered=center)
+settings = export.export_settings(table, centered=center, n_above_noise=NOISE_RULE)
 metrics = result.metrics()
 
 if not result.has_variance:

@@ -215,14 +215,15 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
     values = "  ".join(f"{v:.4g}" for v in result.singular_values[:N_SINGULAR_VALUES])
     rows = {
         "source": table.source,
-        "tensor": f"{table.name} (stored as {table.dtype})",
+        "tensor": f"{table.name} (stored as {table.dtype} in a {Path(table.source).suffix} file)",
         "shape": f"{table.shape[0]} x {table.shape[1]}, {table.describe_rows()}",
         "centring": centring,
         f"k at {levels}%": f"{ks} components",
         "effective rank": ranks["effective_rank"],
         "stable rank": ranks["stable_rank"],
         "participation ratio": ranks["participation_ratio"],
-        "above noise edge": f"{metrics['n_above_noise']} components",
+        "above noise": f"{metrics['n_above_noise']} components, σ > "
+        f"{metrics['noise_threshold']:.4g} (Gavish & Donoho 2014: ω(β)·median σ)",
         "singular values": values,
     }
     lines = [f"{label:<22}{value}" for label, value in rows.items()]

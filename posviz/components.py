@@ -24,8 +24,12 @@ __all__ = [
     "sinusoid_likeness",
 ]
 
-#: Points per periodogram bin at which the least-squares error is scanned before refining.
-_SCAN_PER_BIN = 8
+#: Points per periodogram bin of the zero-padded grid on which the least-squares error is
+#: computed exactly before refining: a least-squares dip is about one bin wide.
+_GRID_PER_BIN = 16
+#: Local minima of that grid refined (the best ones): two close frequencies or a drifting one
+#: leave several dips of nearly the same depth.
+_CANDIDATES = 5
 
 
 def max_components(shape: tuple[int, int], *, center: bool) -> int:
@@ -175,7 +179,8 @@ class SinusoidFits:
     peak : ndarray of shape (k,)
         Integer frequency (cycles) of the largest periodogram bin other than 0.
     frequency : ndarray of shape (k,)
-        Least-squares frequency (cycles over the table), refined within one bin of `peak`.
+        Least-squares frequency (cycles over the table, in ``[0, n/2]``): the global optimum
+        over all frequencies (see :func:`fit_sinusoids`).
     amplitude, phase, offset : ndarray of shape (k,)
         Linear least-squares coefficients at that frequency; amplitude >= 0, phase in
         (-pi, pi] radians.
@@ -207,8 +212,58 @@ def _residual(trajectory: np.ndarray, cycles: float) -> float:
     return float(np.sum((trajectory - design @ coef) ** 2))
 
 
+def _grid_residuals(scores: np.ndarray, per_bin: int) -> np.ndarray:
+    """Least-squares residual of ``[cos, sin, 1]`` at ``j / per_bin`` cycles, j = 0..per_bin n/2.
+
+    Returns an array of shape (k, per_bin * n // 2 + 1). Exact (to rounding) at every grid
+    point, from zero-padded FFTs: the normal equations need ``sum y e^{iwp}`` (the padded FFT
+    of y), ``sum e^{iwp}`` and ``sum e^{2iwp}`` (the padded FFT of ones, at j and 2j).
+    """
+    n = len(scores)
+    size = per_bin * n
+    j = np.arange(per_bin * n // 2 + 1)
+    ones = np.conj(np.fft.fft(np.ones(n), size))
+    e1, e2 = ones[j], ones[(2 * j) % size]
+    gram = np.empty((len(j), 3, 3))
+    gram[:, 0, 0] = (n + e2.real) / 2
+    gram[:, 1, 1] = (n - e2.real) / 2
+    gram[:, 0, 1] = gram[:, 1, 0] = e2.imag / 2
+    gram[:, 0, 2] = gram[:, 2, 0] = e1.real
+    gram[:, 1, 2] = gram[:, 2, 1] = e1.imag
+    gram[:, 2, 2] = n
+    # At 0 and n/2 cycles the sine vanishes: the pseudo-inverse gives the least squares there.
+    inverse = np.linalg.pinv(gram, hermitian=True)
+    y = np.conj(np.fft.rfft(scores, size, axis=0))[: len(j)].T  # (k, grid)
+    b = np.stack([y.real, y.imag, np.broadcast_to(scores.sum(axis=0)[:, None], y.shape)], -1)
+    explained = np.einsum("kgi,gij,kgj->kg", b, inverse, b)
+    return np.sum(scores**2, axis=0)[:, None] - explained
+
+
+def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int) -> float:
+    """The global least-squares frequency: the best of the grid's deepest local minima, each
+    refined between its grid neighbours."""
+    nyquist = len(trajectory) / 2
+    inner = (grid[1:-1] <= grid[:-2]) & (grid[1:-1] <= grid[2:])
+    minima = np.flatnonzero(np.concatenate([[grid[0] <= grid[1]], inner, [grid[-1] <= grid[-2]]]))
+    best_f, best_rss = 0.0, np.inf
+    for j in minima[np.argsort(grid[minima])[:_CANDIDATES]]:
+        f = j / per_bin
+        bounds = (max(f - 1 / per_bin, 0.0), min(f + 1 / per_bin, nyquist))
+        refined = scipy.optimize.minimize_scalar(
+            lambda x, t=trajectory: _residual(t, x),
+            bounds=bounds,
+            method="bounded",
+            options={"xatol": 1e-10},
+        )
+        for candidate in (f, refined.x):
+            rss = _residual(trajectory, candidate)
+            if rss < best_rss:
+                best_f, best_rss = float(candidate), rss
+    return best_f
+
+
 def fit_sinusoids(scores: np.ndarray) -> SinusoidFits:
-    """Fit one sinusoid to each trajectory: periodogram peak, refined frequency, least squares.
+    """Fit the best sinusoid to each trajectory: the global least-squares optimum.
 
     Parameters
     ----------
@@ -217,12 +272,13 @@ def fit_sinusoids(scores: np.ndarray) -> SinusoidFits:
 
     Notes
     -----
-    The periodogram peak ``j`` (bin 0 excluded) only locates the frequency to a bin, and
-    trained tables carry half-integer cycles. The residual sum of squares of the linear fit
-    ``[cos, sin, 1]`` is scanned at 1/8-bin steps over ``[j - 1, j + 1]`` (clipped to
-    ``[0, n/2]``), then minimised with ``scipy.optimize.minimize_scalar`` between the scan
-    points around the best one; the coefficients at that frequency give amplitude, phase and
-    offset.
+    The residual sum of squares of the linear fit ``[cos, sin, 1]`` is computed exactly on a
+    grid of 1/16 bin over all frequencies ``[0, n/2]`` (zero-padded FFTs, see
+    :func:`_grid_residuals`); its 5 deepest local minima are refined with
+    ``scipy.optimize.minimize_scalar`` between their grid neighbours, and the best point found
+    is the frequency. The periodogram peak alone can sit bins away from the optimum (a
+    slowly drifting frequency, two close ones). The coefficients at that frequency give
+    amplitude, phase and offset.
 
     Examples
     --------
@@ -240,22 +296,12 @@ def fit_sinusoids(scores: np.ndarray) -> SinusoidFits:
     scores = np.asarray(scores, dtype=np.float64)
     power = periodogram(scores)
     peak = power[:, 1:].argmax(axis=1) + 1
-    nyquist = n / 2
+    grid = _grid_residuals(scores, _GRID_PER_BIN)
     frequency, coefs, fitted = np.empty(k), np.empty((k, 3)), np.empty((n, k))
     for c in range(k):
-        trajectory = scores[:, c]
-        scan = np.linspace(max(peak[c] - 1, 0), min(peak[c] + 1, nyquist), 2 * _SCAN_PER_BIN + 1)
-        best = int(np.argmin([_residual(trajectory, f) for f in scan]))
-        bounds = (scan[max(best - 1, 0)], scan[min(best + 1, len(scan) - 1)])
-        refined = scipy.optimize.minimize_scalar(
-            lambda f, t=trajectory: _residual(t, f),
-            bounds=bounds,
-            method="bounded",
-            options={"xatol": 1e-10},
-        )
-        frequency[c] = refined.x
-        design = _design(n, refined.x)
-        coefs[c] = np.linalg.lstsq(design, trajectory, rcond=None)[0]
+        frequency[c] = _best_frequency(scores[:, c], grid[c], _GRID_PER_BIN)
+        design = _design(n, frequency[c])
+        coefs[c] = np.linalg.lstsq(design, scores[:, c], rcond=None)[0]
         fitted[:, c] = design @ coefs[c]
     # a cos(wp + phi) = a cos(phi) cos(wp) - a sin(phi) sin(wp)
     amplitude = np.hypot(coefs[:, 0], coefs[:, 1])

@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MAX_ELEMENTS", "MIN_DIMS", "MIN_POSITIONS", "Embedding", "LoadError", "as_table"]
+__all__ = [
+    "MAX_ELEMENTS",
+    "MIN_DIMS",
+    "MIN_POSITIONS",
+    "Embedding",
+    "LoadError",
+    "as_table",
+    "numpy_dtype_name",
+]
 
 #: Largest table accepted (elements). 2**26 floats = 256 MiB as float32: far above any
 #: position table (GPT-2: 786k) and above a 50k-token vocabulary (38.6M), far below RAM.
@@ -25,6 +33,38 @@ _LARGEST = 1e150
 
 class LoadError(ValueError):
     """A file or array that cannot be used as a position table; the message says what to do."""
+
+
+#: safetensors' dtype names -> numpy's (bfloat16 and float8 as ml_dtypes names them).
+_NUMPY_NAMES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U64": "uint64",
+    "U32": "uint32",
+    "U16": "uint16",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
+
+
+def numpy_dtype_name(stored: str) -> str:
+    """A stored dtype by numpy's name, the one vocabulary posviz shows (names it does not know
+    are kept as they are).
+
+    Examples
+    --------
+    >>> numpy_dtype_name("BF16"), numpy_dtype_name("F32"), numpy_dtype_name("float32")
+    ('bfloat16', 'float32', 'float32')
+    """
+    return _NUMPY_NAMES.get(stored, stored)
 
 
 def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
@@ -133,7 +173,8 @@ class Embedding:
     source : str
         File name, or the simulator call that made the table.
     dtype : str
-        dtype as stored in the source (e.g. ``"BF16"``), before any upcast.
+        dtype as stored in the source, before any upcast, by numpy's name (``"bfloat16"``
+        for safetensors' ``"BF16"``: see :func:`numpy_dtype_name`).
     row_start : int
         Row of the source tensor that ``values[0]`` is: rows before it were trimmed as
         prefix (class / distillation tokens) or reserved (RoBERTa's offset of 2) rows.
@@ -205,7 +246,7 @@ class Embedding:
             values=values,
             name=name,
             source=source,
-            dtype=dtype or str(np.asarray(array).dtype),
+            dtype=numpy_dtype_name(dtype) if dtype else str(np.asarray(array).dtype),
             row_start=row_start,
             n_source_rows=n,
             prefix=prefix,

@@ -91,7 +91,7 @@ def _figure(title: str, xaxis: str, yaxis: str, **layout: object) -> go.Figure:
 
 
 def singular_values(s: Spectrum) -> go.Figure:
-    """Singular values on a log axis, the Marchenko-Pastur noise edge, and the resolution floor."""
+    """Singular values on a log axis, the Gavish-Donoho noise threshold, the resolution floor."""
     k = np.arange(1, len(s.singular_values) + 1)
     resolved = s.singular_values >= s.floor
     fig = _figure(
@@ -120,14 +120,18 @@ def singular_values(s: Spectrum) -> go.Figure:
             customdata=np.full(int((~resolved).sum()), s.floor, dtype=np.float32),
         )
     # A trace, not add_hline's annotation: on a log axis that annotation's y is read as
-    # log10(y) and stretches the range by decades.
+    # log10(y) and stretches the range by decades. Drawn where the count cuts: at the floor
+    # when the threshold lies below it (an exactly low-rank table's median is rounding noise).
+    cut = max(s.noise_threshold, s.floor)
     fig.add_scatter(
         x=[1, len(k)],
-        y=np.full(2, s.noise_edge, dtype=np.float32),
+        y=np.full(2, cut, dtype=np.float32),
         mode="lines",
         line={"dash": "dash", "color": "firebrick"},
-        name=f"noise edge (Marchenko-Pastur): {s.n_above_noise} above",
-        hovertemplate=f"noise edge {s.noise_edge:.4g}<extra></extra>",
+        name=f"noise threshold (Gavish & Donoho): {s.n_above_noise} above",
+        hovertemplate=f"ω(β)·median σ = {s.noise_threshold:.4g}"
+        + (f" (below the floor {s.floor:.2g})" if cut > s.noise_threshold else "")
+        + "<extra></extra>",
     )
     return fig
 
@@ -955,8 +959,8 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
         for p in report.absolute.values()
     )
     title = (
-        f"Absolute position probe: out-of-fold predictions ({report.folds}-fold, "
-        f"seed {report.seed}, {subsample})"
+        f"Absolute position probe ({report.protocol}): out-of-fold predictions of the first "
+        f"of {report.repeats} {report.folds}-fold splits (seed {report.seed}, {subsample})"
     )
     if outside:
         title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"
@@ -968,12 +972,20 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
             y=_f32(probe.predictions),
             mode="markers",
             marker={"size": 3, "opacity": 0.6},
-            name=f"{name} (MAE {probe.mae:.2f})",
+            name=f"{name} (MAE {probe.mae:.2f}, skill {probe.skill:.2f})",
             hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
         )
     ends = [0, last]
     fig.add_scatter(
         x=ends, y=ends, mode="lines", line={"dash": "dot", "color": "black"}, name="perfect"
+    )
+    chance = report.absolute["table"]
+    fig.add_scatter(
+        x=ends,
+        y=np.full(2, chance.positions.mean(), dtype=np.float32),
+        mode="lines",
+        line={"dash": "dash", "color": "grey"},
+        name=f"chance: the mean position (MAE {chance.chance_mae:.2f})",
     )
     return fig
 

@@ -13,18 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.linalg import (
-    LinAlgError,
-    cho_factor,
-    cho_solve,
-    cholesky,
-    solve,
-    solve_triangular,
-)
+import scipy.linalg
 from scipy.optimize import OptimizeResult, minimize
 
 __all__ = [
+    "ALPHAS",
     "CONTROLS",
+    "C_GRID",
+    "INNER_FOLDS",
+    "PROTOCOLS",
+    "RELATIVE_PROTOCOL",
     "AbsoluteProbe",
     "ProbeReport",
     "RelativeProbe",
@@ -41,43 +39,101 @@ _STEEP_DIRECTIONS = 16
 
 @dataclass(frozen=True)
 class AbsoluteProbe:
-    """Out-of-fold linear regression from a row to its position index.
+    """Out-of-fold linear regression from a row to its position index, beside chance.
 
     Attributes
     ----------
-    mae : float
-        Mean absolute error of the predictions rounded to integers (as in Wang & Chen).
+    fold_mae : ndarray of shape (repeats, folds)
+        Mean absolute error of the predictions rounded to integers (as in Wang & Chen) on
+        each held-out fold of each repeated split.
+    fold_chance_mae : ndarray of shape (repeats, folds)
+        The same for the constant predictor: the fold's training-mean position, rounded
+        (about n/4 for uniformly spread positions). The chance level.
+    fold_alpha : ndarray of shape (repeats, folds)
+        Ridge strength chosen on each fold's training rows (0 for plain least squares).
     r2 : float
-        Coefficient of determination of the unrounded predictions.
+        Coefficient of determination of the unrounded out-of-fold predictions, mean over the
+        repeated splits.
     predictions : ndarray of shape (n_rows,)
-        Out-of-fold prediction for every probed row (unrounded).
+        Out-of-fold prediction for every probed row in the first split (unrounded).
     positions : ndarray of int, shape (n_rows,)
         True position of every probed row.
     model : str
-        The estimator, e.g. ``"Ridge(alpha=0.001, solver='cholesky')"``.
+        The estimator and how its strength was chosen.
     """
 
-    mae: float
+    fold_mae: np.ndarray
+    fold_chance_mae: np.ndarray
+    fold_alpha: np.ndarray
     r2: float
     predictions: np.ndarray
     positions: np.ndarray
     model: str
 
+    @property
+    def mae(self) -> float:
+        """Mean absolute error, mean over all folds of all splits."""
+        return float(self.fold_mae.mean())
+
+    @property
+    def mae_sd_folds(self) -> float:
+        """Standard deviation (ddof 1) of the MAE over all folds of all splits."""
+        return float(self.fold_mae.std(ddof=1))
+
+    @property
+    def mae_sd_splits(self) -> float:
+        """Standard deviation (ddof 1) over the repeated splits of each split's mean MAE."""
+        means = self.fold_mae.mean(axis=1)
+        return float(means.std(ddof=1)) if len(means) > 1 else float("nan")
+
+    @property
+    def chance_mae(self) -> float:
+        """The constant predictor's MAE, mean over all folds of all splits."""
+        return float(self.fold_chance_mae.mean())
+
+    @property
+    def fold_skill(self) -> np.ndarray:
+        """ndarray of shape (repeats, folds): ``1 - MAE / chance MAE`` on each fold."""
+        return 1 - self.fold_mae / self.fold_chance_mae
+
+    @property
+    def skill(self) -> float:
+        """Skill score ``1 - MAE / chance MAE``, mean over all folds (1 perfect, 0 chance)."""
+        return float(self.fold_skill.mean())
+
+    @property
+    def skill_sd(self) -> float:
+        """Standard deviation (ddof 1) of the skill over all folds of all splits."""
+        return float(self.fold_skill.std(ddof=1))
+
 
 @dataclass(frozen=True)
 class RelativeProbe:
-    """Logistic regression on ``[e_i ; e_j]`` predicting whether ``j > i``.
+    """Logistic regression on ``[e_i ; e_j]`` predicting whether ``j > i``, beside chance 0.5.
 
     Attributes
     ----------
-    error_rate : float
-        Share of misclassified test pairs, pooled over the folds (0.5 = chance).
+    fold_error_rate : ndarray of shape (folds,)
+        Share of misclassified test pairs in each outer fold (0.5 = chance).
+    fold_C : ndarray of shape (folds,)
+        Inverse L2 penalty chosen by inner cross-validation on each fold's training rows.
     n_test_pairs : int
-        Test pairs over all folds.
+        Test pairs over all folds (the same number in each).
     """
 
-    error_rate: float
+    fold_error_rate: np.ndarray
+    fold_C: np.ndarray
     n_test_pairs: int
+
+    @property
+    def error_rate(self) -> float:
+        """Share of misclassified test pairs over all folds."""
+        return float(self.fold_error_rate.mean())
+
+    @property
+    def error_rate_sd(self) -> float:
+        """Standard deviation (ddof 1) of the error rate over the folds."""
+        return float(self.fold_error_rate.std(ddof=1))
 
 
 @dataclass(frozen=True)
@@ -94,8 +150,9 @@ class ProbeReport:
         Rows probed (a seeded subsample when the table had more than `max_rows`).
     n_positions : int
         Rows of the table.
-    seed, folds, max_rows, n_pairs : int
-    alpha, C : float
+    seed, folds, repeats, max_rows, n_pairs : int
+    protocol : str
+        The absolute probe's, a key of :data:`PROTOCOLS`.
     """
 
     absolute: dict[str, AbsoluteProbe]
@@ -104,31 +161,57 @@ class ProbeReport:
     n_positions: int
     seed: int
     folds: int
+    repeats: int
     max_rows: int
     n_pairs: int
-    alpha: float
-    C: float
+    protocol: str
 
     @property
     def subsampled(self) -> bool:
         """Whether only a subsample of the rows was probed."""
         return self.n_rows < self.n_positions
 
+    def settings(self) -> dict[str, object]:
+        """The procedure, for exports: every choice that changes a number."""
+        return {
+            "absolute_protocol": f"{self.protocol}: {PROTOCOLS[self.protocol]}",
+            "absolute_chance": "MAE of the constant predictor (the training fold's mean "
+            "position, rounded) on the same held-out rows",
+            "relative_protocol": RELATIVE_PROTOCOL,
+            "relative_chance": 0.5,
+            "folds": self.folds,
+            "repeated_splits": self.repeats,
+            "n_rows_probed": self.n_rows,
+            "seed": self.seed,
+            "max_rows": self.max_rows,
+            "n_pairs": self.n_pairs,
+        }
+
     def table(self) -> pd.DataFrame:
         """One row per probed table (the table, then its controls): the numbers to cite."""
-        return pd.DataFrame(
-            [
+        rows = []
+        for name, a in self.absolute.items():
+            r = self.relative[name]
+            rows.append(
                 {
                     "table": name,
-                    "mae": self.absolute[name].mae,
-                    "r2": self.absolute[name].r2,
-                    "error_rate": self.relative[name].error_rate,
-                    "absolute_model": self.absolute[name].model,
-                    "test_pairs": self.relative[name].n_test_pairs,
+                    "mae": a.mae,
+                    "mae_sd_folds": a.mae_sd_folds,
+                    "mae_sd_splits": a.mae_sd_splits,
+                    "chance_mae": a.chance_mae,
+                    "skill": a.skill,
+                    "skill_sd_folds": a.skill_sd,
+                    "r2": a.r2,
+                    "median_alpha": float(np.median(a.fold_alpha)),
+                    "error_rate": r.error_rate,
+                    "error_rate_sd_folds": r.error_rate_sd,
+                    "chance_error_rate": 0.5,
+                    "median_C": float(np.median(r.fold_C)),
+                    "absolute_model": a.model,
+                    "test_pairs": r.n_test_pairs,
                 }
-                for name in self.absolute
-            ]
-        )
+            )
+        return pd.DataFrame(rows)
 
 
 def _scaled(values: np.ndarray) -> np.ndarray:
@@ -160,10 +243,11 @@ def absolute_probe(
     positions: np.ndarray,
     *,
     folds: int = 5,
-    alpha: float = 1e-3,
+    repeats: int = 2,
+    protocol: str = "nested ridge",
     seed: int = 0,
 ) -> AbsoluteProbe:
-    """Linear regression from rows to positions under k-fold cross-validation.
+    """Linear regression from rows to positions under repeated k-fold cross-validation.
 
     Parameters
     ----------
@@ -172,21 +256,20 @@ def absolute_probe(
         Position index of each row (the regression target).
     folds : int
         Folds of ``KFold(shuffle=True)`` over the rows.
-    alpha : float
-        Ridge penalty on the table divided by its overall standard deviation. The default is
-        small enough to act only as a tie-breaker: least squares when d_model is below the
-        training rows of a fold, a unique near-minimum-norm fit when it is not (then least
-        squares has no unique solution).
+    repeats : int
+        Splits into folds, seeded ``seed, seed + 1, ...``: the spread over splits. Each costs
+        one eigendecomposition per fold (the d x d or n x n Gram matrix of its training rows).
+    protocol : {"nested ridge", "linear"}
+        See :data:`PROTOCOLS`. The table is divided by its overall standard deviation first.
     seed : int
-        Seeds the fold assignment.
+        Seeds the first split.
 
     Notes
     -----
-    Ridge with an unpenalised intercept throughout rather than least squares below d >= n:
-    one estimator for every shape. The predictions are scikit-learn's
-    ``cross_val_predict(Ridge(alpha, solver="cholesky"), ...)`` (to 1e-8 of the largest
-    prediction, tested; ~1e-10 typically) at a fraction of the work: see
-    :func:`_ridge_out_of_fold`.
+    "nested ridge" is scikit-learn's ``cross_val_predict(RidgeCV(alphas=ALPHAS), ...)`` (to
+    ~1e-8 of the largest prediction, tested): within each outer fold the strength with the
+    least exact leave-one-out squared error on that fold's training rows, all strengths
+    from one eigendecomposition of the training rows' Gram matrix (:func:`_nested_ridge`).
 
     Examples
     --------
@@ -194,101 +277,138 @@ def absolute_probe(
     >>> absolute_probe(x, np.arange(20)).mae
     0.0
     """
-    (probe,) = _absolute_probes(values, [positions], folds=folds, alpha=alpha, seed=seed)
+    (probe,) = _absolute_probes(
+        values, [positions], folds=folds, repeats=repeats, protocol=protocol, seed=seed
+    )
     return probe
 
 
+#: How the absolute probe fits, by the names the UI and exports use.
+PROTOCOLS = {
+    "nested ridge": "ridge regression whose strength alpha is chosen inside each outer fold by "
+    "exact leave-one-out error on that fold's training rows over alpha = 10^-3 .. 10^7 (21 "
+    "values; scikit-learn's RidgeCV): an unregularised fit interpolates when d_model nears the "
+    "training rows, and the table and its controls get the same procedure",
+    "linear": "ordinary least squares (minimum-norm when d_model ≥ the training rows), the "
+    "protocol of Wang & Chen (2020), for comparison",
+}
+#: Ridge strengths searched by the nested protocol, on the table divided by its overall
+#: standard deviation.
+ALPHAS = np.logspace(-3, 7, 21)
+
+
 def _absolute_probes(
-    values: np.ndarray, targets: list[np.ndarray], *, folds: int, alpha: float, seed: int
+    values: np.ndarray,
+    targets: list[np.ndarray],
+    *,
+    folds: int,
+    repeats: int,
+    protocol: str,
+    seed: int,
 ) -> list[AbsoluteProbe]:
     """:func:`absolute_probe` of the same rows against several position vectors at once (the
     fits share their factorisations)."""
+    if protocol not in PROTOCOLS:
+        msg = f"Unknown probe protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}."
+        raise ValueError(msg)
     targets = np.asarray(targets)
     x, y = _scaled(values), targets.T.astype(np.float64)
-    # Centring the whole table changes no fold's fit (each fold is centred again), and puts
-    # the intercept's column (ones) orthogonal to the table's, as _ridge_out_of_fold needs.
-    x -= x.mean(axis=0)
-    splits = _folds(len(y), folds, seed)
-    try:
-        predicted = _ridge_out_of_fold(x, y, splits, alpha)
-    except LinAlgError:  # alpha = 0 on rank-deficient rows: no Cholesky factor exists
-        predicted = _ridge_out_of_fold_by_svd(x, y, splits, alpha)
-    probes = []
-    for positions, prediction in zip(targets, predicted.T, strict=True):
-        residuals = positions - prediction
-        probes.append(
-            AbsoluteProbe(
-                mae=float(np.mean(np.abs(positions - np.round(prediction)))),
-                r2=float(1 - residuals @ residuals / np.sum((positions - positions.mean()) ** 2)),
-                predictions=prediction,
-                positions=positions,
-                model=f"Ridge(alpha={alpha:g}, solver='cholesky')",
-            )
+    n_targets = len(targets)
+    mae = np.empty((n_targets, repeats, folds))
+    chance, alpha = np.empty_like(mae), np.empty_like(mae)
+    r2 = np.empty((n_targets, repeats))
+    first = np.empty(y.shape)
+    for r in range(repeats):
+        predicted = np.empty(y.shape)
+        for f, (train, test) in enumerate(_folds(len(y), folds, seed + r)):
+            if protocol == "linear":
+                predicted[test] = _least_squares(x[train], y[train], x[test])
+                alpha[:, r, f] = 0.0
+            else:
+                predicted[test], alpha[:, r, f] = _nested_ridge(x[train], y[train], x[test])
+            truth = y[test]
+            mae[:, r, f] = np.mean(np.abs(truth - np.round(predicted[test])), axis=0)
+            constant = np.round(y[train].mean(axis=0))
+            chance[:, r, f] = np.mean(np.abs(truth - constant), axis=0)
+        residuals = y - predicted
+        r2[:, r] = 1 - np.sum(residuals**2, axis=0) / np.sum((y - y.mean(axis=0)) ** 2, axis=0)
+        if r == 0:
+            first = predicted
+    model = (
+        "RidgeCV(alphas=logspace(-3, 7, 21)) per outer fold"
+        if protocol == "nested ridge"
+        else "LinearRegression()"
+    )
+    return [
+        AbsoluteProbe(
+            fold_mae=mae[t],
+            fold_chance_mae=chance[t],
+            fold_alpha=alpha[t],
+            r2=float(r2[t].mean()),
+            predictions=first[:, t],
+            positions=targets[t],
+            model=model,
         )
-    return probes
+        for t in range(n_targets)
+    ]
 
 
-def _ridge_out_of_fold(
-    x: np.ndarray, y: np.ndarray, splits: list[tuple[np.ndarray, np.ndarray]], alpha: float
-) -> np.ndarray:
-    """Out-of-fold predictions of ridge regression with an unpenalised intercept, for each
-    column of `y` (all columns share the factorisations). `x` is column-centred.
+def _nested_ridge(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Predictions for `x_test` of ridge with an unpenalised intercept, its strength chosen
+    per column of `y_train` from :data:`ALPHAS` by exact leave-one-out error; and the
+    strengths.
 
-    The same fits as scikit-learn's ``Ridge(solver="cholesky")`` on each training fold
-    (primal d x d normal equations when d_model is at most the training rows, dual n_train x
-    n_train kernel equations when it is not), at a fraction of the products and Cholesky
-    factorisations: at 1024 x 768 (primal, one thread) 0.06 s vs 0.11 s fold by fold and
-    0.2-0.4 s through scikit-learn.
+    One eigendecomposition of the centred training rows' Gram matrix on the smaller side
+    serves every strength: with ``H = Xc (Xc'Xc + a I)^-1 Xc' + 11'/n`` the hat matrix, the
+    leave-one-out residuals are ``e_i / (1 - H_ii)`` (exact for a fixed quadratic penalty),
+    as in scikit-learn's ``RidgeCV`` (ties go to the smaller strength, as there).
     """
-    n, d = x.shape
-    predicted = np.empty(y.shape)
-    if d <= min(len(train) for train, _ in splits):
-        # One fit on all rows serves every fold: a fold's out-of-fold residuals are
-        # (I - H_ff)^-1 e_f, with H = X (X'X + alpha I)^-1 X' + 11'/n the hat matrix and e
-        # the residuals of that fit (exact for any fixed quadratic penalty): one d x d
-        # Cholesky per table instead of one per fold.
-        a = x.T @ x
-        a.flat[:: d + 1] += alpha
-        low = cholesky(a, lower=True, overwrite_a=True, check_finite=False)
-        half = solve_triangular(low, x.T, lower=True, check_finite=False)  # H = half'half + 1/n
-        residuals = y - y.mean(axis=0) - half.T @ (half @ (y - y.mean(axis=0)))
-        for _, test in splits:
-            block = half[:, test]
-            fold = np.eye(len(test)) - block.T @ block - 1 / n  # I - H_ff
-            predicted[test] = y[test] - solve(fold, residuals[test], assume_a="pos")
+    mean, y_mean = x_train.mean(axis=0), y_train.mean(axis=0)
+    xc, yc, test = x_train - mean, y_train - y_mean, x_test - mean
+    n, d = xc.shape
+    # Both sides give H = basis diag(weights) basis' and predictions test_basis diag(1 / (lam
+    # + a)) basis' y: primal with the rows in the eigenbasis of Xc'Xc, dual with the
+    # eigenvectors of Xc Xc' (then test_basis = X_test Xc' U).
+    if d <= n:
+        lam, v = scipy.linalg.eigh(xc.T @ xc, driver="evd")
+        basis, test_basis = xc @ v, test @ v
     else:
-        kernel = x @ x.T  # every fold's training and test blocks are sliced from it
-        for train, test in splits:
-            # Double centring gives <x_a - mean, x_b - mean> from the uncentred kernel.
-            a = kernel[np.ix_(train, train)]
-            row_means = a.mean(axis=1)
-            grand_mean = row_means.mean()
-            a -= row_means[:, None] + row_means[None, :] - grand_mean
-            a.flat[:: len(a) + 1] += alpha
-            y_mean = y[train].mean(axis=0)
-            dual = cho_solve(cho_factor(a, overwrite_a=True, check_finite=False), y[train] - y_mean)
-            cross = kernel[np.ix_(test, train)]
-            cross -= cross.mean(axis=1)[:, None] + row_means[None, :] - grand_mean
-            predicted[test] = cross @ dual + y_mean
-    return predicted
+        lam, basis = scipy.linalg.eigh(xc @ xc.T, driver="evd")
+        test_basis = (test @ xc.T) @ basis
+    lam = np.clip(lam, 0.0, None)
+    inverse = 1 / (lam + ALPHAS[:, None])  # (alphas, k)
+    weights = inverse if d <= n else lam * inverse
+    leverage = (basis**2) @ weights.T + 1 / n  # (n, alphas)
+    projected = basis.T @ yc  # (k, targets)
+    best = np.empty(yc.shape[1], dtype=int)
+    for t in range(yc.shape[1]):
+        fitted = basis @ (weights.T * projected[:, t : t + 1])  # (n, alphas)
+        loo = (yc[:, t : t + 1] - fitted) / np.clip(1 - leverage, np.finfo(float).eps, None)
+        best[t] = np.argmin(np.mean(loo**2, axis=0))
+    predicted = test_basis @ (inverse[best].T * projected)
+    return predicted + y_mean, ALPHAS[best]
 
 
-def _ridge_out_of_fold_by_svd(
-    x: np.ndarray, y: np.ndarray, splits: list[tuple[np.ndarray, np.ndarray]], alpha: float
-) -> np.ndarray:
-    """:func:`_ridge_out_of_fold` fold by fold through the SVD: the minimum-norm solution,
-    which scikit-learn's ``Ridge(solver="cholesky")`` also falls back to when its Cholesky
-    fails."""
-    predicted = np.empty(y.shape)
-    for train, test in splits:
-        mean, y_mean = x[train].mean(axis=0), y[train].mean(axis=0)
-        u, s, vt = np.linalg.svd(x[train] - mean, full_matrices=False)
-        # numpy's lstsq cut-off: centring leaves one singular value at rounding level.
-        kept = s > s[0] * np.finfo(float).eps * max(len(train), x.shape[1])
-        gains = s[kept] / (s[kept] ** 2 + alpha)
-        coef = vt[kept].T @ (gains[:, None] * (u[:, kept].T @ (y[train] - y_mean)))
-        predicted[test] = (x[test] - mean) @ coef + y_mean
-    return predicted
+def _least_squares(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.ndarray:
+    """Predictions of ordinary least squares with an intercept (minimum-norm when the training
+    rows do not determine it): scikit-learn's ``LinearRegression``."""
+    mean, y_mean = x_train.mean(axis=0), y_train.mean(axis=0)
+    coef = np.linalg.lstsq(x_train - mean, y_train - y_mean, rcond=None)[0]
+    return (x_test - mean) @ coef + y_mean
+
+
+#: Inverse L2 penalties the relative probe's inner cross-validation chooses from, and its folds.
+C_GRID = (1e-3, 1e-2, 1e-1, 1.0)
+INNER_FOLDS = 3
+#: How the relative probe fits, for the UI and exports.
+RELATIVE_PROTOCOL = (
+    "L2 logistic regression on [e_i ; e_j] predicting j > i; pairs drawn within folds, so no "
+    "test pair contains a row seen in training; C chosen inside each outer fold by "
+    f"{INNER_FOLDS}-fold inner cross-validation on its training rows over C = "
+    + ", ".join(f"{c:g}" for c in C_GRID)
+)
 
 
 def relative_probe(
@@ -297,14 +417,16 @@ def relative_probe(
     *,
     folds: int = 5,
     n_pairs: int = 2000,
-    C: float = 0.01,
     seed: int = 0,
 ) -> RelativeProbe:
     """Logistic regression on concatenated pairs ``[e_i ; e_j]`` predicting ``j > i``.
 
     The rows are split into `folds` folds (``KFold(shuffle=True)``); for each fold, `n_pairs`
     pairs of distinct training rows are sampled to fit, and ``n_pairs / (folds - 1)`` pairs of
-    distinct held-out rows to test, so no test pair contains a row seen in training.
+    distinct held-out rows to test, so no test pair contains a row seen in training. The
+    penalty is chosen per outer fold the same way one level down: its training rows are split
+    into :data:`INNER_FOLDS` folds, pairs drawn within them, and the C of :data:`C_GRID` with
+    the fewest inner validation errors wins (ties: the smaller C).
 
     Parameters
     ----------
@@ -312,17 +434,15 @@ def relative_probe(
     positions : ndarray of int, shape (n_rows,)
     folds : int
     n_pairs : int
-        Training pairs per fold.
-    C : float
-        Inverse L2 penalty of the logistic regression (unpenalised intercept) on the table
-        divided by its overall standard deviation: scikit-learn's
-        ``LogisticRegression(C=C, tol=1e-3)`` objective, minimised by L-BFGS in float32 to
-        its lbfgs solver's stop (see :func:`_fit_pair_logistic`). With the default C = 0.01
-        the folds converge together in 14-20 steps at 1024 x 768 (C = 1: up to 85 steps, on
-        the row-shuffled control; the error rates differ from C = 1's by about a point on
-        simulated tables).
+        Training pairs per fold (inner and outer).
     seed : int
         Seeds the folds and the pairs.
+
+    Notes
+    -----
+    Each fit is scikit-learn's ``LogisticRegression(C=C, tol=1e-3)`` objective on the table
+    divided by its overall standard deviation, minimised by L-BFGS in float32 to its lbfgs
+    solver's stop (see :func:`_fit_pair_logistic`), all fits of one C at once.
 
     Examples
     --------
@@ -334,16 +454,39 @@ def relative_probe(
     x = _scaled(values).astype(np.float32)
     positions = np.asarray(positions)
     rng = np.random.default_rng(seed)
-    train_pairs, test_pairs = [], []
-    for train, test in _folds(len(x), folds, seed):
+    n_test = max(1, n_pairs // (folds - 1))
+    inner_train, inner_test, train_pairs, test_pairs = [], [], [], []
+    for f, (train, test) in enumerate(_folds(len(x), folds, seed)):
+        for fit, check in _folds(len(train), INNER_FOLDS, seed + 1 + f):
+            inner_train.append(_pairs(train[fit], n_pairs, rng))
+            inner_test.append(_pairs(train[check], max(1, n_pairs // (INNER_FOLDS - 1)), rng))
         train_pairs.append(_pairs(train, n_pairs, rng))
-        test_pairs.append(_pairs(test, max(1, n_pairs // (folds - 1)), rng))
+        test_pairs.append(_pairs(test, n_test, rng))
+    inner = np.array([_pair_errors(x, positions, inner_train, inner_test, C=C) for C in C_GRID])
+    chosen = np.array(C_GRID)[inner.reshape(len(C_GRID), folds, -1).mean(axis=2).argmin(axis=0)]
+    errors = np.empty(folds)
+    for C in np.unique(chosen):
+        which = np.flatnonzero(chosen == C)
+        errors[which] = _pair_errors(
+            x, positions, [train_pairs[w] for w in which], [test_pairs[w] for w in which], C=C
+        )
+    return RelativeProbe(fold_error_rate=errors, fold_C=chosen, n_test_pairs=folds * n_test)
+
+
+def _pair_errors(
+    x: np.ndarray,
+    positions: np.ndarray,
+    train_pairs: list[tuple[np.ndarray, np.ndarray]],
+    test_pairs: list[tuple[np.ndarray, np.ndarray]],
+    *,
+    C: float,
+) -> np.ndarray:
+    """Test error rate of one pair logistic regression per (train, test) pair set."""
     i, j = np.transpose(train_pairs, (1, 0, 2))
     coef, intercept = _fit_pair_logistic(x, i, j, positions[j] > positions[i], C=C)
     i, j = np.transpose(test_pairs, (1, 0, 2))
     predicted = _pair_scores(x, coef, intercept, i, j) > 0
-    wrong = int(np.count_nonzero(predicted != (positions[j] > positions[i])))
-    return RelativeProbe(error_rate=wrong / i.size, n_test_pairs=i.size)
+    return np.mean(predicted != (positions[j] > positions[i]), axis=1)
 
 
 def _pairs(rows: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -461,9 +604,9 @@ def probe_with_controls(
     seed: int = 0,
     max_rows: int = 2048,
     folds: int = 5,
-    alpha: float = 1e-3,
+    repeats: int = 2,
+    protocol: str = "nested ridge",
     n_pairs: int = 2000,
-    C: float = 0.01,
 ) -> ProbeReport:
     """Absolute and relative probes on a table, a row-shuffled copy, and a Gaussian table.
 
@@ -476,7 +619,7 @@ def probe_with_controls(
     max_rows : int
         Probe a seeded random subsample of this many rows (kept in position order) when the
         table is longer, so long vocabularies stay responsive.
-    folds, alpha, n_pairs, C
+    folds, repeats, protocol, n_pairs
         See :func:`absolute_probe` and :func:`relative_probe`.
 
     Notes
@@ -484,13 +627,14 @@ def probe_with_controls(
     The row-shuffled control keeps the rows but assigns them to random positions (a seeded
     permutation of the positions; the folds and pairs are the table's, so the same rows are
     held out); the Gaussian control has the same shape and the table's overall standard
-    deviation.
+    deviation. Each gets the same procedure as the table, its own penalties chosen inside
+    its own folds.
 
     Examples
     --------
     >>> from posviz.simulate import sinusoidal_table
     >>> r = probe_with_controls(sinusoidal_table(64, 32), n_pairs=300)
-    >>> r.absolute["table"].mae < r.absolute["Gaussian"].mae
+    >>> r.absolute["table"].skill > 0.9 > abs(r.absolute["Gaussian"].skill)
     True
     """
     n = len(values)
@@ -503,15 +647,17 @@ def probe_with_controls(
     rng = np.random.default_rng(control_seed)
     shuffled = rng.permutation(positions)  # the table's rows at random positions
     gaussian = rng.normal(scale=x.std(), size=x.shape)
-    options = {"folds": folds, "seed": int(probe_seed)}
+    # Below 2**31: the probes add split and fold numbers to it (KFold takes < 2**32).
+    options = {"folds": folds, "seed": int(probe_seed) % 2**31}
+    absolute = {"repeats": repeats, "protocol": protocol, **options}
     # The row-shuffled control fits the table's rows, so its absolute probe shares the table's.
-    table, row_shuffled = _absolute_probes(x, [positions, shuffled], alpha=alpha, **options)
-    relative = {"n_pairs": n_pairs, "C": C, **options}
+    table, row_shuffled = _absolute_probes(x, [positions, shuffled], **absolute)
+    relative = {"n_pairs": n_pairs, **options}
     return ProbeReport(
         absolute={
             "table": table,
             "row-shuffled": row_shuffled,
-            "Gaussian": absolute_probe(gaussian, positions, alpha=alpha, **options),
+            "Gaussian": absolute_probe(gaussian, positions, **absolute),
         },
         relative={
             "table": relative_probe(x, positions, **relative),
@@ -522,8 +668,8 @@ def probe_with_controls(
         n_positions=n,
         seed=seed,
         folds=folds,
+        repeats=repeats,
         max_rows=max_rows,
         n_pairs=n_pairs,
-        alpha=alpha,
-        C=C,
+        protocol=protocol,
     )

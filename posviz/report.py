@@ -14,7 +14,7 @@ from posviz import boundary, components, figures, probes, similarity
 from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
 from posviz.export import export_settings
-from posviz.spectrum import NO_VARIANCE, spectrum
+from posviz.spectrum import NO_VARIANCE, NOISE_RULE, spectrum
 
 __all__ = [
     "REPORT_MAX_SIDE",
@@ -76,8 +76,8 @@ def report_sections(
         Section(
             "Spectrum",
             "How low-rank the table is. Effective rank: exp of the entropy of σ/Σσ; stable "
-            "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; noise edge: the "
-            "Marchenko-Pastur top edge of a Gaussian table with the same shape and variance."
+            "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; n_above_noise: "
+            + NOISE_RULE
             + ("" if s.has_variance else f" {NO_VARIANCE}"),
             {"Metrics": pd.DataFrame([metrics])},
             [figures.singular_values(s), figures.explained_variance(s)],
@@ -125,7 +125,8 @@ def report_sections(
         Section(
             "Probes",
             "How much absolute and relative position a linear read-out recovers (Wang & Chen "
-            "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape.",
+            "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape. "
+            + " ".join(f"{key}: {value}." for key, value in probe.settings().items()),
             {"Probe results": probe.table()},
             [figures.probe_predictions(probe)],
         ),

@@ -1,18 +1,38 @@
-"""How low-rank is a table: singular values, explained variance, effective ranks, noise edge."""
+"""How low-rank is a table: singular values, explained variance, effective ranks, noise level."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import scipy.linalg
+from scipy.integrate import quad
 from scipy.linalg import blas, lapack
+from scipy.optimize import brentq
 
-__all__ = ["NO_VARIANCE", "THRESHOLDS", "Spectrum", "float64_blocks", "gram", "spectrum"]
+__all__ = [
+    "NOISE_RULE",
+    "NO_VARIANCE",
+    "THRESHOLDS",
+    "Spectrum",
+    "float64_blocks",
+    "gram",
+    "hard_threshold_coefficient",
+    "marchenko_pastur_median",
+    "spectrum",
+]
 
 #: Explained-variance levels at which the number of components is reported.
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
+#: What `n_above_noise` counts, for help texts, exports and the CLI.
+NOISE_RULE = (
+    "singular values above the Gavish & Donoho (2014) optimal hard threshold for an unknown "
+    "noise level, ω(β)·median(σ), with β = min(m, d)/max(m, d) for m = n − 1 rows when "
+    "centred (n when not), ω(1) ≈ 2.858 (exact ω from the Marchenko-Pastur median), and "
+    "above the resolution floor. Pure i.i.d. noise stays below it."
+)
 #: Singular values below this share of sigma_1 are refined (see `spectrum`).
 _SPLIT = 1e-4
 #: Most small values whose eigenvectors come from inverse iteration (see `spectrum`).
@@ -184,22 +204,42 @@ class Spectrum:
         return float(lam.sum() ** 2 / np.sum(lam**2))
 
     @property
-    def noise_edge(self) -> float:
-        """Marchenko-Pastur top edge for a Gaussian matrix of the same shape and total variance.
+    def noise_shape(self) -> tuple[int, int]:
+        """(m, d): the shape of an i.i.d. noise matrix with the same singular-value law.
 
-        For i.i.d. entries of variance ``s^2`` in an ``m x d`` matrix the largest singular
-        value tends to ``s (sqrt(m) + sqrt(d))``; ``s^2`` is the table's variance per entry and
-        ``m = n - 1`` when centred (centring removes one degree of freedom per column).
+        Centring projects the n rows onto the n - 1 dimensions orthogonal to the all-ones
+        vector; Gaussian noise centred is again i.i.d. Gaussian in those n - 1 dimensions, so
+        ``m = n - 1`` when centred, else n.
         """
         n, d = self.shape
-        m = n - 1 if self.centered else n
-        s2 = self.eigenvalues.sum() / (m * d)
-        return float(np.sqrt(s2) * (np.sqrt(m) + np.sqrt(d)))
+        return n - int(self.centered), d
+
+    @property
+    def noise_threshold(self) -> float:
+        """Gavish & Donoho (2014) optimal hard threshold for an unknown noise level.
+
+        ``omega(beta) * median(sigma)`` over the ``min(m, d)`` singular values of the
+        :attr:`noise_shape` (the exact zero centring adds is not one of them), with
+        ``beta = min(m, d) / max(m, d)`` and ``omega`` from :func:`hard_threshold_coefficient`.
+        Pure i.i.d. noise of any variance has its largest singular value below it with
+        probability tending to 1; a component above it carries more signal than noise.
+        """
+        m, d = self.noise_shape
+        size = min(m, d)
+        if size < 1:
+            return float("inf")
+        median = float(np.median(self.singular_values[:size]))
+        return hard_threshold_coefficient(size / max(m, d)) * median
 
     @property
     def n_above_noise(self) -> int:
-        """Components whose singular value exceeds :attr:`noise_edge`."""
-        return int(np.count_nonzero(self.singular_values > self.noise_edge))
+        """Components above :attr:`noise_threshold` and resolved (at least :attr:`floor`).
+
+        The floor matters only for tables of exactly low rank, whose median singular value is
+        rounding noise: the count is then their numerical rank.
+        """
+        cut = max(self.noise_threshold, self.floor)
+        return int(np.count_nonzero(self.singular_values > cut))
 
     @property
     def has_variance(self) -> bool:
@@ -218,6 +258,7 @@ class Spectrum:
                 "stable_rank": None,
                 "participation_ratio": None,
                 "n_above_noise": 0,
+                "noise_threshold": self.noise_threshold,
             }
         out: dict[str, float | int] = {f"k{round(t * 100)}": self.k_at(t) for t in THRESHOLDS}
         out |= {
@@ -225,8 +266,50 @@ class Spectrum:
             "stable_rank": self.stable_rank,
             "participation_ratio": self.participation_ratio,
             "n_above_noise": self.n_above_noise,
+            "noise_threshold": self.noise_threshold,
         }
         return out
+
+
+@lru_cache(maxsize=256)
+def marchenko_pastur_median(beta: float) -> float:
+    """Median of the Marchenko-Pastur law with aspect ratio `beta` in (0, 1] and variance 1.
+
+    The limiting law of the eigenvalues of ``Z Z^T / d`` for an ``m x d`` matrix Z of i.i.d.
+    unit-variance entries, ``beta = m / d``: density ``sqrt((b+ - x)(x - b-)) / (2 pi beta
+    x)`` on ``[b-, b+]``, ``b+- = (1 +- sqrt(beta))^2``. Root of its distribution function,
+    integrated by ``scipy.integrate.quad`` (to ~1e-10).
+    """
+    if not 0 < beta <= 1:
+        msg = f"The aspect ratio beta must lie in (0, 1], got {beta}."
+        raise ValueError(msg)
+    low, high = (1 - np.sqrt(beta)) ** 2, (1 + np.sqrt(beta)) ** 2
+
+    def density(x: float) -> float:
+        return np.sqrt(max((high - x) * (x - low), 0.0)) / (2 * np.pi * beta * x)
+
+    def below(x: float) -> float:
+        # The density has a 1/sqrt singularity at 0 when beta = 1: quad's weight handles it.
+        return quad(density, low, x, limit=200, epsabs=1e-13, epsrel=1e-12)[0] - 0.5
+
+    return float(brentq(below, low, high, xtol=1e-14, rtol=1e-14))
+
+
+def hard_threshold_coefficient(beta: float) -> float:
+    """omega(beta) of Gavish & Donoho (2014): threshold = omega * median singular value.
+
+    ``lambda*(beta) / sqrt(mu_beta)``, where ``lambda*(beta) = sqrt(2 (beta + 1) + 8 beta /
+    (beta + 1 + sqrt(beta^2 + 14 beta + 1)))`` is the optimal threshold for a known noise
+    level and ``mu_beta`` the :func:`marchenko_pastur_median`. The paper's cubic
+    ``0.56 beta^3 - 0.95 beta^2 + 1.82 beta + 1.43`` approximates it.
+
+    Examples
+    --------
+    >>> round(hard_threshold_coefficient(1.0), 3)
+    2.858
+    """
+    known = np.sqrt(2 * (beta + 1) + 8 * beta / (beta + 1 + np.sqrt(beta**2 + 14 * beta + 1)))
+    return float(known / np.sqrt(marchenko_pastur_median(beta)))
 
 
 def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:

@@ -30,6 +30,7 @@ KEYS = [
     "stable_rank",
     "participation_ratio",
     "n_above_noise",
+    "noise_threshold",
     "singular_values",
 ]
 

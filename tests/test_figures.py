@@ -18,7 +18,7 @@ def learned():
     return spectrum(learned_like(300, 64, seed=0).values)
 
 
-def test_singular_values_on_a_log_axis_with_the_noise_edge(learned):
+def test_singular_values_on_a_log_axis_with_the_noise_threshold(learned):
     fig = figures.singular_values(learned)
     assert fig.layout.yaxis.type == "log"
     assert fig.layout.xaxis.title.text == "component k"
@@ -26,8 +26,8 @@ def test_singular_values_on_a_log_axis_with_the_noise_edge(learned):
     values, edge = fig.data
     np.testing.assert_allclose(values.y, learned.singular_values, rtol=1e-6)
     assert values.y.dtype == np.float32  # small on the wire
-    np.testing.assert_allclose(edge.y, learned.noise_edge, rtol=1e-6)
-    assert f"{learned.n_above_noise} above" in edge.name
+    np.testing.assert_allclose(edge.y, learned.noise_threshold, rtol=1e-6)
+    assert f"Gavish & Donoho): {learned.n_above_noise} above" in edge.name
     assert not fig.layout.annotations  # nothing placed in log10 units by mistake
 
 

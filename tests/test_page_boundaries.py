@@ -39,8 +39,14 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
     ]
     assert predictions["layout"]["xaxis"]["title"]["text"] == "true position p"
     # The table's absolute probe beats its controls, and the controls are shown beside it.
-    assert float(metrics["Absolute MAE (positions)"]) < 25
-    assert any(c.value.startswith("row-shuffled: ") for c in at.caption)
+    mae, spread = map(float, metrics["Absolute MAE (positions)"].split(" ± "))
+    assert mae < 25
+    assert spread > 0
+    chance = [c.value for c in at.caption if c.value.startswith("chance ")]
+    assert " · row-shuffled: skill " in chance[0]
+    assert " · Gaussian: skill " in chance[0]
+    assert any(c.value.startswith("row-shuffled: ") for c in at.caption)  # R²
+    assert any(c.value.startswith("chance 0.5 · row-shuffled: ") for c in at.caption)
     assert any("Seed 0; 5-fold cross-validation on all 256 rows" in c.value for c in at.caption)
 
 
@@ -80,4 +86,9 @@ def test_a_long_table_is_probed_on_a_stated_subsample():
     at.run()
     assert not at.exception
     assert any("a seeded random subsample of 500 of 3,000 rows" in c.value for c in at.caption)
-    assert float({m.label: m.value for m in at.metric}["Absolute MAE (positions)"]) < 1
+    mae = {m.label: m.value for m in at.metric}["Absolute MAE (positions)"]
+    assert float(mae.split(" ± ")[0]) < 1
+    assert any("chance" in c.value and "skill" in c.value for c in at.caption)
+    protocol = [c.value for c in at.caption if "nested ridge" in c.value]
+    assert protocol
+    assert "inner cross-validation" in protocol[0]

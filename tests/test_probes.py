@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.special import expit
-from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.dummy import DummyRegressor
+from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, cross_val_predict
 
 from posviz import figures, probes, simulate
@@ -14,33 +15,109 @@ from posviz import figures, probes, simulate
 def test_sinusoidal_absolute_position_is_exact():
     result = probes.absolute_probe(simulate.sinusoidal_table(512, 768), np.arange(512))
     assert result.mae == 0.0
+    assert result.skill == 1.0
     assert result.r2 > 0.9999
 
 
-def test_gaussian_rows_hold_no_absolute_position():
-    rows = simulate.gaussian(512, 768, seed=0).values
+@pytest.mark.parametrize("shape", [(512, 128), (512, 768)])
+def test_gaussian_rows_score_chance(shape):
+    rows = simulate.gaussian(*shape, seed=0).values
     result = probes.absolute_probe(rows, np.arange(512))
-    # Predictions independent of the truth with its spread: MAE ~ n/3 (171 for n = 512).
-    assert 0.28 * 512 < result.mae < 0.40 * 512
-    assert result.r2 < 0
+    # The constant predictor's MAE is ~n/4 for evenly spread positions ...
+    assert result.chance_mae == pytest.approx(512 / 4, rel=0.05)
+    # ... and a probe of rows without position information matches it, within its spread.
+    assert abs(result.skill) <= max(3 * result.skill_sd, 0.01)
+    assert abs(result.mae - result.chance_mae) <= 3 * result.mae_sd_folds
+    assert result.fold_mae.shape == (2, 5)
+    assert result.mae_sd_splits < result.mae_sd_folds
 
 
-def test_absolute_probe_matches_a_direct_ridge_reference():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((120, 6))
-    y = np.arange(120)
-    result = probes.absolute_probe(x, y, alpha=0.5, seed=7)
-    expected = np.empty(120)
-    scaled = x / x.std()
-    for train, test in KFold(5, shuffle=True, random_state=7).split(x):
-        # Ridge with an unpenalised intercept: centre the training fold, solve the normal
-        # equations (X'X + alpha I) w = X'y.
-        mean_x, mean_y = scaled[train].mean(axis=0), y[train].mean()
-        xc = scaled[train] - mean_x
-        w = np.linalg.solve(xc.T @ xc + 0.5 * np.eye(6), xc.T @ (y[train] - mean_y))
-        expected[test] = (scaled[test] - mean_x) @ w + mean_y
-    np.testing.assert_allclose(result.predictions, expected, rtol=1e-9, atol=1e-9)
-    assert result.mae == np.mean(np.abs(np.round(expected) - y))
+def _planted(n: int, d: int, strength: float, seed: int = 0) -> np.ndarray:
+    """Gaussian rows plus `strength` times a random direction per unit of standardised position."""
+    rng = np.random.default_rng(seed)
+    ramp = (np.arange(n) - (n - 1) / 2) / np.sqrt((n**2 - 1) / 12)
+    return rng.standard_normal((n, d)) + strength * np.outer(ramp, rng.standard_normal(d))
+
+
+def test_planted_position_signal_is_found_where_plain_least_squares_interpolates():
+    # Issue 17's case: 512 x 384, ~410 training rows per fold, d close to them.
+    rows = _planted(512, 384, 0.2)
+    nested = probes.absolute_probe(rows, np.arange(512))
+    plain = probes.absolute_probe(rows, np.arange(512), protocol="linear")
+    assert nested.skill > 0.6
+    assert nested.skill - 3 * nested.skill_sd > 0
+    assert plain.skill < nested.skill - 0.3  # the unregularised fit amplifies noise
+    assert plain.model == "LinearRegression()"
+    assert np.all(plain.fold_alpha == 0)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(300, 40), (200, 159), (100, 300)],
+    ids=["primal", "primal, d = training rows - 1", "dual"],
+)
+@pytest.mark.parametrize("rows_of", ["table", "planted", "Gaussian"])
+def test_nested_ridge_is_sklearns_ridgecv_inside_cross_val_predict(shape, rows_of):
+    n, d = shape
+    rows = {
+        "table": simulate.learned_like(n, d, seed=0).values,
+        "planted": _planted(n, d, 0.1),
+        "Gaussian": simulate.gaussian(n, d, seed=0).values,
+    }[rows_of]
+    positions = np.arange(n)
+    result = probes.absolute_probe(rows, positions, seed=5, repeats=1)
+    scaled = probes._scaled(rows)
+    cv = KFold(5, shuffle=True, random_state=5)
+    expected = cross_val_predict(RidgeCV(alphas=probes.ALPHAS), scaled, positions, cv=cv)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(result.predictions, expected, rtol=0, atol=1e-8 * scale)
+    for fold, (train, test) in enumerate(cv.split(scaled)):
+        reference = RidgeCV(alphas=probes.ALPHAS).fit(scaled[train], positions[train])
+        ours = result.fold_alpha[0, fold]
+        if ours != reference.alpha_:  # a tie to rounding (interpolating strengths, d > n)
+            score = RidgeCV(alphas=[ours]).fit(scaled[train], positions[train]).best_score_
+            assert score == pytest.approx(reference.best_score_, rel=1e-9)
+        mae = np.mean(np.abs(positions[test] - np.round(expected[test])))
+        assert result.fold_mae[0, fold] == pytest.approx(mae, abs=1e-12)
+        dummy = DummyRegressor().fit(scaled[train], positions[train]).predict(scaled[test])
+        chance = np.mean(np.abs(positions[test] - np.round(dummy)))
+        assert result.fold_chance_mae[0, fold] == pytest.approx(chance, abs=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(300, 40), (100, 300)], ids=["primal", "dual"])
+def test_linear_protocol_is_sklearns_linear_regression(shape):
+    rows = simulate.learned_like(*shape, seed=0).values
+    positions = np.arange(shape[0])
+    result = probes.absolute_probe(rows, positions, seed=2, protocol="linear")
+    expected = cross_val_predict(
+        LinearRegression(),
+        probes._scaled(rows),
+        positions,
+        cv=KFold(5, shuffle=True, random_state=2),
+    )
+    np.testing.assert_allclose(result.predictions, expected, rtol=0, atol=1e-6)
+
+
+def test_unknown_protocol_is_refused():
+    with pytest.raises(ValueError, match="nested ridge, linear"):
+        probes.absolute_probe(np.eye(20), np.arange(20), protocol="ridge")
+
+
+@pytest.mark.parametrize("shape", [(300, 40), (100, 300)], ids=["primal", "dual"])
+def test_absolute_probes_sharing_rows_equal_separate_probes(shape):
+    # The row-shuffled control fits the table's rows against shuffled positions, together
+    # with the table's own fit, each with its own strengths.
+    rows = simulate.learned_like(*shape, seed=0).values
+    positions = np.arange(shape[0])
+    shuffled = np.random.default_rng(0).permutation(positions)
+    together = probes._absolute_probes(
+        rows, [positions, shuffled], folds=5, repeats=2, protocol="nested ridge", seed=1
+    )
+    for probe, target in zip(together, [positions, shuffled], strict=True):
+        alone = probes.absolute_probe(rows, target, seed=1, repeats=2)
+        np.testing.assert_allclose(probe.predictions, alone.predictions, rtol=1e-10, atol=1e-8)
+        np.testing.assert_array_equal(probe.fold_alpha, alone.fold_alpha)
+        np.testing.assert_array_equal(probe.positions, target)
 
 
 def test_folds_are_sklearns_kfold():
@@ -53,69 +130,6 @@ def test_folds_are_sklearns_kfold():
             np.testing.assert_array_equal(test, test_ref)
     with pytest.raises(ValueError, match="at least 10 rows"):
         probes._folds(9, 5, 0)
-
-
-@pytest.mark.parametrize(
-    "shape",
-    [(300, 40), (200, 159), (100, 300)],
-    ids=["primal", "primal, d = training rows - 1", "dual"],
-)
-@pytest.mark.parametrize("control", ["table", "row-shuffled", "Gaussian"])
-def test_absolute_probe_equals_sklearn_ridge_out_of_fold(shape, control):
-    # The reference the probe used to run: scikit-learn's Ridge(solver="cholesky") fold by
-    # fold. Near d = training rows the controls' fits are ill-conditioned (predictions far
-    # outside the table), where both routes agree to ~1e-9 of the largest prediction.
-    n, d = shape
-    table = simulate.learned_like(n, d, seed=0).values
-    rows = {
-        "table": table,
-        "row-shuffled": table[np.random.default_rng(0).permutation(n)],
-        "Gaussian": simulate.gaussian(n, d, seed=0).values,
-    }[control]
-    positions = np.arange(n)
-    result = probes.absolute_probe(rows, positions, alpha=1e-3, seed=5)
-    expected = cross_val_predict(
-        Ridge(alpha=1e-3, solver="cholesky"),
-        probes._scaled(rows),
-        positions,
-        cv=KFold(5, shuffle=True, random_state=5),
-    )
-    scale = np.abs(expected).max()
-    np.testing.assert_allclose(result.predictions, expected, rtol=0, atol=1e-8 * scale)
-    assert result.model == "Ridge(alpha=0.001, solver='cholesky')"
-
-
-@pytest.mark.parametrize(
-    "rows",
-    [simulate.sinusoidal_table(200, 64), simulate.learned_like(100, 300, seed=0).values],
-    ids=["primal", "dual"],
-)
-@pytest.mark.filterwarnings("ignore")  # the reference's own singular-matrix warnings
-def test_unpenalised_absolute_probe_of_rank_deficient_rows_is_sklearns(rows):
-    # alpha = 0 leaves singular normal equations: no Cholesky factor, the minimum-norm fit.
-    positions = np.arange(len(rows))
-    result = probes.absolute_probe(rows, positions, alpha=0.0, seed=2)
-    expected = cross_val_predict(
-        Ridge(alpha=0.0, solver="cholesky"),
-        probes._scaled(rows),
-        positions,
-        cv=KFold(5, shuffle=True, random_state=2),
-    )
-    np.testing.assert_allclose(result.predictions, expected, rtol=0, atol=1e-6)
-
-
-@pytest.mark.parametrize("shape", [(300, 40), (100, 300)], ids=["primal", "dual"])
-def test_absolute_probes_sharing_rows_equal_separate_probes(shape):
-    # The row-shuffled control fits the table's rows against shuffled positions, together
-    # with the table's own fit.
-    rows = simulate.learned_like(*shape, seed=0).values
-    positions = np.arange(shape[0])
-    shuffled = np.random.default_rng(0).permutation(positions)
-    together = probes._absolute_probes(rows, [positions, shuffled], folds=5, alpha=1e-3, seed=1)
-    for probe, target in zip(together, [positions, shuffled], strict=True):
-        alone = probes.absolute_probe(rows, target, seed=1)
-        np.testing.assert_allclose(probe.predictions, alone.predictions, rtol=1e-10, atol=1e-8)
-        np.testing.assert_array_equal(probe.positions, target)
 
 
 def test_pair_logistic_fit_is_sklearns_logistic_regression():
@@ -155,18 +169,40 @@ def test_relative_order_of_a_sinusoidal_table():
     result = probes.relative_probe(simulate.sinusoidal_table(256, 64), np.arange(256), n_pairs=800)
     assert result.error_rate < 0.1
     assert result.n_test_pairs == 5 * 200
+    assert result.fold_error_rate.shape == result.fold_C.shape == (5,)
+    assert set(result.fold_C) <= set(probes.C_GRID)
 
 
 def test_relative_probe_cannot_memorise_rows_of_a_wide_gaussian_table():
     # d >= n: one linear score per row could be memorised if test pairs reused training rows.
     rows = np.random.default_rng(1).standard_normal((100, 200))
     result = probes.relative_probe(rows, np.arange(100), n_pairs=800)
-    assert 0.4 < result.error_rate < 0.6
+    assert abs(result.error_rate - 0.5) <= max(3 * result.error_rate_sd, 0.05)
+
+
+def test_relative_probe_finds_a_planted_order_and_its_penalty_by_inner_cv(monkeypatch):
+    rows = _planted(300, 64, 0.3)
+    result = probes.relative_probe(rows, np.arange(300), n_pairs=600)
+    assert result.error_rate < 0.25
+    assert result.error_rate + 3 * result.error_rate_sd < 0.5
+    # The chosen C is the one with the fewest inner validation errors: with every C but one
+    # made useless, the inner cross-validation must pick that one.
+    fit = probes._fit_pair_logistic
+
+    def only_one_c_learns(x, i, j, labels, *, C, tol=1e-3):
+        coef, intercept = fit(x, i, j, labels, C=C, tol=tol)
+        return (coef, intercept) if C == 0.1 else (0 * coef, intercept - 10)
+
+    monkeypatch.setattr(probes, "_fit_pair_logistic", only_one_c_learns)
+    assert set(probes.relative_probe(rows, np.arange(300), n_pairs=600).fold_C) == {0.1}
 
 
 def test_controls_subsampling_and_seeding():
     values = simulate.sinusoidal_table(1500, 32)
     report = probes.probe_with_controls(values, seed=3, max_rows=300, n_pairs=400)
+    assert report.protocol == "nested ridge"
+    assert report.settings()["repeated_splits"] == 2
+    assert report.settings()["relative_chance"] == 0.5
     assert report.subsampled
     assert report.n_rows == 300
     assert report.n_positions == 1500
@@ -180,8 +216,14 @@ def test_controls_subsampling_and_seeding():
     np.testing.assert_array_equal(np.sort(shuffled), positions)
     assert report.absolute["table"].mae < 0.05 * 1500
     for control in ("row-shuffled", "Gaussian"):
-        assert report.absolute[control].mae > 0.2 * 1500
+        probe = report.absolute[control]
+        assert abs(probe.skill) <= max(3 * probe.skill_sd, 0.02)
+        assert probe.chance_mae == pytest.approx(report.absolute["table"].chance_mae, rel=0.02)
         assert 0.35 < report.relative[control].error_rate < 0.65
+    frame = report.table()
+    assert list(frame["table"]) == list(probes.CONTROLS)
+    assert (frame["chance_error_rate"] == 0.5).all()
+    np.testing.assert_allclose(frame["skill"], 1 - frame["mae"] / frame["chance_mae"], atol=0.05)
     again = probes.probe_with_controls(values, seed=3, max_rows=300, n_pairs=400)
     for name in probes.CONTROLS:
         assert again.absolute[name].mae == report.absolute[name].mae
@@ -196,8 +238,11 @@ def test_probe_figure_traces():
     clouds = [t for t in fig.data if t.type == "scattergl"]
     assert [t.name.split(" (")[0] for t in clouds] == list(probes.CONTROLS)
     assert all(len(t.x) == 200 and t.y.dtype == np.float32 for t in clouds)
-    assert fig.data[-1].name == "perfect"
+    assert fig.data[-2].name == "perfect"
+    assert fig.data[-1].name.startswith("chance: the mean position")
+    assert fig.data[-1].y[0] == pytest.approx(99.5)
     assert fig.layout.xaxis.title.text == "true position p"
     assert fig.layout.yaxis.title.text == "predicted position"
     assert fig.layout.yaxis.range == pytest.approx((-0.25 * 199, 1.25 * 199))
     assert "seed 0, all 200 rows" in fig.layout.title.text
+    assert "(nested ridge)" in fig.layout.title.text

@@ -77,12 +77,76 @@ def test_equal_singular_values_give_full_effective_rank():
     assert s.participation_ratio == pytest.approx(7)
 
 
-def test_noise_edge_separates_signal_from_gaussian_noise():
+@pytest.mark.parametrize(
+    ("shape", "center"),
+    [
+        *[(shape, c) for shape in [(512, 128), (128, 512), (256, 256), (40, 300)] for c in (1, 0)],
+        ((1024, 768), True),
+    ],
+)
+def test_pure_gaussian_noise_stays_below_the_threshold(shape, center):
+    # Issue 17's target: 0 components in at least 95% of seeds (the old Marchenko-Pastur
+    # edge with sigma from the table was crossed in 12-25% of seeds).
+    counts = [
+        spectrum(np.random.default_rng(seed).normal(scale=3.0, size=shape), center=bool(center))
+        for seed in range(40)
+    ]
+    assert sum(s.n_above_noise == 0 for s in counts) >= 38
+
+
+@pytest.mark.parametrize(("shape", "rank"), [((512, 128), 5), ((300, 700), 12), ((256, 256), 1)])
+def test_planted_rank_plus_noise_counts_exactly_the_rank(shape, rank):
+    rng = np.random.default_rng(rank)
+    m, d = shape
+    u = np.linalg.qr(rng.standard_normal((m, rank)))[0]
+    v = np.linalg.qr(rng.standard_normal((d, rank)))[0]
+    # Signal singular values 2-4x the noise's top edge sqrt(m) + sqrt(d) (SNR well above).
+    strengths = np.linspace(4, 2, rank) * (np.sqrt(m) + np.sqrt(d))
+    for seed in range(5):
+        noise = np.random.default_rng(100 + seed).standard_normal(shape)
+        table = (u * strengths) @ v.T + noise
+        assert spectrum(table, center=False).n_above_noise == rank
+        assert spectrum(table - table.mean(0) + 7.0, center=True).n_above_noise == rank
+
+
+def test_marchenko_pastur_median_against_sampled_eigenvalues():
+    # Independent of the quadrature: eigenvalues of Z Z^T / d for i.i.d. Gaussian Z.
     rng = np.random.default_rng(0)
-    noise = rng.standard_normal((1000, 300))
-    assert spectrum(noise).n_above_noise == 0
-    signal = noise + 30 * np.outer(np.sin(np.arange(1000) / 50), rng.standard_normal(300)) / 17
-    assert spectrum(signal).n_above_noise == 1
+    for m, d in [(800, 800), (400, 1600), (300, 6000)]:
+        z = rng.standard_normal((m, d))
+        sampled = np.median(np.linalg.eigvalsh(z @ z.T / d))
+        assert posviz.spectrum.marchenko_pastur_median(m / d) == pytest.approx(sampled, abs=4e-3)
+
+
+def test_omega_against_the_paper():
+    omega = posviz.spectrum.hard_threshold_coefficient
+    # Gavish & Donoho (2014): omega(1) ~ 2.858, and lambda*(1) = 4 / sqrt(3) over sqrt(mu_1).
+    assert omega(1.0) == pytest.approx(2.858, abs=5e-4)
+    mu = posviz.spectrum.marchenko_pastur_median(1.0)
+    assert omega(1.0) == pytest.approx(4 / np.sqrt(3) / np.sqrt(mu), rel=1e-12)
+    # Their cubic fit 0.56 b^3 - 0.95 b^2 + 1.82 b + 1.43 lies within 0.02 of the exact omega.
+    beta = np.linspace(0.001, 1, 200)
+    cubic = 0.56 * beta**3 - 0.95 * beta**2 + 1.82 * beta + 1.43
+    exact = np.array([omega(b) for b in beta])
+    assert np.max(np.abs(exact - cubic)) < 0.02
+    # ... and omega falls to sqrt(2) (the known-noise lambda*(0)) as beta -> 0.
+    assert omega(1e-6) == pytest.approx(np.sqrt(2), abs=2e-3)
+
+
+def test_the_threshold_is_omega_times_the_median_of_the_noise_shapes_values():
+    x = gaussian(40, 300, seed=1).values.astype(np.float64)
+    s = spectrum(x, center=True)
+    assert s.noise_shape == (39, 300)
+    sigma = np.linalg.svd(x - x.mean(0), compute_uv=False)[:39]  # the exact zero left out
+    omega = posviz.spectrum.hard_threshold_coefficient(39 / 300)
+    assert s.noise_threshold == pytest.approx(omega * np.median(sigma), rel=1e-10)
+    assert s.metrics()["noise_threshold"] == s.noise_threshold
+
+
+def test_an_exactly_low_rank_table_counts_its_resolved_components():
+    # No noise at all: the median value is rounding noise, the floor decides.
+    x = np.outer(np.arange(50.0), np.ones(20)) + np.outer(np.sin(np.arange(50.0)), np.arange(20))
+    assert spectrum(x, center=False).n_above_noise == 2
 
 
 def test_centering_removes_the_mean_row():

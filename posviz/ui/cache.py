@@ -198,10 +198,15 @@ def change_points(
 
 @cached("Running the position probes on the table and its two controls…")
 def probes(
-    table: Embedding, *, seed: int, max_rows: int, n_pairs: int, alpha: float, C: float
+    table: Embedding, *, seed: int, max_rows: int, n_pairs: int, repeats: int, protocol: str
 ) -> _probes.ProbeReport:
     return _probes.probe_with_controls(
-        table.values, seed=seed, max_rows=max_rows, n_pairs=n_pairs, alpha=alpha, C=C
+        table.values,
+        seed=seed,
+        max_rows=max_rows,
+        n_pairs=n_pairs,
+        repeats=repeats,
+        protocol=protocol,
     )
 
 

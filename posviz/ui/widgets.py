@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import datadir, export, figures, hub, io, simulate
-from posviz.embedding import MIN_POSITIONS, Embedding, LoadError
+from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.report import build_report
 from posviz.spectrum import Spectrum
 from posviz.ui import cache, state
@@ -339,7 +339,12 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
         f"{len(usable)} usable as a table:"
     )
     st.dataframe(
-        pd.DataFrame([{"tensor": i.name, "shape": str(i.shape), "dtype": i.dtype} for i in infos]),
+        pd.DataFrame(
+            [
+                {"tensor": i.name, "shape": str(i.shape), "dtype": numpy_dtype_name(i.dtype)}
+                for i in infos
+            ]
+        ),
         hide_index=True,
     )
     names = [info.name for info in usable]

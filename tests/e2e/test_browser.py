@@ -126,6 +126,7 @@ def test_safetensors_tensor_pick(page: Page, server_url: str, tmp_path: Path):
     load(page)
     assert "wpe.weight" in sidebar_card(page)
     assert "128 positions" in sidebar_card(page)
+    assert "stored as float32" in sidebar_card(page)  # numpy's name, not safetensors' F32
     tensor.click()
     page.get_by_role("option", name="wte.weight").click()
     wait_idle(page)
