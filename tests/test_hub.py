@@ -54,7 +54,7 @@ def test_numbers_equal_the_same_tensor_from_a_local_file(fake_hub, tmp_path):
     np.testing.assert_array_equal(remote.values, local.values)
     assert remote.sha256 == local.sha256
     assert remote.row_start == 1
-    assert remote.dtype == "F32"
+    assert remote.dtype == "float32"
 
 
 def test_only_header_config_and_tensor_travel(fake_hub):
@@ -150,7 +150,7 @@ def test_bf16_becomes_float32_exactly(fake_hub):
     )
     table = hub.load("hf:acme/bf16")
     np.testing.assert_array_equal(table.values, (bits.astype(np.uint32) << 16).view(np.float32))
-    assert table.dtype == "BF16"
+    assert table.dtype == "bfloat16"
 
 
 def test_a_cdn_redirect_is_followed_with_the_range_kept(fake_hub):

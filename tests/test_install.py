@@ -174,7 +174,8 @@ def test_summary_from_the_console_script_gives_the_numbers_of_the_position_table
     out = installed.run("posviz", "summary", installed.checkpoint.name, "--json").stdout
     record = json.loads(out)
     expected = spectrum(POSITIONS)
-    assert (record["tensor"], record["shape"], record["dtype"]) == ("wpe.weight", [96, 32], "F32")
+    described = (record["tensor"], record["shape"], record["dtype"])
+    assert described == ("wpe.weight", [96, 32], "float32")
     assert {k: record[k] for k in expected.metrics()} == expected.metrics()
     assert record["singular_values"] == expected.singular_values[:10].tolist()
 
