@@ -224,7 +224,92 @@ with right:
         settings=settings,
     )
 
+
 # --- probes ---------------------------------------------------------------------------------
+def show_probes(table: Embedding) -> None:
+    """The probes' settings, numbers, chart and exports."""
+    n = table.shape[0]
+    columns = st.columns(5)
+    seed = columns[0].number_input("Seed", 0, 2**31 - 1, 0, key="probes.seed", bind="query-params")
+    max_rows = columns[1].number_input(
+        "Rows probed at most",
+        10,
+        65536,
+        2048,
+        step=256,
+        key="probes.max_rows",
+        help="Longer tables are probed on a seeded random subsample of rows (stated below).",
+    )
+    n_pairs = columns[2].number_input(
+        "Training pairs per fold", 100, 20000, 2000, step=100, key="probes.n_pairs"
+    )
+    repeats = columns[3].number_input(
+        "Repeated splits",
+        2,
+        10,
+        2,
+        key="probes.repeats",
+        help="The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); "
+        "± is the sd over all their folds. Each split costs one eigendecomposition per fold.",
+    )
+    protocol = columns[4].selectbox(
+        "Absolute probe",
+        list(probes.PROTOCOLS),
+        key="probes.protocol",
+        help="nested ridge: "
+        + probes.PROTOCOLS["nested ridge"]
+        + ". linear: "
+        + probes.PROTOCOLS["linear"]
+        + ".",
+    )
+    report = cache.probes(
+        table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
+    )
+    probe_settings = export.export_settings(table, **report.settings())
+    columns = st.columns(3)
+    absolute = report.absolute["table"]
+    columns[0].metric(
+        "Absolute MAE (positions)",
+        f"{absolute.mae:.2f} ± {absolute.mae_sd_folds:.2f}",
+        help=PROBE_HELP["mae"],
+    )
+    controls = [name for name in report.absolute if name != "table"]
+    columns[0].caption(
+        f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f}"
+        + "".join(f" · {c}: skill {report.absolute[c].skill:.3f}" for c in controls)
+    )
+    columns[1].metric("Absolute R²", f"{absolute.r2:.3f}", help=PROBE_HELP["r2"])
+    columns[1].caption(" · ".join(f"{c}: {report.absolute[c].r2:.3f}" for c in controls))
+    relative = report.relative["table"]
+    columns[2].metric(
+        "Relative error rate",
+        f"{relative.error_rate:.3f} ± {relative.error_rate_sd:.3f}",
+        help=PROBE_HELP["error_rate"],
+    )
+    columns[2].caption(
+        "chance 0.5" + "".join(f" · {c}: {report.relative[c].error_rate:.3f}" for c in controls)
+    )
+    probed = (
+        f"a seeded random subsample of {report.n_rows:,} of {n:,} rows"
+        if report.subsampled
+        else f"all {n:,} rows"
+    )
+    st.caption(
+        f"Seed {seed}; {report.folds}-fold cross-validation on {probed}, repeated over "
+        f"{report.repeats} seeded splits (± is the sd over their {report.folds * report.repeats} "
+        f"folds; the sd of the splits' means is in the table). **Absolute probe** "
+        f"({protocol}): {probes.PROTOCOLS[protocol]}. **Relative probe**: "
+        f"{probes.RELATIVE_PROTOCOL}; {n_pairs:,} training pairs per fold. The controls get "
+        "the same procedure, their penalties chosen in their own folds."
+    )
+    widgets.show_figure(
+        cache.figure(figures.probe_predictions, report),
+        name="probe_predictions",
+        settings=probe_settings,
+    )
+    widgets.show_numbers(report.table(), name="probes", settings=probe_settings)
+
+
 st.header("Probes")
 st.markdown(
     "How much absolute and relative position a linear read-out recovers (Wang & Chen, "
@@ -232,82 +317,12 @@ st.markdown(
     "shuffled to random positions, and i.i.d. Gaussian rows of the same shape and overall "
     "standard deviation."
 )
-columns = st.columns(5)
-seed = columns[0].number_input("Seed", 0, 2**31 - 1, 0, key="probes.seed", bind="query-params")
-max_rows = columns[1].number_input(
-    "Rows probed at most",
-    10,
-    65536,
-    2048,
-    step=256,
-    key="probes.max_rows",
-    help="Longer tables are probed on a seeded random subsample of rows (stated below).",
-)
-n_pairs = columns[2].number_input(
-    "Training pairs per fold", 100, 20000, 2000, step=100, key="probes.n_pairs"
-)
-repeats = columns[3].number_input(
-    "Repeated splits",
-    2,
-    10,
-    2,
-    key="probes.repeats",
-    help="The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); "
-    "± is the sd over all their folds. Each split costs one eigendecomposition per fold.",
-)
-protocol = columns[4].selectbox(
-    "Absolute probe",
-    list(probes.PROTOCOLS),
-    key="probes.protocol",
-    help="nested ridge: "
-    + probes.PROTOCOLS["nested ridge"]
-    + ". linear: "
-    + probes.PROTOCOLS["linear"]
-    + ".",
-)
-report = cache.probes(
-    table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
-)
-probe_settings = export.export_settings(table, **report.settings())
-columns = st.columns(3)
-absolute = report.absolute["table"]
-columns[0].metric(
-    "Absolute MAE (positions)",
-    f"{absolute.mae:.2f} ± {absolute.mae_sd_folds:.2f}",
-    help=PROBE_HELP["mae"],
-)
-controls = [name for name in report.absolute if name != "table"]
-columns[0].caption(
-    f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f}"
-    + "".join(f" · {c}: skill {report.absolute[c].skill:.3f}" for c in controls)
-)
-columns[1].metric("Absolute R²", f"{absolute.r2:.3f}", help=PROBE_HELP["r2"])
-columns[1].caption(" · ".join(f"{c}: {report.absolute[c].r2:.3f}" for c in controls))
-relative = report.relative["table"]
-columns[2].metric(
-    "Relative error rate",
-    f"{relative.error_rate:.3f} ± {relative.error_rate_sd:.3f}",
-    help=PROBE_HELP["error_rate"],
-)
-columns[2].caption(
-    "chance 0.5" + "".join(f" · {c}: {report.relative[c].error_rate:.3f}" for c in controls)
-)
-probed = (
-    f"a seeded random subsample of {report.n_rows:,} of {n:,} rows"
-    if report.subsampled
-    else f"all {n:,} rows"
-)
 st.caption(
-    f"Seed {seed}; {report.folds}-fold cross-validation on {probed}, repeated over "
-    f"{report.repeats} seeded splits (± is the sd over their {report.folds * report.repeats} "
-    f"folds; the sd of the splits' means is in the table). **Absolute probe** "
-    f"({protocol}): {probes.PROTOCOLS[protocol]}. **Relative probe**: "
-    f"{probes.RELATIVE_PROTOCOL}; {n_pairs:,} training pairs per fold. The controls get "
-    "the same procedure, their penalties chosen in their own folds."
+    "The probes fit ridge and logistic read-outs of the table and both controls over "
+    "every fold and repeated split: the slowest part of this page, so they run when opened."
 )
-widgets.show_figure(
-    cache.figure(figures.probe_predictions, report),
-    name="probe_predictions",
-    settings=probe_settings,
-)
-widgets.show_numbers(report.table(), name="probes", settings=probe_settings)
+with widgets.expander_drawn_when_open(
+    "Probes: absolute and relative position", key="probes.open", icon=":material/model_training:"
+) as opened:
+    if opened:
+        show_probes(table)

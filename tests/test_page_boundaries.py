@@ -8,15 +8,16 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from posviz import simulate
+from posviz import probes, simulate
 from posviz.embedding import Embedding
 
 PAGE = str(Path(__file__).parents[1] / "pages/boundaries.py")
 
 
-def run(table: Embedding) -> AppTest:
+def run(table: Embedding, *, probes: bool = True) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=60)
     at.session_state["posviz.table"] = table
+    at.session_state["probes.open"] = probes  # the probes run once their expander is open
     return at.run()
 
 
@@ -83,6 +84,7 @@ def test_a_long_table_is_probed_on_a_stated_subsample():
     at = AppTest.from_file(PAGE, default_timeout=60)
     at.session_state["posviz.table"] = simulate.sinusoidal(3000, 16)
     at.session_state["probes.max_rows"] = 500
+    at.session_state["probes.open"] = True
     at.run()
     assert not at.exception
     assert any("a seeded random subsample of 500 of 3,000 rows" in c.value for c in at.caption)
@@ -92,3 +94,16 @@ def test_a_long_table_is_probed_on_a_stated_subsample():
     protocol = [c.value for c in at.caption if "nested ridge" in c.value]
     assert protocol
     assert "inner cross-validation" in protocol[0]
+
+
+def test_the_probes_wait_until_their_expander_is_opened(monkeypatch):
+    def refuse(*args, **kwargs):
+        msg = "probes ran before they were asked for"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(probes, "probe_with_controls", refuse)
+    at = run(simulate.learned_like(64, 16, seed=0), probes=False)
+    assert not at.exception, at.exception
+    assert "Absolute MAE (positions)" not in [m.label for m in at.metric]
+    assert len(at.get("plotly_chart")) == 1  # the curves; no prediction chart
+    assert any("run when opened" in c.value for c in at.caption)
