@@ -131,7 +131,8 @@ def test_two_sessions_see_only_their_own_table(
     for name in nav_names(pages[alpha]):
         for path, page in pages.items():
             go_to(page, name)
-            expect(page.get_by_test_id("stMain")).to_contain_text(shapes[path])
+            if name != "Collection":  # its own tables; the card (only_own) names the current one
+                expect(page.get_by_test_id("stMain")).to_contain_text(shapes[path])
         only_own(name)
     # A rerun from a widget in one session (centring off) leaves both tables where they were.
     go_to(pages[alpha], "Spectrum")
