@@ -2,11 +2,17 @@
 
 import streamlit as st
 
+from posviz import hub
 from posviz.ui import state, widgets
 
 st.title("Data")
+hub_tab = (
+    ", or open a model on the Hugging Face Hub by name (only the picked tensor is fetched)"
+    if hub.enabled()
+    else ""
+)
 st.markdown(
-    "Simulate a table with known structure, or upload a position table or a checkpoint. "
+    f"Simulate a table with known structure, upload a position table or a checkpoint{hub_tab}. "
     "Files are read without unpickling; pickle-based checkpoints are refused."
 )
 widgets.table_loader(state.PRIMARY)
