@@ -271,20 +271,15 @@ def load_model(
     """Read one tensor of an opened model into an :class:`Embedding` (as posviz.io.load)."""
     name = tensor if tensor is not None else _choose(model)
     array = read_tensor(model, name, progress=progress)
-    source = model.source(name)
-    try:
-        return Embedding.from_array(
-            array,
-            name=name,
-            source=source,
-            dtype=model.entry(name)["dtype"],
-            row_start=row_start,
-            row_stop=row_stop,
-            grid=grid,
-        )
-    except LoadError as exc:
-        msg = f"{source}: {exc}"
-        raise LoadError(msg) from exc
+    return io.table_from(
+        array,
+        name=name,
+        source=model.source(name),
+        dtype=model.entry(name)["dtype"],
+        row_start=row_start,
+        row_stop=row_stop,
+        grid=grid,
+    )
 
 
 def load(

@@ -43,6 +43,7 @@ __all__ = [
     "load",
     "read_tensor",
     "suggest_trim",
+    "table_from",
 ]
 
 #: Uploaded bytes, or a path on disk.
@@ -254,18 +255,41 @@ def load(
         name = tensor if tensor is not None else choose_tensor(infos, src.label)
         array = _run(_READERS[src.kind], src, name)
     dtype = next(info.dtype for info in infos if info.name == name)
+    return table_from(
+        array,
+        name=name,
+        source=src.label,
+        dtype=dtype,
+        row_start=row_start,
+        row_stop=row_stop,
+        grid=grid,
+    )
+
+
+def table_from(
+    array: np.ndarray,
+    *,
+    name: str,
+    source: str,
+    dtype: str,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+) -> Embedding:
+    """:meth:`Embedding.from_array` of a tensor read from `source`, whose refusals name it (also
+    how posviz.hub makes a table of a fetched tensor)."""
     try:
         return Embedding.from_array(
             array,
             name=name,
-            source=src.label,
+            source=source,
             dtype=dtype,
             row_start=row_start,
             row_stop=row_stop,
             grid=grid,
         )
     except LoadError as exc:
-        msg = f"{src.label}: {exc}"
+        msg = f"{source}: {exc}"
         raise LoadError(msg) from exc
 
 
