@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from posviz import export, simulate
+from posviz import export, figures, simulate
 from posviz.report import build_report, report_sections
 
 
@@ -38,7 +38,7 @@ def main() -> int:
                     f"{section.title + ': ' + name + ' ' + fmt:>44} {seconds:8.3f} "
                     f"{len(text) / 2**20:7.2f}"
                 )
-    browser = export.static_image_browser()
+    browser = figures.export.static_image_browser()
     if browser:
         import kaleido
 
@@ -47,10 +47,12 @@ def main() -> int:
     for section in sections:
         for i, fig in enumerate(section.figures, 1):
             label = f"{section.title} figure {i}"
-            seconds, page = timed(lambda fig=fig: export.figure_html(fig, settings))
+            seconds, page = timed(lambda fig=fig: figures.export.figure_html(fig, settings))
             print(f"{label + ' html':>44} {seconds:8.3f} {len(page) / 2**20:7.2f}")
             for fmt in ("png", "svg") if browser else ():
-                seconds, data = timed(lambda fig=fig, fmt=fmt: export.figure_image(fig, fmt))
+                seconds, data = timed(
+                    lambda fig=fig, fmt=fmt: figures.export.figure_image(fig, fmt)
+                )
                 print(f"{label + ' ' + fmt:>44} {seconds:8.3f} {len(data) / 2**20:7.2f}")
     seconds, page = timed(lambda: build_report(table))
     print(f"{'whole report (computation included)':>44} {seconds:8.3f} {len(page) / 2**20:7.2f}")

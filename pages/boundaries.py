@@ -174,7 +174,7 @@ st.markdown(
 )
 stats = cache.position_statistics(table, top_k=top_k)
 widgets.show_figure(
-    cache.figure(figures.position_statistics, stats, flags, changes),
+    cache.figure(figures.boundary.position_statistics, stats, flags, changes),
     name="position_statistics",
     settings=settings,
 )
@@ -303,7 +303,7 @@ def show_probes(table: Embedding) -> None:
         "the same procedure, their penalties chosen in their own folds."
     )
     widgets.show_figure(
-        cache.figure(figures.probe_predictions, report),
+        cache.figure(figures.probes.probe_predictions, report),
         name="probe_predictions",
         settings=probe_settings,
     )

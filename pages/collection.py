@@ -236,23 +236,29 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     if result.ordered:
         st.subheader("Over training")
         widgets.show_figure(
-            figures.metrics_over_step(result), name="collection_over_step", settings=settings
+            figures.collection.metrics_over_step(result),
+            name="collection_over_step",
+            settings=settings,
         )
 
     st.subheader("Spectra and offset profiles")
     left, right = st.columns(2)
     with left:
         widgets.show_figure(
-            figures.collection_cumulative(result), name="collection_cumulative", settings=settings
+            figures.collection.collection_cumulative(result),
+            name="collection_cumulative",
+            settings=settings,
         )
     with right:
         widgets.show_figure(
-            figures.collection_offsets(result), name="collection_offsets", settings=settings
+            figures.collection.collection_offsets(result),
+            name="collection_offsets",
+            settings=settings,
         )
 
     st.subheader("Similarity maps")
     widgets.show_figure(
-        figures.similarity_grid(result), name="collection_similarity", settings=settings
+        figures.collection.similarity_grid(result), name="collection_similarity", settings=settings
     )
 
     st.subheader("One table at a time" + (" through training" if result.ordered else ""))
@@ -264,19 +270,21 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     with left:
         overview = cache.similarity_map(table, metric="cosine", center=center, max_side=MAX_SIDE)
         widgets.show_figure(
-            figures.similarity_heatmap(overview),
+            figures.similarity.similarity_heatmap(overview),
             name="collection_heatmap",
             settings=export.export_settings(table, metric="cosine", centered=center, label=label),
         )
     with right:
         widgets.show_figure(
-            figures.singular_values(cache.spectrum(table, center=center)),
+            figures.spectrum.singular_values(cache.spectrum(table, center=center)),
             name="collection_spectrum",
             settings=export.export_settings(table, centered=center, label=label),
         )
 
     st.subheader("Map of the tables")
-    widgets.show_figure(figures.cka_map(result), name="collection_cka_map", settings=settings)
+    widgets.show_figure(
+        figures.collection.cka_map(result), name="collection_cka_map", settings=settings
+    )
     st.caption(
         f"Linear CKA compares the tables on their common positions: the first "
         f"{result.common_positions:,} rows of each (the shortest table's length), any widths. "

@@ -76,7 +76,9 @@ profiles = {
     for name, table in names.items()
 }
 widgets.show_figure(
-    cache.figure(figures.offset_overlay, profiles), name="compare_offsets", settings=settings
+    cache.figure(figures.compare.offset_overlay, profiles),
+    name="compare_offsets",
+    settings=settings,
 )
 
 st.header("Similarity between positions", divider=True)
@@ -101,7 +103,7 @@ maps = {
 }
 same_length = first.shape[0] == matched.shape[0]
 widgets.show_figure(
-    cache.figure(figures.similarity_pair, maps, difference=same_length),
+    cache.figure(figures.compare.similarity_pair, maps, difference=same_length),
     name="compare_similarity",
     settings=settings,
 )
@@ -145,7 +147,9 @@ columns[3].metric(
     help=DEFINITIONS["procrustes"],
 )
 widgets.show_figure(
-    cache.figure(figures.comparison_angles, result), name="compare_angles", settings=settings
+    cache.figure(figures.compare.comparison_angles, result),
+    name="compare_angles",
+    settings=settings,
 )
 with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
     if opened:

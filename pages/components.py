@@ -52,7 +52,7 @@ def trajectories_section() -> None:
         "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
     )
     widgets.show_figure(
-        cache.figure(figures.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
+        cache.figure(figures.components.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
         name="pc_trajectories",
         settings=settings,
     )
@@ -73,16 +73,17 @@ def path_section() -> None:
             choose, ["PC (x)", "PC (y)", "PC (z, 3-D only)"], range(3), strict=True
         )
     ]
-    if n > figures.PATH_POINTS:
+    if n > figures.components.PATH_POINTS:
         st.caption(
-            f"{n:,} positions: figures draw at most {figures.PATH_POINTS:,} positions per path and "
-            f"{figures.LINE_POINTS:,} per line, evenly spaced (first and last included); every "
+            f"{n:,} positions: figures draw at most {figures.components.PATH_POINTS:,} positions "
+            f"per path and {figures.layout.LINE_POINTS:,} per line, evenly spaced (first and last "
+            "included); every "
             "number and download uses all positions."
         )
     flat, solid = st.columns(2)
     with flat:
         widgets.show_figure(
-            cache.figure(figures.pc_path, pc, tuple(axes[:2])),
+            cache.figure(figures.components.pc_path, pc, tuple(axes[:2])),
             name="pc_path_2d",
             settings={**settings, "components": axes[:2]},
         )
@@ -95,7 +96,7 @@ def path_section() -> None:
                 help="A WebGL chart, slow to draw without a GPU: drawn only when asked for.",
             ):
                 widgets.show_figure(
-                    cache.figure(figures.pc_path, pc, tuple(axes)),
+                    cache.figure(figures.components.pc_path, pc, tuple(axes)),
                     name="pc_path_3d",
                     settings={**settings, "components": axes},
                 )
@@ -122,7 +123,9 @@ widgets.show_numbers(
 )
 st.caption(f"Frequencies in cycles over the table's {n:,} positions. {R2_HELP}")
 widgets.show_figure(
-    cache.figure(figures.sinusoid_fits, pc, fits), name="sinusoid_fits", settings=fit_settings
+    cache.figure(figures.components.sinusoid_fits, pc, fits),
+    name="sinusoid_fits",
+    settings=fit_settings,
 )
 nyquist = n // 2
 
@@ -140,7 +143,7 @@ def periodogram_section() -> None:
         help="Display only: the downloads hold every frequency up to n / 2.",
     )
     widgets.show_figure(
-        cache.figure(figures.periodogram, fits, max_cycles=max_cycles),
+        cache.figure(figures.components.periodogram, fits, max_cycles=max_cycles),
         name="periodogram",
         settings={**settings, "highest_frequency_shown": max_cycles},
     )
@@ -192,7 +195,7 @@ st.caption(
     f"give is 1 / {shuffles + 1} = {1 / (shuffles + 1):.3g}."
 )
 widgets.show_figure(
-    cache.figure(figures.principal_angles, likeness),
+    cache.figure(figures.components.principal_angles, likeness),
     name="principal_angles",
     settings=like_settings,
 )

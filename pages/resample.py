@@ -138,7 +138,9 @@ if table.grid is not None:
         ),
     }
     widgets.show_figure(
-        cache.figure(figures.mosaic_pair, mosaics), name="resample_mosaics", settings=settings
+        cache.figure(figures.resample.mosaic_pair, mosaics),
+        name="resample_mosaics",
+        settings=settings,
     )
     if any(g.subsampled for g in mosaics.values()):
         st.caption(
@@ -152,7 +154,9 @@ else:
         for name, t in {"original": table, "resampled": result}.items()
     }
     widgets.show_figure(
-        cache.figure(figures.offset_overlay, profiles), name="resample_offsets", settings=settings
+        cache.figure(figures.compare.offset_overlay, profiles),
+        name="resample_offsets",
+        settings=settings,
     )
     st.caption(
         f"Offsets up to {MAX_OFFSET} in each table's own positions: a table stretched by L'/L "

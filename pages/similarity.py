@@ -78,7 +78,7 @@ def zoom_window() -> None:
         max_side=MAX_SIDE,
     )
     widgets.show_figure(
-        cache.figure(figures.similarity_heatmap, window, highlight=flags),
+        cache.figure(figures.similarity.similarity_heatmap, window, highlight=flags),
         name="similarity_zoom",
         settings={**settings, "rows": [row0, row0 + size], "cols": [col0, col0 + size]},
     )
@@ -88,7 +88,7 @@ def zoom_window() -> None:
 st.subheader("Position x position")
 overview = cache.similarity_map(table, metric=metric, center=center, max_side=MAX_SIDE)
 widgets.show_figure(
-    cache.figure(figures.similarity_heatmap, overview, highlight=flags),
+    cache.figure(figures.similarity.similarity_heatmap, overview, highlight=flags),
     name="similarity_heatmap",
     settings={**settings, "block": overview.block},
 )
@@ -157,7 +157,7 @@ if max_offset >= 2:
     for column, (label, value) in zip(columns, values.items(), strict=True):
         column.metric(label, value, help=DEFINITIONS[label])
 widgets.show_figure(
-    cache.figure(figures.offset_profile, profile, scores),
+    cache.figure(figures.similarity.offset_profile, profile, scores),
     name="offset_profile",
     settings=offset_settings,
 )
@@ -217,7 +217,9 @@ def position_section() -> None:
         else "Neighbours: positions p − 1 and p + 1."
     )
     widgets.show_figure(
-        cache.figure(figures.position_profile, row, position=position, neighbours=neighbours),
+        cache.figure(
+            figures.similarity.position_profile, row, position=position, neighbours=neighbours
+        ),
         name="position_profile",
         settings={**settings, "position": position},
     )
@@ -263,8 +265,12 @@ if use_grid:
             f"(of {grid[0]} x {grid[1]}): at most 24 a side, and at most {MAX_SIDE} cells a side."
         )
     widgets.show_figure(
-        cache.figure(figures.grid_tiles, patches), name="grid_tiles", settings=grid_settings
+        cache.figure(figures.similarity.grid_tiles, patches),
+        name="grid_tiles",
+        settings=grid_settings,
     )
     widgets.show_figure(
-        cache.figure(figures.grid_profiles, patches), name="grid_profiles", settings=grid_settings
+        cache.figure(figures.similarity.grid_profiles, patches),
+        name="grid_profiles",
+        settings=grid_settings,
     )

@@ -39,7 +39,9 @@ st.markdown(
 )
 
 widgets.show_figure(
-    cache.figure(figures.singular_values, result), name="singular_values", settings=settings
+    cache.figure(figures.spectrum.singular_values, result),
+    name="singular_values",
+    settings=settings,
 )
 if result.singular_values[-1] < result.floor:
     st.caption(
@@ -49,13 +51,13 @@ if result.singular_values[-1] < result.floor:
 left, right = st.columns(2)
 with left:
     widgets.show_figure(
-        cache.figure(figures.explained_variance, result),
+        cache.figure(figures.spectrum.explained_variance, result),
         name="explained_variance",
         settings=settings,
     )
 with right:
     widgets.show_figure(
-        cache.figure(figures.reconstruction_error, result),
+        cache.figure(figures.spectrum.reconstruction_error, result),
         name="reconstruction_error",
         settings=settings,
     )

@@ -8,7 +8,7 @@ notebook (docs/python-api.md has a worked example)::
     table = posviz.load("model.safetensors")  # or "hf:openai-community/gpt2"
     s = posviz.spectrum.spectrum(table.values)  # one module per question
     s.metrics()["effective_rank"]
-    posviz.figures.singular_values(s)  # a plotly Figure, shown inline
+    posviz.figures.spectrum.singular_values(s)  # a plotly Figure, shown inline
 
 The analysis modules (``spectrum``, ``similarity``, ``components``, ``boundary``, ``probes``,
 ``compare``, ``resample``), ``simulate`` and ``figures`` are imported on first use, so

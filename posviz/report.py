@@ -80,7 +80,7 @@ def report_sections(
             + NOISE_RULE
             + ("" if s.has_variance else f" {NO_VARIANCE}"),
             {"Metrics": pd.DataFrame([metrics])},
-            [figures.singular_values(s), figures.explained_variance(s)],
+            [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
         ),
         Section(
             "Similarity",
@@ -92,7 +92,10 @@ def report_sections(
                     [{"translation_invariance": profile.translation_invariance, **vars(scores)}]
                 )
             },
-            [figures.similarity_heatmap(overview), figures.offset_profile(profile, scores)],
+            [
+                figures.similarity.similarity_heatmap(overview),
+                figures.similarity.offset_profile(profile, scores),
+            ],
         ),
         Section(
             "Components",
@@ -112,7 +115,10 @@ def report_sections(
                     ]
                 ),
             },
-            [figures.pc_trajectories(pcs, overlaid=False), figures.sinusoid_fits(pcs, fits)],
+            [
+                figures.components.pc_trajectories(pcs, overlaid=False),
+                figures.components.sinusoid_fits(pcs, fits),
+            ],
         ),
         Section(
             "Boundaries",
@@ -120,7 +126,7 @@ def report_sections(
             f"{flags.threshold:g} robust z (median/MAD over a window of ±{flags.window} positions) "
             "from its neighbourhood.",
             {"Flagged positions": flags.table()},
-            [figures.position_statistics(stats, flags)],
+            [figures.boundary.position_statistics(stats, flags)],
         ),
         Section(
             "Probes",
@@ -128,7 +134,7 @@ def report_sections(
             "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape. "
             + " ".join(f"{key}: {value}." for key, value in probe.settings().items()),
             {"Probe results": probe.table()},
-            [figures.probe_predictions(probe)],
+            [figures.probes.probe_predictions(probe)],
         ),
     ]
 
@@ -147,11 +153,11 @@ def build_report(table: Embedding, *, center: bool = True, k: int = 6, seed: int
 def build_collection_report(c: Collection) -> str:
     """A standalone HTML report of a collection: its metrics table and every chart."""
     figs = [
-        *([figures.metrics_over_step] if c.ordered else []),
-        figures.collection_cumulative,
-        figures.collection_offsets,
-        figures.similarity_grid,
-        figures.cka_map,
+        *([figures.collection.metrics_over_step] if c.ordered else []),
+        figures.collection.collection_cumulative,
+        figures.collection.collection_offsets,
+        figures.collection.similarity_grid,
+        figures.collection.cka_map,
     ]
     refused = [f"{m.label}: {m.error}" for m in c.members if m.error]
     frame = c.table()

@@ -1,4 +1,5 @@
-"""House rule: the core never imports Streamlit; only posviz/ui (and app/pages) do."""
+"""House rules: the core never imports Streamlit (only posviz/ui, app and pages do), and only
+posviz/figures, the report and the ui draw with Plotly."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 
 
-def test_no_core_module_imports_streamlit():
+def importers(package: str, *, allowed: tuple[str, ...]) -> list[str]:
+    """Modules of posviz/ that import `package`, other than those under `allowed` paths."""
     offenders = []
     for path in (ROOT / "posviz").rglob("*.py"):
-        if "ui" in path.relative_to(ROOT / "posviz").parts:
+        relative = path.relative_to(ROOT / "posviz").as_posix()
+        if relative.startswith(allowed):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
@@ -21,9 +24,18 @@ def test_no_core_module_imports_streamlit():
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
-            if any(name.split(".")[0] == "streamlit" for name in names):
-                offenders.append(str(path.relative_to(ROOT)))
-    assert offenders == []
+            if any(name.split(".")[0] == package for name in names):
+                offenders.append(relative)
+    return offenders
+
+
+def test_no_core_module_imports_streamlit():
+    assert importers("streamlit", allowed=("ui/",)) == []
+
+
+def test_only_figures_the_report_and_the_ui_import_plotly():
+    # The analyses and export.py stay usable (and fast to import) without a plotting library.
+    assert importers("plotly", allowed=("figures/", "ui/", "report.py")) == []
 
 
 def test_core_imports_without_streamlit_installed():

@@ -144,7 +144,7 @@ def test_position_figure_traces_and_marks():
     stats = boundary.position_statistics(table.values, top_k=4)
     flags = boundary.outliers(stats.flagging_curves())
     changes = boundary.change_points(flags.cleaned("norm"), max_changes=2)
-    fig = figures.position_statistics(stats, flags, changes)
+    fig = figures.boundary.position_statistics(stats, flags, changes)
     lines = [t for t in fig.data if t.mode == "lines"]
     marks = [t for t in fig.data if t.mode == "markers"]
     assert [t.name for t in lines] == [
@@ -167,8 +167,8 @@ def test_position_figure_downsamples_long_tables_but_keeps_flags():
     table = simulate.learned_like(n, 16, seed=0)
     stats = boundary.position_statistics(table.values)
     flags = boundary.outliers(stats.flagging_curves())
-    fig = figures.position_statistics(stats, flags)
-    assert len(fig.data[0].x) == figures.LINE_POINTS
+    fig = figures.boundary.position_statistics(stats, flags)
+    assert len(fig.data[0].x) == figures.layout.LINE_POINTS
     assert fig.data[0].x[-1] == n - 1
     assert n - 1 in list(fig.data[1].x)
     assert "evenly spaced" in fig.layout.title.text

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from posviz import __version__, export
+from posviz import __version__, export, figures
 from posviz.simulate import sinusoidal
 
 
@@ -33,7 +33,7 @@ def test_json_round_trip():
 
 
 def test_figure_html_is_standalone_and_lists_settings():
-    html = export.figure_html(go.Figure(go.Scatter(y=[1, 2])), {"tensor": "wpe<script>"})
+    html = figures.export.figure_html(go.Figure(go.Scatter(y=[1, 2])), {"tensor": "wpe<script>"})
     assert "<script src=" not in html  # plotly.js inlined: opens offline
     assert len(html) > 3_000_000
     assert "wpe&lt;script&gt;" in html
@@ -41,18 +41,18 @@ def test_figure_html_is_standalone_and_lists_settings():
 
 
 @pytest.mark.skipif(
-    export.static_image_browser() is None,
+    figures.export.static_image_browser() is None,
     reason="no Chromium for kaleido: apt-get install chromium (or set BROWSER_PATH)",
 )
 def test_png_and_svg_render_through_kaleido():
-    from posviz import figures, simulate
+    from posviz import simulate
     from posviz.spectrum import spectrum
 
-    fig = figures.singular_values(spectrum(simulate.sinusoidal_table(64, 16)))
-    png = export.figure_image(fig, "png")
+    fig = figures.spectrum.singular_values(spectrum(simulate.sinusoidal_table(64, 16)))
+    png = figures.export.figure_image(fig, "png")
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == (2200, 1200)  # 1100 x 600 at scale 2, for print
-    svg = export.figure_image(fig, "svg").decode()
+    svg = figures.export.figure_image(fig, "svg").decode()
     assert svg.lstrip().startswith("<svg")
     assert "Singular values (rows mean-centred)" in svg

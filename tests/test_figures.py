@@ -19,7 +19,7 @@ def learned():
 
 
 def test_singular_values_on_a_log_axis_with_the_noise_threshold(learned):
-    fig = figures.singular_values(learned)
+    fig = figures.spectrum.singular_values(learned)
     assert fig.layout.yaxis.type == "log"
     assert fig.layout.xaxis.title.text == "component k"
     assert fig.layout.title.text == "Singular values (rows mean-centred)"
@@ -33,7 +33,7 @@ def test_singular_values_on_a_log_axis_with_the_noise_threshold(learned):
 
 def test_values_below_the_floor_are_drawn_apart():
     s = spectrum(sinusoidal_table(200, 64, base=50.0), center=False)
-    fig = figures.singular_values(s)
+    fig = figures.spectrum.singular_values(s)
     resolved, below, _ = fig.data
     assert len(resolved.x) + len(below.x) == len(s.singular_values)
     assert "below resolution floor" in below.name
@@ -41,7 +41,7 @@ def test_values_below_the_floor_are_drawn_apart():
 
 
 def test_explained_variance_marks_every_threshold(learned):
-    fig = figures.explained_variance(learned)
+    fig = figures.spectrum.explained_variance(learned)
     curve, marks = fig.data
     np.testing.assert_allclose(curve.y, learned.cumulative, rtol=1e-6)
     assert list(marks.x) == [learned.k_at(t) for t in THRESHOLDS]
@@ -49,7 +49,7 @@ def test_explained_variance_marks_every_threshold(learned):
 
 
 def test_reconstruction_error_starts_at_one(learned):
-    fig = figures.reconstruction_error(learned)
+    fig = figures.spectrum.reconstruction_error(learned)
     (curve,) = fig.data
     assert curve.x[0] == 0
     assert curve.y[0] == pytest.approx(1.0)
@@ -61,12 +61,12 @@ def test_built_figures_are_kept_per_content_of_what_they_draw():
 
     overview = similarity_map(learned_like(800, 64, seed=0).values, max_side=800)
     assert overview.values.size == 640_000
-    first = cache.figure(figures.similarity_heatmap, overview, highlight=[3])
-    assert cache.figure(figures.similarity_heatmap, overview, highlight=[3]) is first
+    first = cache.figure(figures.similarity.similarity_heatmap, overview, highlight=[3])
+    assert cache.figure(figures.similarity.similarity_heatmap, overview, highlight=[3]) is first
     # One cell of 640,000 changed: Streamlit's own hash samples arrays this large; this key
     # reads every byte, so the changed map gets its own figure.
     changed = dataclasses.replace(overview, values=overview.values.copy())
     changed.values[417, 233] += 1e-9
-    redrawn = cache.figure(figures.similarity_heatmap, changed, highlight=[3])
+    redrawn = cache.figure(figures.similarity.similarity_heatmap, changed, highlight=[3])
     assert redrawn is not first
-    assert cache.figure(figures.similarity_heatmap, overview, highlight=[4]) is not first
+    assert cache.figure(figures.similarity.similarity_heatmap, overview, highlight=[4]) is not first

@@ -234,7 +234,7 @@ def test_controls_subsampling_and_seeding():
 
 def test_probe_figure_traces():
     report = probes.probe_with_controls(simulate.sinusoidal_table(200, 16), n_pairs=300)
-    fig = figures.probe_predictions(report)
+    fig = figures.probes.probe_predictions(report)
     clouds = [t for t in fig.data if t.type == "scattergl"]
     assert [t.name.split(" (")[0] for t in clouds] == list(probes.CONTROLS)
     assert all(len(t.x) == 200 and t.y.dtype == np.float32 for t in clouds)

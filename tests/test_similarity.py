@@ -213,7 +213,7 @@ def test_large_table_never_forms_the_full_matrix():
 
 def test_heatmap_figure(learned):
     m = similarity_map(learned, metric="cosine", center=True, max_side=100)
-    fig = figures.similarity_heatmap(m, highlight=[0, 150, 5000])
+    fig = figures.similarity.similarity_heatmap(m, highlight=[0, 150, 5000])
     heat = fig.data[0]
     assert heat.type == "heatmap"
     assert heat.z.shape == (100, 100)
@@ -230,13 +230,13 @@ def test_heatmap_figure(learned):
 
 def test_offset_and_position_figures(learned):
     p = offset_profile(learned, max_offset=50)
-    fig = figures.offset_profile(p, offset_scores(p, window=10))
+    fig = figures.similarity.offset_profile(p, offset_scores(p, window=10))
     assert [t.type for t in fig.data] == ["scatter"] * 3
     assert fig.data[1].fill == "tonexty"
     np.testing.assert_allclose(fig.data[2].y, p.mean, rtol=1e-6)
     assert fig.layout.xaxis.title.text == "offset k"
     row = similarity_map(learned, rows=(7, 8), max_side=300)
-    fig = figures.position_profile(row, position=7, neighbours=[6, 8])
+    fig = figures.similarity.position_profile(row, position=7, neighbours=[6, 8])
     assert len(fig.data[0].y) == 300
     assert fig.data[1].x.tolist() == [6, 8]
     assert fig.data[2].y[0] == pytest.approx(1.0)
@@ -244,11 +244,11 @@ def test_offset_and_position_figures(learned):
 
 def test_grid_figures():
     g = grid_similarity(vit_grid(4, 5, 16).values, (4, 5))
-    fig = figures.grid_tiles(g)
+    fig = figures.similarity.grid_tiles(g)
     z = np.asarray(fig.data[0].z)
     assert z.shape == (4 * 5 - 1, 5 * 6 - 1)  # 4 x 5 tiles of 4 x 5 cells, one-cell gaps
     np.testing.assert_allclose(z[:4, :5], g.tiles[0, 0], rtol=1e-6)
     assert np.isnan(z[4]).all()
     assert list(fig.layout.xaxis.ticktext) == ["0", "1", "2", "3", "4"]
-    fig = figures.grid_profiles(g)
+    fig = figures.similarity.grid_profiles(g)
     assert [len(t.y) for t in fig.data] == [4, 5]

@@ -101,11 +101,11 @@ def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
     without one those buttons say so and the rest keeps working.
     """
     st.plotly_chart(fig, width="stretch", key=f"chart.{name}")
-    browser = export.static_image_browser()
+    browser = figures.export.static_image_browser()
     with st.popover("Export figure", icon=":material/download:"):
         st.download_button(
             "Interactive HTML (opens offline)",
-            data=lambda: export.figure_html(fig, settings),
+            data=lambda: figures.export.figure_html(fig, settings),
             file_name=f"{name}.html",
             mime="text/html",
             key=f"download.{name}.html",
@@ -129,13 +129,13 @@ def show_spectra(spectra: dict[str, Spectrum], *, name: str, settings: dict[str,
     left, right = st.columns(2)
     with left:
         show_figure(
-            cache.figure(figures.spectra_overlay, spectra),
+            cache.figure(figures.compare.spectra_overlay, spectra),
             name=f"{name}_spectra",
             settings=settings,
         )
     with right:
         show_figure(
-            cache.figure(figures.cumulative_overlay, spectra),
+            cache.figure(figures.compare.cumulative_overlay, spectra),
             name=f"{name}_cumulative",
             settings=settings,
         )
@@ -151,7 +151,7 @@ def _kaleido_server() -> None:
 
 def _render(fig: go.Figure, fmt: str) -> bytes:
     _kaleido_server()
-    return export.figure_image(fig, fmt)
+    return figures.export.figure_image(fig, fmt)
 
 
 def show_numbers(frame: pd.DataFrame, *, name: str, settings: dict[str, Any]) -> None:

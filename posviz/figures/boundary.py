@@ -1,0 +1,83 @@
+"""Figures of posviz.boundary: per-position statistics with flags and change points."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from posviz.boundary import ChangePoints, Outliers, PositionStatistics
+from posviz.figures.layout import LINE_POINTS, even_positions, f32, sampled_note, small_multiples
+
+#: Curves of the per-position figure: panel title and the statistics drawn in it.
+_BOUNDARY_PANELS = (
+    ("row norm ‖e_p‖", ("norm",)),
+    ("cosine to neighbours", ("cos_prev", "cos_next")),
+    ("distance to the mean row", ("dist_to_mean",)),
+    ("residual norm outside the top-k PCs", ("residual_norm",)),
+)
+#: The flagging statistic whose flags a panel marks.
+_PANEL_FLAGS = {
+    "norm": "norm",
+    "cos_prev": "neighbour_cos",
+    "dist_to_mean": "dist_to_mean",
+    "residual_norm": "residual_norm",
+}
+
+
+def position_statistics(
+    stats: PositionStatistics, flags: Outliers, changes: ChangePoints | None = None
+) -> go.Figure:
+    """Per-position curves with flagged positions (red) and change points (dashed lines).
+
+    Above `LINE_POINTS` positions the curves are drawn at evenly spaced positions (as the
+    subtitle says); flagged positions and change points are always drawn at their exact place.
+    """
+    panels = [p for p in _BOUNDARY_PANELS if getattr(stats, p[1][0]) is not None]
+    n = len(stats.norm)
+    shown = even_positions(n, LINE_POINTS)
+    title = (
+        f"Per-position statistics · flagged: |robust z| > {flags.threshold:g} in a window of "
+        f"±{flags.window} positions"
+    )
+    if stats.top_k:
+        title += f" · residual outside the top {stats.top_k} PCs (rows mean-centred)"
+    if len(shown) < n:
+        title += f"<br><sup>{sampled_note(shown, n)}</sup>"
+    fig = small_multiples(len(panels), [p[0] for p in panels], title)
+    for row, (_, names) in enumerate(panels, start=1):
+        for name in names:
+            fig.add_trace(
+                go.Scatter(
+                    x=shown.astype(np.int32),
+                    y=f32(getattr(stats, name)[shown]),
+                    mode="lines",
+                    name=name,
+                    showlegend=len(names) > 1,
+                    hovertemplate=f"{name}<br>p=%{{x}}<br>%{{y:.6g}}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        statistic = _PANEL_FLAGS[names[0]]
+        i = flags.statistics.index(statistic)
+        where = np.flatnonzero(flags.flagged[i])
+        fig.add_trace(
+            go.Scatter(
+                x=where.astype(np.int32),
+                y=f32(flags.values[i, where]),
+                customdata=f32(flags.z[i, where]),
+                mode="markers",
+                marker={"color": "firebrick", "size": 9, "symbol": "circle-open", "line_width": 2},
+                name="flagged",
+                legendgroup="flagged",
+                showlegend=row == 1,
+                hovertemplate=f"flagged on {statistic}<br>p=%{{x}}<br>%{{y:.6g}}"
+                "<br>z=%{customdata:.1f}<extra></extra>",
+            ),
+            row=row,
+            col=1,
+        )
+    if changes is not None:
+        for p in changes.positions.tolist():
+            fig.add_vline(x=p - 0.5, line={"dash": "dash", "color": "grey"}, row="all", col=1)
+    return fig

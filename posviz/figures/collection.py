@@ -1,0 +1,198 @@
+"""Figures of posviz.collection: metrics over training step, overlays, CKA map."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import qualitative, sample_colorscale
+from plotly.subplots import make_subplots
+
+from posviz.collection import Collection
+from posviz.figures.compare import cumulative_overlay, offset_overlay
+from posviz.figures.layout import DIVERGING, TEMPLATE, base_figure, center_label, f32
+
+#: Panels of :func:`metrics_over_step`: every number of a collection's metrics table.
+STEP_METRICS = (
+    "k50",
+    "k80",
+    "k90",
+    "k95",
+    "k99",
+    "effective_rank",
+    "stable_rank",
+    "participation_ratio",
+    "n_above_noise",
+    "first_norm_ratio",
+    "last_norm_ratio",
+    "first_neighbour_cos",
+    "last_neighbour_cos",
+    "similarity_length",
+    "translation_invariance",
+    "sinusoid_mean_cos2",
+)
+
+
+def collection_colours(c: Collection) -> list[str]:
+    """One colour per loaded table: sequential by step order when ordered, else qualitative."""
+    n = len(c.loaded)
+    if c.ordered:
+        return sample_colorscale("Viridis", [i / max(n - 1, 1) * 0.9 for i in range(n)])
+    palette = qualitative.Dark24 + qualitative.Light24
+    return [palette[i % len(palette)] for i in range(n)]
+
+
+def _colour_note(c: Collection) -> str:
+    return f"colour: {c.loaded[0].step.unit} order, dark = early" if c.ordered else "one per model"
+
+
+def _recoloured(fig: go.Figure, c: Collection, what: str) -> go.Figure:
+    """An overlay figure of the loaded tables, its lines coloured per :func:`collection_colours`."""
+    for trace, colour in zip(fig.data, collection_colours(c), strict=True):
+        trace.line.color = colour
+    fig.update_layout(
+        title=f"{fig.layout.title.text}<br><sup>{what}; {_colour_note(c)}</sup>",
+        margin_t=100,
+        legend={"orientation": "v", "y": 1, "x": 1.02, "yanchor": "top"},
+    )
+    return fig
+
+
+def collection_cumulative(c: Collection) -> go.Figure:
+    """Every table's cumulative explained variance, overlaid."""
+    spectra = {m.label: s.spectrum for m, s in zip(c.members, c.summaries, strict=True) if s}
+    return _recoloured(cumulative_overlay(spectra), c, f"{len(spectra)} tables")
+
+
+def collection_offsets(c: Collection) -> go.Figure:
+    """Every table's mean cosine similarity against offset, overlaid, with the 1/e level."""
+    profiles = {m.label: s.profile for m, s in zip(c.members, c.summaries, strict=True) if s}
+    fig = _recoloured(offset_overlay(profiles), c, "similarity length: first k below 1/e")
+    fig.add_hline(y=1 / np.e, line={"dash": "dot", "color": "grey"})
+    return fig
+
+
+def metrics_over_step(c: Collection) -> go.Figure:
+    """One panel per metric against the training step; the sinusoid panel shows its null."""
+    rows = [r for r in c.records() if r["error"] is None]
+    steps = np.array([r["step"] for r in rows], dtype=np.float64)
+    unit = c.loaded[0].step.unit
+    cols = 4
+    n_rows = -(-len(STEP_METRICS) // cols)
+    fig = make_subplots(
+        rows=n_rows,
+        cols=cols,
+        subplot_titles=[m.replace("_", " ") for m in STEP_METRICS],
+        vertical_spacing=0.32 / n_rows,
+        horizontal_spacing=0.06,
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        title=f"Metrics over training ({center_label(c.center)}), one panel each",
+        height=120 + 210 * n_rows,
+        margin={"l": 50, "r": 20, "t": 90, "b": 50},
+        showlegend=False,
+    )
+    for i, metric in enumerate(STEP_METRICS):
+        row, col = divmod(i, cols)
+        values = np.array([np.nan if r[metric] is None else r[metric] for r in rows], float)
+        fig.add_scatter(
+            x=steps,
+            y=f32(values),
+            mode="lines+markers",
+            marker={"size": 5},
+            line={"color": "rgb(31, 119, 180)"},
+            text=[r["label"] for r in rows],
+            name=metric,
+            hovertemplate=f"%{{text}}<br>{unit} %{{x:,}}<br>{metric}=%{{y:.4g}}<extra></extra>",
+            row=row + 1,
+            col=col + 1,
+        )
+        if metric == "sinusoid_mean_cos2":
+            fig.add_scatter(
+                x=steps,
+                y=f32([r["shuffled_mean_cos2"] for r in rows]),
+                mode="lines",
+                line={"dash": "dot", "color": "grey"},
+                name="shuffled rows (chance)",
+                hovertemplate="shuffled rows: %{y:.4g}<extra></extra>",
+                row=row + 1,
+                col=col + 1,
+            )
+    log = steps.min() > 0 and steps.max() >= 100 * steps.min()
+    fig.update_xaxes(type="log" if log else "linear")
+    for col in range(1, cols + 1):
+        fig.update_xaxes(title_text=unit, row=n_rows, col=col)
+    return fig
+
+
+def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
+    """Every table's cosine-similarity overview, one small panel each, on one colour scale."""
+    shown = [(m, s.overview) for m, s in zip(c.members, c.summaries, strict=True) if s]
+    n_rows = -(-len(shown) // cols)
+    fig = make_subplots(
+        rows=n_rows,
+        cols=cols,
+        subplot_titles=[m.label for m, _ in shown],
+        vertical_spacing=0.12 / n_rows,
+        horizontal_spacing=0.04,
+    )
+    largest = max(float(np.abs(o.values).max()) for _, o in shown)
+    fig.update_layout(
+        template=TEMPLATE,
+        title=f"Cosine similarity between positions ({center_label(c.center)}; "
+        "block means, at most "
+        f"{max(len(o.values) for _, o in shown)} cells a side; one colour scale)",
+        height=80 + 260 * n_rows,
+        margin={"l": 40, "r": 20, "t": 80, "b": 30},
+        coloraxis={"colorscale": DIVERGING, "cmin": -largest, "cmax": largest},
+        coloraxis_colorbar={"title": {"text": "cosine"}},
+    )
+    for i, (m, o) in enumerate(shown):
+        row, col = divmod(i, cols)
+        fig.add_heatmap(
+            x=f32(o.col_positions),
+            y=f32(o.row_positions),
+            z=f32(o.values),
+            coloraxis="coloraxis",
+            name=m.label,
+            hovertemplate=f"{m.label}<br>i≈%{{y}}, j≈%{{x}}<br>%{{z:.3f}}<extra></extra>",
+            row=row + 1,
+            col=col + 1,
+        )
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def cka_map(c: Collection) -> go.Figure:
+    """The tables placed so that distances show sqrt(2 - 2 CKA): near = similar tables."""
+    fig = base_figure(
+        f"Tables by linear CKA on their first {c.common_positions:,} positions "
+        f"({center_label(c.center)})<br><sup>classical MDS of sqrt(2 − 2·CKA); the 2-D map shows "
+        f"{c.map_share:.0%} of the distances' variance; {_colour_note(c)}</sup>",
+        "MDS axis 1",
+        "MDS axis 2",
+        height=520,
+    )
+    fig.update_layout(margin_t=100, showlegend=False)
+    if c.ordered:  # under the markers
+        fig.add_scatter(
+            x=f32(c.coordinates[:, 0]),
+            y=f32(c.coordinates[:, 1]),
+            mode="lines",
+            line={"color": "lightgrey", "width": 1},
+            hoverinfo="skip",
+            name="training path",
+        )
+    labels = [m.label for m in c.loaded]
+    fig.add_scatter(
+        x=f32(c.coordinates[:, 0]),
+        y=f32(c.coordinates[:, 1]),
+        mode="markers+text",
+        text=labels,
+        textposition="top center",
+        marker={"size": 12, "color": collection_colours(c), "line": {"width": 1, "color": "black"}},
+        hovertemplate="%{text}<extra></extra>",
+        name="tables",
+    )
+    fig.update_yaxes(scaleanchor="x")
+    return fig

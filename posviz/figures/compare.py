@@ -1,0 +1,159 @@
+"""Figures of posviz.compare: two tables overlaid, side by side, and their principal angles."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from posviz.compare import Comparison
+from posviz.figures.layout import DIVERGING, PIXEL_CELLS, TEMPLATE, base_figure, center_label, f32
+from posviz.similarity import OffsetProfile, SimilarityMap
+from posviz.spectrum import Spectrum
+
+
+def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
+    """Each table's explained variance per component, overlaid on log axes (scale-free)."""
+    center = next(iter(spectra.values())).centered
+    fig = base_figure(
+        f"Explained variance per component ({center_label(center)})",
+        "component k",
+        "share of variance",
+        xaxis_type="log",
+        yaxis_type="log",
+        yaxis_exponentformat="power",
+    )
+    for name, s in spectra.items():
+        # Values under the resolution floor are rounding noise: not drawn.
+        resolved = s.singular_values >= s.floor
+        fig.add_scatter(
+            x=np.arange(1, len(resolved) + 1)[resolved],
+            y=f32(s.explained_variance[resolved]),
+            mode="lines",
+            name=name,
+            hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4g}}<extra></extra>",
+        )
+    return fig
+
+
+def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
+    """Each table's cumulative explained variance, overlaid, with k at 90% marked."""
+    center = next(iter(spectra.values())).centered
+    fig = base_figure(
+        f"Cumulative explained variance ({center_label(center)})",
+        "number of components k",
+        "share of variance",
+        xaxis_type="log",
+        yaxis_range=[0, 1.02],
+    )
+    for name, s in spectra.items():
+        k90 = s.k_at(0.9)
+        fig.add_scatter(
+            x=np.arange(1, len(s.cumulative) + 1),
+            y=f32(s.cumulative),
+            mode="lines",
+            name=f"{name} (90% at k={k90})",
+            hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4f}}<extra></extra>",
+        )
+    fig.add_hline(y=0.9, line={"dash": "dot", "color": "grey"})
+    return fig
+
+
+def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
+    """Mean similarity s(i, i+k) against offset k for each table, overlaid."""
+    first = next(iter(profiles.values()))
+    fig = base_figure(
+        f"Mean {first.metric} similarity against offset ({center_label(first.centered)})",
+        "offset k (positions)",
+        f"mean {first.metric} s(i, i+k)",
+    )
+    for name, p in profiles.items():
+        fig.add_scatter(
+            x=p.offsets,
+            y=f32(p.mean),
+            mode="lines",
+            name=name,
+            hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4f}}<extra></extra>",
+        )
+    return fig
+
+
+def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
+    """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
+    names, pair = list(maps), list(maps.values())
+    metric, block = pair[0].metric, max(m.block for m in pair)
+    titles = [*names, f"{names[1]} − {names[0]}"] if difference else names
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
+    blocks = f"; block means of {block} x {block} positions" if block > 1 else ""
+    fig.update_layout(
+        template=TEMPLATE,
+        title=f"{metric} similarity between positions ({center_label(pair[0].centered)}){blocks}",
+        margin={"l": 60, "r": 20, "t": 80, "b": 110},
+        height=500,
+    )
+    low = min(float(m.values.min()) for m in pair)
+    high = max(float(m.values.max()) for m in pair)
+    if metric == "euclidean":
+        shared = {"colorscale": "Viridis", "cmin": low, "cmax": high}
+    else:
+        reach = max(abs(low), abs(high))
+        shared = {"colorscale": DIVERGING, "cmin": -reach, "cmax": reach}
+    colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
+    fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3}})
+    for col, (name, m) in enumerate(maps.items(), start=1):
+        fig.add_heatmap(
+            x=f32(m.col_positions),
+            y=f32(m.row_positions),
+            z=f32(m.values),
+            zsmooth=PIXEL_CELLS,
+            coloraxis="coloraxis",
+            name=name,
+            hovertemplate=f"{name}<br>i=%{{y}}, j=%{{x}}<br>s=%{{z:.4f}}<extra></extra>",
+            row=1,
+            col=col,
+        )
+    if difference:
+        delta = pair[1].values - pair[0].values
+        reach = float(np.abs(delta).max()) or 1.0
+        fig.update_layout(
+            coloraxis2={
+                "colorscale": DIVERGING,
+                "cmin": -reach,
+                "cmax": reach,
+                "colorbar": {**colorbar, "x": 0.84, "len": 0.3},
+            }
+        )
+        fig.add_heatmap(
+            x=f32(pair[0].col_positions),
+            y=f32(pair[0].row_positions),
+            z=f32(delta),
+            zsmooth=PIXEL_CELLS,
+            coloraxis="coloraxis2",
+            name="difference",
+            hovertemplate="i=%{y}, j=%{x}<br>Δs=%{z:.4f}<extra></extra>",
+            row=1,
+            col=3,
+        )
+    fig.update_yaxes(autorange="reversed", title_text="position i", col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="position j")
+    return fig
+
+
+def comparison_angles(c: Comparison) -> go.Figure:
+    """Principal angles between the top-k components over positions of two tables."""
+    degrees = np.degrees(c.principal_angles)
+    fig = base_figure(
+        f"Principal angles between the top-{len(degrees)} PC subspaces over positions "
+        f"({center_label(c.centered)})",
+        "angle (smallest first)",
+        "angle (degrees)",
+        yaxis_range=[0, 92],
+    )
+    fig.add_bar(
+        x=np.arange(1, len(degrees) + 1),
+        y=f32(degrees),
+        name="principal angle",
+        hovertemplate="angle %{x}<br>%{y:.3f}°<extra></extra>",
+    )
+    return fig

@@ -1,0 +1,244 @@
+"""Figures of posviz.components: components over position, their path, fits, periodogram."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from posviz.components import PrincipalComponents, SinusoidFits, SubspaceLikeness
+from posviz.figures.layout import (
+    LINE_POINTS,
+    base_figure,
+    center_label,
+    even_positions,
+    f32,
+    sampled_note,
+    small_multiples,
+)
+
+#: Points drawn of a path in PC space; longer tables are shown at evenly spaced positions.
+PATH_POINTS = 5000
+
+#: Frequency columns of the periodogram heatmap; more bins are summed in equal blocks.
+PERIODOGRAM_COLUMNS = 1024
+
+
+def _pc_label(pc: PrincipalComponents, c: int) -> str:
+    return f"PC{c + 1} ({pc.explained_variance[c]:.1%})"
+
+
+def pc_trajectories(pc: PrincipalComponents, *, overlaid: bool) -> go.Figure:
+    """Each position's projection on PC 1..k over position, overlaid or as small multiples.
+
+    Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
+    subtitle says.
+    """
+    n, k = pc.scores.shape
+    shown = even_positions(n, LINE_POINTS)
+    title = f"Projection on PC 1-{k} over position ({center_label(pc.centered)})"
+    if len(shown) < n:
+        title += f"<br><sup>{sampled_note(shown, n)}</sup>"
+    labels = [_pc_label(pc, c) for c in range(k)]
+    if overlaid:
+        fig = base_figure(title, "position p", "projection (U·S)")
+    else:
+        fig = small_multiples(k, labels, title)
+    for c in range(k):
+        fig.add_trace(
+            go.Scatter(
+                x=shown.astype(np.int32),
+                y=f32(pc.scores[shown, c]),
+                mode="lines",
+                name=labels[c],
+                showlegend=overlaid,
+                hovertemplate=f"PC{c + 1}<br>p=%{{x}}<br>%{{y:.4g}}<extra></extra>",
+            ),
+            **({} if overlaid else {"row": c + 1, "col": 1}),
+        )
+    return fig
+
+
+def pc_path(
+    pc: PrincipalComponents, components: tuple[int, ...], *, max_points: int = PATH_POINTS
+) -> go.Figure:
+    """Positions as a path through 2 or 3 chosen PCs (1-based), coloured by position.
+
+    Above `max_points` positions only evenly spaced ones are drawn (first and last kept); the
+    subtitle says how many.
+    """
+    n = pc.scores.shape[0]
+    shown = even_positions(n, max_points)
+    axes = [f"PC{c} ({pc.explained_variance[c - 1]:.1%})" for c in components]
+    note = " · ".join(filter(None, [center_label(pc.centered), sampled_note(shown, n)]))
+    title = f"Path through {' / '.join(f'PC{c}' for c in components)}<br><sup>{note}</sup>"
+    coords = [f32(pc.scores[shown, c - 1]) for c in components]
+    ends = [f32(pc.scores[[0, n - 1], c - 1]) for c in components]
+    colour = {"color": shown.astype(np.float32), "colorscale": "Viridis"}
+    colorbar = {"colorbar": {"title": {"text": "position"}, "thickness": 12}}
+    hover = "p=%{customdata}<br>" + "<br>".join(
+        f"{a}=%{{{xyz}:.4g}}" for a, xyz in zip(axes, "xyz", strict=False)
+    )
+    ends_text = ["first p=0", f"last p={n - 1}"]
+    if len(components) == 2:
+        fig = base_figure(title, axes[0], axes[1], showlegend=False)
+        fig.add_scatter(
+            x=coords[0],
+            y=coords[1],
+            mode="lines",
+            line={"color": "lightgrey"},
+            name="path",
+            hoverinfo="skip",
+        )
+        fig.add_scatter(
+            x=coords[0],
+            y=coords[1],
+            mode="markers",
+            marker={"size": 5, **colour, **colorbar},
+            customdata=shown,
+            name="positions",
+            hovertemplate=hover + "<extra></extra>",
+        )
+        fig.add_scatter(
+            x=ends[0],
+            y=ends[1],
+            mode="markers+text",
+            text=ends_text,
+            textposition="top center",
+            cliponaxis=False,
+            name="first / last",
+            marker={"size": 12, "color": "firebrick", "symbol": ["circle", "square"]},
+        )
+        return fig
+    fig = base_figure(title, "", "", height=500, showlegend=False)
+    fig.update_layout(margin={"l": 0, "r": 0, "b": 0})
+    fig.add_scatter3d(
+        x=coords[0],
+        y=coords[1],
+        z=coords[2],
+        mode="lines+markers",
+        line={"width": 3, **colour, **colorbar},
+        marker={"size": 2, **colour},
+        customdata=shown,
+        name="positions",
+        hovertemplate=hover + "<extra></extra>",
+    )
+    fig.add_scatter3d(
+        x=ends[0],
+        y=ends[1],
+        z=ends[2],
+        mode="markers+text",
+        text=ends_text,
+        name="first / last",
+        marker={"size": 6, "color": "firebrick", "symbol": ["circle", "square"]},
+    )
+    fig.update_layout(
+        scene={
+            "xaxis_title": axes[0],
+            "yaxis_title": axes[1],
+            "zaxis_title": axes[2],
+            # Further out than plotly's default so the whole path fits a half-width column.
+            "camera": {"eye": {"x": 1.7, "y": 1.7, "z": 1.1}},
+        }
+    )
+    return fig
+
+
+def sinusoid_fits(pc: PrincipalComponents, fits: SinusoidFits) -> go.Figure:
+    """Each PC's trajectory with its best-fitting sinusoid (dashed), R² in the panel title.
+
+    Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
+    subtitle says.
+    """
+    n, k = pc.scores.shape
+    shown = even_positions(n, LINE_POINTS)
+    titles = [
+        f"{_pc_label(pc, c)}: {fits.frequency[c]:.3f} cycles, R² = {fits.r2[c]:.4f}"
+        for c in range(k)
+    ]
+    title = f"Best sinusoid a·cos(2π f p / {n} + φ) + c per PC ({center_label(pc.centered)})"
+    if len(shown) < n:
+        title += f"<br><sup>{sampled_note(shown, n)}</sup>"
+    fig = small_multiples(k, titles, title)
+    for c in range(k):
+        for values, name, line in (
+            (pc.scores[shown, c], "projection", {"color": "steelblue"}),
+            (fits.fitted[shown, c], "fitted sinusoid", {"color": "firebrick", "dash": "dash"}),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=shown.astype(np.int32),
+                    y=f32(values),
+                    mode="lines",
+                    name=name,
+                    line=line,
+                    legendgroup=name,
+                    showlegend=c == 0,
+                    hovertemplate=f"PC{c + 1} {name}<br>p=%{{x}}<br>%{{y:.4g}}<extra></extra>",
+                ),
+                row=c + 1,
+                col=1,
+            )
+    return fig
+
+
+def periodogram(
+    fits: SinusoidFits, *, max_cycles: int, columns: int = PERIODOGRAM_COLUMNS
+) -> go.Figure:
+    """Heatmap of each PC's share of variance per frequency, 0 to `max_cycles` cycles.
+
+    Above `columns` frequency bins, bins are summed in equal blocks (shares add up, so each
+    cell is still the share in its band), plotted at the block's centre frequency.
+    """
+    power = fits.power[:, : max_cycles + 1]
+    block = -(-power.shape[1] // columns)
+    if block > 1:
+        padded = np.pad(power, ((0, 0), (0, -power.shape[1] % block)))
+        power = padded.reshape(len(padded), -1, block).sum(axis=2)
+    cycles = np.arange(power.shape[1]) * block + (block - 1) / 2
+    binned = f", bins summed in blocks of {block}" if block > 1 else ""
+    fig = base_figure(
+        f"Periodogram of each PC: share of its sum of squares per frequency{binned}",
+        "frequency (cycles over the table)",
+        "principal component",
+        height=200 + 30 * len(power),
+    )
+    fig.add_heatmap(
+        x=f32(cycles),
+        y=[f"PC{c + 1}" for c in range(len(power))],
+        z=f32(power),
+        colorscale="Viridis",
+        zmin=0,
+        colorbar={"title": {"text": "share"}},
+        hovertemplate="%{y}<br>%{x:g} cycles<br>share %{z:.4f}<extra></extra>",
+    )
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def principal_angles(likeness: SubspaceLikeness) -> go.Figure:
+    """cos² of each principal angle to the sinusoid basis, and the shuffled-rows chance level."""
+    cos2 = np.cos(likeness.angles[::-1]) ** 2
+    m = likeness.n_frequencies
+    fig = base_figure(
+        f"Principal angles between the PC span and cos/sin(π f p / n), f = 1..{m}",
+        "principal angle (smallest first)",
+        "cos² of the angle",
+        yaxis_range=[0, 1.05],
+    )
+    fig.add_bar(
+        x=np.arange(1, len(cos2) + 1),
+        y=f32(cos2),
+        name=f"table: mean cos² {likeness.mean_cos2:.3f}",
+        hovertemplate="angle %{x}<br>cos² %{y:.4f}<extra></extra>",
+    )
+    chance = float(likeness.shuffled.mean())
+    fig.add_scatter(
+        x=[0.5, len(cos2) + 0.5],
+        y=[chance, chance],
+        mode="lines",
+        line={"dash": "dash", "color": "firebrick"},
+        name=f"shuffled rows: mean cos² {chance:.3f} "
+        f"({len(likeness.shuffled)} shuffles, seed {likeness.seed})",
+        hoverinfo="skip",
+    )
+    return fig

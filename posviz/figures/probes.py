@@ -1,0 +1,56 @@
+"""Figures of posviz.probes: out-of-fold position predictions beside the controls."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from posviz.figures.layout import base_figure, f32
+from posviz.probes import ProbeReport
+
+
+def probe_predictions(report: ProbeReport) -> go.Figure:
+    """Out-of-fold predicted vs true position for the table and its two controls."""
+    subsample = (
+        f"{report.n_rows:,} of {report.n_positions:,} rows, seeded subsample"
+        if report.subsampled
+        else f"all {report.n_rows:,} rows"
+    )
+    last = report.n_positions - 1
+    # Probes without position information can predict far outside the table (an unregularised
+    # fit with d close to the training rows); the axis keeps the informative range readable.
+    shown = (-0.25 * last, 1.25 * last)
+    outside = sum(
+        int(np.count_nonzero((p.predictions < shown[0]) | (p.predictions > shown[1])))
+        for p in report.absolute.values()
+    )
+    title = (
+        f"Absolute position probe ({report.protocol}): out-of-fold predictions of the first "
+        f"of {report.repeats} {report.folds}-fold splits (seed {report.seed}, {subsample})"
+    )
+    if outside:
+        title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"
+    fig = base_figure(title, "true position p", "predicted position", height=450, yaxis_range=shown)
+    fig.update_layout(margin_t=100)  # room for the subtitle above the legend
+    for name, probe in report.absolute.items():
+        fig.add_scattergl(
+            x=probe.positions.astype(np.int32),
+            y=f32(probe.predictions),
+            mode="markers",
+            marker={"size": 3, "opacity": 0.6},
+            name=f"{name} (MAE {probe.mae:.2f}, skill {probe.skill:.2f})",
+            hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
+        )
+    ends = [0, last]
+    fig.add_scatter(
+        x=ends, y=ends, mode="lines", line={"dash": "dot", "color": "black"}, name="perfect"
+    )
+    chance = report.absolute["table"]
+    fig.add_scatter(
+        x=ends,
+        y=np.full(2, chance.positions.mean(), dtype=np.float32),
+        mode="lines",
+        line={"dash": "dash", "color": "grey"},
+        name=f"chance: the mean position (MAE {chance.chance_mae:.2f})",
+    )
+    return fig

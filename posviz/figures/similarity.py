@@ -1,0 +1,238 @@
+"""Figures of posviz.similarity: similarity maps, offset profiles, grid tiles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, center_label, f32
+from posviz.similarity import GridSimilarity, OffsetProfile, OffsetScores, SimilarityMap
+
+_MEASURES = {"cosine": "cosine similarity", "dot": "dot product", "euclidean": "Euclidean distance"}
+
+
+def _cells(m: SimilarityMap) -> str:
+    """How a map's cells relate to pairs of positions, for titles."""
+    if m.exact:
+        return "exact"
+    kind = "RMS" if m.metric == "euclidean" else "means"
+    return f"{kind} of {m.block} x {m.block} blocks"
+
+
+def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> None:
+    """Flagged positions as triangles on the top (columns) and left (rows) edges of a map."""
+    half = m.block / 2
+    top, left = m.row_positions[0] - half, m.col_positions[0] - half
+    cols = [p for p in highlight if left <= p < m.col_positions[-1] + half]
+    rows = [p for p in highlight if top <= p < m.row_positions[-1] + half]
+    marks = (
+        (cols, [top] * len(cols), cols, "triangle-down"),
+        ([left] * len(rows), rows, rows, "triangle-right"),
+    )
+    for x, y, flagged, symbol in marks:
+        if flagged:
+            fig.add_scatter(
+                x=f32(x),
+                y=f32(y),
+                customdata=np.asarray(flagged, dtype=np.int32),
+                mode="markers",
+                marker={"symbol": symbol, "size": 9, "color": "black"},
+                cliponaxis=False,
+                name="flagged positions",
+                legendgroup="flagged",
+                showlegend=symbol == "triangle-down" or not cols,
+                hovertemplate="flagged position %{customdata}<extra></extra>",
+            )
+
+
+def similarity_heatmap(m: SimilarityMap, *, highlight: Sequence[int] = ()) -> go.Figure:
+    """Position x position map, position 0 top left; `highlight` positions marked on the edges.
+
+    Similarities use a diverging scale centred at 0; distances a sequential one.
+    """
+    measure = _MEASURES[m.metric]
+    fig = base_figure(
+        f"{measure.capitalize()} between positions ({center_label(m.centered)}; {_cells(m)})",
+        "position j",
+        "position i",
+        height=600,
+    )
+    similarity = m.metric != "euclidean"
+    where = "i=%{y}<br>j=%{x}" if m.exact else "block centred at i=%{y}, j=%{x}"
+    fig.add_heatmap(
+        x=f32(m.col_positions),
+        y=f32(m.row_positions),
+        z=f32(m.values),
+        zsmooth=PIXEL_CELLS,
+        colorscale=DIVERGING if similarity else "Viridis",
+        zmid=0 if similarity else None,
+        colorbar={"title": {"text": m.metric}},
+        hovertemplate=f"{where}<br>{m.metric}=%{{z:.4f}}<extra></extra>",
+        name=measure,
+    )
+    _edge_marks(fig, m, highlight)
+    fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
+    fig.update_xaxes(constrain="domain")
+    return fig
+
+
+def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.Figure:
+    """Mean of s(i, i+k) over i against the offset k, with a ±1 std band and the lengths marked."""
+    measure = _MEASURES[p.metric]
+    fig = base_figure(
+        f"Mean {measure} of positions k apart, ±1 std over i ({center_label(p.centered)})",
+        "offset k",
+        f"{measure} s(i, i+k)",
+    )
+    k = p.offsets.astype(np.int32)
+    fig.add_scatter(
+        x=k,
+        y=f32(p.mean + p.std),
+        mode="lines",
+        line={"width": 0},
+        hoverinfo="skip",
+        showlegend=False,
+    )
+    fig.add_scatter(
+        x=k,
+        y=f32(p.mean - p.std),
+        mode="lines",
+        line={"width": 0},
+        fill="tonexty",
+        fillcolor="rgba(31, 119, 180, 0.25)",
+        hoverinfo="skip",
+        name="±1 std over i",
+    )
+    fig.add_scatter(
+        x=k,
+        y=f32(p.mean),
+        customdata=f32(p.std),
+        mode="lines",
+        line={"color": "rgb(31, 119, 180)"},
+        name="mean over i",
+        hovertemplate="k=%{x}<br>mean=%{y:.4f}<br>std=%{customdata:.4f}<extra></extra>",
+    )
+    fig.add_hline(y=0, line={"color": "grey", "width": 1})
+    if scores is not None:
+        lengths = (
+            (scores.length_half, "m(k) < ½ m(0)", "top right"),
+            (scores.length_zero, "m(k) < 0", "bottom right"),
+        )
+        for offset, label, where in lengths:
+            if offset is not None:
+                fig.add_vline(
+                    x=offset,
+                    line={"dash": "dot", "color": "firebrick"},
+                    annotation_text=f"k={offset}: {label}",
+                    annotation_position=where,
+                )
+    return fig
+
+
+def position_profile(m: SimilarityMap, *, position: int, neighbours: Sequence[int]) -> go.Figure:
+    """One position's row of the map (`m` holds that single row, exact), neighbours marked."""
+    measure = _MEASURES[m.metric]
+    row = m.values[0]
+    fig = base_figure(
+        f"{measure.capitalize()} of position {position} to every position "
+        f"({center_label(m.centered)})",
+        "position j",
+        f"s({position}, j)",
+    )
+    positions = m.col_positions.astype(np.int32)
+    fig.add_scatter(
+        x=positions,
+        y=f32(row),
+        mode="lines",
+        name=f"s({position}, j)",
+        hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
+    )
+    marked = np.asarray(neighbours, dtype=np.int32)
+    fig.add_scatter(
+        x=marked,
+        y=f32(row[marked]),
+        mode="markers",
+        marker={"size": 9, "color": "darkorange"},
+        name="neighbours",
+        hovertemplate="neighbour j=%{x}<br>%{y:.4f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[position],
+        y=f32(row[[position]]),
+        mode="markers",
+        marker={"size": 12, "symbol": "star", "color": "firebrick"},
+        name=f"position {position}",
+        hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
+    )
+    return fig
+
+
+def grid_mosaic(g: GridSimilarity) -> tuple[np.ndarray, np.ndarray]:
+    """Tiles laid out as one image, one NaN line between tiles; and the tile centres."""
+    a, b, h, w = g.tiles.shape
+    padded = np.full((a, b, h + 1, w + 1), np.nan)
+    padded[:, :, :h, :w] = g.tiles
+    image = padded.transpose(0, 2, 1, 3).reshape(a * (h + 1), b * (w + 1))[:-1, :-1]
+    return image, (np.arange(a) * (h + 1) + h / 2, np.arange(b) * (w + 1) + w / 2)
+
+
+def grid_tiles(g: GridSimilarity) -> go.Figure:
+    """ViT Fig. 7 mosaic: tile (r, c) is the H x W image of patch (r, c)'s cosine to all patches."""
+    height, width = g.grid
+    n_rows, n_cols = len(g.tile_rows), len(g.tile_cols)
+    mosaic, (row_ticks, col_ticks) = grid_mosaic(g)
+    title = (
+        f"Cosine of each patch to all patches, {height} x {width} grid ({center_label(g.centered)})"
+    )
+    if g.subsampled:
+        title += f"; {n_rows} x {n_cols} patches shown"
+    # Tall: up to 24 x 24 tiles must stay legible.
+    fig = base_figure(title, "patch column of the tile", "patch row of the tile", height=800)
+    fig.add_heatmap(
+        z=f32(mosaic),
+        colorscale=DIVERGING,
+        zmin=-1,
+        zmax=1,
+        colorbar={"title": {"text": "cosine"}},
+        hovertemplate="cosine=%{z:.4f}<extra></extra>",
+        hoverongaps=False,
+    )
+    fig.update_xaxes(
+        tickvals=col_ticks,
+        ticktext=[str(c) for c in g.tile_cols],
+        showgrid=False,
+        constrain="domain",
+    )
+    fig.update_yaxes(
+        tickvals=row_ticks,
+        ticktext=[str(r) for r in g.tile_rows],
+        showgrid=False,
+        autorange="reversed",
+        scaleanchor="x",
+        constrain="domain",
+    )
+    return fig
+
+
+def grid_profiles(g: GridSimilarity) -> go.Figure:
+    """Mean cosine of patches a given number of rows (same column) or columns (same row) apart."""
+    fig = base_figure(
+        f"Mean cosine similarity vs patch offset on the {g.grid[0]} x {g.grid[1]} grid "
+        f"({center_label(g.centered)})",
+        "offset (patches)",
+        "mean cosine similarity",
+    )
+    for profile, name in (
+        (g.row_profile, "row offset, same column"),
+        (g.col_profile, "column offset, same row"),
+    ):
+        fig.add_scatter(
+            x=np.arange(len(profile), dtype=np.int32),
+            y=f32(profile),
+            mode="lines+markers",
+            name=name,
+            hovertemplate="offset %{x}<br>%{y:.4f}<extra></extra>",
+        )
+    return fig
