@@ -262,7 +262,7 @@ def show_probes(table: Embedding) -> None:
         + probes.PROTOCOLS["linear"]
         + ".",
     )
-    report = cache.probes(
+    report = cache.probe_with_controls(
         table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
     )
     probe_settings = export.export_settings(table, **report.settings())

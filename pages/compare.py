@@ -72,7 +72,7 @@ widgets.show_numbers(
 
 st.header("Similarity against offset", divider=True)
 profiles = {
-    name: cache.offset_means(table, metric=metric, center=center, max_offset=max_offset)
+    name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
     for name, table in names.items()
 }
 widgets.show_figure(
@@ -93,7 +93,7 @@ if first.shape[0] != second.shape[0]:
         "difference map and the position-by-position measures below.",
     )
     if match:
-        matched = cache.resampled_length(
+        matched = cache.resample_length(
             second, n_positions=first.shape[0], method="linear", positions="ends", reserved=0
         )
         settings["second_resampled_to"] = first.shape[0]
@@ -132,7 +132,7 @@ k = st.number_input(
 )
 settings["k"] = k
 try:
-    result = cache.comparison(first, matched, k=k, center=center)
+    result = cache.compare(first, matched, k=k, center=center)
 except ValueError as error:
     st.error(literal(error), icon=":material/error:")
     st.stop()

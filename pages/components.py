@@ -109,7 +109,7 @@ def path_section() -> None:
 path_section()
 
 st.subheader("How sinusoidal is each component")
-fits = cache.sinusoid_fits(table, k=k, center=center)
+fits = cache.fit_sinusoids(table, k=k, center=center)
 fit_settings = {**settings, "fit": "a*cos(2*pi*f*p/n + phi) + c, least squares"}
 st.metric(
     "Median R² of the top-k fits",

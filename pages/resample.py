@@ -43,7 +43,7 @@ if table.grid is not None:
         "match torch.nn.functional.interpolate(align_corners=False) to float rounding.",
     )
     options = {"grid": (new_height, new_width), "method": method, "antialias": antialias}
-    compute = cache.resampled_grid
+    compute = cache.resample_grid
 else:
     left, middle, right = st.columns(3)
     n_new = left.number_input(
@@ -88,7 +88,7 @@ else:
         "positions": positions,
         "reserved": reserved,
     }
-    compute = cache.resampled_length
+    compute = cache.resample_length
 
 try:
     result = compute(table, **options)
@@ -148,7 +148,7 @@ if table.grid is not None:
         )
 else:
     profiles = {
-        name: cache.offset_means(
+        name: cache.offset_profile(
             t, metric="cosine", center=center, max_offset=min(MAX_OFFSET, t.shape[0] - 1)
         )
         for name, t in {"original": table, "resampled": result}.items()

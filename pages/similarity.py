@@ -128,7 +128,7 @@ max_offset = left.number_input(
     help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and costs "
     "n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
 )
-profile = cache.offset_means(table, metric=similarity, center=center, max_offset=max_offset)
+profile = cache.offset_profile(table, metric=similarity, center=center, max_offset=max_offset)
 offset_settings = {**settings, "metric": similarity, "max_offset": max_offset}
 scores = None
 if max_offset >= 2:

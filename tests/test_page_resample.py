@@ -83,7 +83,7 @@ def test_grid_resampling_keeps_prefix_and_shows_both_mosaics():
 def test_resampled_tables_are_kept_as_objects_and_bounded(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        cache._resample,
+        cache.pipeline._resample,
         "resample_length",
         lambda *a, **k: calls.append(a) or resample_length(*a, **k),
     )
@@ -94,13 +94,13 @@ def test_resampled_tables_are_kept_as_objects_and_bounded(monkeypatch):
     assert len(calls) == 1
 
     options = {"method": "linear", "positions": "ends", "reserved": 0}
-    first = cache.resampled_length(table, n_positions=80, **options)
+    first = cache.resample_length(table, n_positions=80, **options)
     # The same object, not an unpickled copy per call: one table's bytes, not two or three.
-    assert cache.resampled_length(table, n_positions=80, **options) is first
+    assert cache.resample_length(table, n_positions=80, **options) is first
     assert len(calls) == 1
     for n in range(81, 81 + cache.TABLE_ENTRIES):
-        cache.resampled_length(table, n_positions=n, **options)
+        cache.resample_length(table, n_positions=n, **options)
     assert len(calls) == 1 + cache.TABLE_ENTRIES
     # The oldest entry was dropped: the count, not the results, bounds the memory.
-    assert cache.resampled_length(table, n_positions=80, **options) is not first
+    assert cache.resample_length(table, n_positions=80, **options) is not first
     assert len(calls) == 2 + cache.TABLE_ENTRIES

@@ -1,9 +1,11 @@
-"""Core calls cached per table content: an Embedding is hashed by its sha256, never by sampling.
+"""The pipeline's steps (posviz.pipeline) cached per table content, each named as its step.
 
-Built figures are kept too (`figure`), keyed by a digest of the results they draw.
+A page calls ``cache.spectrum(table, center=True)``; a step that needs another step's result
+gets it through :func:`run`, so that one is cached too. Built figures are kept as well
+(`figure`), keyed by a digest of the results they draw.
 
-Streamlit hashes large arrays by sampling them (two tables could collide), so every wrapper
-takes the whole Embedding and `hash_funcs` reduces it to its digest. Each cached function
+Streamlit hashes large arrays by sampling them (two tables could collide), so every step
+takes whole Embeddings and `hash_funcs` reduces each to its sha256. Each cached function
 keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, or for resampled tables the latest
 TABLE_ENTRIES, shared by all sessions, so memory levels off as users come and go.
 """
@@ -19,14 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from posviz import boundary as _boundary
 from posviz import collection as _collection
-from posviz import compare as _compare
-from posviz import components as _components
-from posviz import probes as _probes
-from posviz import resample as _resample
-from posviz import similarity as _similarity
-from posviz import spectrum as _spectrum
+from posviz import pipeline
 from posviz.embedding import Embedding
 
 if TYPE_CHECKING:
@@ -36,40 +32,11 @@ CACHE_SIZE = os.environ.get("POSVIZ_CACHE_SIZE", "1GB")
 
 
 def cached(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a core wrapper: content-keyed, byte-bounded, with a spinner saying what runs."""
+    """Decorate a step: content-keyed, byte-bounded, with a spinner saying what runs."""
     return st.cache_data(
         max_size=CACHE_SIZE,
         hash_funcs={Embedding: attrgetter("sha256")},
         show_spinner=spinner,
-    )
-
-
-@cached("Computing the singular-value spectrum…")
-def spectrum(table: Embedding, *, center: bool) -> _spectrum.Spectrum:
-    return _spectrum.spectrum(table.values, center=center)
-
-
-@cached("Computing the top principal components…")
-def principal_components(
-    table: Embedding, *, k: int, center: bool
-) -> _components.PrincipalComponents:
-    return _components.principal_components(table.values, k=k, center=center)
-
-
-@cached("Fitting a sinusoid to each principal component…")
-def sinusoid_fits(table: Embedding, *, k: int, center: bool) -> _components.SinusoidFits:
-    return _components.fit_sinusoids(principal_components(table, k=k, center=center).scores)
-
-
-@cached("Comparing the components' span with low-frequency sinusoids…")
-def sinusoid_likeness(
-    table: Embedding, *, k: int, center: bool, n_frequencies: int, n_shuffles: int, seed: int
-) -> _components.SubspaceLikeness:
-    return _components.sinusoid_likeness(
-        principal_components(table, k=k, center=center).scores,
-        n_frequencies=n_frequencies,
-        n_shuffles=n_shuffles,
-        seed=seed,
     )
 
 
@@ -92,130 +59,58 @@ def cached_table(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., A
     )
 
 
-# --- compare and resample -------------------------------------------------------------------
+_CACHED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
 
-@cached_table("Resampling the table…")
-def resampled_length(
-    table: Embedding, *, n_positions: int, method: str, positions: str, reserved: int
-) -> Embedding:
-    result = _resample.resample_length(
-        table.values, n_positions, method=method, positions=positions, reserved=reserved
-    )
-    return _resample.resampled_table(table, result)
+def run(step: Callable[..., Any], /, *tables: Embedding, **settings: Any) -> Any:
+    """The pipeline's cached runner: `step` on `tables`, from the cache when computed before."""
+    return _CACHED[step](*tables, **settings)
 
 
-@cached_table("Resampling the grid…")
-def resampled_grid(
-    table: Embedding, *, grid: tuple[int, int], method: str, antialias: bool
-) -> Embedding:
-    result = _resample.resample_grid(
-        table.values, table.grid, grid, method=method, antialias=antialias
-    )
-    return _resample.resampled_table(table, result)
+def _step(
+    step: Callable[..., Any], spinner: str, decorate: Callable[[str], Callable] = cached
+) -> Callable[..., Any]:
+    """`step` of posviz.pipeline, cached, its upstream steps cached too (they go through `run`)."""
+
+    def cached_step(*tables: Embedding, **settings: Any) -> Any:
+        return step(*tables, run=run, **settings)
+
+    # Streamlit keys a cache by the function's module, qualified name and source: one name
+    # per step keeps their caches apart.
+    cached_step.__name__ = cached_step.__qualname__ = step.__name__
+    _CACHED[step] = decorate(spinner)(cached_step)
+    return _CACHED[step]
 
 
-@cached("Comparing the two tables: CKA, principal angles, Procrustes…")
-def comparison(first: Embedding, second: Embedding, *, k: int, center: bool) -> _compare.Comparison:
-    return _compare.compare(first.values, second.values, k=k, center=center)
-
-
-@cached("Computing the offset profile…")
-def offset_means(
-    table: Embedding, *, metric: str, center: bool, max_offset: int
-) -> _similarity.OffsetProfile:
-    return _similarity.offset_profile(
-        table.values, metric=metric, center=center, max_offset=max_offset
-    )
-
-
-# --- similarity -----------------------------------------------------------------------------
-
-
-@cached("Computing similarities between positions…")
-def similarity_map(
-    table: Embedding,
-    *,
-    metric: str,
-    center: bool,
-    max_side: int,
-    rows: tuple[int, int] | None = None,
-    cols: tuple[int, int] | None = None,
-) -> _similarity.SimilarityMap:
-    return _similarity.similarity_map(
-        table.values, metric=metric, center=center, rows=rows, cols=cols, max_side=max_side
-    )
-
-
-@cached("Computing patch-to-patch similarities on the grid…")
-def grid_similarity(
-    table: Embedding, *, grid: tuple[int, int], center: bool, max_side: int
-) -> _similarity.GridSimilarity:
-    return _similarity.grid_similarity(table.values, grid, center=center, max_side=max_side)
-
-
-@cached("Scoring the offset profile…")
-def offset_scores(
-    table: Embedding, *, metric: str, center: bool, max_offset: int, window: int
-) -> _similarity.OffsetScores:
-    profile = offset_means(table, metric=metric, center=center, max_offset=max_offset)
-    return _similarity.offset_scores(profile, window=window)
-
-
-@cached("Computing per-position statistics…")
-def position_statistics(table: Embedding, *, top_k: int) -> _boundary.PositionStatistics:
-    return _boundary.position_statistics(table.values, top_k=top_k)
-
-
-@cached("Flagging unusual positions…")
-def outliers(table: Embedding, *, top_k: int, window: int, threshold: float) -> _boundary.Outliers:
-    curves = position_statistics(table, top_k=top_k).flagging_curves()
-    return _boundary.outliers(curves, window=window, threshold=threshold)
-
-
-@cached("Summarising the boundaries…")
-def boundary_summary(table: Embedding, *, top_k: int, k: int) -> _boundary.BoundarySummary:
-    curves = position_statistics(table, top_k=top_k).flagging_curves()
-    return _boundary.boundary_summary(curves, k=k)
-
-
-@cached("Finding change points…")
-def change_points(
-    table: Embedding,
-    *,
-    top_k: int,
-    window: int,
-    threshold: float,
-    statistic: str,
-    max_changes: int,
-    min_size: int,
-) -> _boundary.ChangePoints:
-    flags = outliers(table, top_k=top_k, window=window, threshold=threshold)
-    return _boundary.change_points(
-        flags.cleaned(statistic), max_changes=max_changes, min_size=min_size
-    )
-
-
-@cached("Running the position probes on the table and its two controls…")
-def probes(
-    table: Embedding, *, seed: int, max_rows: int, n_pairs: int, repeats: int, protocol: str
-) -> _probes.ProbeReport:
-    return _probes.probe_with_controls(
-        table.values,
-        seed=seed,
-        max_rows=max_rows,
-        n_pairs=n_pairs,
-        repeats=repeats,
-        protocol=protocol,
-    )
+spectrum = _step(pipeline.spectrum, "Computing the singular-value spectrum…")
+principal_components = _step(
+    pipeline.principal_components, "Computing the top principal components…"
+)
+fit_sinusoids = _step(pipeline.fit_sinusoids, "Fitting a sinusoid to each principal component…")
+sinusoid_likeness = _step(
+    pipeline.sinusoid_likeness, "Comparing the components' span with low-frequency sinusoids…"
+)
+similarity_map = _step(pipeline.similarity_map, "Computing similarities between positions…")
+grid_similarity = _step(
+    pipeline.grid_similarity, "Computing patch-to-patch similarities on the grid…"
+)
+offset_profile = _step(pipeline.offset_profile, "Computing the offset profile…")
+offset_scores = _step(pipeline.offset_scores, "Scoring the offset profile…")
+position_statistics = _step(pipeline.position_statistics, "Computing per-position statistics…")
+outliers = _step(pipeline.outliers, "Flagging unusual positions…")
+boundary_summary = _step(pipeline.boundary_summary, "Summarising the boundaries…")
+change_points = _step(pipeline.change_points, "Finding change points…")
+probe_with_controls = _step(
+    pipeline.probe_with_controls,
+    "Running the position probes on the table and its two controls…",
+)
+compare = _step(pipeline.compare, "Comparing the two tables: CKA, principal angles, Procrustes…")
+resample_length = _step(pipeline.resample_length, "Resampling the table…", cached_table)
+resample_grid = _step(pipeline.resample_grid, "Resampling the grid…", cached_table)
+table_summary = _step(pipeline.table_summary, "Summarising the table…")
 
 
 # --- collection -----------------------------------------------------------------------------
-
-
-@cached("Summarising the table…")
-def table_summary(table: Embedding, *, center: bool) -> _collection.TableSummary:
-    return _collection.table_summary(table.values, center=center)
 
 
 @st.cache_resource(
