@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, probes, similarity
+from posviz import components, figures, pipeline
 from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
 from posviz.export import export_settings
-from posviz.spectrum import NO_VARIANCE, NOISE_RULE, spectrum
+from posviz.spectrum import NO_VARIANCE, NOISE_RULE
 
 __all__ = [
     "REPORT_MAX_SIDE",
@@ -43,6 +43,9 @@ def report_sections(
 ) -> list[Section]:
     """Compute every analysis of `table` with the app's defaults and the given options.
 
+    Each section runs the pipeline's steps (posviz.pipeline), uncached: the same chain and
+    defaults the pages run, so the same settings give the page's numbers.
+
     Parameters
     ----------
     table : Embedding
@@ -53,90 +56,110 @@ def report_sections(
     seed : int
         Seed of the shuffled controls and the probes.
     """
-    values = table.values
-    s = spectrum(values, center=center)
-    metrics = s.metrics()
-
-    overview = similarity.similarity_map(
-        values, metric="cosine", center=center, max_side=REPORT_MAX_SIDE
-    )
-    profile = similarity.offset_profile(values, metric="cosine", center=center)
-    scores = similarity.offset_scores(profile)
-
-    k = min(k, components.max_components(table.shape, center=center))
-    pcs = components.principal_components(values, k=k, center=center)
-    fits = components.fit_sinusoids(pcs.scores)
-    likeness = components.sinusoid_likeness(pcs.scores, seed=seed)
-
-    stats = boundary.position_statistics(values)
-    flags = boundary.outliers(stats.flagging_curves())
-    probe = probes.probe_with_controls(values, seed=seed)
-
     return [
-        Section(
-            "Spectrum",
-            "How low-rank the table is. Effective rank: exp of the entropy of σ/Σσ; stable "
-            "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; n_above_noise: "
-            + NOISE_RULE
-            + ("" if s.has_variance else f" {NO_VARIANCE}"),
-            {"Metrics": pd.DataFrame([metrics])},
-            [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
-        ),
-        Section(
-            "Similarity",
-            "Cosine similarity between positions, and its mean and spread over all pairs at "
-            "each offset. Translation invariance: 1 - variance within diagonals / total "
-            "variance.",
-            {
-                "Scores": pd.DataFrame(
-                    [{"translation_invariance": profile.translation_invariance, **vars(scores)}]
-                )
-            },
-            [
-                figures.similarity.similarity_heatmap(overview),
-                figures.similarity.offset_profile(profile, scores),
-            ],
-        ),
-        Section(
-            "Components",
-            "Principal components over position, a sinusoid a·cos(ωp + φ) + c fitted to each "
-            "(R² = 1 - RSS/TSS), and the mean squared cosine of the principal angles to "
-            "low-frequency sinusoids against a shuffled-rows control.",
-            {
-                "Sinusoid fits": components.fits_table(pcs, fits),
-                "Likeness to sinusoids": pd.DataFrame(
-                    [
-                        {
-                            "n_frequencies": likeness.n_frequencies,
-                            "mean_cos2": likeness.mean_cos2,
-                            "shuffled_mean_cos2": likeness.shuffled.mean(),
-                            "p_value": likeness.p_value,
-                        }
-                    ]
-                ),
-            },
-            [
-                figures.components.pc_trajectories(pcs, overlaid=False),
-                figures.components.sinusoid_fits(pcs, fits),
-            ],
-        ),
-        Section(
-            "Boundaries",
-            "Per-position statistics; a position is flagged when a statistic is more than "
-            f"{flags.threshold:g} robust z (median/MAD over a window of ±{flags.window} positions) "
-            "from its neighbourhood.",
-            {"Flagged positions": flags.table()},
-            [figures.boundary.position_statistics(stats, flags)],
-        ),
-        Section(
-            "Probes",
-            "How much absolute and relative position a linear read-out recovers (Wang & Chen "
-            "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape. "
-            + " ".join(f"{key}: {value}." for key, value in probe.settings().items()),
-            {"Probe results": probe.table()},
-            [figures.probes.probe_predictions(probe)],
-        ),
+        spectrum_section(table, center=center),
+        similarity_section(table, center=center),
+        components_section(table, center=center, k=k, seed=seed),
+        boundaries_section(table),
+        probes_section(table, seed=seed),
     ]
+
+
+def spectrum_section(table: Embedding, *, center: bool) -> Section:
+    s = pipeline.spectrum(table, center=center)
+    return Section(
+        "Spectrum",
+        "How low-rank the table is. Effective rank: exp of the entropy of σ/Σσ; stable "
+        "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; n_above_noise: "
+        + NOISE_RULE
+        + ("" if s.has_variance else f" {NO_VARIANCE}"),
+        {"Metrics": pd.DataFrame([s.metrics()])},
+        [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
+    )
+
+
+def similarity_section(table: Embedding, *, center: bool) -> Section:
+    overview = pipeline.similarity_map(
+        table, metric="cosine", center=center, max_side=REPORT_MAX_SIDE
+    )
+    profile = pipeline.offset_profile(table, metric="cosine", center=center, max_offset=None)
+    scores = pipeline.offset_scores(
+        table, metric="cosine", center=center, max_offset=None, window=32
+    )
+    return Section(
+        "Similarity",
+        "Cosine similarity between positions, and its mean and spread over all pairs at "
+        "each offset. Translation invariance: 1 - variance within diagonals / total "
+        "variance.",
+        {
+            "Scores": pd.DataFrame(
+                [{"translation_invariance": profile.translation_invariance, **vars(scores)}]
+            )
+        },
+        [
+            figures.similarity.similarity_heatmap(overview),
+            figures.similarity.offset_profile(profile, scores),
+        ],
+    )
+
+
+def components_section(table: Embedding, *, center: bool, k: int, seed: int) -> Section:
+    k = min(k, components.max_components(table.shape, center=center))
+    pcs = pipeline.principal_components(table, k=k, center=center)
+    fits = pipeline.fit_sinusoids(table, k=k, center=center)
+    likeness = pipeline.sinusoid_likeness(
+        table, k=k, center=center, n_frequencies=8, n_shuffles=20, seed=seed
+    )
+    return Section(
+        "Components",
+        "Principal components over position, a sinusoid a·cos(ωp + φ) + c fitted to each "
+        "(R² = 1 - RSS/TSS), and the mean squared cosine of the principal angles to "
+        "low-frequency sinusoids against a shuffled-rows control.",
+        {
+            "Sinusoid fits": components.fits_table(pcs, fits),
+            "Likeness to sinusoids": pd.DataFrame(
+                [
+                    {
+                        "n_frequencies": likeness.n_frequencies,
+                        "mean_cos2": likeness.mean_cos2,
+                        "shuffled_mean_cos2": likeness.shuffled.mean(),
+                        "p_value": likeness.p_value,
+                    }
+                ]
+            ),
+        },
+        [
+            figures.components.pc_trajectories(pcs, overlaid=False),
+            figures.components.sinusoid_fits(pcs, fits),
+        ],
+    )
+
+
+def boundaries_section(table: Embedding) -> Section:
+    stats = pipeline.position_statistics(table, top_k=0)
+    flags = pipeline.outliers(table, top_k=0, window=16, threshold=8.0)
+    return Section(
+        "Boundaries",
+        "Per-position statistics; a position is flagged when a statistic is more than "
+        f"{flags.threshold:g} robust z (median/MAD over a window of ±{flags.window} positions) "
+        "from its neighbourhood.",
+        {"Flagged positions": flags.table()},
+        [figures.boundary.position_statistics(stats, flags)],
+    )
+
+
+def probes_section(table: Embedding, *, seed: int) -> Section:
+    probe = pipeline.probe_with_controls(
+        table, seed=seed, max_rows=2048, n_pairs=2000, repeats=2, protocol="nested ridge"
+    )
+    return Section(
+        "Probes",
+        "How much absolute and relative position a linear read-out recovers (Wang & Chen "
+        "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape. "
+        + " ".join(f"{key}: {value}." for key, value in probe.settings().items()),
+        {"Probe results": probe.table()},
+        [figures.probes.probe_predictions(probe)],
+    )
 
 
 def build_report(table: Embedding, *, center: bool = True, k: int = 6, seed: int = 0) -> str:
