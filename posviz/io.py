@@ -29,7 +29,7 @@ from typing import BinaryIO, TypeVar
 import numpy as np
 from numpy.lib import format as npy_format
 
-from posviz.embedding import MAX_ELEMENTS, MIN_DIMS, MIN_POSITIONS, Embedding, LoadError
+from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding, LoadError, check_elements
 
 __all__ = [
     "ACCEPTED_FORMATS",
@@ -56,10 +56,12 @@ ACCEPTED_FORMATS = ".npy, .npz, .safetensors, .csv, .tsv, .txt"
 MAX_TEXT_BYTES = 512 * 2**20
 #: A safetensors header is refused beyond these, before it is parsed: GPT-2's 148 tensors take
 #: 15 KB of header (about 100 bytes each), so 8 MiB holds some 80,000 entries, and a
-#: checkpoint file holds a few thousand tensors at most. Parsing stays within about 1 s and
-#: 200 MB for any header these admit.
+#: checkpoint file holds a few thousand tensors at most. Parsing time and memory grow with
+#: the header's bytes and entries, so these bound both for any header they admit.
 MAX_HEADER_BYTES = 8 * 2**20
 MAX_TENSORS = 65_536
+#: What to do about a tensor above `embedding.MAX_ELEMENTS` in a file.
+_SAVE_LESS = "save only the position table."
 #: Zip archives (.npz) are refused beyond these, before anything is inflated.
 MAX_MEMBERS = 1000
 MAX_UNZIPPED_BYTES = 2 * 2**30
@@ -457,15 +459,6 @@ def _read_exact(file: BinaryIO, nbytes: int, what: str) -> bytearray:
     return buffer
 
 
-def _check_elements(what: str, shape: tuple[int, ...]) -> None:
-    if math.prod(shape) > MAX_ELEMENTS:
-        msg = (
-            f"{what} has shape {shape} ({math.prod(shape):,} values), above the limit of "
-            f"{MAX_ELEMENTS:,}; save only the position table."
-        )
-        raise LoadError(msg)
-
-
 # --- .npy and .npz ---------------------------------------------------------------------
 
 
@@ -511,7 +504,7 @@ def _npy_data(file: BinaryIO, what: str, nbytes: int) -> np.ndarray:
             "never unpickles. Save a numeric array: np.save(path, np.asarray(x, dtype=np.float32))."
         )
         raise LoadError(msg)
-    _check_elements(what, shape)
+    check_elements(what, shape, _SAVE_LESS)
     buffer = _read_exact(file, math.prod(shape) * dtype.itemsize, what)
     return np.frombuffer(buffer, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
@@ -743,7 +736,7 @@ def check_safetensors_tensor(what: str, entry: dict) -> None:
     if entry["dtype"] == "BOOL":
         msg = f"{what} is BOOL (a mask, not an embedding); choose a float tensor."
         raise LoadError(msg)
-    _check_elements(what, tuple(entry["shape"]))
+    check_elements(what, tuple(entry["shape"]), _SAVE_LESS)
 
 
 def safetensors_array(buffer: bytearray, entry: dict) -> np.ndarray:
@@ -825,7 +818,7 @@ def _read_text(src: _File, name: str) -> np.ndarray:
     _check_single(src, name)
     text = _scan_text(src)
     width = len(text.cells(text.lines[0][1]))
-    _check_elements(src.label, (len(text.lines), width))
+    check_elements(src.label, (len(text.lines), width), _SAVE_LESS)
     table = np.empty((len(text.lines), width))
     for row, (number, line) in enumerate(text.lines):
         cells = text.cells(line)

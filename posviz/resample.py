@@ -10,7 +10,7 @@ import numpy as np
 import safetensors.numpy
 from scipy.interpolate import CubicSpline
 
-from posviz.embedding import MAX_ELEMENTS, Embedding
+from posviz.embedding import MAX_ELEMENTS, Embedding, check_elements
 
 __all__ = [
     "GRID_METHODS",
@@ -69,12 +69,8 @@ def _check_size(n_rows: int, d_model: int) -> None:
     if n_rows < 2:
         msg = f"The new table needs at least 2 rows, got {n_rows}."
         raise ValueError(msg)
-    if n_rows * d_model > MAX_ELEMENTS:
-        msg = (
-            f"{n_rows:,} x {d_model:,} = {n_rows * d_model:,} values is above the limit of "
-            f"{MAX_ELEMENTS:,}; pick a new length below {MAX_ELEMENTS // d_model:,}."
-        )
-        raise ValueError(msg)
+    advice = f"pick a new length below {MAX_ELEMENTS // d_model:,}."
+    check_elements("The new table", (n_rows, d_model), advice)
 
 
 def resample_length(
