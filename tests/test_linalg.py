@@ -36,7 +36,7 @@ def test_centered_is_the_table_minus_its_mean_row_in_float64(table, center):
     assert np.array_equal(mean_row(table, center=False), np.zeros(23))
 
 
-def test_float64_rows_centre_then_scale_each_row(table):
+def test_float64_rows_center_then_scale_each_row(table):
     mean, scale = np.arange(23.0), np.linspace(0.5, 2, 4)
     got = float64_rows(table[:4], mean, scale)
     expected = (table[:4].astype(np.float64) - mean) * scale[:, None]
@@ -74,8 +74,8 @@ def test_gram_of_blocks_is_the_product_on_the_smaller_side(monkeypatch, shape, n
 @pytest.mark.parametrize("shape", [(700, 600), (600, 700)], ids=["tall", "wide"])
 def test_gram_is_the_whole_symmetric_product_across_mirrored_column_blocks(shape):
     x = gaussian(*shape, seed=1).values  # float32, as uploaded; sides past 2 mirror blocks
-    centred = x.astype(np.float64) - x.mean(0, dtype=np.float64)
-    expected = centred.T @ centred if shape[0] >= shape[1] else centred @ centred.T
+    centered = x.astype(np.float64) - x.mean(0, dtype=np.float64)
+    expected = centered.T @ centered if shape[0] >= shape[1] else centered @ centered.T
     got = gram(x, center=True)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
     assert np.array_equal(got, got.T)
@@ -89,8 +89,8 @@ def test_blocks_stay_within_the_byte_budget(monkeypatch, shape):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     blocks = list(float64_blocks(x, center=True))
     assert [len(b) for b in blocks] == [3] * 16 + [2]
-    centred = x.astype(np.float64) - x.astype(np.float64).mean(axis=0)
-    expected = centred if shape == (50, 7) else centred.T
+    centered = x.astype(np.float64) - x.astype(np.float64).mean(axis=0)
+    expected = centered if shape == (50, 7) else centered.T
     np.testing.assert_allclose(np.vstack(blocks), expected, atol=1e-12)
 
 
