@@ -24,6 +24,7 @@ __all__ = [
     "gram_of_blocks",
     "mean_row",
     "row_blocks",
+    "tall_times",
 ]
 
 #: A table is read in at least `N_BLOCKS` slices, each of at most `BLOCK_BYTES` of float64.
@@ -98,6 +99,15 @@ def float64_blocks(
         if row_scale is not None:
             block *= row_scale
         yield block
+
+
+def tall_times(values: np.ndarray, matrix: np.ndarray, *, center: bool) -> np.ndarray:
+    """The table in its tall orientation (see :func:`float64_blocks`) times `matrix`, in float64.
+
+    ``X M`` for tall tables, ``Xᵀ M`` for wide ones (centred first if `center`), a slice at a
+    time: e.g. the scores ``X V`` of principal directions, or ``V = Xᵀ U / S`` from ``U``.
+    """
+    return np.concatenate([block @ matrix for block in float64_blocks(values, center=center)])
 
 
 def gram_of_blocks(blocks: Iterable[np.ndarray], size: int) -> np.ndarray:

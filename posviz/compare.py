@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy.linalg import eigh, subspace_angles, svdvals
 
-from posviz._linalg import centered, float64_blocks, gram
+from posviz._linalg import centered, float64_blocks, gram, tall_times
 from posviz.spectrum import Spectrum
 
 __all__ = [
@@ -101,7 +101,7 @@ def _components(values: np.ndarray, g: np.ndarray, k: int, *, center: bool) -> n
     """Top-k left singular vectors ``U = X V / σ`` of a tall table from its Gram ``g = Xᵀ X``."""
     lam, vectors = _top_eigenvectors(g, k, values.shape)
     weights = vectors / np.sqrt(lam)
-    return np.concatenate([block @ weights for block in float64_blocks(values, center=center)])
+    return tall_times(values, weights, center=center)
 
 
 def _procrustes(nuclear: float, sq_norm_x: float, sq_norm_y: float) -> float:

@@ -110,3 +110,13 @@ def test_evenly_spaced_keeps_both_ends_and_at_most_k_points(n, k):
 def test_evenly_spaced_is_every_position_when_they_fit():
     np.testing.assert_array_equal(evenly_spaced(6, 6), np.arange(6))
     assert evenly_spaced(0, 3).size == 0
+
+
+@pytest.mark.parametrize("shape", [(301, 23), (23, 301)], ids=["tall", "wide"])
+def test_tall_times_is_the_centered_table_in_its_tall_orientation_times_a_matrix(shape):
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    c = centered(x, center=True)
+    tall = c if shape[0] >= shape[1] else c.T
+    m = np.random.default_rng(6).standard_normal((tall.shape[1], 4))
+    got = posviz._linalg.tall_times(x, m, center=True)
+    np.testing.assert_allclose(got, tall @ m, rtol=0, atol=1e-12 * np.abs(tall @ m).max())
