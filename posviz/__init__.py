@@ -20,12 +20,13 @@ from __future__ import annotations
 import importlib
 import os
 
-# numpy and scipy each bundle an OpenBLAS whose idle threads spin for 2^28 cycles (~0.1 s)
-# before sleeping; every hand-over between them (a numpy product, then a scipy LAPACK call)
-# then runs against the other's spinning threads on the same cores. 2^20 cycles: the
-# spectrum at 1024 x 768 takes 31 ms instead of 49 ms. Read when numpy first loads, so set
-# here, before it does (a value already in the environment wins). With it, two BLAS threads
-# beat one for the probes and compare() too (1024 x 768: 0.33 vs 0.37 s, 0.19 vs 0.24 s).
+# numpy and scipy each bundle an OpenBLAS whose idle threads spin for 2^28 cycles before
+# sleeping; every hand-over between them (a numpy product, then a scipy LAPACK call) then
+# runs against the other's spinning threads on the same cores. At 2^20 cycles they yield
+# the cores almost at once, so the spectrum, the probes and compare() no longer wait at each
+# hand-over, and two BLAS threads beat one for them (figures: benchmarks/README.md). Read
+# when numpy first loads, so set here, before it does (a value already in the environment
+# wins).
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 from posviz import io

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
+
+from posviz._linalg import gram_of_blocks, mean_row, row_blocks
 
 __all__ = [
     "STATISTICS",
@@ -42,9 +43,6 @@ MAD_TO_SD = 1.4826
 #: A statistic that varies less than this share of its typical size inside a window is
 #: treated as constant: float32 rounding alone is ~1e-7 relative.
 RELATIVE_FLOOR = 1e-6
-
-#: Rows per block of float64 work (bounds the temporaries of a large table).
-BLOCK_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -101,11 +99,11 @@ def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatis
 
     Notes
     -----
-    Computed in float64, in blocks of `BLOCK_ROWS` rows so a large float32 table is never
-    copied whole. The principal directions are the top eigenvectors of the d x d Gram matrix
-    of the centred table (``scipy.linalg.eigh`` with ``subset_by_index``), and the residual
-    is formed explicitly (not as a difference of squared norms, which would lose the digits
-    of small residuals).
+    Computed in float64, in blocks of rows (:func:`posviz._linalg.row_blocks`) so a large
+    float32 table is never copied whole. The principal directions are the top eigenvectors
+    of the d x d Gram matrix of the centred table (``scipy.linalg.eigh`` with
+    ``subset_by_index``), and the residual is formed explicitly (not as a difference of
+    squared norms, which would lose the digits of small residuals).
 
     Examples
     --------
@@ -117,10 +115,10 @@ def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatis
     if not 0 <= top_k < min(n, d):
         msg = f"top_k must be in 0..{min(n, d) - 1} for a {n} x {d} table, got {top_k}."
         raise ValueError(msg)
-    mean = values.mean(axis=0, dtype=np.float64)
+    mean = mean_row(values, center=True)
     norm, dist, dots = [], [], []
     previous = None  # last row of the previous block, for the cosine across the block edge
-    for block in _float64_blocks(values):
+    for block in row_blocks(values):
         norm.append(np.linalg.norm(block, axis=1))
         dist.append(np.linalg.norm(block - mean, axis=1))
         rows = block if previous is None else np.vstack([previous, block])
@@ -132,12 +130,12 @@ def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatis
     nan = np.array([np.nan])
     residual = None
     if top_k:
-        gram = sum(c.T @ c for c in (b - mean for b in _float64_blocks(values)))
+        gram = gram_of_blocks(row_blocks(values, mean), d)
         _, directions = scipy.linalg.eigh(gram, subset_by_index=[d - top_k, d - 1])
         residual = np.concatenate(
             [
                 np.linalg.norm(c - (c @ directions) @ directions.T, axis=1)
-                for c in (b - mean for b in _float64_blocks(values))
+                for c in row_blocks(values, mean)
             ]
         )
     return PositionStatistics(
@@ -148,12 +146,6 @@ def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatis
         residual_norm=residual,
         top_k=top_k,
     )
-
-
-def _float64_blocks(values: np.ndarray) -> Iterator[np.ndarray]:
-    """Row blocks of `values` in float64: exact sums without a float64 copy of a large table."""
-    for start in range(0, len(values), BLOCK_ROWS):
-        yield np.asarray(values[start : start + BLOCK_ROWS], dtype=np.float64)
 
 
 def hampel(signal: np.ndarray, *, window: int) -> tuple[np.ndarray, np.ndarray]:

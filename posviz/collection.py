@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from posviz import __version__
+from posviz import __version__, _linalg
 from posviz.boundary import position_statistics
 from posviz.components import max_components, principal_components, sinusoid_likeness
 from posviz.embedding import Embedding, LoadError
@@ -50,8 +50,6 @@ MAX_OFFSET = 1024
 N_COMPONENTS = 6
 #: Cells a side of each table's similarity overview (small multiples: one of up to 32).
 OVERVIEW_SIDE = 96
-#: Bytes of the rows of every table's position Gram matrix held at once by `cka_matrix`.
-_CKA_BLOCK_BYTES = 32 * 2**20
 
 _MULTIPLIERS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
 # A keyword, an optional separator, a number and an optional k/M/B multiplier, not followed by
@@ -259,14 +257,13 @@ def cka_matrix(tables: Sequence[np.ndarray], *, center: bool = True) -> np.ndarr
     """
     n = min(len(t) for t in tables)
     inner = np.zeros((len(tables), len(tables)))
-    step = max(1, _CKA_BLOCK_BYTES // (8 * n * len(tables)))
+    # The rows of every table's position Gram matrix held at once: one block's bytes in all.
+    step = max(1, _linalg.BLOCK_BYTES // (8 * n * len(tables)))
     for start in range(0, n, step):
         stop = min(start + step, n)
         rows = np.empty((len(tables), stop - start, n))
         for i, values in enumerate(tables):
-            x = np.array(values[:n], dtype=np.float64)  # one float64 copy at a time
-            if center:
-                x -= x.mean(axis=0)
+            x = _linalg.centered(values[:n], center=center)  # one float64 copy at a time
             rows[i] = x[start:stop] @ x.T
             del x
         flat = rows.reshape(len(tables), -1)

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from scipy.linalg import eigh, subspace_angles, svdvals
 
-from posviz.spectrum import Spectrum, float64_blocks, gram
+from posviz._linalg import centered, float64_blocks, gram, tall_times
+from posviz.spectrum import Spectrum
 
 __all__ = [
     "Comparison",
@@ -46,14 +47,6 @@ class Comparison:
     procrustes_error: float | None
     centered: bool
     n_positions: int
-
-
-def _prepared(values: np.ndarray, *, center: bool) -> np.ndarray:
-    """A float64 copy, mean row removed if `center` (wide tables: their Grams span positions)."""
-    x = np.array(values, dtype=np.float64)
-    if center:
-        x -= x.mean(axis=0)
-    return x
 
 
 def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
@@ -108,7 +101,7 @@ def _components(values: np.ndarray, g: np.ndarray, k: int, *, center: bool) -> n
     """Top-k left singular vectors ``U = X V / σ`` of a tall table from its Gram ``g = Xᵀ X``."""
     lam, vectors = _top_eigenvectors(g, k, values.shape)
     weights = vectors / np.sqrt(lam)
-    return np.concatenate([block @ weights for block in float64_blocks(values, center=center)])
+    return tall_times(values, weights, center=center)
 
 
 def _procrustes(nuclear: float, sq_norm_x: float, sq_norm_y: float) -> float:
@@ -141,7 +134,7 @@ def linear_cka(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
     if _tall(x, y):
         cross_sq = np.linalg.norm(_product(x, y, center=center)) ** 2
         return _cka(cross_sq, *(np.linalg.norm(gram(v, center=center)) for v in (x, y)))
-    xs, ys = _prepared(x, center=center), _prepared(y, center=center)
+    xs, ys = centered(x, center=center), centered(y, center=center)
     gx, gy = xs @ xs.T, ys @ ys.T
     return _cka(np.vdot(gx, gy), np.linalg.norm(gx), np.linalg.norm(gy))
 
@@ -169,7 +162,7 @@ def position_components(values: np.ndarray, k: int, *, center: bool = True) -> n
     """
     if _tall(values, values):
         return _components(values, gram(values, center=center), k, center=center)
-    x = _prepared(values, center=center)
+    x = centered(values, center=center)
     return _top_eigenvectors(x @ x.T, k, x.shape)[1]
 
 
@@ -205,7 +198,7 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     if _tall(x, y):
         cross = _product(x, y, center=center)
     else:
-        cross = _prepared(y, center=center).T @ _prepared(x, center=center)
+        cross = centered(y, center=center).T @ centered(x, center=center)
     sq_norms = [sum(np.vdot(b, b) for b in float64_blocks(v, center=center)) for v in (x, y)]
     return _procrustes(_nuclear_norm(cross), *sq_norms)
 
@@ -218,7 +211,7 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
     float64 Gram matrices: three table-sized products instead of seven.
 
     Tall tables (more positions than dimensions, the usual case) are read in float64 row
-    blocks (:func:`posviz.spectrum.float64_blocks`), and ``Yᵀ X``, ``Xᵀ X`` and ``Yᵀ Y`` are
+    blocks (:func:`posviz._linalg.float64_blocks`), and ``Yᵀ X``, ``Xᵀ X`` and ``Yᵀ Y`` are
     formed one after the other and dropped once measured, so the working memory beyond the
     inputs is two blocks, two d x d matrices and the n x k components; wide tables are copied
     whole in float64 (their Grams span positions).
@@ -250,7 +243,7 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
         uy, norm_y, sq_norm_y = _gram_summary(y, k, center=center)
         cka = _cka(cross_sq, norm_x, norm_y)
     else:
-        xs, ys = _prepared(x, center=center), _prepared(y, center=center)
+        xs, ys = centered(x, center=center), centered(y, center=center)
         gx, gy = xs @ xs.T, ys @ ys.T
         cka = _cka(np.vdot(gx, gy), np.linalg.norm(gx), np.linalg.norm(gy))
         sq_norm_x, sq_norm_y = np.trace(gx), np.trace(gy)

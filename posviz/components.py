@@ -9,7 +9,7 @@ import pandas as pd
 import scipy.linalg
 import scipy.optimize
 
-from posviz.spectrum import float64_blocks, gram
+from posviz._linalg import gram, tall_times
 
 __all__ = [
     "PrincipalComponents",
@@ -88,7 +88,7 @@ def principal_components(
     Notes
     -----
     Top-k eigenvectors of the float64 Gram matrix on the smaller side
-    (:func:`posviz.spectrum.gram`, ``scipy.linalg.eigh(..., subset_by_index=...)``): no full
+    (``posviz._linalg.gram``, ``scipy.linalg.eigh(..., subset_by_index=...)``): no full
     SVD is formed, which at 50257 x 768 would need a 20 GB U. Tall tables project the rows
     on the eigenvectors (``X V``); wide ones scale the eigenvectors (``U S``) and recover
     ``V = X^T U / S``. The trace of the Gram matrix is the total variance, so the shares equal
@@ -122,9 +122,9 @@ def principal_components(
     # tables (their scores), X^T U for wide ones (V = X^T U / S, their loadings).
     if n >= d:
         loadings = vectors * _signs(vectors)
-        scores = np.concatenate([b @ loadings for b in float64_blocks(values, center=center)])
+        scores = tall_times(values, loadings, center=center)
     else:
-        product = np.concatenate([b @ vectors for b in float64_blocks(values, center=center)])
+        product = tall_times(values, vectors, center=center)
         # A zero singular value (k beyond the rank) has no direction: keep 0.
         loadings = np.divide(product, sigma, out=np.zeros((d, k)), where=sigma > 0)
         signs = _signs(loadings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,6 +15,7 @@ __all__ = [
     "Embedding",
     "LoadError",
     "as_table",
+    "check_elements",
     "numpy_dtype_name",
 ]
 
@@ -33,6 +35,23 @@ _LARGEST = 1e150
 
 class LoadError(ValueError):
     """A file or array that cannot be used as a position table; the message says what to do."""
+
+
+def check_elements(what: str, shape: tuple[int, ...], advice: str) -> None:
+    """Refuse an array of more than `MAX_ELEMENTS` values, before memory is allocated for it.
+
+    Raises
+    ------
+    LoadError
+        Naming `what`, its shape and size, the limit, and then `advice` (what to do instead).
+    """
+    size = math.prod(shape)
+    if size > MAX_ELEMENTS:
+        msg = (
+            f"{what} has shape {shape} ({size:,} values), above the limit of {MAX_ELEMENTS:,}; "
+            f"{advice}"
+        )
+        raise LoadError(msg)
 
 
 #: safetensors' dtype names -> numpy's (bfloat16 and float8 as ml_dtypes names them).
@@ -119,12 +138,7 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
             f"positions (rows) and {MIN_DIMS} dimensions (columns)."
         )
         raise LoadError(msg)
-    if shape[0] * shape[1] > MAX_ELEMENTS:
-        msg = (
-            f"{what} has shape {shape} ({shape[0] * shape[1]:,} values), above the limit of "
-            f"{MAX_ELEMENTS:,}; pick a smaller tensor or a row range."
-        )
-        raise LoadError(msg)
+    check_elements(what, shape, "pick a smaller tensor or a row range.")
     # float128 narrows to float64, whose range covers every value accepted below.
     wide = array.dtype.itemsize >= 8 if array.dtype.kind == "f" else array.dtype.itemsize >= 4
     with np.errstate(over="ignore"):  # overflow is reported below, with where it happened

@@ -3,7 +3,9 @@
 Formats: .npy, .npz, .safetensors, and text tables (.csv, .tsv, .txt, including the Embedding
 Projector's TSV). Pickle-based files (PyTorch .pt/.bin/.ckpt, .pkl, joblib, torch zips) are
 refused, never unpickled. Listing reads headers only; reading takes one tensor's bytes, after
-its size was checked. Every refusal is a :class:`LoadError` naming the file.
+its size was checked. Every refusal is a :class:`LoadError` naming the file. A table (e.g. a
+resampled one) is written back as .npy or .safetensors bytes by :func:`to_npy` and
+:func:`to_safetensors`.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 import numpy as np
+import safetensors.numpy
 from numpy.lib import format as npy_format
 
-from posviz.embedding import MAX_ELEMENTS, MIN_DIMS, MIN_POSITIONS, Embedding, LoadError
+from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding, LoadError, check_elements
 
 __all__ = [
     "ACCEPTED_FORMATS",
@@ -42,8 +45,11 @@ __all__ = [
     "list_tensors",
     "load",
     "read_tensor",
+    "storage_dtype",
     "suggest_trim",
     "table_from",
+    "to_npy",
+    "to_safetensors",
 ]
 
 #: Uploaded bytes, or a path on disk.
@@ -56,10 +62,12 @@ ACCEPTED_FORMATS = ".npy, .npz, .safetensors, .csv, .tsv, .txt"
 MAX_TEXT_BYTES = 512 * 2**20
 #: A safetensors header is refused beyond these, before it is parsed: GPT-2's 148 tensors take
 #: 15 KB of header (about 100 bytes each), so 8 MiB holds some 80,000 entries, and a
-#: checkpoint file holds a few thousand tensors at most. Parsing stays within about 1 s and
-#: 200 MB for any header these admit.
+#: checkpoint file holds a few thousand tensors at most. Parsing time and memory grow with
+#: the header's bytes and entries, so these bound both for any header they admit.
 MAX_HEADER_BYTES = 8 * 2**20
 MAX_TENSORS = 65_536
+#: What to do about a tensor above `embedding.MAX_ELEMENTS` in a file.
+_SAVE_LESS = "save only the position table."
 #: Zip archives (.npz) are refused beyond these, before anything is inflated.
 MAX_MEMBERS = 1000
 MAX_UNZIPPED_BYTES = 2 * 2**30
@@ -457,15 +465,6 @@ def _read_exact(file: BinaryIO, nbytes: int, what: str) -> bytearray:
     return buffer
 
 
-def _check_elements(what: str, shape: tuple[int, ...]) -> None:
-    if math.prod(shape) > MAX_ELEMENTS:
-        msg = (
-            f"{what} has shape {shape} ({math.prod(shape):,} values), above the limit of "
-            f"{MAX_ELEMENTS:,}; save only the position table."
-        )
-        raise LoadError(msg)
-
-
 # --- .npy and .npz ---------------------------------------------------------------------
 
 
@@ -511,7 +510,7 @@ def _npy_data(file: BinaryIO, what: str, nbytes: int) -> np.ndarray:
             "never unpickles. Save a numeric array: np.save(path, np.asarray(x, dtype=np.float32))."
         )
         raise LoadError(msg)
-    _check_elements(what, shape)
+    check_elements(what, shape, _SAVE_LESS)
     buffer = _read_exact(file, math.prod(shape) * dtype.itemsize, what)
     return np.frombuffer(buffer, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
@@ -743,7 +742,7 @@ def check_safetensors_tensor(what: str, entry: dict) -> None:
     if entry["dtype"] == "BOOL":
         msg = f"{what} is BOOL (a mask, not an embedding); choose a float tensor."
         raise LoadError(msg)
-    _check_elements(what, tuple(entry["shape"]))
+    check_elements(what, tuple(entry["shape"]), _SAVE_LESS)
 
 
 def safetensors_array(buffer: bytearray, entry: dict) -> np.ndarray:
@@ -825,7 +824,7 @@ def _read_text(src: _File, name: str) -> np.ndarray:
     _check_single(src, name)
     text = _scan_text(src)
     width = len(text.cells(text.lines[0][1]))
-    _check_elements(src.label, (len(text.lines), width))
+    check_elements(src.label, (len(text.lines), width), _SAVE_LESS)
     table = np.empty((len(text.lines), width))
     for row, (number, line) in enumerate(text.lines):
         cells = text.cells(line)
@@ -858,6 +857,64 @@ def _missing_message(label: str, name: str, names: Iterable[str]) -> str:
 def _short(name: str) -> str:
     """A name as messages quote it: a header may hold names of megabytes."""
     return name if len(name) <= 120 else f"{name[:100]}… ({len(name):,} characters)"
+
+
+# --- writing: .npy and .safetensors bytes of a table --------------------------------------
+
+
+def storage_dtype(table: Embedding) -> tuple[np.dtype, str]:
+    """The dtype to write `table` in, and a note when it is not the stored dtype.
+
+    The stored dtype when numpy holds it (float16/32/64, by numpy or safetensors name) and
+    the values fit it; otherwise the analysed dtype (BF16 and integer tables, or float16
+    overflow), with a note saying so.
+    """
+    name = table.dtype
+    try:
+        stored = np.dtype(_SAFETENSORS_DTYPES.get(name.upper(), name))
+    except TypeError:
+        stored = None
+    analysed = table.values.dtype
+    if stored is None or stored.kind != "f":
+        return analysed, f"written as {analysed} (stored {name} has no numpy float equivalent)"
+    if stored.itemsize < 4:
+        peak = max(np.abs(table.values).max(), np.abs(table.prefix).max(initial=0.0))
+        if peak > np.finfo(stored).max:
+            return analysed, f"written as {analysed}: values up to {peak:.3g} overflow {name}"
+    return stored, ""
+
+
+def _full_array(table: Embedding, *, batch_axis: bool) -> np.ndarray:
+    dtype, _ = storage_dtype(table)
+    full = np.concatenate([table.prefix, table.values]).astype(dtype)
+    return full[None] if batch_axis else full
+
+
+def to_npy(table: Embedding, *, batch_axis: bool = False) -> bytes:
+    """The table with its prefix rows as .npy bytes, in :func:`storage_dtype`.
+
+    `batch_axis` writes shape (1, n_rows, d_model), the layout of timm's ``pos_embed``.
+    """
+    buffer = BytesIO()
+    np.save(buffer, _full_array(table, batch_axis=batch_axis), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def to_safetensors(table: Embedding, *, batch_axis: bool = False) -> bytes:
+    """The table with its prefix rows as .safetensors bytes under the table's tensor name.
+
+    The file's metadata holds the table's source (which says how it was resampled).
+
+    Examples
+    --------
+    >>> t = Embedding.from_array(np.eye(12, 3), name="wpe", source="s", dtype="F16")
+    >>> safetensors.numpy.load(to_safetensors(t))["wpe"].dtype
+    dtype('float16')
+    """
+    return safetensors.numpy.save(
+        {table.name: _full_array(table, batch_axis=batch_axis)},
+        metadata={"posviz": json.dumps(table.settings())},
+    )
 
 
 _LISTERS: dict[str, Callable[[_File], list[TensorInfo]]] = {

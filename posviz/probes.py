@@ -226,7 +226,8 @@ def _scaled(values: np.ndarray) -> np.ndarray:
 
 def _folds(n: int, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Sorted (train, test) rows of ``sklearn.model_selection.KFold(folds, shuffle=True,
-    random_state=seed)``: the same folds, without importing scikit-learn (2 s) for them."""
+    random_state=seed)``: the same folds, without importing scikit-learn (slower to import than
+    all of posviz) for them."""
     if n < 2 * folds:
         msg = f"{folds}-fold probes need at least {2 * folds} rows, got {n}."
         raise ValueError(msg)
@@ -514,8 +515,8 @@ def _steep_directions(x: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]
     """About the top-`rank` eigenvalues of ``x.T @ x`` and their (d, rank) eigenvectors.
 
     A seeded randomised range finder with two power iterations (Halko, Martinsson & Tropp
-    2011): a few products with the table instead of a full eigendecomposition (5 ms against
-    50 ms at 1024 x 768). Approximate, which is enough to steer an optimiser.
+    2011): a few products with the table, far cheaper than a full eigendecomposition of the
+    d x d Gram matrix. Approximate, which is enough to steer an optimiser.
     """
     width = min(rank + 10, *x.shape)
     basis = x @ np.random.default_rng(0).standard_normal((x.shape[1], width)).astype(x.dtype)
@@ -534,8 +535,8 @@ def _fit_pair_logistic(
     loss over its pairs + ``|w|^2 / (2 C n_pairs)`` (intercept unpenalised), with L-BFGS-B
     and the options of its lbfgs solver, to its stop: ``max |gradient| <= tol``. The folds
     are independent, so their sum is minimised at once: every step is then two (rows x d) by
-    (d x 2 folds) products, 4x cheaper than a fold at a time (the per-step cost is reading
-    the table), and the stop holds for each fold. Returns the (d_model, 2 folds) weights and
+    (d x 2 folds) products, which read the table once for all folds (reading it is the
+    per-step cost), and the stop holds for each fold. Returns the (d_model, 2 folds) weights and
     the intercepts.
 
     The optimiser runs on ``u`` with ``w = P u``, where P shrinks the rows' top principal
@@ -568,8 +569,8 @@ def _fit_pair_logistic(
         # Scores from the table and w itself: P only changes what the optimiser steps in.
         coef = times_p(u)
         z = _pair_scores(x, coef, intercept, i, j)
-        # log(1 + e^z) and its derivative 1 / (1 + e^-z) from one exp(-|z|), stable for any z
-        # and 2.6x faster than np.logaddexp and scipy.special.expit apiece.
+        # log(1 + e^z) and its derivative 1 / (1 + e^-z) from one exp(-|z|), stable for any z;
+        # np.logaddexp and scipy.special.expit would each compute their own exponentials.
         small = np.exp(-np.abs(z))
         log_loss = np.maximum(z, 0) + np.log1p(small) - labels * z
         loss = np.sum(log_loss) / m + penalty / 2 * np.sum(coef**2)

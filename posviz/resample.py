@@ -1,16 +1,16 @@
-"""What a table looks like stretched to a new length or a new 2-D grid, and the file to download."""
+"""What a table looks like stretched to a new length or a new 2-D grid (its file: `posviz.io`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from io import BytesIO
 
 import numpy as np
-import safetensors.numpy
 from scipy.interpolate import CubicSpline
 
-from posviz.embedding import MAX_ELEMENTS, Embedding
+from posviz.embedding import MAX_ELEMENTS, Embedding, check_elements
+
+# The writers moved to posviz.io; pages/resample.py still calls them from here.
+from posviz.io import storage_dtype, to_npy, to_safetensors
 
 __all__ = [
     "GRID_METHODS",
@@ -42,8 +42,6 @@ _KEYS_A = {False: -0.75, True: -0.5}
 #: Slices of work: rows (linear) or columns (cubic) are resampled this many blocks at a
 #: time, so temporaries stay a small fraction of the table whatever its size.
 N_BLOCKS = 32
-#: safetensors dtype names numpy can write.
-_SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
 
 
 @dataclass(frozen=True)
@@ -69,12 +67,8 @@ def _check_size(n_rows: int, d_model: int) -> None:
     if n_rows < 2:
         msg = f"The new table needs at least 2 rows, got {n_rows}."
         raise ValueError(msg)
-    if n_rows * d_model > MAX_ELEMENTS:
-        msg = (
-            f"{n_rows:,} x {d_model:,} = {n_rows * d_model:,} values is above the limit of "
-            f"{MAX_ELEMENTS:,}; pick a new length below {MAX_ELEMENTS // d_model:,}."
-        )
-        raise ValueError(msg)
+    advice = f"pick a new length below {MAX_ELEMENTS // d_model:,}."
+    check_elements("The new table", (n_rows, d_model), advice)
 
 
 def resample_length(
@@ -301,59 +295,4 @@ def resampled_table(table: Embedding, result: Resampled) -> Embedding:
         dtype=table.dtype,
         row_start=table.row_start,
         grid=result.grid,
-    )
-
-
-def storage_dtype(table: Embedding) -> tuple[np.dtype, str]:
-    """The dtype to write `table` in, and a note when it is not the stored dtype.
-
-    The stored dtype when numpy holds it (float16/32/64, by numpy or safetensors name) and
-    the values fit it; otherwise the analysed dtype (BF16 and integer tables, or float16
-    overflow), with a note saying so.
-    """
-    name = table.dtype
-    try:
-        stored = np.dtype(_SAFETENSORS_DTYPES.get(name.upper(), name))
-    except TypeError:
-        stored = None
-    analysed = table.values.dtype
-    if stored is None or stored.kind != "f":
-        return analysed, f"written as {analysed} (stored {name} has no numpy float equivalent)"
-    if stored.itemsize < 4:
-        peak = max(np.abs(table.values).max(), np.abs(table.prefix).max(initial=0.0))
-        if peak > np.finfo(stored).max:
-            return analysed, f"written as {analysed}: values up to {peak:.3g} overflow {name}"
-    return stored, ""
-
-
-def _full_array(table: Embedding, *, batch_axis: bool) -> np.ndarray:
-    dtype, _ = storage_dtype(table)
-    full = np.concatenate([table.prefix, table.values]).astype(dtype)
-    return full[None] if batch_axis else full
-
-
-def to_npy(table: Embedding, *, batch_axis: bool = False) -> bytes:
-    """The table with its prefix rows as .npy bytes, in :func:`storage_dtype`.
-
-    `batch_axis` writes shape (1, n_rows, d_model), the layout of timm's ``pos_embed``.
-    """
-    buffer = BytesIO()
-    np.save(buffer, _full_array(table, batch_axis=batch_axis), allow_pickle=False)
-    return buffer.getvalue()
-
-
-def to_safetensors(table: Embedding, *, batch_axis: bool = False) -> bytes:
-    """The table with its prefix rows as .safetensors bytes under the table's tensor name.
-
-    The file's metadata holds the table's source (which says how it was resampled).
-
-    Examples
-    --------
-    >>> t = Embedding.from_array(np.eye(12, 3), name="wpe", source="s", dtype="F16")
-    >>> safetensors.numpy.load(to_safetensors(t))["wpe"].dtype
-    dtype('float16')
-    """
-    return safetensors.numpy.save(
-        {table.name: _full_array(table, batch_axis=batch_axis)},
-        metadata={"posviz": json.dumps(table.settings())},
     )

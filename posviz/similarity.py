@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.fft
 
-from posviz.spectrum import gram
+from posviz import _linalg
+from posviz._linalg import evenly_spaced, float64_rows, gram, mean_row, row_blocks
 
 __all__ = [
     "MAX_SIDE",
@@ -29,10 +30,9 @@ METRICS = ("cosine", "dot", "euclidean")
 #: Largest side of a map drawn cell by cell. A float32 heatmap costs ~6.7 bytes of figure JSON
 #: per cell (base64 plus escaping), so 800 a side keeps a figure under 5 MB.
 MAX_SIDE = 800
-#: Values (float64) per chunk of rows prepared at a time for maps: 8 MB.
+#: Values (float64) per chunk of rows prepared at a time for maps: 8 MB. Their cells are
+#: products of chunks, so a chunk's size is part of a cell's rounding: kept as it was.
 _CHUNK_ELEMENTS = 2**20
-#: Bytes of each of the two float64 scratch arrays per row tile of the per-diagonal spread.
-_TILE_BYTES = 32 * 2**20
 #: Columns transformed per FFT call: bounds the FFT scratch to ~2L x 16 complex values.
 _FFT_COLUMNS = 16
 
@@ -63,7 +63,7 @@ def prepared_rows(
            [0. , 0. ]])
     """
     _check_metric(metric)
-    return _prepare(values[rows], _mean_row(values, center=center), metric)
+    return _prepare(values[rows], mean_row(values, center=center), metric)
 
 
 def _check_metric(metric: str) -> None:
@@ -72,13 +72,8 @@ def _check_metric(metric: str) -> None:
         raise ValueError(msg)
 
 
-def _mean_row(values: np.ndarray, *, center: bool) -> np.ndarray | float:
-    return values.mean(axis=0, dtype=np.float64) if center else 0.0
-
-
-def _prepare(rows: np.ndarray, mean: np.ndarray | float, metric: str) -> np.ndarray:
-    x = np.array(rows, dtype=np.float64)
-    x -= mean
+def _prepare(rows: np.ndarray, mean: np.ndarray, metric: str) -> np.ndarray:
+    x = float64_rows(rows, mean)
     if metric == "cosine":
         # einsum, not linalg.norm: no temporary the size of the table.
         norms = np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
@@ -97,13 +92,10 @@ class _PreparedTable:
 
     def __init__(self, values: np.ndarray, *, metric: str, center: bool) -> None:
         self.values, self.shape = values, values.shape
-        self.mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(self.shape[1])
-        squares = np.empty(len(values))
-        step = max(1, _CHUNK_ELEMENTS // self.shape[1])
-        for start in range(0, len(values), step):
-            block = np.array(values[start : start + step], dtype=np.float64)
-            block -= self.mean
-            squares[start : start + step] = np.einsum("ij,ij->i", block, block)
+        self.mean = mean_row(values, center=center)
+        squares = np.concatenate(
+            [np.einsum("ij,ij->i", b, b) for b in row_blocks(values, self.mean)]
+        )
         #: Per row: the factor applied after centring (1 / norm for cosine; a zero row stays 0).
         self.scale = np.ones(len(values))
         if metric == "cosine":
@@ -117,10 +109,7 @@ class _PreparedTable:
 
     def __getitem__(self, key: slice | tuple[slice, slice]) -> np.ndarray:
         rows, cols = key if isinstance(key, tuple) else (key, slice(None))
-        block = np.array(self.values[rows, cols], dtype=np.float64)
-        block -= self.mean[cols]
-        block *= self.scale[rows, None]
-        return block
+        return float64_rows(self.values[rows, cols], self.mean[cols], self.scale[rows])
 
 
 # --- position x position map ----------------------------------------------------------------
@@ -161,7 +150,7 @@ class SimilarityMap:
 
 
 def _block_means(
-    values: np.ndarray, span: tuple[int, int], block: int, mean: np.ndarray | float, metric: str
+    values: np.ndarray, span: tuple[int, int], block: int, mean: np.ndarray, metric: str
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Block means of the prepared rows and of their squared norms, a chunk of rows at a time.
 
@@ -177,7 +166,7 @@ def _block_means(
         yield np.add.reduceat(x, starts, axis=0) / counts, squares / counts[:, 0]
 
 
-def _block_centres(span: tuple[int, int], block: int) -> np.ndarray:
+def _block_centers(span: tuple[int, int], block: int) -> np.ndarray:
     starts = np.arange(*span, block)
     return starts + (np.minimum(starts + block, span[1]) - starts - 1) / 2
 
@@ -233,7 +222,7 @@ def similarity_map(
             raise ValueError(msg)
     _check_metric(metric)
     block = -(-max(stop - start for start, stop in spans) // max_side)
-    mean = _mean_row(values, center=center)
+    mean = mean_row(values, center=center)
     a, a_sq = (
         np.concatenate(parts)
         for parts in zip(*_block_means(values, spans[0], block, mean, metric), strict=True)
@@ -250,8 +239,8 @@ def similarity_map(
         parts.append(inner)
     return SimilarityMap(
         values=np.concatenate(parts, axis=1),
-        row_positions=_block_centres(spans[0], block),
-        col_positions=_block_centres(spans[1], block),
+        row_positions=_block_centers(spans[0], block),
+        col_positions=_block_centers(spans[1], block),
         block=int(block),
         metric=metric,
         centered=center,
@@ -267,7 +256,7 @@ def _autocorrelation(x: np.ndarray) -> np.ndarray:
     n_fft = scipy.fft.next_fast_len(2 * n - 1, real=True)
     power = np.zeros(n_fft // 2 + 1)
     for start in range(0, x.shape[1], _FFT_COLUMNS):
-        # Columns made contiguous first: 1.4x faster than transforming strided ones.
+        # Columns made contiguous first: an FFT along contiguous rows beats strided columns.
         columns = np.ascontiguousarray(x[:, start : start + _FFT_COLUMNS].T)
         spectrum = scipy.fft.rfft(columns, n=n_fft)
         power += (spectrum.real**2 + spectrum.imag**2).sum(axis=0)
@@ -287,11 +276,11 @@ def _diagonal_spread(x: _PreparedTable, mean: np.ndarray, max_offset: int) -> np
     if max_offset == 0:
         return squares
     # A tile makes t * (t + K - 1) products for the t * K it needs: t near K / 2 wastes
-    # little, and 128 to 512 rows keep the matrix product efficient. Against the largest tile
-    # the budget allows: 5x faster at 4096 x 768 with K = 32, 1.8x at 4096 x 4096 with
-    # K = 512. Buffers are reused, so memory stays within two budgets whatever the length.
+    # little, and 128 to 512 rows keep the matrix product efficient, where the largest tile
+    # the budget allows would mostly compute pairs beyond offset K. Buffers are reused, so
+    # memory stays within two float64 blocks (`BLOCK_BYTES` each) whatever the length.
     k = max_offset
-    budget = int((np.sqrt(k**2 + _TILE_BYTES / 2) - k) / 2)
+    budget = int((np.sqrt(k**2 + _linalg.BLOCK_BYTES / 2) - k) / 2)
     tile = min(n, max(1, min(budget, int(np.clip(k // 2, 128, 512)))))
     scratch = np.empty(tile * (tile + k - 1))
     deviations = np.empty((tile, k))
@@ -542,10 +531,6 @@ class GridSimilarity:
         return self.tiles.shape[:2] != self.grid
 
 
-def _evenly(n: int, k: int) -> np.ndarray:
-    return np.unique(np.round(np.linspace(0, n - 1, min(n, k))).astype(int))
-
-
 def grid_similarity(
     values: np.ndarray,
     grid: tuple[int, int],
@@ -583,8 +568,8 @@ def grid_similarity(
         )
         raise ValueError(msg)
     x = prepared_rows(values, metric="cosine", center=center)
-    rows = _evenly(height, min(max_tiles, max(1, max_side // height)))
-    cols = _evenly(width, min(max_tiles, max(1, max_side // width)))
+    rows = evenly_spaced(height, min(max_tiles, max(1, max_side // height)))
+    cols = evenly_spaced(width, min(max_tiles, max(1, max_side // width)))
     patches = (rows[:, None] * width + cols[None, :]).ravel()
     tiles = (x[patches] @ x.T).reshape(len(rows), len(cols), height, width)
     cube = x.reshape(height, width, -1)

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posviz.embedding import MAX_ELEMENTS, MIN_DIMS, MIN_POSITIONS, Embedding, LoadError
+from posviz.embedding import (
+    MAX_ELEMENTS,
+    MIN_DIMS,
+    MIN_POSITIONS,
+    Embedding,
+    LoadError,
+    check_elements,
+)
 
 __all__ = [
     "GENERATORS",
@@ -104,13 +111,13 @@ def parse_options(kind: str, params: Mapping[str, str]) -> dict[str, int | float
 
 def _check_size(n_positions: int, d_model: int, prefix: int = 0) -> None:
     """Refuse a table too small to analyse or too large to make, before allocating it."""
-    size = (n_positions + prefix) * d_model
-    if size > MAX_ELEMENTS or n_positions < MIN_POSITIONS or d_model < MIN_DIMS:
+    if n_positions < MIN_POSITIONS or d_model < MIN_DIMS:
         msg = (
             f"A table of {n_positions} positions x {d_model} dimensions is outside "
             f"{MIN_POSITIONS} x {MIN_DIMS} .. {MAX_ELEMENTS:,} values; choose other sizes."
         )
         raise LoadError(msg)
+    check_elements("The table to simulate", (n_positions + prefix, d_model), "choose other sizes.")
 
 
 def sinusoidal_table(n_positions: int, d_model: int, *, base: float = 10000.0) -> np.ndarray:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -12,13 +11,13 @@ from scipy.integrate import quad
 from scipy.linalg import blas, lapack
 from scipy.optimize import brentq
 
+from posviz._linalg import float64_blocks, gram
+
 __all__ = [
     "NOISE_RULE",
     "NO_VARIANCE",
     "THRESHOLDS",
     "Spectrum",
-    "float64_blocks",
-    "gram",
     "hard_threshold_coefficient",
     "marchenko_pastur_median",
     "spectrum",
@@ -37,67 +36,13 @@ NOISE_RULE = (
 _SPLIT = 1e-4
 #: Most small values whose eigenvectors come from inverse iteration (see `spectrum`).
 _INVERSE_ITERATION_MAX = 64
-#: Slices the table is read in by :func:`float64_blocks`, each of at most `_BLOCK_BYTES`.
-N_BLOCKS = 8
-_BLOCK_BYTES = 32 * 2**20
-#: Columns of the Gram matrix mirrored at a time (its upper triangle from the lower).
-_MIRROR_COLUMNS = 256
-
-
-def float64_blocks(
-    values: np.ndarray, *, center: bool, row_scale: np.ndarray | None = None
-) -> Iterator[np.ndarray]:
-    """The table in float64 slices, oriented tall and column-centred if asked.
-
-    Slices of rows of X when it has at least as many rows as columns, else of rows of X^T
-    (columns of X), `N_BLOCKS` of them, or more to keep each within 32 MB: converting and
-    centring a slice at a time makes no float64 copy of the whole table (twice a float32
-    table's bytes). Always float64: a float32 Gram matrix loses ~1% at 3e-4 of the largest
-    value. `row_scale`, one factor per row of X, multiplies the centred rows (e.g. to unit
-    norm, for cosine similarity).
-    """
-    mean = values.mean(axis=0, dtype=np.float64) if center else np.zeros(values.shape[1])
-    wide = values.shape[0] < values.shape[1]
-    tall = values.T if wide else values
-    step = min(-(-len(tall) // N_BLOCKS), max(1, _BLOCK_BYTES // (8 * tall.shape[1])))
-    for start in range(0, len(tall), step):
-        block = np.array(tall[start : start + step], dtype=np.float64)
-        block -= mean[start : start + step, None] if wide else mean
-        if row_scale is not None:
-            block *= row_scale if wide else row_scale[start : start + step, None]
-        yield block
-
-
-def gram(values: np.ndarray, *, center: bool, row_scale: np.ndarray | None = None) -> np.ndarray:
-    """The float64 Gram matrix on the smaller side of the (optionally column-centred) table.
-
-    ``X.T @ X`` for tall tables, ``X @ X.T`` for wide ones; both have the squared singular
-    values of X as eigenvalues. Fortran-ordered, symmetric. `row_scale`: see
-    :func:`float64_blocks`.
-
-    Notes
-    -----
-    Accumulated over :func:`float64_blocks` in place by BLAS ``dsyrk`` (one triangle, no
-    temporary per block), then mirrored: 2-4x faster than adding numpy products of the
-    blocks (2048 x 2048: 0.08 s vs 0.28 s), and from the same BLAS as the LAPACK calls on it.
-    """
-    side = min(values.shape)
-    g = np.zeros((side, side), order="F")
-    for block in float64_blocks(values, center=center, row_scale=row_scale):
-        # A C-ordered block is its transpose in Fortran order: no copy for BLAS.
-        g = blas.dsyrk(1.0, block.T, beta=1.0, c=g, lower=1, overwrite_c=1)
-    for start in range(0, side, _MIRROR_COLUMNS):
-        stop = start + _MIRROR_COLUMNS
-        g[start:stop, stop:] = g[stop:, start:stop].T
-        corner = g[start:stop, start:stop]
-        corner += np.tril(corner, -1).T
-    return g
 
 
 def _tridiagonal(g: np.ndarray) -> tuple[np.ndarray, ...]:
     """LAPACK ``dsytrd`` of symmetric `g` (lower): reflectors, diagonal, off-diagonal, tau.
 
-    Given its optimal workspace: scipy's default runs the unblocked reduction, 5x slower.
+    Given its optimal workspace: scipy's default runs the unblocked reduction, which is
+    several times slower (it works a vector at a time instead of in BLAS-3 blocks).
     `g` is overwritten (if Fortran-ordered: else it is copied first).
     """
     lwork = int(lapack.dsytrd_lwork(len(g), lower=1)[0])
@@ -323,8 +268,9 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
 
     Notes
     -----
-    Eigenvalues of the float64 Gram matrix on the smaller side: 5-15x faster than a
-    values-only SVD at the sizes users bring (GPT-2's 1024 x 768: 45 ms vs 240 ms) and exact
+    Eigenvalues of the float64 Gram matrix on the smaller side: several times faster than a
+    values-only SVD at the sizes users bring (one BLAS-3 product with the table and a small
+    symmetric eigenproblem, where the SVD bidiagonalises the whole table) and exact
     to ~1e-15 of ``sigma_1**2`` -- but that absolute error would cost a value at 1e-6 of
     sigma_1 three digits. So the values below ``1e-4 sigma_1`` are computed again, from the
     table itself restricted to their eigenvectors (Rayleigh-Ritz on ``X @ V_small``, whose own
@@ -335,8 +281,8 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     eigenvalues come from that form (``dsterf``), and the small ones' eigenvectors too
     (``dstein`` or ``dstemr``, then the reduction's reflectors by ``dormqr``), so refining
     never reduces the matrix a second time. That reduction is the cost floor at square
-    shapes: 3-4 Gram products on 2 cores at 2048 x 2048, while a very tall table's costs
-    little next to its Gram product.
+    shapes (it costs a few Gram products), while a very tall table's costs little next to
+    its Gram product.
 
     Examples
     --------
@@ -356,8 +302,8 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     if n_small > zeros:
         # Inverse iteration (stebz + stein) holds only these vectors but reorthogonalises a
         # cluster in O(n k^2); MRRR (stemr) is O(n k), but scipy gives it room for all n x n
-        # (twice a square float32 table's bytes). 2048 x 2048, k = 48: 19 vs 67 ms; a rank-500
-        # 4096 x 2048 table, k = 1548: 2.9 vs 0.03 s.
+        # (twice a square float32 table's bytes). So few vectors by inverse iteration, where
+        # that room costs more than the reorthogonalisation, and many by MRRR.
         driver = "stebz" if n_small <= _INVERSE_ITERATION_MAX else "stemr"
         _, z = scipy.linalg.eigh_tridiagonal(
             diagonal, off_diagonal, select="i", select_range=(0, n_small - 1), lapack_driver=driver

@@ -35,7 +35,7 @@ def test_distance_and_residual_against_references():
 
 
 def test_block_edges_change_nothing():
-    # 10,000 rows cross several block edges (BLOCK_ROWS = 1024): compare with whole-table numpy.
+    # 10,000 rows cross several block edges (posviz._linalg.N_BLOCKS): compare with whole numpy.
     x = np.random.default_rng(4).standard_normal((10_000, 8)).astype(np.float32)
     s = boundary.position_statistics(x, top_k=2)
     x64 = x.astype(np.float64)

@@ -7,7 +7,7 @@ import pytest
 from scipy.linalg import orthogonal_procrustes, subspace_angles
 from scipy.stats import ortho_group
 
-import posviz.spectrum
+import posviz._linalg
 from posviz import compare, simulate
 from posviz.spectrum import spectrum
 
@@ -58,13 +58,13 @@ def test_compare_shares_grams_but_matches_the_single_measures(shape):
     np.testing.assert_allclose(result.principal_angles, np.sort(expected), atol=1e-10)
 
 
-@pytest.mark.parametrize("n_blocks", [1, posviz.spectrum.N_BLOCKS, 200])
+@pytest.mark.parametrize("n_blocks", [1, posviz._linalg.N_BLOCKS, 200])
 @pytest.mark.parametrize("center", [True, False])
 def test_compare_in_row_blocks_matches_independent_float64_references(
     monkeypatch, n_blocks, center
 ):
     # float32 tables as users bring them, in one block, the default blocks and 1-row blocks.
-    monkeypatch.setattr(posviz.spectrum, "N_BLOCKS", n_blocks)
+    monkeypatch.setattr(posviz._linalg, "N_BLOCKS", n_blocks)
     rng = np.random.default_rng(4)
     x = simulate.learned_like(200, 24, seed=4).values
     y = (x @ rng.standard_normal((24, 24)) + 0.1 * rng.standard_normal(x.shape)).astype(np.float32)

@@ -257,7 +257,7 @@ def test_a_header_that_lies_is_refused_before_any_tensor_is_fetched(fake_hub):
 
 
 def test_a_tensor_above_the_size_limit_is_refused_before_fetching(fake_hub, monkeypatch):
-    monkeypatch.setattr("posviz.io.MAX_ELEMENTS", 100)
+    monkeypatch.setattr("posviz.embedding.MAX_ELEMENTS", 100)
     gpt2_repo(fake_hub)
     with pytest.raises(LoadError, match=r"above the limit of 100"):
         hub.load("hf:acme/gpt2")

@@ -178,7 +178,7 @@ def test_npz_listing_does_not_inflate_members(tmp_path: Path, bytes_read: list[i
 def test_tensors_are_size_checked_before_reading(
     good: dict[str, Good], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(posviz.io, "MAX_ELEMENTS", 95)
+    monkeypatch.setattr(posviz.embedding, "MAX_ELEMENTS", 95)
     for name in ("npy_float32", "npz_wpe", "st_f32", "csv_plain"):
         with pytest.raises(LoadError, match=r"\(12, 8\) \(96 values\), above the limit of 95"):
             read_tensor(good[name].path, good[name].tensor)

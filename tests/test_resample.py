@@ -11,6 +11,7 @@ from scipy.interpolate import CubicSpline
 
 from posviz import resample, simulate
 from posviz.embedding import Embedding
+from posviz.io import load, storage_dtype, to_npy, to_safetensors
 from posviz.resample import resample_grid, resample_length
 
 REFERENCE = np.load(Path(__file__).parent / "data" / "interp_reference.npz")
@@ -115,17 +116,16 @@ def test_bad_options_are_refused_with_a_message(kwargs, message):
 
 
 def test_resampled_vit_table_keeps_prefix_and_reloads_from_both_downloads():
-    io = pytest.importorskip("posviz.io")
     table = simulate.vit_grid(6, 6, 16, prefix_tokens=2)
     result = resample_grid(table.values, table.grid, (9, 8))
     new = resample.resampled_table(table, result)
     assert (new.shape, new.grid, new.row_start, new.name) == ((72, 16), (9, 8), 2, "pos_embed")
     np.testing.assert_array_equal(new.prefix, table.prefix)
     for name, data in [
-        ("x.safetensors", resample.to_safetensors(new)),
-        ("x.npy", resample.to_npy(new)),
+        ("x.safetensors", to_safetensors(new)),
+        ("x.npy", to_npy(new)),
     ]:
-        loaded = io.load(data, name, row_start=2)
+        loaded = load(data, name, row_start=2)
         np.testing.assert_array_equal(loaded.values, new.values)
         np.testing.assert_array_equal(loaded.prefix, table.prefix)
 
@@ -133,7 +133,7 @@ def test_resampled_vit_table_keeps_prefix_and_reloads_from_both_downloads():
 def test_safetensors_keeps_name_dtype_and_batch_axis():
     values = simulate.sinusoidal_table(16, 4).astype(np.float16)
     table = Embedding.from_array(values, name="wpe.weight", source="s", dtype="F16")
-    loaded = safetensors.numpy.load(resample.to_safetensors(table, batch_axis=True))
+    loaded = safetensors.numpy.load(to_safetensors(table, batch_axis=True))
     assert list(loaded) == ["wpe.weight"]
     assert loaded["wpe.weight"].dtype == np.float16
     np.testing.assert_array_equal(loaded["wpe.weight"][0], values)
@@ -146,7 +146,7 @@ def test_safetensors_keeps_name_dtype_and_batch_axis():
 def test_storage_dtype_falls_back_and_says_why(stored, scale, written):
     table = Embedding.from_array(scale * np.eye(12, 3, dtype=np.float32), name="t", source="s")
     table = Embedding.from_array(table.values, name="t", source="s", dtype=stored)
-    dtype, note = resample.storage_dtype(table)
+    dtype, note = storage_dtype(table)
     assert dtype == np.dtype(written)
     assert (note == "") == (stored == "F64")
 

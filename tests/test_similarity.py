@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 
-import posviz.spectrum
+import posviz._linalg
 from posviz import figures, similarity
 from posviz.similarity import (
     grid_similarity,
@@ -57,9 +57,8 @@ def test_shuffled_sinusoid_loses_translation_invariance(sinusoid):
 def test_profile_matches_direct_diagonals(learned, metric, center, monkeypatch):
     # A tiny scratch budget forces many row tiles and a ragged last one; rows are also
     # prepared (norms) and multiplied (Gram matrix) in small slices.
-    monkeypatch.setattr(similarity, "_TILE_BYTES", 40_000)
-    monkeypatch.setattr(similarity, "_CHUNK_ELEMENTS", 48 * 70)
-    monkeypatch.setattr(posviz.spectrum, "N_BLOCKS", 7)
+    monkeypatch.setattr(posviz._linalg, "BLOCK_BYTES", 40_000)
+    monkeypatch.setattr(posviz._linalg, "N_BLOCKS", 7)
     x = prepared_rows(learned, metric=metric, center=center)
     s = x @ x.T
     mean, std = direct_diagonals(s)

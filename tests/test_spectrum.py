@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import posviz._linalg
 import posviz.spectrum
 from posviz.simulate import gaussian, sinusoidal_table
 from posviz.spectrum import THRESHOLDS, spectrum
@@ -171,7 +172,7 @@ def test_centring_a_table_with_few_rows_leaves_one_exact_zero(shape):
 @pytest.mark.parametrize("shape", [(300, 40), (40, 300)], ids=["tall", "wide"])
 def test_block_wise_gram_and_refinement_match_numpy_svd(monkeypatch, n_blocks, shape):
     # 1000 blocks: one row (or column) per block. Seven decades: the refinement runs too.
-    monkeypatch.setattr(posviz.spectrum, "N_BLOCKS", n_blocks)
+    monkeypatch.setattr(posviz._linalg, "N_BLOCKS", n_blocks)
     x = gaussian(300, 40, seed=5).values.astype(np.float64) * np.logspace(0, -7, 40)
     x = x if shape == (300, 40) else x.T.copy()
     centred = x - x.mean(0)
@@ -180,29 +181,7 @@ def test_block_wise_gram_and_refinement_match_numpy_svd(monkeypatch, n_blocks, s
     kept = reference >= 1e-6 * reference[0]
     np.testing.assert_allclose(s.singular_values[kept], reference[kept], rtol=1e-6)
     expected = centred.T @ centred if shape == (300, 40) else centred @ centred.T
-    np.testing.assert_allclose(posviz.spectrum.gram(x, center=True), expected, atol=1e-12)
-
-
-@pytest.mark.parametrize("shape", [(700, 600), (600, 700)], ids=["tall", "wide"])
-def test_gram_is_the_whole_symmetric_product_across_mirrored_column_blocks(shape):
-    x = gaussian(*shape, seed=1).values  # float32, as uploaded; sides past 2 mirror blocks
-    centred = x.astype(np.float64) - x.mean(0, dtype=np.float64)
-    expected = centred.T @ centred if shape[0] >= shape[1] else centred @ centred.T
-    got = posviz.spectrum.gram(x, center=True)
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
-    assert np.array_equal(got, got.T)
-
-
-@pytest.mark.parametrize("shape", [(50, 7), (7, 50)], ids=["tall", "wide"])
-def test_blocks_stay_within_the_byte_budget(monkeypatch, shape):
-    # 3 float64 rows of the tall orientation per block, whatever N_BLOCKS allows.
-    monkeypatch.setattr(posviz.spectrum, "_BLOCK_BYTES", 3 * 8 * 7 + 5)
-    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    blocks = list(posviz.spectrum.float64_blocks(x, center=True))
-    assert [len(b) for b in blocks] == [3] * 16 + [2]
-    centred = x.astype(np.float64) - x.astype(np.float64).mean(axis=0)
-    expected = centred if shape == (50, 7) else centred.T
-    np.testing.assert_allclose(np.vstack(blocks), expected, atol=1e-12)
+    np.testing.assert_allclose(posviz._linalg.gram(x, center=True), expected, atol=1e-12)
 
 
 @pytest.mark.parametrize("center", [True, False])
