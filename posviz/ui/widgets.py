@@ -143,7 +143,8 @@ def show_spectra(spectra: dict[str, Spectrum], *, name: str, settings: dict[str,
 
 @st.cache_resource
 def _kaleido_server() -> None:
-    """Start kaleido's browser once per server process: 0.15 s per image instead of 3 s."""
+    """Start kaleido's browser once per server process, not once per image (its start-up is
+    most of an image's time; benchmarks/exports.py)."""
     import kaleido  # only on the first image export
 
     kaleido.start_sync_server(silence_warnings=True)
