@@ -44,8 +44,8 @@ with options[0]:
     center = widgets.center_toggle()
 metric = options[1].selectbox(
     "Similarity",
-    ["cosine", "dot"],
-    index=["cosine", "dot"].index(similarity.METRIC),
+    similarity.SIMILARITIES,
+    index=similarity.SIMILARITIES.index(similarity.METRIC),
     key="compare.metric",
     help=DEFINITIONS["metric"],
 )

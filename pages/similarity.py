@@ -102,9 +102,9 @@ if not overview.exact:
 
 # --- 2. offset profile and 3. scores --------------------------------------------------------
 st.subheader("Similarity vs offset")
-measure = "cosine" if metric == "euclidean" else metric
+measure = metric if metric in similarity.SIMILARITIES else similarity.METRIC
 if metric == "euclidean":
-    st.caption("Offset profile and scores need a similarity: they use cosine similarity.")
+    st.caption(f"Offset profile and scores need a similarity: they use {measure} similarity.")
 left, right = st.columns(2)
 max_offset = left.number_input(
     "Largest offset k",

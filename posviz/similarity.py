@@ -18,6 +18,7 @@ __all__ = [
     "MAX_TILES",
     "METRIC",
     "METRICS",
+    "SIMILARITIES",
     "WINDOW",
     "GridSimilarity",
     "OffsetProfile",
@@ -35,6 +36,8 @@ __all__ = [
 
 #: Pairwise measures offered: cosine similarity, dot product, Euclidean distance.
 METRICS = ("cosine", "dot", "euclidean")
+#: The measures that are similarities (inner products), as the offset profile needs.
+SIMILARITIES = ("cosine", "dot")
 #: The measure shown first.
 METRIC = "cosine"
 #: Largest offset k of the offset profile unless asked for more: its spread costs
@@ -444,7 +447,7 @@ def offset_profile(
     >>> p.mean, p.std
     (array([ 1.,  0., -1.]), array([0., 0., 0.]))
     """
-    if metric not in ("cosine", "dot"):
+    if metric not in SIMILARITIES:
         msg = f"The offset profile needs a similarity (cosine or dot), not {metric!r}."
         raise ValueError(msg)
     n = len(values)
