@@ -13,18 +13,14 @@ METRIC_HELP = (
     "cosine: ⟨a, b⟩ / (|a| |b|), 0 with a zero row (e.g. a zeroed class token), not NaN. "
     "dot: ⟨a, b⟩. Euclidean: |a − b|."
 )
-DEFINITIONS = {
-    "translation invariance": "1 − Σ_k Σ_i (s(i, i+k) − m(k))² / Σ_{i<j} (s(i, j) − mean s)²: "
-    "the share of the variance of s over all pairs explained by the offset alone. 1 for a "
-    "Toeplitz matrix (sinusoidal tables), near 0 for shuffled rows. Exact, over all offsets.",
-    "monotonicity ρ": "Spearman rank correlation of the mean profile m(k) with k for "
-    "k = 1..window: −1 when similarity falls steadily with distance.",
-    "falls until k": "Last offset before m(k) first stops falling (first k with m(k+1) ≥ m(k)).",
-    "length (½)": "Similarity length: first offset k with m(k) < ½ m(0). m(0) is 1 for cosine "
-    "without zero rows and the mean squared norm for dot.",
-    "length (0)": "First offset k with m(k) < 0.",
-    "ringing": "Sign changes / local maxima of m(k) for k = 1..largest offset: the off-diagonal "
-    "bands of e.g. GPT-2.",
+#: The scores shown, by label: the columns of OffsetScores.table() each label stands for.
+SCORES = {
+    "translation invariance": ("translation_invariance",),
+    "monotonicity ρ": ("monotonicity",),
+    "falls until k": ("falls_until",),
+    "length (½)": ("length_half",),
+    "length (0)": ("length_zero",),
+    "ringing": ("sign_changes", "local_maxima"),
 }
 
 
@@ -140,7 +136,8 @@ if max_offset >= 2:
     # Two rows of three: six metrics in one row truncate their labels.
     columns = [*st.columns(3), *st.columns(3)]
     for column, (label, value) in zip(columns, values.items(), strict=True):
-        column.metric(label, value, help=DEFINITIONS[label])
+        meaning = " ".join(similarity.SCORE_DEFINITIONS[name] for name in SCORES[label])
+        column.metric(label, value, help=meaning)
 offset_settings = export.export_settings(table, **(scores or profile).settings())
 widgets.show_figure(
     cache.figure(figures.similarity.offset_profile, profile, scores),

@@ -14,6 +14,7 @@ from posviz import components, figures, pipeline
 from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
 from posviz.export import export_settings
+from posviz.similarity import SCORE_DEFINITIONS
 from posviz.spectrum import NO_VARIANCE, NOISE_RULE
 
 __all__ = [
@@ -85,8 +86,10 @@ def similarity_section(table: Embedding, *, center: bool) -> Section:
     return Section(
         "Similarity",
         "Cosine similarity between positions, and its mean and spread over all pairs at "
-        "each offset. Translation invariance: 1 - variance within diagonals / total "
-        "variance. " + " ".join(f"{key}: {value}." for key, value in scores.settings().items()),
+        "each offset. "
+        + " ".join(f"{key}: {value}" for key, value in SCORE_DEFINITIONS.items())
+        + " "
+        + " ".join(f"{key}: {value}." for key, value in scores.settings().items()),
         {"Scores": scores.table()},
         [
             figures.similarity.similarity_heatmap(overview),

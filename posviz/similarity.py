@@ -18,6 +18,7 @@ __all__ = [
     "MAX_TILES",
     "METRIC",
     "METRICS",
+    "SCORE_DEFINITIONS",
     "SIMILARITIES",
     "WINDOW",
     "GridSimilarity",
@@ -47,6 +48,21 @@ MAX_OFFSET = 1024
 WINDOW = 32
 #: Most tiles per side of a grid's mosaic.
 MAX_TILES = 24
+#: What each column of :meth:`OffsetScores.table` means: the page's help and the report's note.
+SCORE_DEFINITIONS = {
+    "translation_invariance": "1 − Σ_k Σ_i (s(i, i+k) − m(k))² / Σ_{i<j} (s(i, j) − mean s)²: "
+    "the share of the variance of s over all pairs explained by the offset alone. 1 for a "
+    "Toeplitz matrix (sinusoidal tables), near 0 for shuffled rows. Exact, over all offsets.",
+    "monotonicity": "Spearman rank correlation of the mean profile m(k) with k for "
+    "k = 1..window: −1 when similarity falls steadily with distance.",
+    "falls_until": "Last offset before m(k) first stops falling (first k with m(k+1) ≥ m(k)).",
+    "length_half": "Similarity length: first offset k with m(k) < ½ m(0). m(0) is 1 for "
+    "cosine without zero rows and the mean squared norm for dot.",
+    "length_zero": "First offset k with m(k) < 0.",
+    "sign_changes": "Sign changes of m(k) for k = 1..largest offset.",
+    "local_maxima": "Local maxima of m(k) for k = 1..largest offset: the off-diagonal bands "
+    "of e.g. GPT-2.",
+}
 #: Largest side of a map drawn cell by cell. A float32 heatmap costs ~6.7 bytes of figure JSON
 #: per cell (base64 plus escaping), so 800 a side keeps a figure under 5 MB.
 MAX_SIDE = 800
