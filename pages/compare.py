@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, similarity
+from posviz import compare, export, figures, resample, similarity
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -88,13 +88,15 @@ if first.shape[0] != second.shape[0]:
         f"Resample the second table to {first.shape[0]} positions",
         value=True,
         key="compare.match",
-        help="Linear interpolation with first and last rows kept, x = p·(L−1)/(L'−1) "
-        "(the Resample page offers more methods and sends its result here). Needed for the "
-        "difference map and the position-by-position measures below.",
+        help=f"{resample.METHOD.capitalize()} interpolation, "
+        f"{resample.POSITION_RULES[resample.POSITIONS]} (the Resample page offers more methods "
+        "and sends its result here). Needed for the difference map and the "
+        "position-by-position measures below.",
     )
     if match:
         matched = cache.resample_length(second, n_positions=first.shape[0])
         settings["second_resampled_to"] = first.shape[0]
+        settings["second_resampled"] = matched.source
 maps = {
     name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
     for name, table in {"first": first, "second": matched}.items()

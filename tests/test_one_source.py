@@ -97,6 +97,7 @@ def test_compare_downloads_are_the_pipeline_results(downloads):
         pd.testing.assert_frame_equal(page, as_exported(frame))
     assert {key: settings[key] for key in result.settings()} == result.settings()
     assert settings["second_resampled_to"] == first.shape[0]
+    assert settings["second_resampled"] == matched.source  # how: the method and position rule
 
 
 # --- resample -------------------------------------------------------------------------------
