@@ -1,10 +1,8 @@
 """Compare: two tables side by side (spectra, offsets, similarity) and how alike they are."""
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
-from posviz import compare, export, figures
+from posviz import compare, export, figures, resample, similarity
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -45,21 +43,27 @@ options = st.columns(3)
 with options[0]:
     center = widgets.center_toggle()
 metric = options[1].selectbox(
-    "Similarity", ["cosine", "dot"], key="compare.metric", help=DEFINITIONS["metric"]
+    "Similarity",
+    similarity.SIMILARITIES,
+    index=similarity.SIMILARITIES.index(similarity.METRIC),
+    key="compare.metric",
+    help=DEFINITIONS["metric"],
 )
 shortest = min(first.shape[0], second.shape[0])
 max_offset = options[2].number_input(
     "Largest offset",
     1,
     shortest - 1,
-    min(shortest - 1, 512),
+    similarity.largest_offset(shortest, compare.MAX_OFFSET),
     key="compare.max_offset",
     help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
 )
 names = {"first": first, "second": second}
-settings = export.export_settings(
-    first, second=second.settings(), centered=center, metric=metric, max_offset=max_offset
-)
+profiles = {
+    name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
+    for name, table in names.items()
+}
+settings = export.export_settings(first, second=second.settings(), **profiles["first"].settings())
 
 st.header("Spectra", divider=True)
 spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
@@ -71,10 +75,6 @@ widgets.show_numbers(
 )
 
 st.header("Similarity against offset", divider=True)
-profiles = {
-    name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
-    for name, table in names.items()
-}
 widgets.show_figure(
     cache.figure(figures.compare.offset_overlay, profiles),
     name="compare_offsets",
@@ -88,15 +88,15 @@ if first.shape[0] != second.shape[0]:
         f"Resample the second table to {first.shape[0]} positions",
         value=True,
         key="compare.match",
-        help="Linear interpolation with first and last rows kept, x = p·(L−1)/(L'−1) "
-        "(the Resample page offers more methods and sends its result here). Needed for the "
-        "difference map and the position-by-position measures below.",
+        help=f"{resample.METHOD.capitalize()} interpolation, "
+        f"{resample.POSITION_RULES[resample.POSITIONS]} (the Resample page offers more methods "
+        "and sends its result here). Needed for the difference map and the "
+        "position-by-position measures below.",
     )
     if match:
-        matched = cache.resample_length(
-            second, n_positions=first.shape[0], method="linear", positions="ends", reserved=0
-        )
+        matched = cache.resample_length(second, n_positions=first.shape[0])
         settings["second_resampled_to"] = first.shape[0]
+        settings["second_resampled"] = matched.source
 maps = {
     name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
     for name, table in {"first": first, "second": matched}.items()
@@ -121,26 +121,30 @@ if not same_length:
         icon=":material/info:",
     )
     st.stop()
-k_max = min(first.shape[0] - 1, first.shape[1], matched.shape[1], 64)
+k_max = compare.largest_k(first.shape, matched.shape)
 k = st.number_input(
     "Components k",
     1,
     k_max,
-    min(10, k_max),
+    min(compare.K, k_max),
     key="compare.k",
     help="Top principal components over positions whose spans are compared.",
 )
-settings["k"] = k
 try:
     result = cache.compare(first, matched, k=k, center=center)
 except ValueError as error:
     st.error(literal(error), icon=":material/error:")
     st.stop()
-angles = np.degrees(result.principal_angles)
+settings |= result.settings()
+measures = result.metrics()
 columns = st.columns(4)
 columns[0].metric("linear CKA", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
-columns[1].metric("mean principal angle", f"{angles.mean():.2f}°", help=DEFINITIONS["angles"])
-columns[2].metric("largest principal angle", f"{angles.max():.2f}°", help=DEFINITIONS["angles"])
+columns[1].metric(
+    "mean principal angle", f"{measures['mean_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
+)
+columns[2].metric(
+    "largest principal angle", f"{measures['max_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
+)
 columns[3].metric(
     "Procrustes error",
     "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
@@ -153,17 +157,7 @@ widgets.show_figure(
 )
 with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
     if opened:
+        widgets.show_numbers(result.table(), name="compare_measures", settings=settings)
         widgets.show_numbers(
-            pd.DataFrame(
-                {"cka": [result.cka], "procrustes_error": [result.procrustes_error], "k": [k]}
-            ),
-            name="compare_measures",
-            settings=settings,
-        )
-        widgets.show_numbers(
-            pd.DataFrame(
-                {"angle": range(1, k + 1), "radians": result.principal_angles, "degrees": angles}
-            ),
-            name="compare_principal_angles",
-            settings=settings,
+            result.angles_table(), name="compare_principal_angles", settings=settings
         )

@@ -2,15 +2,13 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, resample
+from posviz import compare, export, figures, io, resample, similarity
 from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each patch mosaic: two side by side stay under ~2.5 MB of figure.
 MOSAIC_SIDE = 400
-#: Offsets drawn in the before/after profile (the spread over i costs n · k · d).
-MAX_OFFSET = 512
 #: How each method rounds, where it differs from weighted sums in the table's dtype.
 ROUNDING = {
     "cubic": "splines fitted in float64 and rounded once to it.",
@@ -32,10 +30,15 @@ if table.grid is not None:
     left, middle, right, last = st.columns(4)
     new_height = left.number_input("New grid height", 1, 1024, 2 * height, key="resample.h")
     new_width = middle.number_input("New grid width", 1, 1024, 2 * width, key="resample.w")
-    method = right.selectbox("Method", resample.GRID_METHODS, key="resample.grid_method")
+    method = right.selectbox(
+        "Method",
+        resample.GRID_METHODS,
+        index=resample.GRID_METHODS.index(resample.GRID_METHOD),
+        key="resample.grid_method",
+    )
     antialias = last.checkbox(
         "Antialias",
-        value=True,
+        value=resample.ANTIALIAS,
         key="resample.antialias",
         help="PyTorch's antialias=True (timm's resample_abs_pos_embed default): Pillow-style "
         "kernels (bicubic a = -0.5) stretched by the scale factor when shrinking. Off: the "
@@ -57,26 +60,28 @@ else:
     method = middle.selectbox(
         "Method",
         resample.LENGTH_METHODS,
+        index=resample.LENGTH_METHODS.index(resample.METHOD),
         key="resample.method",
         help="linear: between neighbouring rows; cubic: scipy CubicSpline (not-a-knot) "
         "through all rows; tile: Longformer's copy of the table end to end.",
     )
     if method == "tile":
-        positions = "ends"
+        positions = resample.POSITIONS
         reserved = right.number_input(
             "Reserved rows",
             0,
             n - 2,
-            0,
+            resample.RESERVED,
             key="resample.reserved",
             help="Leading rows copied once and not repeated (RoBERTa's offset of 2 when "
             "those rows were not trimmed on loading).",
         )
     else:
-        reserved = 0
+        reserved = resample.RESERVED
         positions = right.radio(
             "Positions read",
             list(resample.POSITION_RULES),
+            index=list(resample.POSITION_RULES).index(resample.POSITIONS),
             format_func=resample.POSITION_RULES.get,
             key="resample.positions",
             help="New row p is the old table read at x. 'scaled' is Position Interpolation: "
@@ -149,18 +154,19 @@ if table.grid is not None:
 else:
     profiles = {
         name: cache.offset_profile(
-            t, metric="cosine", center=center, max_offset=min(MAX_OFFSET, t.shape[0] - 1)
+            t, center=center, max_offset=similarity.largest_offset(t.shape[0], compare.MAX_OFFSET)
         )
         for name, t in {"original": table, "resampled": result}.items()
     }
     widgets.show_figure(
         cache.figure(figures.compare.offset_overlay, profiles),
         name="resample_offsets",
-        settings=settings,
+        # Each table's own largest offset, up to the cap: the export states the cap.
+        settings={**settings, "metric": similarity.METRIC, "max_offset": compare.MAX_OFFSET},
     )
     st.caption(
-        f"Offsets up to {MAX_OFFSET} in each table's own positions: a table stretched by L'/L "
-        "falls off L'/L times more slowly."
+        f"Offsets up to {compare.MAX_OFFSET} in each table's own positions: a table stretched "
+        "by L'/L falls off L'/L times more slowly."
     )
 with widgets.expander_drawn_when_open("Numbers", key="resample.numbers") as opened:
     if opened:
@@ -177,7 +183,7 @@ batch_axis = st.checkbox(
     key="resample.batch_axis",
     help="timm's pos_embed is stored as (1, N, d); GPT-2/BERT tables as (N, d).",
 )
-dtype, note = resample.storage_dtype(result)
+dtype, note = io.storage_dtype(result)
 dropped = table.n_source_rows > table.row_start + n
 st.caption(
     f"Tensor {literal(result.name)}, {result.row_start} prefix row(s) re-attached in front, "
@@ -186,7 +192,7 @@ st.caption(
     + (" Rows trimmed after the table on loading are not included." * dropped)
 )
 stem = f"{result.name}_{result.shape[0]}"
-writers = {".safetensors": resample.to_safetensors, ".npy": resample.to_npy}
+writers = {".safetensors": io.to_safetensors, ".npy": io.to_npy}
 for column, (suffix, write) in zip(st.columns(2), writers.items(), strict=True):
     column.download_button(
         suffix,

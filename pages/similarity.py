@@ -3,12 +3,9 @@
 Positions the Boundaries page flagged on this table are marked on the heatmap edges.
 """
 
-import math
-
-import pandas as pd
 import streamlit as st
 
-from posviz import export, figures
+from posviz import export, figures, io, similarity
 from posviz.similarity import MAX_SIDE, METRICS
 from posviz.ui import cache, state, widgets
 
@@ -16,24 +13,15 @@ METRIC_HELP = (
     "cosine: ⟨a, b⟩ / (|a| |b|), 0 with a zero row (e.g. a zeroed class token), not NaN. "
     "dot: ⟨a, b⟩. Euclidean: |a − b|."
 )
-DEFINITIONS = {
-    "translation invariance": "1 − Σ_k Σ_i (s(i, i+k) − m(k))² / Σ_{i<j} (s(i, j) − mean s)²: "
-    "the share of the variance of s over all pairs explained by the offset alone. 1 for a "
-    "Toeplitz matrix (sinusoidal tables), near 0 for shuffled rows. Exact, over all offsets.",
-    "monotonicity ρ": "Spearman rank correlation of the mean profile m(k) with k for "
-    "k = 1..window: −1 when similarity falls steadily with distance.",
-    "falls until k": "Last offset before m(k) first stops falling (first k with m(k+1) ≥ m(k)).",
-    "length (½)": "Similarity length: first offset k with m(k) < ½ m(0). m(0) is 1 for cosine "
-    "without zero rows and the mean squared norm for dot.",
-    "length (0)": "First offset k with m(k) < 0.",
-    "ringing": "Sign changes / local maxima of m(k) for k = 1..largest offset: the off-diagonal "
-    "bands of e.g. GPT-2.",
+#: The scores shown, by label: the columns of OffsetScores.table() each label stands for.
+SCORES = {
+    "translation invariance": ("translation_invariance",),
+    "monotonicity ρ": ("monotonicity",),
+    "falls until k": ("falls_until",),
+    "length (½)": ("length_half",),
+    "length (0)": ("length_zero",),
+    "ringing": ("sign_changes", "local_maxima"),
 }
-
-
-def _divisors(n: int) -> list[int]:
-    small = [h for h in range(1, math.isqrt(n) + 1) if n % h == 0]
-    return sorted({*small, *(n // h for h in small)})
 
 
 st.title("Similarity")
@@ -44,6 +32,7 @@ left, right = st.columns([2, 1])
 metric = left.radio(
     "Measure",
     METRICS,
+    index=METRICS.index(similarity.METRIC),
     format_func={
         "cosine": "cosine similarity",
         "dot": "dot product",
@@ -56,7 +45,6 @@ metric = left.radio(
 )
 with right:
     center = widgets.center_toggle()
-settings = export.export_settings(table, metric=metric, centered=center)
 flags = state.flags(table)
 
 
@@ -70,27 +58,22 @@ def zoom_window() -> None:
     row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
     col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
     window = cache.similarity_map(
-        table,
-        metric=metric,
-        center=center,
-        rows=(row0, row0 + size),
-        cols=(col0, col0 + size),
-        max_side=MAX_SIDE,
+        table, metric=metric, center=center, rows=(row0, row0 + size), cols=(col0, col0 + size)
     )
     widgets.show_figure(
         cache.figure(figures.similarity.similarity_heatmap, window, highlight=flags),
         name="similarity_zoom",
-        settings={**settings, "rows": [row0, row0 + size], "cols": [col0, col0 + size]},
+        settings=export.export_settings(table, **window.settings()),
     )
 
 
 # --- 1. heatmap -----------------------------------------------------------------------------
 st.subheader("Position x position")
-overview = cache.similarity_map(table, metric=metric, center=center, max_side=MAX_SIDE)
+overview = cache.similarity_map(table, metric=metric, center=center)
 widgets.show_figure(
     cache.figure(figures.similarity.similarity_heatmap, overview, highlight=flags),
     name="similarity_heatmap",
-    settings={**settings, "block": overview.block},
+    settings=export.export_settings(table, **overview.settings()),
 )
 if metric == "euclidean":
     st.caption(
@@ -115,37 +98,35 @@ if not overview.exact:
 
 # --- 2. offset profile and 3. scores --------------------------------------------------------
 st.subheader("Similarity vs offset")
-similarity = "cosine" if metric == "euclidean" else metric
+measure = metric if metric in similarity.SIMILARITIES else similarity.METRIC
 if metric == "euclidean":
-    st.caption("Offset profile and scores need a similarity: they use cosine similarity.")
+    st.caption(f"Offset profile and scores need a similarity: they use {measure} similarity.")
 left, right = st.columns(2)
 max_offset = left.number_input(
     "Largest offset k",
     1,
     n - 1,
-    min(n - 1, 1024),
+    similarity.largest_offset(n),
     key="similarity.max_offset",
     help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and costs "
     "n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
 )
-profile = cache.offset_profile(table, metric=similarity, center=center, max_offset=max_offset)
-offset_settings = {**settings, "metric": similarity, "max_offset": max_offset}
+profile = cache.offset_profile(table, metric=measure, center=center, max_offset=max_offset)
 scores = None
 if max_offset >= 2:
     window = right.number_input(
         "Monotonicity window (offsets)",
         2,
         max_offset,
-        min(32, max_offset),
+        min(similarity.WINDOW, max_offset),
         key="similarity.window",
         help="Offsets k = 1..window over which the Spearman correlation is taken.",
     )
     scores = cache.offset_scores(
-        table, metric=similarity, center=center, max_offset=max_offset, window=window
+        table, metric=measure, center=center, max_offset=max_offset, window=window
     )
-    offset_settings["window"] = window
     values = {
-        "translation invariance": f"{profile.translation_invariance:.4f}",
+        "translation invariance": f"{scores.translation_invariance:.4f}",
         "monotonicity ρ": f"{scores.monotonicity:.3f}",
         "falls until k": scores.falls_until,
         "length (½)": scores.length_half if scores.length_half is not None else f"> {max_offset}",
@@ -155,7 +136,9 @@ if max_offset >= 2:
     # Two rows of three: six metrics in one row truncate their labels.
     columns = [*st.columns(3), *st.columns(3)]
     for column, (label, value) in zip(columns, values.items(), strict=True):
-        column.metric(label, value, help=DEFINITIONS[label])
+        meaning = " ".join(similarity.SCORE_DEFINITIONS[name] for name in SCORES[label])
+        column.metric(label, value, help=meaning)
+offset_settings = export.export_settings(table, **(scores or profile).settings())
 widgets.show_figure(
     cache.figure(figures.similarity.offset_profile, profile, scores),
     name="offset_profile",
@@ -164,35 +147,8 @@ widgets.show_figure(
 with widgets.expander_drawn_when_open("Numbers", key="similarity.numbers") as opened:
     if opened:
         if scores is not None:
-            widgets.show_numbers(
-                pd.DataFrame(
-                    [
-                        {
-                            "translation_invariance": profile.translation_invariance,
-                            "monotonicity": scores.monotonicity,
-                            "falls_until": scores.falls_until,
-                            "length_half": scores.length_half,
-                            "length_zero": scores.length_zero,
-                            "sign_changes": scores.sign_changes,
-                            "local_maxima": scores.local_maxima,
-                        }
-                    ]
-                ),
-                name="similarity_scores",
-                settings=offset_settings,
-            )
-        widgets.show_numbers(
-            pd.DataFrame(
-                {
-                    "k": profile.offsets,
-                    "mean": profile.mean,
-                    "std": profile.std,
-                    "pairs": profile.count,
-                }
-            ),
-            name="offset_profile",
-            settings=offset_settings,
-        )
+            widgets.show_numbers(scores.table(), name="similarity_scores", settings=offset_settings)
+        widgets.show_numbers(profile.table(), name="offset_profile", settings=offset_settings)
 
 
 # --- 4. one position ------------------------------------------------------------------------
@@ -200,14 +156,7 @@ with widgets.expander_drawn_when_open("Numbers", key="similarity.numbers") as op
 def position_section() -> None:
     """A fragment: moving the position redraws only this chart, not the heatmap."""
     position = st.slider("Position", 0, n - 1, n // 2, key="similarity.position")
-    height, width = table.grid or (1, n)
-    row, col = divmod(position, width)
-    steps = ((-1, 0), (0, -1), (0, 1), (1, 0))
-    neighbours = [
-        (row + dr) * width + col + dc
-        for dr, dc in steps
-        if 0 <= row + dr < height and 0 <= col + dc < width
-    ]
+    neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
     row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
     )
@@ -221,7 +170,7 @@ def position_section() -> None:
             figures.similarity.position_profile, row, position=position, neighbours=neighbours
         ),
         name="position_profile",
-        settings={**settings, "position": position},
+        settings={**export.export_settings(table, **row.settings()), "position": position},
     )
 
 
@@ -230,17 +179,16 @@ position_section()
 
 # --- 5. 2-D grid ----------------------------------------------------------------------------
 st.subheader("2-D grid (ViT)")
-for prefix in (1, 2):
-    side = math.isqrt(n - prefix)
-    if not table.grid and side > 1 and side * side == n - prefix:
-        st.info(
-            f"{n} = {prefix} + {side}²: the first {prefix} row(s) may be class/distillation "
-            f"tokens. Trim them on the Data page to analyse a {side} x {side} grid.",
-            icon=":material/grid_on:",
-        )
-heights = _divisors(n)
-# The loaded grid, else the most square split of the rows.
-default = table.grid[0] if table.grid else min(heights, key=lambda h: abs(h - n // h))
+layout = io.vit_layout(n)
+if not table.grid and layout and layout.row_start:
+    prefix, side = layout.row_start, layout.grid[0]
+    st.info(
+        f"{n} = {prefix} + {side}²: the first {prefix} row(s) may be class/distillation "
+        f"tokens. Trim them on the Data page to analyse a {side} x {side} grid.",
+        icon=":material/grid_on:",
+    )
+heights, squarest = similarity.grid_heights(n)
+default = table.grid[0] if table.grid else squarest
 use_grid = st.toggle(
     "Treat the rows as a 2-D patch grid (row-major)",
     value=table.grid is not None,
@@ -257,12 +205,13 @@ if use_grid:
         key="similarity.grid_height",
     )
     grid = (height, n // height)
-    patches = cache.grid_similarity(table, grid=grid, center=center, max_side=MAX_SIDE)
-    grid_settings = {**settings, "metric": "cosine", "grid": list(grid)}
+    patches = cache.grid_similarity(table, grid=grid, center=center)
+    grid_settings = export.export_settings(table, **patches.settings())
     if patches.subsampled:
         st.caption(
             f"{len(patches.tile_rows)} x {len(patches.tile_cols)} tiles for evenly spaced patches "
-            f"(of {grid[0]} x {grid[1]}): at most 24 a side, and at most {MAX_SIDE} cells a side."
+            f"(of {grid[0]} x {grid[1]}): at most {similarity.MAX_TILES} a side, and at most "
+            f"{MAX_SIDE} cells a side."
         )
     widgets.show_figure(
         cache.figure(figures.similarity.grid_tiles, patches),

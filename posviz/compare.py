@@ -12,13 +12,26 @@ from posviz._linalg import centered, float64_blocks, gram, tall_times
 from posviz.spectrum import Spectrum
 
 __all__ = [
+    "MAX_K",
+    "MAX_OFFSET",
     "Comparison",
+    "K",
     "compare",
+    "largest_k",
     "linear_cka",
     "metrics_table",
     "position_components",
     "procrustes_error",
 ]
+
+
+#: Principal components over positions whose spans are compared.
+K = 10
+#: Most components offered: the angles beyond are rarely read and each costs an eigenvector.
+MAX_K = 64
+#: Largest offset of the two tables' overlaid offset profiles (Compare, and Resample's before
+#: and after): their spread over i costs n_positions x k x d_model each.
+MAX_OFFSET = 512
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,8 @@ class Comparison:
         Whether rows were mean-centred before every measure.
     n_positions : int
         Rows of each table.
+    k : int
+        Components whose spans were compared.
     """
 
     cka: float
@@ -47,6 +62,50 @@ class Comparison:
     procrustes_error: float | None
     centered: bool
     n_positions: int
+    k: int
+
+    @property
+    def degrees(self) -> np.ndarray:
+        """`principal_angles` in degrees, ndarray of shape (k,)."""
+        return np.degrees(self.principal_angles)
+
+    def settings(self) -> dict[str, object]:
+        """The settings of every measure, in the exports' keys."""
+        return {"centered": self.centered, "k": self.k}
+
+    def metrics(self) -> dict[str, float | None]:
+        """CKA, the mean and largest principal angle (degrees) and the Procrustes error."""
+        return {
+            "cka": self.cka,
+            "mean_angle_degrees": float(self.degrees.mean()),
+            "max_angle_degrees": float(self.degrees.max()),
+            "procrustes_error": self.procrustes_error,
+        }
+
+    def table(self) -> pd.DataFrame:
+        """The measures in one row, as exported: CKA, Procrustes error and k."""
+        return pd.DataFrame(
+            {"cka": [self.cka], "procrustes_error": [self.procrustes_error], "k": [self.k]}
+        )
+
+    def angles_table(self) -> pd.DataFrame:
+        """One row per principal angle, smallest first: in radians and degrees."""
+        return pd.DataFrame(
+            {
+                "angle": np.arange(1, self.k + 1),
+                "radians": self.principal_angles,
+                "degrees": self.degrees,
+            }
+        )
+
+
+def largest_k(first: tuple[int, int], second: tuple[int, int]) -> int:
+    """Most components two tables of these shapes (same length) can compare, at most `MAX_K`.
+
+    >>> largest_k((100, 16), (100, 24)), largest_k((1024, 768), (1024, 768))
+    (16, 64)
+    """
+    return min(first[0] - 1, first[1], second[1], MAX_K)
 
 
 def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
@@ -203,7 +262,7 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     return _procrustes(_nuclear_norm(cross), *sq_norms)
 
 
-def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -> Comparison:
+def compare(x: np.ndarray, y: np.ndarray, *, k: int = K, center: bool = True) -> Comparison:
     """CKA, principal angles of the top-k components and Procrustes error of two tables.
 
     The same as :func:`linear_cka`, :func:`position_components` (twice) with
@@ -255,6 +314,7 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = 10, center: bool = True) -
         procrustes_error=_procrustes(nuclear, sq_norm_x, sq_norm_y) if same_width else None,
         centered=center,
         n_positions=len(x),
+        k=k,
     )
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "table_from",
     "to_npy",
     "to_safetensors",
+    "vit_layout",
 ]
 
 #: Uploaded bytes, or a path on disk.
@@ -348,16 +349,27 @@ def suggest_trim(name: str, shape: tuple[int, ...]) -> Trim:
         return Trim(0, None, "")
     n = table[0]
     if len(shape) > 2 or any(hint in name.lower() for hint in _VISION_HINTS):
-        for prefix, layout in _VIT_LAYOUTS:
-            g = math.isqrt(n - prefix)
-            if g >= 2 and g * g == n - prefix:
-                return Trim(prefix, (g, g), "ViT pos_embed: " + layout.format(g=g))
-        return Trim(0, None, "")
+        return vit_layout(n) or Trim(0, None, "")
     body = n - 2
     power_of_two = body >= 64 and body & (body - 1) == 0
     if power_of_two or ("embed_positions" in name and body > 0 and body % 64 == 0):
         return Trim(2, None, f"RoBERTa/BART/OPT-style table: 2 reserved rows + {body} positions")
     return Trim(0, None, "")
+
+
+def vit_layout(n_rows: int) -> Trim | None:
+    """Prefix rows and a g x g patch grid (g >= 2) that make up `n_rows` rows, or None.
+
+    Layouts are tried in the order class token, class and distillation tokens, no prefix.
+
+    >>> vit_layout(197).row_start, vit_layout(198).grid, vit_layout(200)
+    (1, (14, 14), None)
+    """
+    for prefix, layout in _VIT_LAYOUTS:
+        g = math.isqrt(max(n_rows - prefix, 0))
+        if g >= 2 and g * g == n_rows - prefix:
+            return Trim(prefix, (g, g), "ViT pos_embed: " + layout.format(g=g))
+    return None
 
 
 def choose_tensor(infos: list[TensorInfo], label: str) -> str:

@@ -74,9 +74,9 @@ def sinusoid_likeness(
 def similarity_map(
     table: Embedding,
     *,
-    metric: str,
+    metric: str = _similarity.METRIC,
     center: bool,
-    max_side: int,
+    max_side: int = _similarity.MAX_SIDE,
     rows: tuple[int, int] | None = None,
     cols: tuple[int, int] | None = None,
     run: Run = call,
@@ -87,13 +87,23 @@ def similarity_map(
 
 
 def grid_similarity(
-    table: Embedding, *, grid: tuple[int, int], center: bool, max_side: int, run: Run = call
+    table: Embedding,
+    *,
+    grid: tuple[int, int],
+    center: bool,
+    max_side: int = _similarity.MAX_SIDE,
+    run: Run = call,
 ) -> _similarity.GridSimilarity:
     return _similarity.grid_similarity(table.values, grid, center=center, max_side=max_side)
 
 
 def offset_profile(
-    table: Embedding, *, metric: str, center: bool, max_offset: int, run: Run = call
+    table: Embedding,
+    *,
+    metric: str = _similarity.METRIC,
+    center: bool,
+    max_offset: int | None = None,
+    run: Run = call,
 ) -> _similarity.OffsetProfile:
     return _similarity.offset_profile(
         table.values, metric=metric, center=center, max_offset=max_offset
@@ -101,7 +111,13 @@ def offset_profile(
 
 
 def offset_scores(
-    table: Embedding, *, metric: str, center: bool, max_offset: int, window: int, run: Run = call
+    table: Embedding,
+    *,
+    metric: str = _similarity.METRIC,
+    center: bool,
+    max_offset: int | None = None,
+    window: int = _similarity.WINDOW,
+    run: Run = call,
 ) -> _similarity.OffsetScores:
     profile = run(offset_profile, table, metric=metric, center=center, max_offset=max_offset)
     return _similarity.offset_scores(profile, window=window)
@@ -171,7 +187,7 @@ def probe_with_controls(
 
 
 def compare(
-    first: Embedding, second: Embedding, *, k: int, center: bool, run: Run = call
+    first: Embedding, second: Embedding, *, k: int = _compare.K, center: bool, run: Run = call
 ) -> _compare.Comparison:
     return _compare.compare(first.values, second.values, k=k, center=center)
 
@@ -180,9 +196,9 @@ def resample_length(
     table: Embedding,
     *,
     n_positions: int,
-    method: str,
-    positions: str,
-    reserved: int,
+    method: str = _resample.METHOD,
+    positions: str = _resample.POSITIONS,
+    reserved: int = _resample.RESERVED,
     run: Run = call,
 ) -> Embedding:
     result = _resample.resample_length(
@@ -192,7 +208,12 @@ def resample_length(
 
 
 def resample_grid(
-    table: Embedding, *, grid: tuple[int, int], method: str, antialias: bool, run: Run = call
+    table: Embedding,
+    *,
+    grid: tuple[int, int],
+    method: str = _resample.GRID_METHOD,
+    antialias: bool = _resample.ANTIALIAS,
+    run: Run = call,
 ) -> Embedding:
     result = _resample.resample_grid(
         table.values, table.grid, grid, method=method, antialias=antialias

@@ -14,6 +14,7 @@ from posviz import components, figures, pipeline
 from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
 from posviz.export import export_settings
+from posviz.similarity import SCORE_DEFINITIONS
 from posviz.spectrum import NO_VARIANCE, NOISE_RULE
 
 __all__ = [
@@ -79,23 +80,17 @@ def spectrum_section(table: Embedding, *, center: bool) -> Section:
 
 
 def similarity_section(table: Embedding, *, center: bool) -> Section:
-    overview = pipeline.similarity_map(
-        table, metric="cosine", center=center, max_side=REPORT_MAX_SIDE
-    )
-    profile = pipeline.offset_profile(table, metric="cosine", center=center, max_offset=None)
-    scores = pipeline.offset_scores(
-        table, metric="cosine", center=center, max_offset=None, window=32
-    )
+    overview = pipeline.similarity_map(table, center=center, max_side=REPORT_MAX_SIDE)
+    profile = pipeline.offset_profile(table, center=center)
+    scores = pipeline.offset_scores(table, center=center)
     return Section(
         "Similarity",
         "Cosine similarity between positions, and its mean and spread over all pairs at "
-        "each offset. Translation invariance: 1 - variance within diagonals / total "
-        "variance.",
-        {
-            "Scores": pd.DataFrame(
-                [{"translation_invariance": profile.translation_invariance, **vars(scores)}]
-            )
-        },
+        "each offset. "
+        + " ".join(f"{key}: {value}" for key, value in SCORE_DEFINITIONS.items())
+        + " "
+        + " ".join(f"{key}: {value}." for key, value in scores.settings().items()),
+        {"Scores": scores.table()},
         [
             figures.similarity.similarity_heatmap(overview),
             figures.similarity.offset_profile(profile, scores),

@@ -10,20 +10,21 @@ from scipy.interpolate import CubicSpline
 from posviz.embedding import MAX_ELEMENTS, Embedding, check_elements
 
 # The writers moved to posviz.io; pages/resample.py still calls them from here.
-from posviz.io import storage_dtype, to_npy, to_safetensors
 
 __all__ = [
+    "ANTIALIAS",
+    "GRID_METHOD",
     "GRID_METHODS",
     "LENGTH_METHODS",
+    "METHOD",
+    "POSITIONS",
     "POSITION_RULES",
+    "RESERVED",
     "Resampled",
     "axis_weights",
     "resample_grid",
     "resample_length",
     "resampled_table",
-    "storage_dtype",
-    "to_npy",
-    "to_safetensors",
 ]
 
 #: 1-D methods: interpolation between rows, or Longformer's copy of the table end to end.
@@ -35,6 +36,13 @@ POSITION_RULES = {
 }
 #: 2-D methods, as named by torch.nn.functional.interpolate.
 GRID_METHODS = ("bicubic", "bilinear")
+#: Defaults: linear interpolation with the first and last rows kept, no reserved rows; grids
+#: as timm's resample_abs_pos_embed (bicubic, antialiased).
+METHOD = "linear"
+POSITIONS = "ends"
+RESERVED = 0
+GRID_METHOD = "bicubic"
+ANTIALIAS = True
 
 #: Keys' cubic-convolution parameter of PyTorch's plain bicubic, and of its antialiased
 #: bicubic (which follows Pillow).
@@ -75,9 +83,9 @@ def resample_length(
     values: np.ndarray,
     n_positions: int,
     *,
-    method: str = "linear",
-    positions: str = "ends",
-    reserved: int = 0,
+    method: str = METHOD,
+    positions: str = POSITIONS,
+    reserved: int = RESERVED,
 ) -> Resampled:
     """Resample a 1-D table of L rows to `n_positions` rows L'.
 
@@ -224,8 +232,8 @@ def resample_grid(
     grid: tuple[int, int],
     new_grid: tuple[int, int],
     *,
-    method: str = "bicubic",
-    antialias: bool = True,
+    method: str = GRID_METHOD,
+    antialias: bool = ANTIALIAS,
 ) -> Resampled:
     """Resample a row-major H x W patch grid to H' x W' as PyTorch and timm do.
 

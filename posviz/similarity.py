@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import scipy.fft
 
 from posviz import _linalg
 from posviz._linalg import evenly_spaced, float64_rows, gram, mean_row, row_blocks
 
 __all__ = [
+    "MAX_OFFSET",
     "MAX_SIDE",
+    "MAX_TILES",
+    "METRIC",
     "METRICS",
+    "SCORE_DEFINITIONS",
+    "SIMILARITIES",
+    "WINDOW",
     "GridSimilarity",
     "OffsetProfile",
     "OffsetScores",
     "SimilarityMap",
+    "grid_heights",
+    "grid_neighbours",
     "grid_similarity",
+    "largest_offset",
     "offset_profile",
     "offset_scores",
     "prepared_rows",
@@ -27,6 +38,32 @@ __all__ = [
 
 #: Pairwise measures offered: cosine similarity, dot product, Euclidean distance.
 METRICS = ("cosine", "dot", "euclidean")
+#: The measures that are similarities (inner products), as the offset profile needs.
+SIMILARITIES = ("cosine", "dot")
+#: The measure shown first.
+METRIC = "cosine"
+#: Largest offset k of the offset profile unless asked for more: its spread costs
+#: n_positions x k x d_model multiply-adds (the mean and translation invariance cover all k).
+MAX_OFFSET = 1024
+#: Offsets k = 1..WINDOW over which the monotonicity of the mean profile is taken.
+WINDOW = 32
+#: Most tiles per side of a grid's mosaic.
+MAX_TILES = 24
+#: What each column of :meth:`OffsetScores.table` means: the page's help and the report's note.
+SCORE_DEFINITIONS = {
+    "translation_invariance": "1 − Σ_k Σ_i (s(i, i+k) − m(k))² / Σ_{i<j} (s(i, j) − mean s)²: "
+    "the share of the variance of s over all pairs explained by the offset alone. 1 for a "
+    "Toeplitz matrix (sinusoidal tables), near 0 for shuffled rows. Exact, over all offsets.",
+    "monotonicity": "Spearman rank correlation of the mean profile m(k) with k for "
+    "k = 1..window: −1 when similarity falls steadily with distance.",
+    "falls_until": "Last offset before m(k) first stops falling (first k with m(k+1) ≥ m(k)).",
+    "length_half": "Similarity length: first offset k with m(k) < ½ m(0). m(0) is 1 for "
+    "cosine without zero rows and the mean squared norm for dot.",
+    "length_zero": "First offset k with m(k) < 0.",
+    "sign_changes": "Sign changes of m(k) for k = 1..largest offset.",
+    "local_maxima": "Local maxima of m(k) for k = 1..largest offset: the off-diagonal bands "
+    "of e.g. GPT-2.",
+}
 #: Largest side of a map drawn cell by cell. A float32 heatmap costs ~6.7 bytes of figure JSON
 #: per cell (base64 plus escaping), so 800 a side keeps a figure under 5 MB.
 MAX_SIDE = 800
@@ -134,6 +171,8 @@ class SimilarityMap:
         Positions per block side.
     metric : str
     centered : bool
+    rows, cols : tuple of (int, int)
+        The window's position ranges (start, stop).
     """
 
     values: np.ndarray
@@ -142,11 +181,23 @@ class SimilarityMap:
     block: int
     metric: str
     centered: bool
+    rows: tuple[int, int]
+    cols: tuple[int, int]
 
     @property
     def exact(self) -> bool:
         """Whether every cell is one (i, j) pair."""
         return self.block == 1
+
+    def settings(self) -> dict[str, object]:
+        """The settings that made these cells, in the exports' keys."""
+        return {
+            "metric": self.metric,
+            "centered": self.centered,
+            "rows": list(self.rows),
+            "cols": list(self.cols),
+            "block": self.block,
+        }
 
 
 def _block_means(
@@ -174,7 +225,7 @@ def _block_centers(span: tuple[int, int], block: int) -> np.ndarray:
 def similarity_map(
     values: np.ndarray,
     *,
-    metric: str = "cosine",
+    metric: str = METRIC,
     center: bool = False,
     rows: tuple[int, int] | None = None,
     cols: tuple[int, int] | None = None,
@@ -244,6 +295,8 @@ def similarity_map(
         block=int(block),
         metric=metric,
         centered=center,
+        rows=(int(spans[0][0]), int(spans[0][1])),
+        cols=(int(spans[1][0]), int(spans[1][1])),
     )
 
 
@@ -342,11 +395,30 @@ class OffsetProfile:
         """Largest offset summarised."""
         return len(self.offsets) - 1
 
+    def settings(self) -> dict[str, object]:
+        """The settings that made this profile, in the exports' keys."""
+        return {"metric": self.metric, "centered": self.centered, "max_offset": self.max_offset}
+
+    def table(self) -> pd.DataFrame:
+        """One row per offset k: the mean and std of s(i, i+k) over i, and the pairs counted."""
+        return pd.DataFrame(
+            {"k": self.offsets, "mean": self.mean, "std": self.std, "pairs": self.count}
+        )
+
+
+def largest_offset(n_positions: int, max_offset: int = MAX_OFFSET) -> int:
+    """The largest offset a table of `n_positions` rows has, at most `max_offset`.
+
+    >>> largest_offset(300), largest_offset(5000), largest_offset(5000, 512)
+    (299, 1024, 512)
+    """
+    return min(n_positions - 1, max_offset)
+
 
 def offset_profile(
     values: np.ndarray,
     *,
-    metric: str = "cosine",
+    metric: str = METRIC,
     center: bool = False,
     max_offset: int | None = None,
     spread: bool = True,
@@ -361,7 +433,8 @@ def offset_profile(
     center : bool
         Subtract the mean row first.
     max_offset : int or None
-        Largest offset k; ``n_positions - 1`` by default. The spread costs
+        Largest offset k, at most ``n_positions - 1``; by default
+        :func:`largest_offset` (every offset up to `MAX_OFFSET`). The spread costs
         ``n_positions * max_offset * d_model`` multiply-adds, so lower it for huge tables.
     spread : bool
         Compute `std`. Off, it is NaN and the rest costs about a third (a collection needs
@@ -379,11 +452,11 @@ def offset_profile(
     >>> p.mean, p.std
     (array([ 1.,  0., -1.]), array([0., 0., 0.]))
     """
-    if metric not in ("cosine", "dot"):
+    if metric not in SIMILARITIES:
         msg = f"The offset profile needs a similarity (cosine or dot), not {metric!r}."
         raise ValueError(msg)
     n = len(values)
-    k_max = n - 1 if max_offset is None else max_offset
+    k_max = largest_offset(n) if max_offset is None else max_offset
     if not 0 <= k_max < n:
         msg = f"max_offset {max_offset} must be between 0 and n_positions - 1 = {n - 1}."
         raise ValueError(msg)
@@ -439,6 +512,12 @@ class OffsetScores:
         Times m(k) crosses 0.
     local_maxima : int
         Interior peaks of m(k): the off-diagonal bands ("ringing") of e.g. GPT-2.
+    translation_invariance : float
+        The profile's (see :class:`OffsetProfile`), reported beside the scores.
+    metric : str
+    centered : bool
+    max_offset : int
+        The profile's settings.
     """
 
     monotonicity: float
@@ -448,6 +527,35 @@ class OffsetScores:
     length_zero: int | None
     sign_changes: int
     local_maxima: int
+    translation_invariance: float
+    metric: str
+    centered: bool
+    max_offset: int
+
+    def settings(self) -> dict[str, object]:
+        """The settings of the profile and of the scores, in the exports' keys."""
+        return {
+            "metric": self.metric,
+            "centered": self.centered,
+            "max_offset": self.max_offset,
+            "window": self.window,
+        }
+
+    def metrics(self) -> dict[str, float | int | None]:
+        """The scores by their export names, translation invariance first."""
+        return {
+            "translation_invariance": self.translation_invariance,
+            "monotonicity": self.monotonicity,
+            "falls_until": self.falls_until,
+            "length_half": self.length_half,
+            "length_zero": self.length_zero,
+            "sign_changes": self.sign_changes,
+            "local_maxima": self.local_maxima,
+        }
+
+    def table(self) -> pd.DataFrame:
+        """:meth:`metrics` as a one-row frame: what the page, the report and exports show."""
+        return pd.DataFrame([self.metrics()])
 
 
 def _first(mask: np.ndarray) -> int | None:
@@ -456,7 +564,7 @@ def _first(mask: np.ndarray) -> int | None:
     return int(hits[0]) + 1 if hits.size else None
 
 
-def offset_scores(profile: OffsetProfile, *, window: int = 32) -> OffsetScores:
+def offset_scores(profile: OffsetProfile, *, window: int = WINDOW) -> OffsetScores:
     """Scores of how m(k) = mean s(i, i+k) falls with k (see :class:`OffsetScores`).
 
     Examples
@@ -491,6 +599,10 @@ def offset_scores(profile: OffsetProfile, *, window: int = 32) -> OffsetScores:
         length_zero=_first(tail < 0),
         sign_changes=int(np.count_nonzero(np.diff(tail >= 0))),
         local_maxima=len(scipy.signal.find_peaks(tail)[0]),
+        translation_invariance=profile.translation_invariance,
+        metric=profile.metric,
+        centered=profile.centered,
+        max_offset=k_max,
     )
 
 
@@ -530,13 +642,46 @@ class GridSimilarity:
         """Whether some patches have no tile."""
         return self.tiles.shape[:2] != self.grid
 
+    def settings(self) -> dict[str, object]:
+        """The settings that made these cosines, in the exports' keys."""
+        return {"metric": "cosine", "centered": self.centered, "grid": list(self.grid)}
+
+
+def grid_heights(n_positions: int) -> tuple[list[int], int]:
+    """The heights of every row-major grid of `n_positions` patches, and the most square one.
+
+    >>> grid_heights(12)
+    ([1, 2, 3, 4, 6, 12], 3)
+    """
+    small = [h for h in range(1, math.isqrt(n_positions) + 1) if n_positions % h == 0]
+    heights = sorted({*small, *(n_positions // h for h in small)})
+    return heights, min(heights, key=lambda h: abs(h - n_positions // h))
+
+
+def grid_neighbours(position: int, grid: tuple[int, int]) -> list[int]:
+    """The positions above, left of, right of and below `position` on a row-major grid.
+
+    A 1-D table is the grid (1, n_positions): its neighbours are p - 1 and p + 1.
+
+    >>> grid_neighbours(4, (3, 3)), grid_neighbours(0, (1, 5))
+    ([1, 3, 5, 7], [1])
+    """
+    height, width = grid
+    row, col = divmod(position, width)
+    steps = ((-1, 0), (0, -1), (0, 1), (1, 0))
+    return [
+        (row + dr) * width + col + dc
+        for dr, dc in steps
+        if 0 <= row + dr < height and 0 <= col + dc < width
+    ]
+
 
 def grid_similarity(
     values: np.ndarray,
     grid: tuple[int, int],
     *,
     center: bool = False,
-    max_tiles: int = 24,
+    max_tiles: int = MAX_TILES,
     max_side: int = MAX_SIDE,
 ) -> GridSimilarity:
     """Per-patch cosine maps and row/column profiles of a 2-D position grid.

@@ -141,3 +141,21 @@ def test_metrics_table_has_a_difference_column():
     row = frame.set_index("metric").loc["effective_rank"]
     assert row["first"] == pytest.approx(a.effective_rank)
     assert row["difference"] == pytest.approx(b.effective_rank - a.effective_rank)
+
+
+def test_comparison_tables_carry_degrees_and_settings():
+    # The one angle between a cosine and a cosine tilted by 0.3 rad (as above): 0.3 rad.
+    p = np.arange(100) * 2 * np.pi / 100
+    x = np.cos(p)[:, None] * [1.0, 2.0]
+    y = (np.cos(p) * np.cos(0.3) + np.sin(p) * np.sin(0.3))[:, None] * [1.0, -1.0]
+    result = compare.compare(x, y, k=1, center=False)
+    assert result.settings() == {"centered": False, "k": 1}
+    np.testing.assert_allclose(result.degrees, [np.degrees(0.3)], atol=1e-8)
+    angles = result.angles_table()
+    assert angles["angle"].tolist() == [1]
+    np.testing.assert_allclose(angles[["radians", "degrees"]].iloc[0], [0.3, 17.188733853924695])
+    measures = result.table()
+    assert list(measures.columns) == ["cka", "procrustes_error", "k"]
+    assert measures["k"].item() == 1
+    assert result.metrics()["max_angle_degrees"] == pytest.approx(np.degrees(0.3))
+    assert compare.largest_k((100, 2), (100, 2)) == 2

@@ -251,3 +251,53 @@ def test_grid_figures():
     assert list(fig.layout.xaxis.ticktext) == ["0", "1", "2", "3", "4"]
     fig = figures.similarity.grid_profiles(g)
     assert [len(t.y) for t in fig.data] == [4, 5]
+
+
+def test_results_carry_their_settings_and_tables(learned):
+    # Rows at angle 2 pi p / 50: the profile and scores of test_scores_of_a_rotating_vector.
+    angles = 2 * np.pi * np.arange(200) / 50
+    p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]), max_offset=60)
+    assert p.settings() == {"metric": "cosine", "centered": False, "max_offset": 60}
+    frame = p.table()
+    assert list(frame.columns) == ["k", "mean", "std", "pairs"]
+    np.testing.assert_allclose(frame["mean"], np.cos(2 * np.pi * np.arange(61) / 50), atol=1e-12)
+    assert frame["pairs"].tolist() == list(range(200, 139, -1))
+    s = offset_scores(p, window=10)
+    assert s.settings() == {"metric": "cosine", "centered": False, "max_offset": 60, "window": 10}
+    row = s.table().iloc[0].to_dict()
+    assert row["translation_invariance"] == pytest.approx(1.0)
+    assert (row["length_half"], row["length_zero"], row["falls_until"]) == (9, 13, 25)
+    assert list(s.table().columns) == list(s.metrics())
+    window = similarity_map(learned, rows=(10, 20), cols=(0, 300), max_side=100)
+    assert window.settings() == {
+        "metric": "cosine",
+        "centered": False,
+        "rows": [10, 20],
+        "cols": [0, 300],
+        "block": 3,
+    }
+    g = grid_similarity(learned[:288], (12, 24), center=True)
+    assert g.settings() == {"metric": "cosine", "centered": True, "grid": [12, 24]}
+
+
+def test_default_largest_offset_is_the_pages(learned):
+    assert offset_profile(learned).max_offset == 299  # every offset of a short table
+    long = learned_like(similarity.MAX_OFFSET + 200, 4, seed=1).values
+    assert offset_profile(long, spread=False).max_offset == similarity.MAX_OFFSET
+    assert similarity.largest_offset(len(long), 10) == 10
+
+
+@pytest.mark.parametrize("grid", [(1, 7), (3, 3), (4, 5)])
+def test_grid_neighbours_are_the_patches_one_step_away(grid):
+    height, width = grid
+    cells = [divmod(p, width) for p in range(height * width)]
+    for position, (r, c) in enumerate(cells):
+        expected = [q for q, (r2, c2) in enumerate(cells) if abs(r - r2) + abs(c - c2) == 1]
+        assert similarity.grid_neighbours(position, grid) == expected
+
+
+@pytest.mark.parametrize("n", [1, 12, 196, 197, 1024])
+def test_grid_heights_are_the_divisors_and_the_squarest(n):
+    heights, squarest = similarity.grid_heights(n)
+    assert heights == [h for h in range(1, n + 1) if n % h == 0]
+    assert abs(squarest - n // squarest) == min(abs(h - n // h) for h in heights)

@@ -142,7 +142,7 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
 
 def comparison_angles(c: Comparison) -> go.Figure:
     """Principal angles between the top-k components over positions of two tables."""
-    degrees = np.degrees(c.principal_angles)
+    degrees = c.degrees
     fig = base_figure(
         f"Principal angles between the top-{len(degrees)} PC subspaces over positions "
         f"({center_label(c.centered)})",

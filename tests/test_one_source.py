@@ -1,0 +1,124 @@
+"""One source per number: a page's download equals the report's table and a direct pipeline call.
+
+Downloads are read as a click would make them: each page's download buttons register their
+deferred file builders, which the tests record and call.
+"""
+
+from __future__ import annotations
+
+import io as bytes_io
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import safetensors.numpy
+from streamlit.runtime.media_file_manager import MediaFileManager
+from streamlit.testing.v1 import AppTest
+
+from posviz import compare, export, pipeline, report, simulate
+from posviz.embedding import Embedding
+
+PAGES = Path(__file__).parents[1] / "pages"
+
+
+@pytest.fixture
+def downloads(monkeypatch) -> dict[str, Callable[[], bytes | str]]:
+    """File name -> the builder a click on its download button runs (latest run wins)."""
+    built: dict[str, Callable[[], bytes | str]] = {}
+    register = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        built[file_name] = data_callable
+        return register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    return built
+
+
+def run_page(page: str, *tables: Embedding, **state) -> AppTest:
+    at = AppTest.from_file(str(PAGES / page), default_timeout=120)
+    for key, table in zip(("posviz.table", "posviz.second"), tables, strict=False):
+        at.session_state[key] = table
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def read_csv(built: Callable[[], str]) -> tuple[pd.DataFrame, dict]:
+    return export.from_csv(built())
+
+
+def as_exported(frame: pd.DataFrame) -> pd.DataFrame:
+    """A core table as its CSV export reads back (None -> NaN, every float to the last bit)."""
+    return export.from_csv(export.to_csv(frame, {}))[0]
+
+
+# --- similarity -----------------------------------------------------------------------------
+
+
+def test_similarity_scores_download_is_the_report_table(downloads):
+    # Longer than similarity.MAX_OFFSET + 1: a profile to every offset would ring differently.
+    table = simulate.learned_like(1500, 16, seed=3)
+    run_page("similarity.py", table, **{"similarity.numbers": True, "posviz.center": True})
+    page, settings = read_csv(downloads["similarity_scores.csv"])
+    section = report.similarity_section(table, center=True)
+    pd.testing.assert_frame_equal(page, as_exported(section.tables["Scores"]))
+    scores = pipeline.offset_scores(table, center=True)
+    assert {key: settings[key] for key in scores.settings()} == scores.settings()
+    assert all(f"{key}: {value}." in section.note for key, value in scores.settings().items())
+    profile, _ = read_csv(downloads["offset_profile.csv"])
+    pd.testing.assert_frame_equal(
+        profile, as_exported(pipeline.offset_profile(table, center=True).table())
+    )
+
+
+# --- compare --------------------------------------------------------------------------------
+
+
+def test_compare_downloads_are_the_pipeline_results(downloads):
+    first = simulate.learned_like(160, 24, seed=5)
+    second = simulate.sinusoidal(120, 24)
+    run_page("compare.py", first, second, **{"compare.numbers": True, "posviz.center": True})
+    matched = pipeline.resample_length(second, n_positions=first.shape[0])
+    result = pipeline.compare(first, matched, center=True)
+    expected = {
+        "compare_measures.csv": result.table(),
+        "compare_principal_angles.csv": result.angles_table(),
+        "compare_metrics.csv": compare.metrics_table(
+            pipeline.spectrum(first, center=True), pipeline.spectrum(second, center=True)
+        ),
+    }
+    for name, frame in expected.items():
+        page, settings = read_csv(downloads[name])
+        pd.testing.assert_frame_equal(page, as_exported(frame))
+    assert {key: settings[key] for key in result.settings()} == result.settings()
+    assert settings["second_resampled_to"] == first.shape[0]
+    assert settings["second_resampled"] == matched.source  # how: the method and position rule
+
+
+# --- resample -------------------------------------------------------------------------------
+
+
+def test_resample_downloads_are_the_pipeline_table(downloads):
+    table = simulate.learned_like(96, 16, seed=2)
+    run_page("resample.py", table)
+    expected = pipeline.resample_length(table, n_positions=2 * table.shape[0]).values
+    stem = f"{table.name}_{2 * table.shape[0]}"
+    npy = np.load(bytes_io.BytesIO(downloads[f"{stem}.npy"]()), allow_pickle=False)
+    np.testing.assert_array_equal(npy, expected)
+    tensors = safetensors.numpy.load(downloads[f"{stem}.safetensors"]())
+    np.testing.assert_array_equal(tensors[table.name], expected)
+
+
+def test_resample_grid_downloads_are_the_pipeline_table(downloads):
+    table = simulate.vit_grid(6, 6, 16, prefix_tokens=1)
+    run_page("resample.py", table)
+    resampled = pipeline.resample_grid(table, grid=(12, 12))
+    npy = np.load(bytes_io.BytesIO(downloads[f"{table.name}_144.npy"]()), allow_pickle=False)
+    # A grid table is written as timm stores it: (1, prefix + patches, d), the prefix kept.
+    np.testing.assert_array_equal(npy[0, 1:], resampled.values)
+    np.testing.assert_array_equal(npy[0, :1], table.prefix)
