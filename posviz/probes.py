@@ -209,18 +209,20 @@ class ProbeReport:
         """Whether only a subsample of the rows was probed."""
         return self.n_rows < self.n_positions
 
+    @property
+    def rows_probed(self) -> str:
+        """Which rows were probed, in words."""
+        if self.subsampled:
+            return f"a seeded random subsample of {self.n_rows:,} of {self.n_positions:,} rows"
+        return f"all {self.n_positions:,} rows"
+
     def procedure(self) -> str:
         """How the probes were run, in words: rows, folds, splits, both protocols."""
-        probed = (
-            f"a seeded random subsample of {self.n_rows:,} of {self.n_positions:,} rows"
-            if self.subsampled
-            else f"all {self.n_positions:,} rows"
-        )
         return (
-            f"Seed {self.seed}; {self.folds}-fold cross-validation on {probed}, repeated over "
-            f"{self.repeats} seeded splits (± is the sd over their {self.folds * self.repeats} "
-            f"folds; the sd of the splits' means is in the table). Absolute probe "
-            f"({self.protocol}): {PROTOCOLS[self.protocol]}. Relative probe: "
+            f"Seed {self.seed}; {self.folds}-fold cross-validation on {self.rows_probed}, "
+            f"repeated over {self.repeats} seeded splits (± is the sd over their "
+            f"{self.folds * self.repeats} folds; the sd of the splits' means is in the table). "
+            f"Absolute probe ({self.protocol}): {PROTOCOLS[self.protocol]}. Relative probe: "
             f"{RELATIVE_PROTOCOL}; {self.n_pairs:,} training pairs per fold. The controls get "
             "the same procedure, their penalties chosen in their own folds."
         )
