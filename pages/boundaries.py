@@ -6,12 +6,11 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 import streamlit as st
 
 from posviz import boundary, export, figures, probes
-from posviz.boundary import STATISTICS
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
 
 
-def reserved_rows(table: Embedding) -> None:
+def offer_trim(table: Embedding) -> None:
     """Name leading rows that look reserved and offer a one-click trim."""
     found = boundary.reserved_rows(table)
     k = found.rows
@@ -21,7 +20,8 @@ def reserved_rows(table: Embedding) -> None:
         else:
             st.caption(
                 "No leading row looks reserved (by tensor name and shape, or an all-zero "
-                "row among the first 4). Trim by hand if a row is known not to be a position."
+                f"row among the first {boundary.ZERO_ROWS_SEARCHED}). Trim by hand if a row is "
+                "known not to be a position."
             )
         if found.most < 1:
             st.caption(
@@ -41,7 +41,7 @@ def reserved_rows(table: Embedding) -> None:
 st.title("Boundaries & probes")
 table = state.current()
 widgets.table_caption(table)
-reserved_rows(table)
+offer_trim(table)
 
 # --- boundaries -----------------------------------------------------------------------------
 st.header("Boundaries")
@@ -74,7 +74,7 @@ top_k = columns[2].number_input(
     most["top_k"],
     default["top_k"],
     key="boundaries.top_k",
-    help=STATISTICS["residual_norm"],
+    help=boundary.STATISTICS["residual_norm"],
 )
 edge = columns[3].number_input(
     "Boundary size k",
@@ -138,7 +138,7 @@ st.caption(
     f"(source row {table.row_start} is position 0). Red circles: flagged on that panel's "
     "statistic (the cosine panel flags on the more similar neighbour). Dashed lines: change "
     f"points on {statistic}. "
-    + " ".join(f"**{name}**: {STATISTICS[name]}" for name in stats.flagging_curves())
+    + " ".join(f"**{name}**: {boundary.STATISTICS[name]}" for name in stats.flagging_curves())
 )
 
 left, right = st.columns(2)
@@ -213,7 +213,7 @@ def show_probes(table: Embedding) -> None:
         f"{absolute.mae:.2f} ± {absolute.mae_sd_folds:.2f}",
         help=probes.METRIC_DEFINITIONS["mae"],
     )
-    controls = [name for name in report.absolute if name != "table"]
+    controls = probes.CONTROLS[1:]
     columns[0].caption(
         f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f}"
         + "".join(f" · {c}: skill {report.absolute[c].skill:.3f}" for c in controls)

@@ -25,6 +25,7 @@ __all__ = [
     "THRESHOLD",
     "TOP_K",
     "WINDOW",
+    "ZERO_ROWS_SEARCHED",
     "BoundarySummary",
     "ChangePoints",
     "Outliers",
@@ -51,6 +52,8 @@ BOUNDARY_K = 8
 CHANGE_STATISTIC = "norm"
 MAX_CHANGES = 3
 MIN_SIZE = 16
+#: Leading rows searched for an all-zero (padding) row.
+ZERO_ROWS_SEARCHED = 4
 
 #: Statistics that flag outliers, with their definitions (the page shows these as tooltips).
 STATISTICS = {
@@ -558,7 +561,7 @@ def _best_split(x: np.ndarray, min_size: int) -> tuple[float, int]:
     return float(gain[best]), int(t[best])
 
 
-def zero_leading_rows(values: np.ndarray, *, max_rows: int = 4) -> int:
+def zero_leading_rows(values: np.ndarray, *, max_rows: int = ZERO_ROWS_SEARCHED) -> int:
     """Leading rows that look reserved: through the last all-zero row among the first few.
 
     A padding position is never trained and stays exactly zero (RoBERTa's row 1, its

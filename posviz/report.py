@@ -156,6 +156,7 @@ def boundaries_section(table: Embedding) -> Section:
         " ".join(
             [
                 f"Per-position statistics, flagged where {flags.rule}.",
+                *(f"{name}: {boundary.STATISTICS[name]}" for name in flags.statistics),
                 boundary.ROBUST_Z,
                 f"Change points: {changes.procedure()}",
                 f"Boundary summary: {summary.procedure()}",
