@@ -113,8 +113,8 @@ changes = cache.change_points(
     max_changes=max_changes,
     min_size=min_size,
 )
-state.set_flags(table, flags.positions.tolist(), flags.rule)
 flagged = flags.positions.tolist()
+state.set_flags(table, flagged, flags.rule)
 columns[3].metric(
     "Flagged positions",
     len(flagged),
