@@ -1,4 +1,5 @@
-"""Which positions are unusual: per-position statistics, robust outlier flags, change points."""
+"""Which positions are unusual: per-position statistics, robust outlier flags, change points,
+and leading rows that look reserved rather than positions."""
 
 from __future__ import annotations
 
@@ -11,19 +12,48 @@ import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
+from posviz.embedding import MIN_POSITIONS, Embedding
+from posviz.io import Trim, suggest_trim
 
 __all__ = [
+    "BOUNDARY_K",
+    "CHANGE_STATISTIC",
+    "MAX_CHANGES",
+    "MIN_SIZE",
+    "ROBUST_Z",
     "STATISTICS",
+    "THRESHOLD",
+    "TOP_K",
+    "WINDOW",
+    "ZERO_ROWS_SEARCHED",
+    "BoundarySummary",
     "ChangePoints",
     "Outliers",
     "PositionStatistics",
+    "ReservedRows",
     "boundary_summary",
     "change_points",
+    "defaults",
     "hampel",
+    "limits",
     "outliers",
     "position_statistics",
+    "reserved_rows",
+    "trim_leading",
     "zero_leading_rows",
 ]
+
+#: Defaults of the settings, for the functions below, the page and the report. `defaults`
+#: fits those that depend on the table's length to it.
+TOP_K = 0
+WINDOW = 16
+THRESHOLD = 8.0
+BOUNDARY_K = 8
+CHANGE_STATISTIC = "norm"
+MAX_CHANGES = 3
+MIN_SIZE = 16
+#: Leading rows searched for an all-zero (padding) row.
+ZERO_ROWS_SEARCHED = 4
 
 #: Statistics that flag outliers, with their definitions (the page shows these as tooltips).
 STATISTICS = {
@@ -39,6 +69,11 @@ STATISTICS = {
 
 #: 1.4826 * MAD estimates the standard deviation of normally distributed data.
 MAD_TO_SD = 1.4826
+#: The score flags are set on, in words (the page's help, the report).
+ROBUST_Z = (
+    f"Robust z = (x − window median) / ({MAD_TO_SD} · MAD of the window): the Hampel "
+    f"identifier. {MAD_TO_SD} · MAD estimates the standard deviation of normal data."
+)
 
 #: A statistic that varies less than this share of its typical size inside a window is
 #: treated as constant: float32 rounding alone is ~1e-7 relative.
@@ -86,8 +121,12 @@ class PositionStatistics:
             curves["residual_norm"] = self.residual_norm
         return curves
 
+    def settings(self) -> dict[str, object]:
+        """The settings, in the keys of the exports."""
+        return {"top_k": self.top_k}
 
-def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatistics:
+
+def position_statistics(values: np.ndarray, *, top_k: int = TOP_K) -> PositionStatistics:
     """Norm, neighbour cosines, distance to the mean row and (optionally) residual norm.
 
     Parameters
@@ -211,6 +250,8 @@ class Outliers:
     window : int
         Half-width of the sliding window, in positions.
     threshold : float
+    top_k : int
+        Of the :class:`PositionStatistics` flagged.
     """
 
     statistics: tuple[str, ...]
@@ -220,6 +261,16 @@ class Outliers:
     flagged: np.ndarray
     window: int
     threshold: float
+    top_k: int
+
+    @property
+    def rule(self) -> str:
+        """When a position is flagged, in words."""
+        return f"|robust z| > {self.threshold:g} in a window of ±{self.window} positions"
+
+    def settings(self) -> dict[str, object]:
+        """The settings, with the statistics', in the keys of the exports."""
+        return {"top_k": self.top_k, "window": self.window, "threshold": self.threshold}
 
     @property
     def positions(self) -> np.ndarray:
@@ -256,14 +307,14 @@ class Outliers:
 
 
 def outliers(
-    curves: dict[str, np.ndarray], *, window: int = 16, threshold: float = 8.0
+    stats: PositionStatistics, *, window: int = WINDOW, threshold: float = THRESHOLD
 ) -> Outliers:
     """Flag positions whose statistics are far from their sliding-window median.
 
     Parameters
     ----------
-    curves : dict of str to ndarray of shape (n_positions,)
-        E.g. :meth:`PositionStatistics.flagging_curves`.
+    stats : PositionStatistics
+        Its :meth:`~PositionStatistics.flagging_curves` are scored.
     window : int
         Half-width of the window (see :func:`hampel`).
     threshold : float
@@ -271,11 +322,12 @@ def outliers(
 
     Examples
     --------
-    >>> norm = np.ones(50) + 0.01 * np.sin(np.arange(50))
-    >>> norm[0] = 3.0
-    >>> outliers({"norm": norm}, window=8).positions.tolist()
+    >>> rows = np.c_[np.cos(np.arange(50.0)), np.sin(np.arange(50.0))]
+    >>> rows[0] *= 3.0
+    >>> outliers(position_statistics(rows), window=8).positions.tolist()
     [0]
     """
+    curves = stats.flagging_curves()
     scores = [hampel(np.asarray(c, dtype=np.float64), window=window) for c in curves.values()]
     z = np.array([s[0] for s in scores])
     return Outliers(
@@ -286,6 +338,7 @@ def outliers(
         flagged=np.abs(z) > threshold,
         window=window,
         threshold=threshold,
+        top_k=stats.top_k,
     )
 
 
@@ -299,6 +352,8 @@ class BoundarySummary:
     first, middle, last : ndarray of shape (n_statistics,)
         Means over positions ``0..k-1``, ``k..n-k-1`` and ``n-k..n-1``.
     k : int
+    top_k : int
+        Of the :class:`PositionStatistics` summarised.
     """
 
     statistics: tuple[str, ...]
@@ -306,18 +361,40 @@ class BoundarySummary:
     middle: np.ndarray
     last: np.ndarray
     k: int
+    top_k: int
+
+    def settings(self) -> dict[str, object]:
+        """The settings, with the statistics', in the keys of the exports."""
+        return {"top_k": self.top_k, "boundary_k": self.k}
+
+    def procedure(self) -> str:
+        """What the summary compares, in words."""
+        return f"Mean over the first {self.k}, the middle, and the last {self.k} positions."
+
+    def table(self) -> pd.DataFrame:
+        """One row per statistic: its means over the first k, the middle and the last k."""
+        return pd.DataFrame(
+            {
+                "statistic": self.statistics,
+                f"first_{self.k}": self.first,
+                "middle": self.middle,
+                f"last_{self.k}": self.last,
+            }
+        )
 
 
-def boundary_summary(curves: dict[str, np.ndarray], *, k: int = 8) -> BoundarySummary:
-    """Compare the first and last `k` positions with the middle of the table.
+def boundary_summary(stats: PositionStatistics, *, k: int = BOUNDARY_K) -> BoundarySummary:
+    """Compare the first and last `k` positions with the middle of the table, on each of the
+    statistics' :meth:`~PositionStatistics.flagging_curves`.
 
     Examples
     --------
-    >>> s = boundary_summary({"norm": np.array([5.0, 1, 1, 1, 3])}, k=1)
-    >>> s.first.tolist(), s.middle.tolist(), s.last.tolist()
-    ([5.0], [1.0], [3.0])
+    >>> rows = np.c_[[3.0, 0, 0, 0, 0], [4.0, 1, 1, 1, 3]]  # norms 5, 1, 1, 1, 3
+    >>> boundary_summary(position_statistics(rows), k=1).table().to_dict("records")[0]
+    {'statistic': 'norm', 'first_1': 5.0, 'middle': 1.0, 'last_1': 3.0}
     """
-    n = len(next(iter(curves.values())))
+    curves = stats.flagging_curves()
+    n = len(stats.norm)
     if not 1 <= k < n / 2:
         msg = f"k must be in 1..{(n - 1) // 2} so a middle remains for {n} positions, got {k}."
         raise ValueError(msg)
@@ -328,12 +405,13 @@ def boundary_summary(curves: dict[str, np.ndarray], *, k: int = 8) -> BoundarySu
         middle=stacked[:, k : n - k].mean(axis=1),
         last=stacked[:, n - k :].mean(axis=1),
         k=k,
+        top_k=stats.top_k,
     )
 
 
 @dataclass(frozen=True)
 class ChangePoints:
-    """Where a curve shifts level, by binary segmentation.
+    """Where a statistic's curve shifts level, by binary segmentation.
 
     Attributes
     ----------
@@ -349,6 +427,10 @@ class ChangePoints:
     penalty : float
         Smallest reduction in squared deviations a split needed, ``2 sigma^2 log n`` (BIC).
     max_changes, min_size : int
+    statistic : str
+        The curve searched, one of the outliers' statistics.
+    flag_settings : dict
+        :meth:`Outliers.settings` of the outliers whose cleaned curve was searched.
     """
 
     positions: np.ndarray
@@ -359,31 +441,66 @@ class ChangePoints:
     penalty: float
     max_changes: int
     min_size: int
+    statistic: str
+    flag_settings: dict[str, object]
+
+    def settings(self) -> dict[str, object]:
+        """The settings, with the outliers', in the keys of the exports."""
+        return {
+            **self.flag_settings,
+            "change_statistic": self.statistic,
+            "max_changes": self.max_changes,
+            "min_segment": self.min_size,
+        }
+
+    def table(self) -> pd.DataFrame:
+        """One row per change point: where, the shift of the mean, the share of variance."""
+        return pd.DataFrame(
+            {"position": self.positions, "shift": self.shifts, "share_of_variance": self.gains}
+        )
+
+    def procedure(self) -> str:
+        """How the change points were found, in words."""
+        return (
+            f"Binary segmentation for changes in mean on {self.statistic}: each step makes the "
+            f"split that most reduces squared deviations, into segments of at least "
+            f"{self.min_size} positions, until {self.max_changes} changes or until the "
+            f"reduction is below 2σ² log n (BIC; σ = {self.sigma:.3g} from first differences)."
+        )
 
 
-def change_points(signal: np.ndarray, *, max_changes: int = 3, min_size: int = 16) -> ChangePoints:
-    """Find level shifts of a curve by greedy binary segmentation (least squares, BIC stop).
+def change_points(
+    flags: Outliers,
+    *,
+    statistic: str = CHANGE_STATISTIC,
+    max_changes: int = MAX_CHANGES,
+    min_size: int = MIN_SIZE,
+) -> ChangePoints:
+    """Find level shifts of a statistic by greedy binary segmentation (least squares, BIC stop).
 
-    Each step splits the segment, at the position, that most reduces the sum of squared
-    deviations from the segment means; it stops after `max_changes` splits or when the best
-    reduction is below ``2 sigma^2 log n`` (the BIC penalty for a change in mean with noise
-    level sigma). Segments keep at least `min_size` positions.
+    The curve searched is :meth:`Outliers.cleaned`, so single odd rows are not counted as
+    shifts. Each step splits the segment, at the position, that most reduces the sum of
+    squared deviations from the segment means; it stops after `max_changes` splits or when the
+    best reduction is below ``2 sigma^2 log n`` (the BIC penalty for a change in mean with
+    noise level sigma). Segments keep at least `min_size` positions.
 
     Parameters
     ----------
-    signal : ndarray of shape (n_positions,)
-        NaN-free, e.g. :meth:`Outliers.cleaned` so single odd rows are not counted as shifts.
+    flags : Outliers
+    statistic : str
+        One of ``flags.statistics``.
     max_changes : int
     min_size : int
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
-    >>> curve = np.r_[np.ones(128), 2 * np.ones(384)] + 0.05 * rng.standard_normal(512)
-    >>> change_points(curve).positions.tolist()
+    >>> norms = np.r_[np.ones(128), 2 * np.ones(384)] + 0.05 * rng.standard_normal(512)
+    >>> flags = outliers(position_statistics(np.c_[norms, np.zeros(512)]))
+    >>> change_points(flags).positions.tolist()
     [128]
     """
-    x = np.asarray(signal, dtype=np.float64)
+    x = flags.cleaned(statistic)
     n = len(x)
     if min_size < 1:
         msg = f"min_size must be >= 1 position, got {min_size}."
@@ -416,6 +533,8 @@ def change_points(signal: np.ndarray, *, max_changes: int = 3, min_size: int = 1
         penalty=float(penalty),
         max_changes=max_changes,
         min_size=min_size,
+        statistic=statistic,
+        flag_settings=flags.settings(),
     )
 
 
@@ -433,7 +552,7 @@ def _best_split(x: np.ndarray, min_size: int) -> tuple[float, int]:
     return float(gain[best]), int(t[best])
 
 
-def zero_leading_rows(values: np.ndarray, *, max_rows: int = 4) -> int:
+def zero_leading_rows(values: np.ndarray, *, max_rows: int = ZERO_ROWS_SEARCHED) -> int:
     """Leading rows that look reserved: through the last all-zero row among the first few.
 
     A padding position is never trained and stays exactly zero (RoBERTa's row 1, its
@@ -446,3 +565,119 @@ def zero_leading_rows(values: np.ndarray, *, max_rows: int = 4) -> int:
     """
     zero = ~np.any(values[:max_rows] != 0, axis=1)
     return int(np.flatnonzero(zero)[-1]) + 1 if zero.any() else 0
+
+
+def limits(shape: tuple[int, int]) -> dict[str, int]:
+    """Largest value of each integer setting that a table of this shape allows.
+
+    A window or a shortest segment of more than half the table says nothing more; the
+    boundary size leaves a middle; `top_k` leaves a residual.
+
+    Examples
+    --------
+    >>> limits((20, 6))
+    {'top_k': 5, 'window': 10, 'k': 9, 'min_size': 10}
+    """
+    n, d = shape
+    half = max(1, n // 2)
+    return {"top_k": min(n, d) - 1, "window": half, "k": max(1, (n - 1) // 2), "min_size": half}
+
+
+def defaults(shape: tuple[int, int]) -> dict[str, object]:
+    """The default settings for a table of this shape: each constant, within its :func:`limits`.
+
+    Examples
+    --------
+    >>> d = defaults((20, 6))
+    >>> d["window"], d["k"], d["min_size"], d["threshold"]
+    (10, 8, 10, 8.0)
+    """
+    most = limits(shape)
+    return {
+        "top_k": min(TOP_K, most["top_k"]),
+        "window": min(WINDOW, most["window"]),
+        "threshold": THRESHOLD,
+        "k": min(BOUNDARY_K, most["k"]),
+        "statistic": CHANGE_STATISTIC,
+        "max_changes": MAX_CHANGES,
+        "min_size": min(MIN_SIZE, most["min_size"]),
+    }
+
+
+@dataclass(frozen=True)
+class ReservedRows:
+    """Leading rows of a table that look reserved (not positions), and why.
+
+    Attributes
+    ----------
+    rows : int
+        Leading rows that look reserved (0: none).
+    reasons : tuple of str
+        Why, one reason per rule that found rows.
+    by_name : posviz.io.Trim
+        What the tensor's name and shape suggest (:func:`posviz.io.suggest_trim`); nothing for
+        a table already trimmed.
+    most : int
+        The most leading rows that can be trimmed and leave `MIN_POSITIONS` positions (< 1:
+        none).
+    """
+
+    rows: int
+    reasons: tuple[str, ...]
+    by_name: Trim
+    most: int
+
+    def trim(self, table: Embedding, rows: int) -> Embedding:
+        """`table` with `rows` more leading rows trimmed; the name's grid kept when exactly the
+        rows the name suggests are trimmed."""
+        grid = self.by_name.grid if rows == self.by_name.row_start else None
+        return trim_leading(table, rows, grid=grid)
+
+
+def reserved_rows(table: Embedding) -> ReservedRows:
+    """Leading rows of `table` that look reserved: by the tensor's name and shape (for an
+    untrimmed table) or through the last all-zero row among the first few
+    (:func:`zero_leading_rows`).
+
+    Examples
+    --------
+    >>> rows = np.r_[np.zeros((2, 4)), np.eye(64, 4) + 1]
+    >>> found = reserved_rows(Embedding.from_array(rows, name="wpe", source="s"))
+    >>> found.rows, found.reasons[1]
+    (2, 'row 1 is all zeros (an untrained padding row)')
+    >>> found.reasons[0]
+    'RoBERTa/BART/OPT-style table: 2 reserved rows + 64 positions'
+
+    """
+    by_name = Trim(0, None, "")
+    if table.row_start == 0:
+        by_name = suggest_trim(table.name, (table.n_source_rows, table.shape[1]))
+    zero = zero_leading_rows(table.values)
+    reasons = [by_name.reason] if by_name.row_start else []
+    if zero:
+        reasons.append(f"row {zero - 1} is all zeros (an untrained padding row)")
+    return ReservedRows(
+        rows=max(by_name.row_start, zero),
+        reasons=tuple(reasons),
+        by_name=by_name,
+        most=table.shape[0] - MIN_POSITIONS,
+    )
+
+
+def trim_leading(table: Embedding, rows: int, *, grid: tuple[int, int] | None = None) -> Embedding:
+    """The same source with `rows` more leading rows trimmed; the provenance says so.
+
+    Examples
+    --------
+    >>> t = trim_leading(Embedding.from_array(np.eye(12, 3), name="t", source="s"), 2)
+    >>> t.shape, t.describe_rows()
+    ((10, 3), 'rows 2-11 of 12 (2 leading rows trimmed)')
+    """
+    return Embedding.from_array(
+        np.concatenate([table.prefix, table.values]),
+        name=table.name,
+        source=table.source,
+        dtype=table.dtype,
+        row_start=table.row_start + rows,
+        grid=grid,
+    )

@@ -127,50 +127,58 @@ def offset_scores(
 
 
 def position_statistics(
-    table: Embedding, *, top_k: int, run: Run = call
+    table: Embedding, *, top_k: int = _boundary.TOP_K, run: Run = call
 ) -> _boundary.PositionStatistics:
     return _boundary.position_statistics(table.values, top_k=top_k)
 
 
 def outliers(
-    table: Embedding, *, top_k: int, window: int, threshold: float, run: Run = call
+    table: Embedding,
+    *,
+    top_k: int = _boundary.TOP_K,
+    window: int = _boundary.WINDOW,
+    threshold: float = _boundary.THRESHOLD,
+    run: Run = call,
 ) -> _boundary.Outliers:
-    curves = run(position_statistics, table, top_k=top_k).flagging_curves()
-    return _boundary.outliers(curves, window=window, threshold=threshold)
+    stats = run(position_statistics, table, top_k=top_k)
+    return _boundary.outliers(stats, window=window, threshold=threshold)
 
 
 def boundary_summary(
-    table: Embedding, *, top_k: int, k: int, run: Run = call
+    table: Embedding,
+    *,
+    top_k: int = _boundary.TOP_K,
+    k: int = _boundary.BOUNDARY_K,
+    run: Run = call,
 ) -> _boundary.BoundarySummary:
-    curves = run(position_statistics, table, top_k=top_k).flagging_curves()
-    return _boundary.boundary_summary(curves, k=k)
+    return _boundary.boundary_summary(run(position_statistics, table, top_k=top_k), k=k)
 
 
 def change_points(
     table: Embedding,
     *,
-    top_k: int,
-    window: int,
-    threshold: float,
-    statistic: str,
-    max_changes: int,
-    min_size: int,
+    top_k: int = _boundary.TOP_K,
+    window: int = _boundary.WINDOW,
+    threshold: float = _boundary.THRESHOLD,
+    statistic: str = _boundary.CHANGE_STATISTIC,
+    max_changes: int = _boundary.MAX_CHANGES,
+    min_size: int = _boundary.MIN_SIZE,
     run: Run = call,
 ) -> _boundary.ChangePoints:
     flags = run(outliers, table, top_k=top_k, window=window, threshold=threshold)
     return _boundary.change_points(
-        flags.cleaned(statistic), max_changes=max_changes, min_size=min_size
+        flags, statistic=statistic, max_changes=max_changes, min_size=min_size
     )
 
 
 def probe_with_controls(
     table: Embedding,
     *,
-    seed: int,
-    max_rows: int,
-    n_pairs: int,
-    repeats: int,
-    protocol: str,
+    seed: int = _probes.SEED,
+    max_rows: int = _probes.MAX_ROWS,
+    n_pairs: int = _probes.N_PAIRS,
+    repeats: int = _probes.REPEATS,
+    protocol: str = _probes.PROTOCOL,
     run: Run = call,
 ) -> _probes.ProbeReport:
     return _probes.probe_with_controls(

@@ -17,12 +17,21 @@ import scipy.linalg
 from scipy.optimize import OptimizeResult, minimize
 
 __all__ = [
+    "ABOUT",
     "ALPHAS",
     "CONTROLS",
     "C_GRID",
+    "FOLDS",
     "INNER_FOLDS",
+    "MAX_ROWS",
+    "METRIC_DEFINITIONS",
+    "N_PAIRS",
+    "PROTOCOL",
     "PROTOCOLS",
+    "RELATIVE_CHANCE",
     "RELATIVE_PROTOCOL",
+    "REPEATS",
+    "SEED",
     "AbsoluteProbe",
     "ProbeReport",
     "RelativeProbe",
@@ -33,6 +42,35 @@ __all__ = [
 
 #: The probed tables, in display order: the table itself and its two no-information controls.
 CONTROLS = ("table", "row-shuffled", "Gaussian")
+#: What the probes answer, for the page and the report.
+ABOUT = (
+    "How much absolute and relative position a linear read-out recovers (Wang & Chen, "
+    "EMNLP 2020), beside the same probe on two tables without position information: the rows "
+    "shuffled to random positions, and i.i.d. Gaussian rows of the same shape and overall "
+    "standard deviation."
+)
+#: The relative probe's chance error rate: a coin toss on the order of a pair.
+RELATIVE_CHANCE = 0.5
+#: Defaults of the settings, for the functions below, the page and the report.
+SEED = 0
+MAX_ROWS = 2048
+FOLDS = 5
+REPEATS = 2
+PROTOCOL = "nested ridge"
+N_PAIRS = 2000
+#: What each headline number means and its chance level (the page's tooltips, the report).
+METRIC_DEFINITIONS = {
+    "mae": "Absolute probe: mean |round(predicted) − p| of a linear regression from row to "
+    "position p, predicted out of fold, mean ± sd over the folds of the repeated splits. "
+    "Chance: the same for the constant predictor (the training fold's mean position, ≈ n/4 "
+    "for evenly spread positions). Skill = 1 − MAE / chance MAE: 1 perfect, 0 no better "
+    "than chance.",
+    "r2": "Absolute probe: R² of the unrounded out-of-fold predictions (1 = perfect, 0 = as "
+    "good as predicting the mean, < 0 worse), mean over the repeated splits.",
+    "error_rate": "Relative probe: share of held-out pairs (i, j) misclassified by a logistic "
+    "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
+    "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
+}
 #: Principal directions of the rows the relative probe's optimiser rescales.
 _STEEP_DIRECTIONS = 16
 
@@ -171,6 +209,24 @@ class ProbeReport:
         """Whether only a subsample of the rows was probed."""
         return self.n_rows < self.n_positions
 
+    @property
+    def rows_probed(self) -> str:
+        """Which rows were probed, in words."""
+        if self.subsampled:
+            return f"a seeded random subsample of {self.n_rows:,} of {self.n_positions:,} rows"
+        return f"all {self.n_positions:,} rows"
+
+    def procedure(self) -> str:
+        """How the probes were run, in words: rows, folds, splits, both protocols."""
+        return (
+            f"Seed {self.seed}; {self.folds}-fold cross-validation on {self.rows_probed}, "
+            f"repeated over {self.repeats} seeded splits (± is the sd over their "
+            f"{self.folds * self.repeats} folds; the sd of the splits' means is in the table). "
+            f"Absolute probe ({self.protocol}): {PROTOCOLS[self.protocol]}. Relative probe: "
+            f"{RELATIVE_PROTOCOL}; {self.n_pairs:,} training pairs per fold. The controls get "
+            "the same procedure, their penalties chosen in their own folds."
+        )
+
     def settings(self) -> dict[str, object]:
         """The procedure, for exports: every choice that changes a number."""
         return {
@@ -178,7 +234,7 @@ class ProbeReport:
             "absolute_chance": "MAE of the constant predictor (the training fold's mean "
             "position, rounded) on the same held-out rows",
             "relative_protocol": RELATIVE_PROTOCOL,
-            "relative_chance": 0.5,
+            "relative_chance": RELATIVE_CHANCE,
             "folds": self.folds,
             "repeated_splits": self.repeats,
             "n_rows_probed": self.n_rows,
@@ -205,7 +261,7 @@ class ProbeReport:
                     "median_alpha": float(np.median(a.fold_alpha)),
                     "error_rate": r.error_rate,
                     "error_rate_sd_folds": r.error_rate_sd,
-                    "chance_error_rate": 0.5,
+                    "chance_error_rate": RELATIVE_CHANCE,
                     "median_C": float(np.median(r.fold_C)),
                     "absolute_model": a.model,
                     "test_pairs": r.n_test_pairs,
@@ -243,10 +299,10 @@ def absolute_probe(
     values: np.ndarray,
     positions: np.ndarray,
     *,
-    folds: int = 5,
-    repeats: int = 2,
-    protocol: str = "nested ridge",
-    seed: int = 0,
+    folds: int = FOLDS,
+    repeats: int = REPEATS,
+    protocol: str = PROTOCOL,
+    seed: int = SEED,
 ) -> AbsoluteProbe:
     """Linear regression from rows to positions under repeated k-fold cross-validation.
 
@@ -416,9 +472,9 @@ def relative_probe(
     values: np.ndarray,
     positions: np.ndarray,
     *,
-    folds: int = 5,
-    n_pairs: int = 2000,
-    seed: int = 0,
+    folds: int = FOLDS,
+    n_pairs: int = N_PAIRS,
+    seed: int = SEED,
 ) -> RelativeProbe:
     """Logistic regression on concatenated pairs ``[e_i ; e_j]`` predicting ``j > i``.
 
@@ -602,12 +658,12 @@ def _fit_pair_logistic(
 def probe_with_controls(
     values: np.ndarray,
     *,
-    seed: int = 0,
-    max_rows: int = 2048,
-    folds: int = 5,
-    repeats: int = 2,
-    protocol: str = "nested ridge",
-    n_pairs: int = 2000,
+    seed: int = SEED,
+    max_rows: int = MAX_ROWS,
+    folds: int = FOLDS,
+    repeats: int = REPEATS,
+    protocol: str = PROTOCOL,
+    n_pairs: int = N_PAIRS,
 ) -> ProbeReport:
     """Absolute and relative probes on a table, a row-shuffled copy, and a Gaussian table.
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import components, figures, pipeline
+from posviz import boundary, components, figures, pipeline, probes
 from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
 from posviz.export import export_settings
@@ -131,27 +131,46 @@ def components_section(table: Embedding, *, center: bool, k: int, seed: int) -> 
 
 
 def boundaries_section(table: Embedding) -> Section:
-    stats = pipeline.position_statistics(table, top_k=0)
-    flags = pipeline.outliers(table, top_k=0, window=16, threshold=8.0)
+    settings = boundary.defaults(table.shape)
+    stats = pipeline.position_statistics(table, top_k=settings["top_k"])
+    flags = pipeline.outliers(
+        table, top_k=settings["top_k"], window=settings["window"], threshold=settings["threshold"]
+    )
+    changes = pipeline.change_points(
+        table,
+        top_k=settings["top_k"],
+        window=settings["window"],
+        threshold=settings["threshold"],
+        statistic=settings["statistic"],
+        max_changes=settings["max_changes"],
+        min_size=settings["min_size"],
+    )
+    summary = pipeline.boundary_summary(table, top_k=settings["top_k"], k=settings["k"])
     return Section(
         "Boundaries",
-        "Per-position statistics; a position is flagged when a statistic is more than "
-        f"{flags.threshold:g} robust z (median/MAD over a window of ±{flags.window} positions) "
-        "from its neighbourhood.",
-        {"Flagged positions": flags.table()},
-        [figures.boundary.position_statistics(stats, flags)],
+        " ".join(
+            [
+                f"Per-position statistics, flagged where {flags.rule}.",
+                *(f"{name}: {boundary.STATISTICS[name]}" for name in flags.statistics),
+                boundary.ROBUST_Z,
+                f"Change points: {changes.procedure()}",
+                f"Boundary summary: {summary.procedure()}",
+            ]
+        ),
+        {
+            "Flagged positions": flags.table(),
+            "Change points": changes.table(),
+            "Boundary summary": summary.table(),
+        },
+        [figures.boundary.position_statistics(stats, flags, changes)],
     )
 
 
 def probes_section(table: Embedding, *, seed: int) -> Section:
-    probe = pipeline.probe_with_controls(
-        table, seed=seed, max_rows=2048, n_pairs=2000, repeats=2, protocol="nested ridge"
-    )
+    probe = pipeline.probe_with_controls(table, seed=seed)
     return Section(
         "Probes",
-        "How much absolute and relative position a linear read-out recovers (Wang & Chen "
-        "2020), beside a row-shuffled copy and an i.i.d. Gaussian table of the same shape. "
-        + " ".join(f"{key}: {value}." for key, value in probe.settings().items()),
+        " ".join([probes.ABOUT, probe.procedure(), *probes.METRIC_DEFINITIONS.values()]),
         {"Probe results": probe.table()},
         [figures.probes.probe_predictions(probe)],
     )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from posviz import boundary, figures, simulate
+from posviz import boundary, figures, pipeline, simulate
+from posviz.embedding import MIN_POSITIONS, Embedding
 
 
 def test_sinusoidal_statistics_are_analytic():
@@ -69,15 +72,15 @@ def test_hampel_matches_a_direct_window_median_and_mad():
 
 def test_rounding_noise_on_a_constant_curve_is_not_flagged():
     curve = np.sqrt(384) + 1e-14 * np.random.default_rng(0).standard_normal(300)
-    assert boundary.outliers({"norm": curve}).positions.size == 0
+    z, _ = boundary.hampel(curve, window=boundary.WINDOW)
+    assert not np.any(np.abs(z) > boundary.THRESHOLD)
 
 
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("n", [512, 1024])
 def test_boosted_end_rows_are_flagged_and_no_middle_row(n, seed):
     table = simulate.learned_like(n, 768, boundary=4.0, seed=seed)
-    curves = boundary.position_statistics(table.values).flagging_curves()
-    flags = boundary.outliers(curves)
+    flags = boundary.outliers(boundary.position_statistics(table.values))
     assert flags.positions.tolist() == [0, n - 1]
     # Both ends stand out on norm and on neighbour similarity, not only on one statistic.
     flagged_on = {(r["position"], r["statistic"]) for r in flags.records()}
@@ -87,17 +90,32 @@ def test_boosted_end_rows_are_flagged_and_no_middle_row(n, seed):
 def test_a_row_next_to_an_odd_row_is_not_flagged_by_its_neighbour():
     table = simulate.learned_like(256, 64, seed=2).values.copy()
     table[100] *= 6.0  # one odd middle row
-    flags = boundary.outliers(boundary.position_statistics(table).flagging_curves())
+    flags = boundary.outliers(boundary.position_statistics(table))
     assert 100 in flags.positions
     assert 99 not in flags.positions
     assert 101 not in flags.positions
 
 
 def test_boundary_summary_means():
-    s = boundary.boundary_summary({"a": np.arange(10.0)}, k=2)
+    stats = boundary.position_statistics(np.c_[np.arange(10.0), np.zeros(10)])  # norm = p
+    s = boundary.boundary_summary(stats, k=2)
     assert (s.first[0], s.middle[0], s.last[0]) == (0.5, 4.5, 8.5)
+    table = s.table()
+    assert list(table.columns) == ["statistic", "first_2", "middle", "last_2"]
+    assert table.iloc[0].tolist() == ["norm", 0.5, 4.5, 8.5]
+    assert list(table["statistic"]) == list(stats.flagging_curves())
+    assert s.settings() == {"top_k": 0, "boundary_k": 2}
     with pytest.raises(ValueError, match=r"k must be in 1\.\.4"):
-        boundary.boundary_summary({"a": np.arange(10.0)}, k=5)
+        boundary.boundary_summary(stats, k=5)
+
+
+def curve_flags(curve: np.ndarray) -> boundary.Outliers:
+    """Outliers of one curve (as "norm") with nothing flagged: change points search the curve."""
+    values = np.asarray(curve, dtype=np.float64)[None]
+    nothing = np.zeros(values.shape)
+    return boundary.Outliers(
+        ("norm",), values, values, nothing, nothing.astype(bool), 1, np.inf, top_k=0
+    )
 
 
 def test_change_point_at_a_level_shift_of_the_norm():
@@ -107,7 +125,7 @@ def test_change_point_at_a_level_shift_of_the_norm():
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     norms = np.where(np.arange(512) < 128, 1.0, 1.3) + 0.02 * rng.standard_normal(512)
     stats = boundary.position_statistics(directions * norms[:, None])
-    found = boundary.change_points(stats.norm, max_changes=3)
+    found = boundary.change_points(curve_flags(stats.norm), max_changes=3)
     assert found.positions.tolist() == [128]
     assert found.shifts[0] == pytest.approx(0.3, abs=0.01)
     assert found.segment_means == pytest.approx([1.0, 1.3], abs=0.01)
@@ -116,18 +134,18 @@ def test_change_point_at_a_level_shift_of_the_norm():
 
 def test_no_change_point_on_noise_or_a_constant_curve():
     noise = np.random.default_rng(5).standard_normal(1000)
-    assert boundary.change_points(noise).positions.size == 0
-    assert boundary.change_points(np.full(300, 19.6)).positions.size == 0
+    assert boundary.change_points(curve_flags(noise)).positions.size == 0
+    assert boundary.change_points(curve_flags(np.full(300, 19.6))).positions.size == 0
 
 
 def test_change_points_respect_min_size_and_cap():
     noise = 0.05 * np.random.default_rng(2).standard_normal(170)
     steps = np.repeat([0.0, 1.0, 0.0, 2.0], [50, 20, 50, 50]) + noise
-    found = boundary.change_points(steps, min_size=1, max_changes=5)
+    found = boundary.change_points(curve_flags(steps), min_size=1, max_changes=5)
     assert found.positions.tolist() == [50, 70, 120]
-    assert boundary.change_points(steps, max_changes=1).positions.tolist() == [120]
+    assert boundary.change_points(curve_flags(steps), max_changes=1).positions.tolist() == [120]
     # The 20-position bump cannot be cut out when segments need 25 positions.
-    kept = boundary.change_points(steps, min_size=25, max_changes=5).positions
+    kept = boundary.change_points(curve_flags(steps), min_size=25, max_changes=5).positions
     assert 120 in kept
     assert np.diff([0, *kept.tolist(), 170]).min() >= 25
 
@@ -142,8 +160,8 @@ def test_zero_leading_rows_roberta_style():
 def test_position_figure_traces_and_marks():
     table = simulate.learned_like(300, 32, seed=0)
     stats = boundary.position_statistics(table.values, top_k=4)
-    flags = boundary.outliers(stats.flagging_curves())
-    changes = boundary.change_points(flags.cleaned("norm"), max_changes=2)
+    flags = boundary.outliers(stats)
+    changes = boundary.change_points(flags, max_changes=2)
     fig = figures.boundary.position_statistics(stats, flags, changes)
     lines = [t for t in fig.data if t.mode == "lines"]
     marks = [t for t in fig.data if t.mode == "markers"]
@@ -166,10 +184,98 @@ def test_position_figure_downsamples_long_tables_but_keeps_flags():
     n = 20000
     table = simulate.learned_like(n, 16, seed=0)
     stats = boundary.position_statistics(table.values)
-    flags = boundary.outliers(stats.flagging_curves())
+    flags = boundary.outliers(stats)
     fig = figures.boundary.position_statistics(stats, flags)
     assert len(fig.data[0].x) == figures.layout.LINE_POINTS
     assert fig.data[0].x[-1] == n - 1
     assert n - 1 in list(fig.data[1].x)
     assert "evenly spaced" in fig.layout.title.text
     assert len(fig.to_json()) < 1_000_000
+
+
+def test_results_carry_their_settings_and_tables():
+    table = simulate.learned_like(200, 32, seed=0).values
+    stats = boundary.position_statistics(table, top_k=3)
+    flags = boundary.outliers(stats, window=10, threshold=6.0)
+    assert stats.settings() == {"top_k": 3}
+    assert flags.settings() == {"top_k": 3, "window": 10, "threshold": 6.0}
+    assert flags.rule == "|robust z| > 6 in a window of ±10 positions"
+    changes = boundary.change_points(flags, statistic="dist_to_mean", max_changes=2, min_size=5)
+    assert changes.settings() == {
+        "top_k": 3,
+        "window": 10,
+        "threshold": 6.0,
+        "change_statistic": "dist_to_mean",
+        "max_changes": 2,
+        "min_segment": 5,
+    }
+    direct = boundary.change_points(
+        curve_flags(flags.cleaned("dist_to_mean")), max_changes=2, min_size=5
+    )
+    np.testing.assert_array_equal(changes.positions, direct.positions)
+    frame = changes.table()
+    assert list(frame.columns) == ["position", "shift", "share_of_variance"]
+    np.testing.assert_array_equal(frame["position"], changes.positions)
+    np.testing.assert_array_equal(frame["shift"], changes.shifts)
+    np.testing.assert_array_equal(frame["share_of_variance"], changes.gains)
+    assert "on dist_to_mean" in changes.procedure()
+    assert "at least 5 positions, until 2 changes" in changes.procedure()
+
+
+def test_the_defaults_are_the_signatures_and_fit_short_tables():
+    defaults = boundary.defaults((1000, 64))
+    assert defaults == {
+        "top_k": boundary.TOP_K,
+        "window": boundary.WINDOW,
+        "threshold": boundary.THRESHOLD,
+        "k": boundary.BOUNDARY_K,
+        "statistic": boundary.CHANGE_STATISTIC,
+        "max_changes": boundary.MAX_CHANGES,
+        "min_size": boundary.MIN_SIZE,
+    }
+    for step in (pipeline.outliers, pipeline.change_points, pipeline.boundary_summary):
+        for name, parameter in inspect.signature(step).parameters.items():
+            if name in defaults:
+                assert parameter.default == defaults[name], (step, name)
+    # At the smallest table each default is within what the table allows, and works.
+    short = boundary.defaults((10, 4))
+    assert boundary.limits((10, 4)) == {"top_k": 3, "window": 5, "k": 4, "min_size": 5}
+    assert (short["window"], short["k"], short["min_size"]) == (5, 4, 5)
+    stats = boundary.position_statistics(np.random.default_rng(0).standard_normal((10, 4)))
+    assert boundary.boundary_summary(stats, k=short["k"]).k == 4
+
+
+def test_reserved_rows_by_name_and_by_a_zero_row():
+    rows = np.random.default_rng(0).standard_normal((66, 8))
+    plain = Embedding.from_array(rows[:60], name="wpe", source="s")
+    nothing = boundary.reserved_rows(plain)
+    assert (nothing.rows, nothing.reasons, nothing.most) == (0, (), 60 - MIN_POSITIONS)
+    # RoBERTa: 2 + 64 rows by name, and padding row 1 all zeros; either rule finds rows 0-1.
+    padded = rows.copy()
+    padded[1] = 0.0
+    roberta = Embedding.from_array(padded, name="embed_positions.weight", source="s")
+    found = boundary.reserved_rows(roberta)
+    assert found.rows == 2
+    assert found.reasons == (
+        "RoBERTa/BART/OPT-style table: 2 reserved rows + 64 positions",
+        "row 1 is all zeros (an untrained padding row)",
+    )
+    trimmed = found.trim(roberta, 2)
+    np.testing.assert_array_equal(trimmed.values, padded[2:])
+    np.testing.assert_array_equal(trimmed.prefix, padded[:2])
+    assert trimmed.row_start == 2
+    # A trimmed table is not judged by its name again; its rows are.
+    assert boundary.reserved_rows(trimmed).rows == 0
+
+
+def test_trimming_keeps_the_names_grid_only_for_the_rows_it_names():
+    vit = Embedding.from_array(
+        np.random.default_rng(1).standard_normal((17, 8)), name="vit.pos_embed", source="s"
+    )
+    found = boundary.reserved_rows(vit)
+    assert (found.rows, found.by_name.grid) == (1, (4, 4))
+    assert found.trim(vit, 1).grid == (4, 4)
+    assert found.trim(vit, 2).grid is None
+    twice = boundary.trim_leading(boundary.trim_leading(vit, 1), 2)
+    assert (twice.row_start, twice.shape) == (3, (14, 8))
+    assert twice.describe_rows() == "rows 3-16 of 17 (3 leading rows trimmed)"

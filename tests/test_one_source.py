@@ -17,7 +17,7 @@ import safetensors.numpy
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
-from posviz import compare, export, pipeline, report, simulate
+from posviz import boundary, compare, export, pipeline, probes, report, simulate
 from posviz.embedding import Embedding
 
 PAGES = Path(__file__).parents[1] / "pages"
@@ -122,3 +122,71 @@ def test_resample_grid_downloads_are_the_pipeline_table(downloads):
     # A grid table is written as timm stores it: (1, prefix + patches, d), the prefix kept.
     np.testing.assert_array_equal(npy[0, 1:], resampled.values)
     np.testing.assert_array_equal(npy[0, :1], table.prefix)
+
+
+# --- boundaries and probes ------------------------------------------------------------------
+
+#: The Boundaries page's table downloads and the report's tables of the same numbers.
+BOUNDARY_EXPORTS = {
+    "flagged_positions": "Flagged positions",
+    "change_points": "Change points",
+    "boundary_summary": "Boundary summary",
+}
+
+
+def test_boundary_exports_are_the_reports_tables(downloads):
+    # A norm that steps up at position 128 (a change point) and a boosted first row (a flag).
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((256, 32))
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows *= np.where(np.arange(256) < 128, 1.0, 1.3)[:, None]
+    rows *= 1 + 0.02 * rng.standard_normal((256, 1))
+    rows[0] *= 3.0
+    table = Embedding.from_array(rows, name="wpe", source="steps.npy")
+    at = run_page("boundaries.py", table)
+    captions = [c.value for c in at.caption]
+    page = {name: read_csv(downloads[f"{name}.csv"]) for name in BOUNDARY_EXPORTS}
+    section = report.boundaries_section(table)
+    for name, caption in BOUNDARY_EXPORTS.items():
+        pd.testing.assert_frame_equal(page[name][0], as_exported(section.tables[caption]))
+    assert 0 in set(page["flagged_positions"][0]["position"])
+    assert page["change_points"][0]["position"].tolist() == [128]
+    # The exports state the settings the report used: the core's defaults.
+    settings = page["change_points"][1]
+    assert (settings["window"], settings["threshold"], settings["top_k"]) == (
+        boundary.WINDOW,
+        boundary.THRESHOLD,
+        boundary.TOP_K,
+    )
+    assert (settings["change_statistic"], settings["max_changes"], settings["min_segment"]) == (
+        boundary.CHANGE_STATISTIC,
+        boundary.MAX_CHANGES,
+        boundary.MIN_SIZE,
+    )
+    assert page["boundary_summary"][1]["boundary_k"] == boundary.BOUNDARY_K
+    assert f"window of ±{settings['window']} positions" in section.note
+    # The page's statements of the procedures are the report's.
+    stated = [c for c in captions if c.startswith(("Binary segmentation", "Mean over the first"))]
+    assert len(stated) == 2
+    assert all(text in section.note for text in stated)
+
+
+def test_probe_export_is_the_reports_probe_table(downloads):
+    table = Embedding.from_array(
+        np.random.default_rng(0).standard_normal((64, 16)), name="wpe", source="noise.npy"
+    )
+    at = run_page("boundaries.py", table, **{"probes.open": True})
+    captions = [c.value for c in at.caption]
+    section = report.probes_section(table, seed=probes.SEED)
+    frame, settings = read_csv(downloads["probes.csv"])
+    pd.testing.assert_frame_equal(frame, as_exported(section.tables["Probe results"]))
+    assert (settings["seed"], settings["max_rows"], settings["n_pairs"]) == (
+        probes.SEED,
+        probes.MAX_ROWS,
+        probes.N_PAIRS,
+    )
+    assert settings["repeated_splits"] == probes.REPEATS
+    assert settings["absolute_protocol"].startswith(f"{probes.PROTOCOL}: ")
+    procedure = [c for c in captions if c.startswith("Seed ")]
+    assert len(procedure) == 1
+    assert procedure[0] in section.note

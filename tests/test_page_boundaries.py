@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from posviz import probes, simulate
+from posviz import boundary, probes, simulate
 from posviz.embedding import Embedding
 
 PAGE = str(Path(__file__).parents[1] / "pages/boundaries.py")
@@ -107,3 +107,19 @@ def test_the_probes_wait_until_their_expander_is_opened(monkeypatch):
     assert "Absolute MAE (positions)" not in [m.label for m in at.metric]
     assert len(at.get("plotly_chart")) == 1  # the curves; no prediction chart
     assert any("run when opened" in c.value for c in at.caption)
+
+
+def test_widgets_start_at_the_cores_defaults_fitted_to_the_table():
+    at = run(simulate.learned_like(20, 8, seed=0))
+    assert not at.exception
+    values = {key: at.number_input(key=f"boundaries.{key}").value for key in ("window", "edge")}
+    assert values == {"window": 10, "edge": boundary.BOUNDARY_K}  # window: half the table
+    assert at.number_input(key="boundaries.threshold").value == boundary.THRESHOLD
+    assert at.number_input(key="boundaries.max_changes").value == boundary.MAX_CHANGES
+    assert at.number_input(key="boundaries.min_size").value == 10
+    assert at.selectbox(key="boundaries.change_statistic").value == boundary.CHANGE_STATISTIC
+    assert at.number_input(key="probes.seed").value == probes.SEED
+    assert at.number_input(key="probes.max_rows").value == probes.MAX_ROWS
+    assert at.number_input(key="probes.n_pairs").value == probes.N_PAIRS
+    assert at.number_input(key="probes.repeats").value == probes.REPEATS
+    assert at.selectbox(key="probes.protocol").value == probes.PROTOCOL

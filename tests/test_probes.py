@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -9,7 +11,7 @@ from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, cross_val_predict
 
-from posviz import figures, probes, simulate
+from posviz import figures, pipeline, probes, simulate
 
 
 def test_sinusoidal_absolute_position_is_exact():
@@ -246,3 +248,27 @@ def test_probe_figure_traces():
     assert fig.layout.yaxis.range == pytest.approx((-0.25 * 199, 1.25 * 199))
     assert "seed 0, all 200 rows" in fig.layout.title.text
     assert "(nested ridge)" in fig.layout.title.text
+
+
+def test_the_defaults_are_the_signatures_and_the_procedure_states_them():
+    constants = {
+        "seed": probes.SEED,
+        "max_rows": probes.MAX_ROWS,
+        "folds": probes.FOLDS,
+        "repeats": probes.REPEATS,
+        "protocol": probes.PROTOCOL,
+        "n_pairs": probes.N_PAIRS,
+    }
+    for function in (probes.probe_with_controls, pipeline.probe_with_controls):
+        parameters = inspect.signature(function).parameters
+        for name, value in constants.items():
+            if name in parameters:
+                assert parameters[name].default == value, (function, name)
+    report = probes.probe_with_controls(
+        simulate.sinusoidal_table(300, 16), seed=7, max_rows=100, n_pairs=300
+    )
+    text = report.procedure()
+    assert text.startswith("Seed 7; 5-fold cross-validation on a seeded random subsample of 100")
+    assert "of 300 rows, repeated over 2 seeded splits (± is the sd over their 10 folds" in text
+    assert f"Absolute probe (nested ridge): {probes.PROTOCOLS['nested ridge']}." in text
+    assert f"Relative probe: {probes.RELATIVE_PROTOCOL}; 300 training pairs per fold." in text

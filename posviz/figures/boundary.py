@@ -35,10 +35,7 @@ def position_statistics(
     panels = [p for p in _BOUNDARY_PANELS if getattr(stats, p[1][0]) is not None]
     n = len(stats.norm)
     shown = even_positions(n, LINE_POINTS)
-    title = (
-        f"Per-position statistics · flagged: |robust z| > {flags.threshold:g} in a window of "
-        f"±{flags.window} positions"
-    )
+    title = f"Per-position statistics · flagged: {flags.rule}"
     if stats.top_k:
         title += f" · residual outside the top {stats.top_k} PCs (rows mean-centred)"
     if len(shown) < n:

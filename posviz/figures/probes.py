@@ -11,11 +11,6 @@ from posviz.probes import ProbeReport
 
 def probe_predictions(report: ProbeReport) -> go.Figure:
     """Out-of-fold predicted vs true position for the table and its two controls."""
-    subsample = (
-        f"{report.n_rows:,} of {report.n_positions:,} rows, seeded subsample"
-        if report.subsampled
-        else f"all {report.n_rows:,} rows"
-    )
     last = report.n_positions - 1
     # Probes without position information can predict far outside the table (an unregularised
     # fit with d close to the training rows); the axis keeps the informative range readable.
@@ -26,7 +21,7 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
     )
     title = (
         f"Absolute position probe ({report.protocol}): out-of-fold predictions of the first "
-        f"of {report.repeats} {report.folds}-fold splits (seed {report.seed}, {subsample})"
+        f"of {report.repeats} {report.folds}-fold splits (seed {report.seed}, {report.rows_probed})"
     )
     if outside:
         title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"
