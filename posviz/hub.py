@@ -23,15 +23,17 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
-import httpx2
 import numpy as np
-from huggingface_hub import constants, hf_hub_url
-from huggingface_hub.utils import build_hf_headers, get_session
+from huggingface_hub import constants
 
 from posviz import io
 from posviz.embedding import Embedding, LoadError
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = [
     "SUGGESTED_MODELS",
@@ -368,6 +370,8 @@ def _endpoint() -> str:
 
 
 def _file_url(repo: str, commit: str, file: str) -> str:
+    from huggingface_hub import hf_hub_url
+
     return hf_hub_url(repo, file, revision=commit, endpoint=_endpoint())
 
 
@@ -472,6 +476,11 @@ def _head(url: str, what: str) -> tuple[int, bytes]:
 def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Response]:
     """A streamed GET through the Hub client's session (proxies, HF_TOKEN, user agent), with
     every failure turned into a LoadError that says what to do."""
+    # The HTTP client loads with the first request, not with the app: every first open of a
+    # page would pay for its import.
+    import httpx2
+    from huggingface_hub.utils import build_hf_headers, get_session
+
     host = urlsplit(url).netloc
     headers = build_hf_headers() | {"Accept-Encoding": "identity"} | headers
     try:
@@ -565,6 +574,8 @@ def _get_range(
         buffer = bytearray(nbytes)
         done = 0
         deadline = time.monotonic() + TIMEOUT + nbytes / MIN_BYTES_PER_SECOND
+        import httpx2  # loaded by _request already
+
         # A connection closed early is reported below, with how much arrived.
         with suppress(httpx2.RemoteProtocolError, httpx2.ReadError):
             for chunk in response.iter_bytes():  # as they arrive: progress and the deadline

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from posviz.embedding import MAX_ELEMENTS, Embedding, check_elements
 
@@ -157,6 +156,8 @@ def resample_length(
             block *= t[rows]
             block += values[left[rows]]
     else:
+        from scipy.interpolate import CubicSpline  # loads only when asked: slow to import
+
         # Columns are independent splines: blocks of columns keep the float64 coefficients
         # (4 per row and column) small; a whole-table fit made 24x the table's bytes.
         step = -(-d // N_BLOCKS)

@@ -62,3 +62,14 @@ def test_the_app_loads_posviz_before_numpy_so_openblas_gets_its_thread_timeout()
     app = (ROOT / "app.py").read_text()
     assert app.index("import streamlit") < app.index("from posviz")
     assert "numpy" not in app.split("from posviz")[0]
+
+
+def test_a_page_loads_no_hub_client_and_no_interpolation_until_asked():
+    # Every first open pays for what the pages import; the Hub's HTTP client and scipy's
+    # interpolation load with the first model fetched or cubic resampling instead.
+    code = (
+        "import sys, streamlit, posviz.ui.widgets, posviz.ui.cache, posviz.ui.state; "
+        "print(sorted(m for m in ('httpx2', 'scipy.interpolate') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
+    assert out.stdout.split() == [b"[]"]
