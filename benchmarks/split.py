@@ -93,7 +93,7 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
     "similarity": [("exact window", "expander", "similarity.zoom")],
     "components": [("3-D path", "toggle", "components.show_3d")],
     "boundaries": [("probes", "expander", "probes.open")],
-    "compare": [],
+    "compare": [("similarity maps", "expander", "compare.maps")],
     "resample": [],
 }
 

@@ -97,21 +97,31 @@ if first.shape[0] != second.shape[0]:
         matched = cache.resample_length(second, n_positions=first.shape[0])
         settings["second_resampled_to"] = first.shape[0]
         settings["second_resampled"] = matched.source
-maps = {
-    name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
-    for name, table in {"first": first, "second": matched}.items()
-}
 same_length = first.shape[0] == matched.shape[0]
-widgets.show_figure(
-    cache.figure(figures.compare.similarity_pair, maps, difference=same_length),
-    name="compare_similarity",
-    settings=settings,
+with widgets.expander_drawn_when_open(
+    "Similarity maps: first, second" + (" and their difference" if same_length else ""),
+    key="compare.maps",
+    icon=":material/grid_on:",
+) as opened:
+    if opened:
+        maps = {
+            name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
+            for name, table in {"first": first, "second": matched}.items()
+        }
+        widgets.show_figure(
+            cache.figure(figures.compare.similarity_pair, maps, difference=same_length),
+            name="compare_similarity",
+            settings=settings,
+        )
+        if max(m.block for m in maps.values()) > 1:
+            st.caption(
+                f"Above {HEATMAP_SIDE} positions a side each cell is the mean over a block of "
+                "positions (exact block means; the block size is in the title)."
+            )
+st.caption(
+    "The maps are the heaviest charts of the page (three images of up to "
+    f"{HEATMAP_SIDE}² cells): they are computed and drawn when opened."
 )
-if max(m.block for m in maps.values()) > 1:
-    st.caption(
-        f"Above {HEATMAP_SIDE} positions a side each cell is the mean over a block of "
-        "positions (exact block means; the block size is in the title)."
-    )
 
 st.header("Same positions: CKA, principal angles, Procrustes", divider=True)
 if not same_length:

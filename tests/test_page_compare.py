@@ -15,10 +15,11 @@ from posviz.resample import resample_length
 PAGE = str(Path(__file__).parents[1] / "pages/compare.py")
 
 
-def run(first, second) -> AppTest:
+def run(first, second, *, maps: bool = True) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=30)
     at.session_state["posviz.table"] = first
     at.session_state["posviz.second"] = second
+    at.session_state["compare.maps"] = maps
     return at.run()
 
 
@@ -96,3 +97,11 @@ def test_second_table_loads_from_its_own_simulate_form(generator):
     assert second.shape == (80, 16)
     assert second.name == "sinusoidal"
     assert at.session_state["posviz.table"].shape == (64, 16)  # the first table is untouched
+
+
+def test_the_similarity_maps_are_drawn_only_when_opened():
+    at = run(simulate.learned_like(128, 32), simulate.sinusoidal(96, 32), maps=False)
+    assert not at.exception
+    assert "cosine similarity between positions" not in figures(at)
+    assert len(figures(at)) == 4  # spectra, cumulative, offsets, angles
+    assert any("drawn when opened" in c.value for c in at.caption)
