@@ -291,9 +291,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
         "Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and scale."
     )
     with st.expander("CKA between every pair"):
-        pairs = pd.DataFrame(result.cka, columns=labels)
-        pairs.insert(0, "table", labels)
-        widgets.show_numbers(pairs, name="collection_cka", settings=settings)
+        widgets.show_numbers(result.cka_table(), name="collection_cka", settings=settings)
 
     st.download_button(
         "Collection report (HTML)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
@@ -12,7 +13,11 @@ from scipy.integrate import quad
 from scipy.linalg import blas, lapack
 from scipy.optimize import brentq
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
+    "DEFINITIONS",
     "NOISE_RULE",
     "NO_VARIANCE",
     "THRESHOLDS",
@@ -33,6 +38,14 @@ NOISE_RULE = (
     "centred (n when not), ω(1) ≈ 2.858 (exact ω from the Marchenko-Pastur median), and "
     "above the resolution floor. Pure i.i.d. noise stays below it."
 )
+#: What each rank and count of :meth:`Spectrum.metrics` is, for help texts and the report.
+DEFINITIONS = {
+    "effective_rank": "Roy & Vetterli (2007): exp(entropy of σ_i / Σσ_j). Equals r for r "
+    "equal singular values.",
+    "stable_rank": "Σσ_i² / σ_1²: squared Frobenius norm over squared spectral norm.",
+    "participation_ratio": "(Σλ_i)² / Σλ_i², λ_i = σ_i²: how many components share the variance.",
+    "n_above_noise": NOISE_RULE[0].upper() + NOISE_RULE[1:],
+}
 #: Singular values below this share of sigma_1 are refined (see `spectrum`).
 _SPLIT = 1e-4
 #: Most small values whose eigenvectors come from inverse iteration (see `spectrum`).
@@ -269,6 +282,29 @@ class Spectrum:
             "noise_threshold": self.noise_threshold,
         }
         return out
+
+    def settings(self) -> dict[str, object]:
+        """The choices behind these numbers, in the keys exports use."""
+        return {"centered": self.centered, "n_above_noise": NOISE_RULE}
+
+    def metrics_table(self) -> pd.DataFrame:
+        """:meth:`metrics` as a one-row frame: the page's, the report's and exports' table."""
+        import pandas as pd  # on first use: `posviz summary` prints without loading pandas
+
+        return pd.DataFrame([self.metrics()])
+
+    def table(self) -> pd.DataFrame:
+        """One row per component k: its singular value, share of the variance and cumulative."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "k": np.arange(1, len(self.singular_values) + 1),
+                "singular_value": self.singular_values,
+                "explained_variance": self.explained_variance,
+                "cumulative": self.cumulative,
+            }
+        )
 
 
 @lru_cache(maxsize=256)

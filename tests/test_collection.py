@@ -144,7 +144,7 @@ def test_metrics_equal_the_single_table_core_results():
         assert record["last_neighbour_cos"] == stats.cos_prev[-1]
         k = min(6, components.max_components(x.shape, center=True))
         pcs = components.principal_components(x, k=k, center=True)
-        likeness = components.sinusoid_likeness(pcs.scores, n_frequencies=min(8, n // 2))
+        likeness = components.sinusoid_likeness(pcs, n_frequencies=min(8, n // 2))
         assert record["sinusoid_mean_cos2"] == likeness.mean_cos2
         assert record["shuffled_mean_cos2"] == likeness.shuffled.mean()
         assert record["sinusoid_p_value"] == likeness.p_value
