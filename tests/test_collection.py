@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from pandas.testing import assert_frame_equal
 from scipy.stats import ortho_group
 
 from posviz import boundary, collection, compare, components, similarity, simulate, spectrum
@@ -267,3 +268,23 @@ def test_collection_report_lists_the_tables_and_draws_every_chart(checkpoints, t
         "Tables by linear CKA",
     ):
         assert title in page
+
+
+def test_tables_of_the_loaded_members_and_their_cka():
+    members = [
+        Member("step2", simulate.learned_like(64, 16, seed=2)),
+        Member("broken", error="bad.npy: truncated"),
+        Member("step1", simulate.learned_like(48, 16, seed=1)),
+    ]
+    result = analyse(members)
+    loaded = result.table(refused=False)
+    assert loaded["label"].tolist() == ["step1", "step2"]
+    assert "error" not in loaded.columns
+    assert loaded["step"].tolist() == [1, 2]  # whole numbers stay whole without refused rows
+    assert loaded["k90"].dtype == np.int64
+    full = result.table()
+    assert_frame_equal(loaded, full.iloc[:2].drop(columns="error"), check_dtype=False)
+    pairs = result.cka_table()
+    assert list(pairs.columns) == ["table", "step1", "step2"]
+    assert pairs["table"].tolist() == ["step1", "step2"]
+    np.testing.assert_array_equal(pairs[["step1", "step2"]].to_numpy(), result.cka)

@@ -9,7 +9,7 @@ import scipy.signal
 from scipy.optimize import curve_fit
 from sklearn.metrics import r2_score
 
-from posviz import figures, simulate
+from posviz import components, figures, simulate
 from posviz.components import (
     PrincipalComponents,
     fit_sinusoids,
@@ -353,3 +353,58 @@ def test_principal_angle_figure_shows_cos2_and_the_chance_level(result):
     )
     np.testing.assert_allclose(fig.data[1].y, likeness.shuffled.mean())
     assert "5 shuffles, seed 0" in fig.data[1].name
+
+
+# --- what the results carry -----------------------------------------------------------------
+
+
+def test_components_table_and_settings():
+    x = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    pc = principal_components(x, k=2, center=False)
+    assert pc.settings() == {"centered": False, "k": 2}
+    table = pc.table()
+    assert list(table.columns) == ["position", "PC1", "PC2"]
+    assert table["position"].tolist() == [0, 1, 2, 3]
+    assert table["PC1"].tolist() == [2.0, -2.0, 0.0, 0.0]
+    assert table["PC2"].tolist() == pc.scores[:, 1].tolist()
+
+
+def test_fits_table_holds_each_components_share_and_sinusoid(result):
+    pc, fits, _ = result
+    assert fits.settings() == {"centered": True, "k": 4, "fit": components.FIT}
+    table = fits.table()
+    assert table["component"].tolist() == [1, 2, 3, 4]
+    assert table["explained_variance"].tolist() == pc.explained_variance.tolist()
+    assert table["frequency_cycles"].tolist() == fits.frequency.tolist()
+    assert table["r2"].tolist() == fits.r2.tolist()
+    assert fits.median_r2 == np.median(fits.r2)
+    power = fits.periodogram_table()
+    assert power["cycles"].tolist() == list(range(151))  # 300 positions: 0..n/2 cycles
+    np.testing.assert_allclose(power[["PC1", "PC2", "PC3", "PC4"]].sum(), 1.0)
+
+
+def test_likeness_table_is_its_numbers_and_its_null():
+    # A table whose top two PCs are exactly the first sinusoid pair: every cos² is 1.
+    pc = principal_components(sinusoid_basis(100, 3)[:, :2] * [3.0, 2.0], k=2, center=False)
+    likeness = sinusoid_likeness(pc, n_frequencies=3, n_shuffles=4, seed=2)
+    assert likeness.settings() == {
+        "centered": False,
+        "k": 2,
+        "n_frequencies": 3,
+        "n_shuffles": 4,
+        "seed": 2,
+    }
+    np.testing.assert_allclose(likeness.cos2, [1.0, 1.0], rtol=1e-12)
+    assert likeness.random_level == 6 / 100
+    assert likeness.smallest_p_value == 1 / 5
+    assert likeness.p_value == 1 / 5  # no shuffle is as sinusoid-like
+    row = likeness.table().iloc[0]
+    assert row["n_frequencies"] == 3
+    assert row["mean_cos2"] == likeness.mean_cos2
+    assert row["shuffled_mean_cos2"] == np.mean(likeness.shuffled)
+    assert row["shuffled_std_cos2"] == np.std(likeness.shuffled)
+    assert row["p_value"] == likeness.p_value
+    angles = likeness.angles_table()
+    assert angles["angle"].tolist() == [1, 2]
+    assert angles["angle_rad"].tolist() == likeness.angles[::-1].tolist()
+    assert likeness.shuffled_table()["mean_cos2"].tolist() == likeness.shuffled.tolist()

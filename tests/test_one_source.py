@@ -36,7 +36,8 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Embedding]:
 def page_exports(
     monkeypatch: pytest.MonkeyPatch, page: str, table: Embedding, **state: object
 ) -> dict[str, tuple[pd.DataFrame, dict]]:
-    """Every table the page offers for download, read back from its CSV: name -> (frame, settings)."""
+    """Each table the page offers for download, as read back from its CSV: name -> (frame,
+    settings)."""
     shown: dict[str, tuple[pd.DataFrame, dict]] = {}
     original = widgets.show_numbers
 
