@@ -6,11 +6,17 @@ import os
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-import pandas as pd
 import streamlit as st
 
 from posviz import datadir, export, figures, hub, io, simulate
-from posviz.collection import MAX_TABLES, METRIC_DEFINITIONS, Member, member, order
+from posviz.collection import (
+    MAX_TABLES,
+    METRIC_DEFINITIONS,
+    Member,
+    member,
+    members_table,
+    order,
+)
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.similarity import MAX_SIDE
@@ -168,20 +174,8 @@ def from_hub() -> None:
 def edit_members() -> list[Member]:
     """The members as an editable table: labels can be changed, rows removed."""
     members = st.session_state[MEMBERS]
-    frame = pd.DataFrame(
-        {
-            "keep": True,
-            "label": [m.label for m in members],
-            "step": [m.step.value if m.step else None for m in members],
-            "table": [
-                f"{m.table.name} {m.table.shape[0]} x {m.table.shape[1]} ({m.table.dtype})"
-                if m.table
-                else ""
-                for m in members
-            ],
-            "status": [f"refused: {m.error}" if m.error else "loaded" for m in members],
-        }
-    )
+    frame = members_table(members)
+    frame.insert(0, "keep", True)  # the editor's remove box
     edited = st.data_editor(
         frame,
         hide_index=True,

@@ -37,6 +37,7 @@ __all__ = [
     "classical_mds",
     "is_ordered",
     "member",
+    "members_table",
     "order",
     "parse_step",
     "table_summary",
@@ -130,6 +131,23 @@ def member(label: str, load: Callable[[], Embedding]) -> Member:
         return Member(label, load())
     except ValueError as error:  # LoadError included: too large, NaN, unreadable, ...
         return Member(label, error=str(error))
+
+
+def members_table(members: Sequence[Member]) -> pd.DataFrame:
+    """One row per member: its label, the step it names, what it holds, loaded or refused."""
+    return pd.DataFrame(
+        {
+            "label": [m.label for m in members],
+            "step": [m.step.value if m.step else None for m in members],
+            "table": [
+                f"{m.table.name} {m.table.shape[0]} x {m.table.shape[1]} ({m.table.dtype})"
+                if m.table
+                else ""
+                for m in members
+            ],
+            "status": [f"refused: {m.error}" if m.error else "loaded" for m in members],
+        }
+    )
 
 
 def is_ordered(members: Sequence[Member]) -> bool:

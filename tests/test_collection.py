@@ -288,3 +288,16 @@ def test_tables_of_the_loaded_members_and_their_cka():
     assert list(pairs.columns) == ["table", "step1", "step2"]
     assert pairs["table"].tolist() == ["step1", "step2"]
     np.testing.assert_array_equal(pairs[["step1", "step2"]].to_numpy(), result.cka)
+
+
+def test_members_table_describes_each_member():
+    members = [
+        Member("ckpt-step20", simulate.learned_like(64, 16, seed=2)),
+        Member("x", error="no"),
+    ]
+    frame = collection.members_table(members)
+    assert frame["label"].tolist() == ["ckpt-step20", "x"]
+    assert frame["step"].iloc[0] == 20
+    assert np.isnan(frame["step"].iloc[1])
+    assert frame["table"].tolist() == ["learned_like 64 x 16 (float32)", ""]
+    assert frame["status"].tolist() == ["loaded", "refused: no"]
