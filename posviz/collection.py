@@ -19,8 +19,16 @@ import numpy as np
 import pandas as pd
 
 from posviz import __version__
-from posviz import components as _components
 from posviz.boundary import position_statistics
+from posviz.components import (
+    K,
+    N_FREQUENCIES,
+    N_SHUFFLES,
+    SEED,
+    max_components,
+    principal_components,
+    sinusoid_likeness,
+)
 from posviz.embedding import Embedding, LoadError
 from posviz.similarity import OffsetProfile, SimilarityMap, offset_profile, similarity_map
 from posviz.spectrum import Spectrum, spectrum
@@ -203,11 +211,11 @@ METRIC_DEFINITIONS = {
     "similarity_length": "First offset k with mean cosine similarity m(k) < 1/e (None: not "
     f"within the first {MAX_OFFSET} offsets).",
     "translation_invariance": "Share of the variance of s(i, j) explained by the offset alone.",
-    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{_components.K} "
-    f"PC trajectories and cos/sin(π f p / n), f = 1..{_components.N_FREQUENCIES} (the "
+    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{K} "
+    f"PC trajectories and cos/sin(π f p / n), f = 1..{N_FREQUENCIES} (the "
     "Components page's defaults).",
     "shuffled_mean_cos2, sinusoid_p_value": f"The same after shuffling rows "
-    f"({_components.N_SHUFFLES} seeded shuffles, seed {_components.SEED}): the chance level, "
+    f"({N_SHUFFLES} seeded shuffles, seed {SEED}): the chance level, "
     "and the share of shuffles at least as sinusoid-like.",
 }
 
@@ -233,11 +241,9 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
     stats = position_statistics(values)
     norm, cos = stats.norm, stats.neighbour_cos
     median = float(np.median(norm))
-    k = min(_components.K, _components.max_components((n, d), center=center))
+    k = min(K, max_components((n, d), center=center))
     # The core's defaults, as on the Components page (which caps k and the frequencies alike).
-    likeness = _components.sinusoid_likeness(
-        _components.principal_components(values, k=k, center=center)
-    )
+    likeness = sinusoid_likeness(principal_components(values, k=k, center=center))
     metrics = {
         **s.metrics(),
         "first_norm_ratio": float(norm[0] / median) if median > 0 else None,
@@ -373,9 +379,9 @@ class Collection:
             "ordered_by": (self.loaded[0].step.unit if self.ordered else None),
             "offset_profile": f"cosine, offsets 0..min(n - 1, {MAX_OFFSET})",
             "similarity_length": "first offset with mean cosine similarity < 1/e",
-            "sinusoid_likeness": f"top-{_components.K} PCs vs cos/sin(pi f p / n), "
-            f"f = 1..min({_components.N_FREQUENCIES}, n // 2), {_components.N_SHUFFLES} row "
-            f"shuffles, seed {_components.SEED}",
+            "sinusoid_likeness": f"top-{K} PCs vs cos/sin(pi f p / n), "
+            f"f = 1..min({N_FREQUENCIES}, n // 2), {N_SHUFFLES} row "
+            f"shuffles, seed {SEED}",
             "boundary_statistics": "uncentred rows",
             "cka": f"linear CKA on the common first {self.common_positions} positions "
             f"({'each table mean-centred over them' if self.center else 'uncentred'})",
