@@ -21,10 +21,10 @@ import pandas as pd
 from posviz import __version__
 from posviz.boundary import position_statistics
 from posviz.components import (
-    K,
     N_FREQUENCIES,
     N_SHUFFLES,
     SEED,
+    K,
     max_components,
     principal_components,
     sinusoid_likeness,
@@ -211,12 +211,12 @@ METRIC_DEFINITIONS = {
     "similarity_length": "First offset k with mean cosine similarity m(k) < 1/e (None: not "
     f"within the first {MAX_OFFSET} offsets).",
     "translation_invariance": "Share of the variance of s(i, j) explained by the offset alone.",
-    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{K} "
-    f"PC trajectories and cos/sin(π f p / n), f = 1..{N_FREQUENCIES} (the "
-    "Components page's defaults).",
-    "shuffled_mean_cos2, sinusoid_p_value": f"The same after shuffling rows "
-    f"({N_SHUFFLES} seeded shuffles, seed {SEED}): the chance level, "
-    "and the share of shuffles at least as sinusoid-like.",
+    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{K} PC "
+    f"trajectories and cos/sin(π f p / n), f = 1..{N_FREQUENCIES} (the Components page's "
+    "defaults).",
+    "shuffled_mean_cos2, sinusoid_p_value": f"The same after shuffling rows ({N_SHUFFLES} "
+    f"seeded shuffles, seed {SEED}): the chance level, and the share of shuffles at least as "
+    "sinusoid-like.",
 }
 
 
@@ -379,9 +379,8 @@ class Collection:
             "ordered_by": (self.loaded[0].step.unit if self.ordered else None),
             "offset_profile": f"cosine, offsets 0..min(n - 1, {MAX_OFFSET})",
             "similarity_length": "first offset with mean cosine similarity < 1/e",
-            "sinusoid_likeness": f"top-{K} PCs vs cos/sin(pi f p / n), "
-            f"f = 1..min({N_FREQUENCIES}, n // 2), {N_SHUFFLES} row "
-            f"shuffles, seed {SEED}",
+            "sinusoid_likeness": f"top-{K} PCs vs cos/sin(pi f p / n), f = 1..min("
+            f"{N_FREQUENCIES}, n // 2), {N_SHUFFLES} row shuffles, seed {SEED}",
             "boundary_statistics": "uncentred rows",
             "cka": f"linear CKA on the common first {self.common_positions} positions "
             f"({'each table mean-centred over them' if self.center else 'uncentred'})",
