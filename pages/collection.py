@@ -213,8 +213,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     settings = result.settings()
     held = sorted({m.table.values.dtype.name for m in loaded})
     st.caption(
-        f"{len(loaded)} tables"
-        + (f", ordered by {loaded[0].step.unit}" if result.ordered else ", a set of models")
+        result.describe()
         + f"; the collection holds {result.nbytes / 2**20:.1f} MiB of tables ({', '.join(held)})."
     )
     for m in result.members:

@@ -371,6 +371,11 @@ class Collection:
         """Bytes of the tables held (each in its stored float32 or float64 dtype)."""
         return sum(m.table.values.nbytes for m in self.loaded)
 
+    def describe(self) -> str:
+        """How many tables were loaded, and whether they are ordered by step or a set."""
+        order = f"ordered by {self.loaded[0].step.unit}" if self.ordered else "a set of models"
+        return f"{len(self.loaded)} tables, {order}"
+
     def settings(self) -> dict[str, object]:
         """Every choice that changed a number, for exports."""
         return {

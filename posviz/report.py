@@ -174,8 +174,7 @@ def build_collection_report(c: Collection) -> str:
     frame = c.table(refused=False)  # refusals: in the note
     section = Section(
         "Collection",
-        f"{len(c.loaded)} tables"
-        + (f", ordered by {c.loaded[0].step.unit}" if c.ordered else ", a set of models")
+        c.describe()
         + (f"; refused: {'; '.join(refused)}" if refused else "")
         + ". "
         + " ".join(f"{k}: {v}" for k, v in METRIC_DEFINITIONS.items()),

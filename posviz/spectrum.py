@@ -251,8 +251,12 @@ class Spectrum:
         The floor matters only for tables of exactly low rank, whose median singular value is
         rounding noise: the count is then their numerical rank.
         """
-        cut = max(self.noise_threshold, self.floor)
-        return int(np.count_nonzero(self.singular_values > cut))
+        return int(np.count_nonzero(self.singular_values > self.noise_cut))
+
+    @property
+    def noise_cut(self) -> float:
+        """Where :attr:`n_above_noise` cuts: the noise threshold, or the floor when above it."""
+        return max(self.noise_threshold, self.floor)
 
     @property
     def has_variance(self) -> bool:

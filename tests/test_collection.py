@@ -301,3 +301,9 @@ def test_members_table_describes_each_member():
     assert np.isnan(frame["step"].iloc[1])
     assert frame["table"].tolist() == ["learned_like 64 x 16 (float32)", ""]
     assert frame["status"].tolist() == ["loaded", "refused: no"]
+
+
+def test_describe_says_how_many_tables_and_whether_ordered():
+    ordered = analyse([table("step2"), table("step1"), Member("x", error="no")])
+    assert ordered.describe() == "2 tables, ordered by step"
+    assert analyse([table("gpt2"), table("bert")]).describe() == "2 tables, a set of models"

@@ -231,6 +231,7 @@ def test_the_result_carries_its_settings_and_tables():
     assert metrics.iloc[0].to_dict() == pytest.approx(s.metrics())
     assert metrics["k50"].item() == 1
     assert metrics["stable_rank"].item() == 25 / 16
+    assert s.noise_cut == max(s.noise_threshold, s.floor)
     assert list(posviz.spectrum.DEFINITIONS) == [
         "effective_rank",
         "stable_rank",
