@@ -12,6 +12,7 @@ import scipy.optimize
 from posviz.spectrum import float64_blocks, gram
 
 __all__ = [
+    "FIT",
     "LIKENESS_DEFINITION",
     "N_FREQUENCIES",
     "N_SHUFFLES",
@@ -36,8 +37,9 @@ N_FREQUENCIES = 8
 #: Row shuffles of the chance level of that comparison, and the seed of the shuffles.
 N_SHUFFLES = 20
 SEED = 0
-#: The sinusoid fitted to each component and what its R² is, for help texts and the report.
+#: The model fitted to each component, as exports state it.
 FIT = "a*cos(2*pi*f*p/n + phi) + c, least squares"
+#: What a fit's R² is and how the fit is found, for help texts and the report.
 R2_DEFINITION = (
     "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
     "its mean explained by the best a·cos(2π f p / n + φ) + c: the global least-squares "
