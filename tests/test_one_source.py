@@ -1,28 +1,64 @@
-"""One source per number: a page's export, the report's table and the CLI's JSON agree exactly.
+"""One source per number: a page's download equals the report's table and a direct pipeline call.
 
-Each block runs one analysis' page (AppTest, with its widgets at their defaults), reads the
-files its download buttons would give, and compares them with the report's tables and, where
-the CLI prints the same numbers, with `posviz summary --json`, for the same table and settings.
+Downloads are read as a click would make them: each page's download buttons register their
+deferred file builders, which the tests record and call.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from pandas.testing import assert_frame_equal
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 import posviz
-from posviz import export, report, simulate
+from posviz import components, export, pipeline, report, simulate
 from posviz.cli import main
 from posviz.embedding import Embedding
-from posviz.ui import widgets
 
-ROOT = Path(__file__).parents[1]
+PAGES = Path(__file__).parents[1] / "pages"
+
+
+@pytest.fixture
+def downloads(monkeypatch) -> dict[str, Callable[[], bytes | str]]:
+    """File name -> the builder a click on its download button runs (latest run wins)."""
+    built: dict[str, Callable[[], bytes | str]] = {}
+    register = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        built[file_name] = data_callable
+        return register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    return built
+
+
+def run_page(page: str, *tables: Embedding, **state) -> AppTest:
+    at = AppTest.from_file(str(PAGES / page), default_timeout=120)
+    for key, table in zip(("posviz.table", "posviz.second"), tables, strict=False):
+        at.session_state[key] = table
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def read_csv(built: Callable[[], str]) -> tuple[pd.DataFrame, dict]:
+    return export.from_csv(built())
+
+
+def as_exported(frame: pd.DataFrame) -> pd.DataFrame:
+    """A core table as its CSV export reads back (None -> NaN, every float to the last bit)."""
+    return export.from_csv(export.to_csv(frame, {}))[0]
+
+
+# --- spectrum -------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -33,43 +69,17 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Embedding]:
     return path, posviz.load(path)
 
 
-def page_exports(
-    monkeypatch: pytest.MonkeyPatch, page: str, table: Embedding, **state: object
-) -> dict[str, tuple[pd.DataFrame, dict]]:
-    """Each table the page offers for download, as read back from its CSV: name -> (frame,
-    settings)."""
-    shown: dict[str, tuple[pd.DataFrame, dict]] = {}
-    original = widgets.show_numbers
-
-    def record(frame: pd.DataFrame, *, name: str, settings: dict) -> None:
-        shown[name] = export.from_csv(export.to_csv(frame, settings))
-        original(frame, name=name, settings=settings)
-
-    monkeypatch.setattr(widgets, "show_numbers", record)
-    at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=60)
-    at.session_state["posviz.table"] = table
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return shown
-
-
-# --- spectrum -------------------------------------------------------------------------------
-
-
-def test_spectrum_page_exports_equal_the_report_and_the_cli_json(saved, monkeypatch, capsys):
+def test_spectrum_downloads_are_the_report_tables_and_the_cli_json(saved, downloads, capsys):
     path, table = saved
-    shown = page_exports(monkeypatch, "spectrum.py", table, **{"spectrum.numbers": True})
+    run_page("spectrum.py", table, **{"spectrum.numbers": True, "posviz.center": True})
     section = report.spectrum_section(table, center=True)
-    metrics, settings = shown["spectrum_metrics"]
-    assert_frame_equal(metrics, section.tables["Metrics"])
-    values, values_settings = shown["singular_values"]
-    assert_frame_equal(values, section.tables["Singular values"])
-    assert settings == values_settings
-    assert settings["centered"] is True
-    assert settings["sha256"] == table.sha256
-
+    metrics, settings = read_csv(downloads["spectrum_metrics.csv"])
+    pd.testing.assert_frame_equal(metrics, as_exported(section.tables["Metrics"]))
+    values, values_settings = read_csv(downloads["singular_values.csv"])
+    pd.testing.assert_frame_equal(values, as_exported(section.tables["Singular values"]))
+    s = pipeline.spectrum(table, center=True)
+    assert {key: settings[key] for key in s.settings()} == s.settings()
+    assert values_settings == settings
     assert main(["summary", path, "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert {key: record[key] for key in metrics} == metrics.iloc[0].to_dict()
@@ -80,13 +90,15 @@ def test_spectrum_page_exports_equal_the_report_and_the_cli_json(saved, monkeypa
 # --- components -----------------------------------------------------------------------------
 
 
-def test_components_page_exports_equal_the_report(saved, monkeypatch):
+def test_components_downloads_are_the_report_tables(saved, downloads):
     _, table = saved
-    shown = page_exports(monkeypatch, "components.py", table, **{"components.numbers": True})
-    section = report.components_section(table, center=True, k=report.components.K, seed=0)
-    fits, fit_settings = shown["sinusoid_fits"]
-    assert_frame_equal(fits, section.tables["Sinusoid fits"])
-    likeness, like_settings = shown["sinusoid_likeness"]
-    assert_frame_equal(likeness, section.tables["Likeness to sinusoids"])
-    assert fit_settings["k"] == like_settings["k"] == len(fits)
-    assert like_settings["n_frequencies"] == likeness["n_frequencies"].item()
+    run_page("components.py", table, **{"components.numbers": True, "posviz.center": True})
+    section = report.components_section(table, center=True, k=components.K, seed=components.SEED)
+    fits, fit_settings = read_csv(downloads["sinusoid_fits.csv"])
+    pd.testing.assert_frame_equal(fits, as_exported(section.tables["Sinusoid fits"]))
+    likeness, like_settings = read_csv(downloads["sinusoid_likeness.csv"])
+    pd.testing.assert_frame_equal(likeness, as_exported(section.tables["Likeness to sinusoids"]))
+    expected = pipeline.sinusoid_likeness(table, center=True)
+    assert {key: like_settings[key] for key in expected.settings()} == expected.settings()
+    fitted = pipeline.fit_sinusoids(table, center=True)
+    assert {key: fit_settings[key] for key in fitted.settings()} == fitted.settings()
