@@ -259,6 +259,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     label = st.select_slider("Table", labels, key="collection.walk") if result.ordered else None
     label = label or st.selectbox("Table", labels, key="collection.pick")
     table = result.loaded[labels.index(label)].table
+    spectrum = result.summary(label).spectrum  # computed for the metrics table already
     left, right = st.columns(2)
     with left:
         overview = cache.similarity_map(table, metric="cosine", center=center, max_side=MAX_SIDE)
@@ -269,9 +270,9 @@ def show(members: list[Member], loaded: list[Member]) -> None:
         )
     with right:
         widgets.show_figure(
-            figures.spectrum.singular_values(cache.spectrum(table, center=center)),
+            figures.spectrum.singular_values(spectrum),
             name="collection_spectrum",
-            settings=export.export_settings(table, centered=center, label=label),
+            settings=export.export_settings(table, **spectrum.settings(), label=label),
         )
 
     st.subheader("Map of the tables")

@@ -371,6 +371,13 @@ class Collection:
         """Bytes of the tables held (each in its stored float32 or float64 dtype)."""
         return sum(m.table.values.nbytes for m in self.loaded)
 
+    def summary(self, label: str) -> TableSummary:
+        """The summary of the loaded table labelled `label`."""
+        (found,) = [
+            s for m, s in zip(self.members, self.summaries, strict=True) if s and m.label == label
+        ]
+        return found
+
     def describe(self) -> str:
         """How many tables were loaded, and whether they are ordered by step or a set."""
         order = f"ordered by {self.loaded[0].step.unit}" if self.ordered else "a set of models"

@@ -307,3 +307,9 @@ def test_describe_says_how_many_tables_and_whether_ordered():
     ordered = analyse([table("step2"), table("step1"), Member("x", error="no")])
     assert ordered.describe() == "2 tables, ordered by step"
     assert analyse([table("gpt2"), table("bert")]).describe() == "2 tables, a set of models"
+
+
+def test_summary_of_a_label_is_that_tables_summary():
+    result = analyse([table("step2"), Member("x", error="no"), table("step1")])
+    assert result.summary("step2") is result.summaries[1]
+    assert result.summary("step1") is result.summaries[0]
