@@ -6,11 +6,17 @@ import os
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-import pandas as pd
 import streamlit as st
 
 from posviz import datadir, export, figures, hub, io, simulate
-from posviz.collection import MAX_TABLES, METRIC_DEFINITIONS, Member, member, order
+from posviz.collection import (
+    MAX_TABLES,
+    METRIC_DEFINITIONS,
+    Member,
+    member,
+    members_table,
+    order,
+)
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.similarity import MAX_SIDE
@@ -168,20 +174,8 @@ def from_hub() -> None:
 def edit_members() -> list[Member]:
     """The members as an editable table: labels can be changed, rows removed."""
     members = st.session_state[MEMBERS]
-    frame = pd.DataFrame(
-        {
-            "keep": True,
-            "label": [m.label for m in members],
-            "step": [m.step.value if m.step else None for m in members],
-            "table": [
-                f"{m.table.name} {m.table.shape[0]} x {m.table.shape[1]} ({m.table.dtype})"
-                if m.table
-                else ""
-                for m in members
-            ],
-            "status": [f"refused: {m.error}" if m.error else "loaded" for m in members],
-        }
-    )
+    frame = members_table(members)
+    frame.insert(0, "keep", True)  # the editor's remove box
     edited = st.data_editor(
         frame,
         hide_index=True,
@@ -219,8 +213,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     settings = result.settings()
     held = sorted({m.table.values.dtype.name for m in loaded})
     st.caption(
-        f"{len(loaded)} tables"
-        + (f", ordered by {loaded[0].step.unit}" if result.ordered else ", a set of models")
+        result.describe()
         + f"; the collection holds {result.nbytes / 2**20:.1f} MiB of tables ({', '.join(held)})."
     )
     for m in result.members:
@@ -266,6 +259,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     label = st.select_slider("Table", labels, key="collection.walk") if result.ordered else None
     label = label or st.selectbox("Table", labels, key="collection.pick")
     table = result.loaded[labels.index(label)].table
+    spectrum = result.summary(label).spectrum  # computed for the metrics table already
     left, right = st.columns(2)
     with left:
         overview = cache.similarity_map(table, metric="cosine", center=center, max_side=MAX_SIDE)
@@ -276,9 +270,9 @@ def show(members: list[Member], loaded: list[Member]) -> None:
         )
     with right:
         widgets.show_figure(
-            figures.spectrum.singular_values(cache.spectrum(table, center=center)),
+            figures.spectrum.singular_values(spectrum),
             name="collection_spectrum",
-            settings=export.export_settings(table, centered=center, label=label),
+            settings=export.export_settings(table, **spectrum.settings(), label=label),
         )
 
     st.subheader("Map of the tables")
@@ -291,9 +285,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
         "Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and scale."
     )
     with st.expander("CKA between every pair"):
-        pairs = pd.DataFrame(result.cka, columns=labels)
-        pairs.insert(0, "table", labels)
-        widgets.show_numbers(pairs, name="collection_cka", settings=settings)
+        widgets.show_numbers(result.cka_table(), name="collection_cka", settings=settings)
 
     st.download_button(
         "Collection report (HTML)",

@@ -1,23 +1,9 @@
 """Components: principal components over position, the helix, and how sinusoidal they are."""
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
 from posviz import components, export, figures
 from posviz.ui import cache, state, widgets
-
-R2_HELP = (
-    "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
-    "its mean explained by the best a·cos(2π f p / n + φ) + c: the global least-squares "
-    "optimum over all f in [0, n/2] (exact residuals on a 1/16-bin grid, the 5 deepest dips "
-    "refined), not the periodogram peak, which can sit bins away."
-)
-COS2_HELP = (
-    "Mean of cos² over the principal angles (scipy.linalg.subspace_angles) between the span of "
-    "the top-k PC trajectories and the span of cos/sin(π f p / n), f = 1..m: 1 when one span "
-    "lies in the other; about 2m / n for a random subspace."
-)
 
 st.title("Components")
 table = state.current()
@@ -29,13 +15,13 @@ k = st.number_input(
     "Principal components k",
     1,
     top,
-    min(6, top),
+    min(components.K, top),
     key="components.k",
     bind="query-params",
     help="How many leading principal components to show and fit (at most 20).",
 )
 pc = cache.principal_components(table, k=k, center=center)
-settings = export.export_settings(table, centered=center, k=k)
+settings = export.export_settings(table, **pc.settings())
 if table.grid:
     st.caption(
         f"2-D grid {table.grid[0]} x {table.grid[1]}: position p is patch (p // "
@@ -110,18 +96,14 @@ path_section()
 
 st.subheader("How sinusoidal is each component")
 fits = cache.fit_sinusoids(table, k=k, center=center)
-fit_settings = {**settings, "fit": "a*cos(2*pi*f*p/n + phi) + c, least squares"}
+fit_settings = export.export_settings(table, **fits.settings())
 st.metric(
     "Median R² of the top-k fits",
-    f"{np.median(fits.r2):.4f}",
-    help=R2_HELP,
+    f"{fits.median_r2:.4f}",
+    help=components.R2_DEFINITION,
 )
-widgets.show_numbers(
-    components.fits_table(pc, fits),
-    name="sinusoid_fits",
-    settings=fit_settings,
-)
-st.caption(f"Frequencies in cycles over the table's {n:,} positions. {R2_HELP}")
+widgets.show_numbers(fits.table(), name="sinusoid_fits", settings=fit_settings)
+st.caption(f"Frequencies in cycles over the table's {n:,} positions. {components.R2_DEFINITION}")
 widgets.show_figure(
     cache.figure(figures.components.sinusoid_fits, pc, fits),
     name="sinusoid_fits",
@@ -157,7 +139,7 @@ m = left.number_input(
     "Sinusoid frequencies m",
     1,
     nyquist,
-    min(8, nyquist),
+    min(components.N_FREQUENCIES, nyquist),
     key="components.m",
     help="Basis cos/sin(π f p / n) for f = 1..m (f / 2 cycles over the table): 2m vectors.",
 )
@@ -165,34 +147,37 @@ shuffles = middle.number_input(
     "Shuffles",
     1,
     1000,
-    20,
+    components.N_SHUFFLES,
     key="components.shuffles",
     help="Row shuffles of the table for the chance level.",
 )
-seed = right.number_input("Seed", 0, 2**31 - 1, 0, key="components.seed", bind="query-params")
+seed = right.number_input(
+    "Seed", 0, 2**31 - 1, components.SEED, key="components.seed", bind="query-params"
+)
 likeness = cache.sinusoid_likeness(
     table, k=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
 )
-like_settings = {**settings, "n_frequencies": m, "n_shuffles": shuffles, "seed": seed}
+like_settings = export.export_settings(table, **likeness.settings())
+row = likeness.table().iloc[0]
 table_col, chance_col, p_col = st.columns(3)
-table_col.metric("Mean cos², table", f"{likeness.mean_cos2:.4f}", help=COS2_HELP)
+table_col.metric("Mean cos², table", f"{row.mean_cos2:.4f}", help=components.LIKENESS_DEFINITION)
 chance_col.metric(
     "Mean cos², shuffled rows",
-    f"{likeness.shuffled.mean():.4f}",
+    f"{row.shuffled_mean_cos2:.4f}",
     help="The same number after shuffling the table's rows, averaged over the shuffles "
     "(seeded): what a table without positional order gives.",
 )
 p_col.metric(
     "p-value against shuffles",
-    f"{likeness.p_value:.3g}",
+    f"{row.p_value:.3g}",
     help="(1 + shuffles with mean cos² ≥ the table's) / (1 + shuffles): below 0.05 the span "
     "is more sinusoid-like than chance.",
 )
 st.caption(
-    f"Shuffled rows: {likeness.shuffled.mean():.4f} ± {likeness.shuffled.std():.4f} (mean ± "
+    f"Shuffled rows: {row.shuffled_mean_cos2:.4f} ± {row.shuffled_std_cos2:.4f} (mean ± "
     f"standard deviation over {shuffles} shuffles, seed {seed}); a random {k}-dimensional "
-    f"span scores about 2m / n = {2 * m / n:.4f}. The smallest p-value {shuffles} shuffles can "
-    f"give is 1 / {shuffles + 1} = {1 / (shuffles + 1):.3g}."
+    f"span scores about 2m / n = {likeness.random_level:.4f}. The smallest p-value {shuffles} "
+    f"shuffles can give is 1 / {shuffles + 1} = {likeness.smallest_p_value:.3g}."
 )
 widgets.show_figure(
     cache.figure(figures.components.principal_angles, likeness),
@@ -201,32 +186,12 @@ widgets.show_figure(
 )
 with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
     if opened:
+        widgets.show_numbers(likeness.table(), name="sinusoid_likeness", settings=like_settings)
         widgets.show_numbers(
-            pd.DataFrame(
-                {
-                    "angle": range(1, len(likeness.angles) + 1),
-                    "angle_rad": likeness.angles[::-1],
-                    "cos2": np.cos(likeness.angles[::-1]) ** 2,
-                }
-            ),
-            name="principal_angles",
-            settings=like_settings,
+            likeness.angles_table(), name="principal_angles", settings=like_settings
         )
         widgets.show_numbers(
-            pd.DataFrame({"shuffle": range(1, shuffles + 1), "mean_cos2": likeness.shuffled}),
-            name="shuffled_control",
-            settings=like_settings,
+            likeness.shuffled_table(), name="shuffled_control", settings=like_settings
         )
-        widgets.show_numbers(
-            pd.DataFrame({"position": range(n)} | {f"PC{c}": pc.scores[:, c - 1] for c in numbers}),
-            name="pc_projections",
-            settings=settings,
-        )
-        widgets.show_numbers(
-            pd.DataFrame(
-                {"cycles": range(fits.power.shape[1])}
-                | {f"PC{c}": fits.power[c - 1] for c in numbers}
-            ),
-            name="periodogram",
-            settings=settings,
-        )
+        widgets.show_numbers(pc.table(), name="pc_projections", settings=settings)
+        widgets.show_numbers(fits.periodogram_table(), name="periodogram", settings=settings)

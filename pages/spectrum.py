@@ -1,26 +1,17 @@
 """Spectrum: how low-rank the table is."""
 
-import pandas as pd
 import streamlit as st
 
 from posviz import export, figures
-from posviz.spectrum import NO_VARIANCE, NOISE_RULE, THRESHOLDS
+from posviz.spectrum import DEFINITIONS, NO_VARIANCE, THRESHOLDS
 from posviz.ui import cache, state, widgets
-
-DEFINITIONS = {
-    "effective_rank": "Roy & Vetterli (2007): exp(entropy of σ_i / Σσ_j). Equals r for r "
-    "equal singular values.",
-    "stable_rank": "Σσ_i² / σ_1²: squared Frobenius norm over squared spectral norm.",
-    "participation_ratio": "(Σλ_i)² / Σλ_i², λ_i = σ_i²: how many components share the variance.",
-    "n_above_noise": NOISE_RULE[0].upper() + NOISE_RULE[1:],
-}
 
 st.title("Spectrum")
 table = state.current()
 widgets.table_caption(table)
 center = widgets.center_toggle()
 result = cache.spectrum(table, center=center)
-settings = export.export_settings(table, centered=center, n_above_noise=NOISE_RULE)
+settings = export.export_settings(table, **result.settings())
 metrics = result.metrics()
 
 if not result.has_variance:
@@ -64,16 +55,5 @@ with right:
 
 with widgets.expander_drawn_when_open("Numbers", key="spectrum.numbers") as opened:
     if opened:
-        widgets.show_numbers(pd.DataFrame([metrics]), name="spectrum_metrics", settings=settings)
-        widgets.show_numbers(
-            pd.DataFrame(
-                {
-                    "k": range(1, len(result.singular_values) + 1),
-                    "singular_value": result.singular_values,
-                    "explained_variance": result.explained_variance,
-                    "cumulative": result.cumulative,
-                }
-            ),
-            name="singular_values",
-            settings=settings,
-        )
+        widgets.show_numbers(result.metrics_table(), name="spectrum_metrics", settings=settings)
+        widgets.show_numbers(result.table(), name="singular_values", settings=settings)

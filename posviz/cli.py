@@ -247,10 +247,7 @@ def _collection(args: argparse.Namespace) -> Collection:
 def _collection_summary(args: argparse.Namespace) -> int:
     c = _collection(args)
     if not args.json:
-        import pandas as pd
-
-        loaded = [r for r in c.records() if r.pop("error") is None]
-        print(pd.DataFrame(loaded).set_index("label").T.to_string())
+        print(c.table(refused=False).set_index("label").T.to_string())
         for m in c.members:
             if m.error:
                 print(f"refused {m.label}: {m.error}")

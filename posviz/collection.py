@@ -20,7 +20,15 @@ import pandas as pd
 
 from posviz import __version__, _linalg
 from posviz.boundary import position_statistics
-from posviz.components import max_components, principal_components, sinusoid_likeness
+from posviz.components import (
+    N_FREQUENCIES,
+    N_SHUFFLES,
+    SEED,
+    K,
+    max_components,
+    principal_components,
+    sinusoid_likeness,
+)
 from posviz.embedding import Embedding, LoadError
 from posviz.similarity import OffsetProfile, SimilarityMap, offset_profile, similarity_map
 from posviz.spectrum import Spectrum, spectrum
@@ -37,6 +45,7 @@ __all__ = [
     "classical_mds",
     "is_ordered",
     "member",
+    "members_table",
     "order",
     "parse_step",
     "table_summary",
@@ -46,8 +55,6 @@ __all__ = [
 MAX_TABLES = 32
 #: Largest offset of the offset profile: the Similarity page's default.
 MAX_OFFSET = 1024
-#: Principal components compared with sinusoids: the Components page's default.
-N_COMPONENTS = 6
 #: Cells a side of each table's similarity overview (small multiples: one of up to 32).
 OVERVIEW_SIDE = 96
 
@@ -132,6 +139,23 @@ def member(label: str, load: Callable[[], Embedding]) -> Member:
         return Member(label, error=str(error))
 
 
+def members_table(members: Sequence[Member]) -> pd.DataFrame:
+    """One row per member: its label, the step it names, what it holds, loaded or refused."""
+    return pd.DataFrame(
+        {
+            "label": [m.label for m in members],
+            "step": [m.step.value if m.step else None for m in members],
+            "table": [
+                f"{m.table.name} {m.table.shape[0]} x {m.table.shape[1]} ({m.table.dtype})"
+                if m.table
+                else ""
+                for m in members
+            ],
+            "status": [f"refused: {m.error}" if m.error else "loaded" for m in members],
+        }
+    )
+
+
 def is_ordered(members: Sequence[Member]) -> bool:
     """Whether every loaded member's label names a step, all in one unit (steps or epochs)."""
     loaded = [m.step for m in members if m.table is not None]
@@ -185,10 +209,12 @@ METRIC_DEFINITIONS = {
     "similarity_length": "First offset k with mean cosine similarity m(k) < 1/e (None: not "
     f"within the first {MAX_OFFSET} offsets).",
     "translation_invariance": "Share of the variance of s(i, j) explained by the offset alone.",
-    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{N_COMPONENTS} "
-    "PC trajectories and cos/sin(π f p / n), f = 1..8 (the Components page's defaults).",
-    "shuffled_mean_cos2, sinusoid_p_value": "The same after shuffling rows (20 seeded "
-    "shuffles, seed 0): the chance level, and the share of shuffles at least as sinusoid-like.",
+    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{K} PC "
+    f"trajectories and cos/sin(π f p / n), f = 1..{N_FREQUENCIES} (the Components page's "
+    "defaults).",
+    "shuffled_mean_cos2, sinusoid_p_value": f"The same after shuffling rows ({N_SHUFFLES} "
+    f"seeded shuffles, seed {SEED}): the chance level, and the share of shuffles at least as "
+    "sinusoid-like.",
 }
 
 
@@ -213,10 +239,9 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
     stats = position_statistics(values)
     norm, cos = stats.norm, stats.neighbour_cos
     median = float(np.median(norm))
-    k = min(N_COMPONENTS, max_components((n, d), center=center))
-    scores = principal_components(values, k=k, center=center).scores
-    # The Components page caps the frequencies at n / 2; otherwise the core's defaults.
-    likeness = sinusoid_likeness(scores, n_frequencies=min(8, n // 2))
+    k = min(K, max_components((n, d), center=center))
+    # The core's defaults, as on the Components page (which caps k and the frequencies alike).
+    likeness = sinusoid_likeness(principal_components(values, k=k, center=center))
     metrics = {
         **s.metrics(),
         "first_norm_ratio": float(norm[0] / median) if median > 0 else None,
@@ -226,7 +251,7 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
         "similarity_length": int(below[0]) + 1 if below.size else None,
         "translation_invariance": profile.translation_invariance,
         "sinusoid_mean_cos2": likeness.mean_cos2,
-        "shuffled_mean_cos2": float(likeness.shuffled.mean()),
+        "shuffled_mean_cos2": likeness.shuffled_mean,
         "sinusoid_p_value": likeness.p_value,
     }
     overview = similarity_map(values, metric="cosine", center=center, max_side=OVERVIEW_SIDE)
@@ -343,6 +368,18 @@ class Collection:
         """Bytes of the tables held (each in its stored float32 or float64 dtype)."""
         return sum(m.table.values.nbytes for m in self.loaded)
 
+    def summary(self, label: str) -> TableSummary:
+        """The summary of the loaded table labelled `label`."""
+        (found,) = [
+            s for m, s in zip(self.members, self.summaries, strict=True) if s and m.label == label
+        ]
+        return found
+
+    def describe(self) -> str:
+        """How many tables were loaded, and whether they are ordered by step or a set."""
+        order = f"ordered by {self.loaded[0].step.unit}" if self.ordered else "a set of models"
+        return f"{len(self.loaded)} tables, {order}"
+
     def settings(self) -> dict[str, object]:
         """Every choice that changed a number, for exports."""
         return {
@@ -351,8 +388,8 @@ class Collection:
             "ordered_by": (self.loaded[0].step.unit if self.ordered else None),
             "offset_profile": f"cosine, offsets 0..min(n - 1, {MAX_OFFSET})",
             "similarity_length": "first offset with mean cosine similarity < 1/e",
-            "sinusoid_likeness": f"top-{N_COMPONENTS} PCs vs cos/sin(pi f p / n), "
-            "f = 1..min(8, n // 2), 20 row shuffles, seed 0",
+            "sinusoid_likeness": f"top-{K} PCs vs cos/sin(pi f p / n), f = 1..min("
+            f"{N_FREQUENCIES}, n // 2), {N_SHUFFLES} row shuffles, seed {SEED}",
             "boundary_statistics": "uncentred rows",
             "cka": f"linear CKA on the common first {self.common_positions} positions "
             f"({'each table mean-centred over them' if self.center else 'uncentred'})",
@@ -383,13 +420,23 @@ class Collection:
             )
         return out
 
-    def table(self) -> pd.DataFrame:
-        """:meth:`records` as a frame, shape as two columns (sortable), the error last."""
-        frame = pd.DataFrame(self.records())
+    def table(self, *, refused: bool = True) -> pd.DataFrame:
+        """:meth:`records` as a frame, shape as two columns (sortable), the error last.
+
+        Without the refused members' rows (and the error column) if not `refused`.
+        """
+        frame = pd.DataFrame([r for r in self.records() if refused or r["error"] is None])
         shape = frame.pop("shape")
         frame.insert(6, "n_positions", [s[0] if s else None for s in shape])
         frame.insert(7, "d_model", [s[1] if s else None for s in shape])
         frame["error"] = frame.pop("error")  # long messages: last
+        return frame if refused else frame.drop(columns="error")
+
+    def cka_table(self) -> pd.DataFrame:
+        """:attr:`cka` with the loaded tables' labels: a column "table", then one per table."""
+        labels = [m.label for m in self.loaded]
+        frame = pd.DataFrame(self.cka, columns=labels)
+        frame.insert(0, "table", labels)
         return frame
 
 

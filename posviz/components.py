@@ -13,11 +13,17 @@ from scipy.linalg import blas
 from posviz._linalg import gram, tall_times
 
 __all__ = [
+    "FIT",
+    "LIKENESS_DEFINITION",
+    "N_FREQUENCIES",
+    "N_SHUFFLES",
+    "R2_DEFINITION",
+    "SEED",
+    "K",
     "PrincipalComponents",
     "SinusoidFits",
     "SubspaceLikeness",
     "fit_sinusoids",
-    "fits_table",
     "max_components",
     "periodogram",
     "principal_components",
@@ -25,6 +31,28 @@ __all__ = [
     "sinusoid_likeness",
 ]
 
+#: Principal components computed, shown and fitted unless asked otherwise.
+K = 6
+#: Sinusoid frequencies of the basis the component span is compared with.
+N_FREQUENCIES = 8
+#: Row shuffles of the chance level of that comparison, and the seed of the shuffles.
+N_SHUFFLES = 20
+SEED = 0
+#: The model fitted to each component, as exports state it.
+FIT = "a*cos(2*pi*f*p/n + phi) + c, least squares"
+#: What a fit's R² is and how the fit is found, for help texts and the report.
+R2_DEFINITION = (
+    "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
+    "its mean explained by the best a·cos(2π f p / n + φ) + c: the global least-squares "
+    "optimum over all f in [0, n/2] (exact residuals on a 1/16-bin grid, the 5 deepest dips "
+    "refined), not the periodogram peak, which can sit bins away."
+)
+#: What the sinusoid likeness measures, for help texts and the report.
+LIKENESS_DEFINITION = (
+    "Mean of cos² over the principal angles (scipy.linalg.subspace_angles) between the span of "
+    "the top-k PC trajectories and the span of cos/sin(π f p / n), f = 1..m: 1 when one span "
+    "lies in the other; about 2m / n for a random subspace."
+)
 #: Points per periodogram bin of the zero-padded grid on which the least-squares error is
 #: computed exactly before refining: a least-squares dip is about one bin wide.
 _GRID_PER_BIN = 16
@@ -66,6 +94,15 @@ class PrincipalComponents:
     explained_variance: np.ndarray
     centered: bool
 
+    def settings(self) -> dict[str, object]:
+        """The choices behind these numbers, in the keys exports use."""
+        return {"centered": self.centered, "k": self.scores.shape[1]}
+
+    def table(self) -> pd.DataFrame:
+        """Each position's projection on every component: columns position, PC1..PCk."""
+        columns = {f"PC{c + 1}": self.scores[:, c] for c in range(self.scores.shape[1])}
+        return pd.DataFrame({"position": np.arange(len(self.scores))} | columns)
+
 
 def _signs(loadings: np.ndarray) -> np.ndarray:
     """Per column, the sign that makes its largest-magnitude entry positive (a fixed choice)."""
@@ -74,7 +111,7 @@ def _signs(loadings: np.ndarray) -> np.ndarray:
 
 
 def principal_components(
-    values: np.ndarray, *, k: int = 6, center: bool = True
+    values: np.ndarray, *, k: int = K, center: bool = True
 ) -> PrincipalComponents:
     """Top-`k` principal components of a position table.
 
@@ -266,6 +303,10 @@ class SinusoidFits:
         about its mean that the sinusoid explains (NaN for a constant trajectory).
     fitted : ndarray of shape (n_positions, k)
         The fitted sinusoids at every position.
+    explained_variance : ndarray of shape (k,)
+        Each fitted component's share of the table's variance (from the components fitted).
+    centered : bool
+        Whether those components were computed from mean-centred rows.
     """
 
     power: np.ndarray
@@ -276,6 +317,37 @@ class SinusoidFits:
     offset: np.ndarray
     r2: np.ndarray
     fitted: np.ndarray
+    explained_variance: np.ndarray
+    centered: bool
+
+    @property
+    def median_r2(self) -> float:
+        """Median R² over the components: how sinusoidal the top-k are as a whole."""
+        return float(np.median(self.r2))
+
+    def settings(self) -> dict[str, object]:
+        """The components' settings and the model fitted, in the keys exports use."""
+        return {"centered": self.centered, "k": len(self.r2), "fit": FIT}
+
+    def table(self) -> pd.DataFrame:
+        """One row per component: its variance share and its fitted sinusoid's parameters and R²."""
+        return pd.DataFrame(
+            {
+                "component": np.arange(1, len(self.r2) + 1),
+                "explained_variance": self.explained_variance,
+                "periodogram_peak_cycles": self.peak,
+                "frequency_cycles": self.frequency,
+                "amplitude": self.amplitude,
+                "phase_rad": self.phase,
+                "offset": self.offset,
+                "r2": self.r2,
+            }
+        )
+
+    def periodogram_table(self) -> pd.DataFrame:
+        """:attr:`power` by frequency: columns cycles, PC1..PCk (each PC's share per bin)."""
+        columns = {f"PC{c + 1}": self.power[c] for c in range(len(self.power))}
+        return pd.DataFrame({"cycles": np.arange(self.power.shape[1])} | columns)
 
 
 def _design(n: int, cycles: float) -> np.ndarray:
@@ -339,13 +411,13 @@ def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int) -> f
     return best_f
 
 
-def fit_sinusoids(scores: np.ndarray) -> SinusoidFits:
-    """Fit the best sinusoid to each trajectory: the global least-squares optimum.
+def fit_sinusoids(pc: PrincipalComponents) -> SinusoidFits:
+    """Fit the best sinusoid to each component's trajectory: the global least-squares optimum.
 
     Parameters
     ----------
-    scores : ndarray of shape (n_positions, k)
-        One trajectory per column (e.g. :attr:`PrincipalComponents.scores`), n >= 3.
+    pc : PrincipalComponents
+        One trajectory per column of :attr:`PrincipalComponents.scores`, n >= 3.
 
     Notes
     -----
@@ -360,17 +432,19 @@ def fit_sinusoids(scores: np.ndarray) -> SinusoidFits:
     Examples
     --------
     >>> p = np.arange(64)
-    >>> fit = fit_sinusoids((3 * np.cos(2 * np.pi * 2.25 * p / 64 + 0.5) + 1)[:, None])
+    >>> wave = 3 * np.cos(2 * np.pi * 2.25 * p / 64 + 0.5) + 1  # the only PC of this table:
+    >>> pc = principal_components(np.column_stack([wave, 0 * p]), k=1, center=False)
+    >>> fit = fit_sinusoids(pc)
     >>> fit.peak.tolist(), fit.frequency.round(6).tolist(), fit.amplitude.round(6).tolist()
     ([2], [2.25], [3.0])
     >>> fit.phase.round(6).tolist(), fit.offset.round(6).tolist(), fit.r2.round(9).tolist()
     ([0.5], [1.0], [1.0])
     """
-    n, k = scores.shape
+    n, k = pc.scores.shape
     if n < 3:
         msg = f"A sinusoid has 3 free coefficients; fitting needs at least 3 positions, got {n}."
         raise ValueError(msg)
-    scores = np.asarray(scores, dtype=np.float64)
+    scores = np.asarray(pc.scores, dtype=np.float64)
     power = periodogram(scores)
     peak = power[:, 1:].argmax(axis=1) + 1
     grid = _grid_residuals(scores, _GRID_PER_BIN)
@@ -395,6 +469,8 @@ def fit_sinusoids(scores: np.ndarray) -> SinusoidFits:
         offset=coefs[:, 2],
         r2=r2,
         fitted=fitted,
+        explained_variance=pc.explained_variance,
+        centered=pc.centered,
     )
 
 
@@ -431,6 +507,12 @@ class SubspaceLikeness:
         m, the sinusoid basis' number of frequencies.
     seed : int
         Seed of the row shuffles.
+    n_positions : int
+        Positions of the trajectories.
+    k : int
+        Components whose span is compared.
+    centered : bool
+        Whether those components were computed from mean-centred rows.
     """
 
     angles: np.ndarray
@@ -438,22 +520,89 @@ class SubspaceLikeness:
     shuffled: np.ndarray
     n_frequencies: int
     seed: int
+    n_positions: int
+    k: int
+    centered: bool
 
     @property
     def p_value(self) -> float:
         """Share of shuffles at least as sinusoid-like as the table, counting the table itself."""
         return float((1 + np.sum(self.shuffled >= self.mean_cos2)) / (1 + len(self.shuffled)))
 
+    @property
+    def shuffled_mean(self) -> float:
+        """The chance level: :attr:`mean_cos2` averaged over the row shuffles."""
+        return float(self.shuffled.mean())
+
+    @property
+    def smallest_p_value(self) -> float:
+        """The smallest :attr:`p_value` this many shuffles can give: 1 / (shuffles + 1)."""
+        return 1 / (len(self.shuffled) + 1)
+
+    @property
+    def random_level(self) -> float:
+        """About the mean cos² of a random subspace: 2 m / n_positions."""
+        return 2 * self.n_frequencies / self.n_positions
+
+    @property
+    def cos2(self) -> np.ndarray:
+        """ndarray of shape (len(angles),): cos² of each principal angle, smallest angle first."""
+        return np.cos(self.angles[::-1]) ** 2
+
+    def settings(self) -> dict[str, object]:
+        """The components' settings and the comparison's, in the keys exports use."""
+        return {
+            "centered": self.centered,
+            "k": self.k,
+            "n_frequencies": self.n_frequencies,
+            "n_shuffles": len(self.shuffled),
+            "seed": self.seed,
+        }
+
+    def table(self) -> pd.DataFrame:
+        """One row: m, the table's mean cos², its shuffled-rows null (mean, spread), p-value."""
+        return pd.DataFrame(
+            [
+                {
+                    "n_frequencies": self.n_frequencies,
+                    "mean_cos2": self.mean_cos2,
+                    "shuffled_mean_cos2": self.shuffled_mean,
+                    "shuffled_std_cos2": float(self.shuffled.std()),
+                    "p_value": self.p_value,
+                }
+            ]
+        )
+
+    def angles_table(self) -> pd.DataFrame:
+        """One row per principal angle, smallest first: the angle in radians and its cos²."""
+        return pd.DataFrame(
+            {
+                "angle": np.arange(1, len(self.angles) + 1),
+                "angle_rad": self.angles[::-1],
+                "cos2": self.cos2,
+            }
+        )
+
+    def shuffled_table(self) -> pd.DataFrame:
+        """The null: the mean cos² of each row shuffle."""
+        return pd.DataFrame(
+            {"shuffle": np.arange(1, len(self.shuffled) + 1), "mean_cos2": self.shuffled}
+        )
+
 
 def sinusoid_likeness(
-    scores: np.ndarray, *, n_frequencies: int = 8, n_shuffles: int = 20, seed: int = 0
+    pc: PrincipalComponents,
+    *,
+    n_frequencies: int = N_FREQUENCIES,
+    n_shuffles: int = N_SHUFFLES,
+    seed: int = SEED,
 ) -> SubspaceLikeness:
     """Principal angles between the PC trajectories' span and low-frequency sinusoids.
 
     Parameters
     ----------
-    scores : ndarray of shape (n_positions, k)
-        Trajectories (:attr:`PrincipalComponents.scores`).
+    pc : PrincipalComponents
+        Its trajectories (:attr:`PrincipalComponents.scores`) span the subspace compared.
     n_frequencies : int
         m: the basis holds ``cos, sin(pi f p / n)`` for ``f = 1..m``; at most
         ``n_positions // 2`` are used (the result states m).
@@ -472,10 +621,12 @@ def sinusoid_likeness(
 
     Examples
     --------
-    >>> basis = sinusoid_basis(100, 3)
-    >>> sinusoid_likeness(basis[:, :2], n_frequencies=3, n_shuffles=5).mean_cos2
+    >>> table = sinusoid_basis(100, 3)[:, :2] @ np.array([[3.0, 0.0, 1.0], [0.0, 2.0, 1.0]])
+    >>> pc = principal_components(table, k=2, center=False)
+    >>> round(sinusoid_likeness(pc, n_frequencies=3, n_shuffles=5).mean_cos2, 12)
     1.0
     """
+    scores = pc.scores
     n = scores.shape[0]
     if n_frequencies < 1 or n < 2:
         msg = f"{n_frequencies} frequencies over {n} positions; choose between 1 and {n // 2}."
@@ -495,20 +646,7 @@ def sinusoid_likeness(
         shuffled=np.array(shuffled),
         n_frequencies=n_frequencies,
         seed=seed,
-    )
-
-
-def fits_table(pc: PrincipalComponents, fits: SinusoidFits) -> pd.DataFrame:
-    """One row per component: its variance share and its fitted sinusoid's parameters and R²."""
-    return pd.DataFrame(
-        {
-            "component": np.arange(1, len(fits.r2) + 1),
-            "explained_variance": pc.explained_variance,
-            "periodogram_peak_cycles": fits.peak,
-            "frequency_cycles": fits.frequency,
-            "amplitude": fits.amplitude,
-            "phase_rad": fits.phase,
-            "offset": fits.offset,
-            "r2": fits.r2,
-        }
+        n_positions=n,
+        k=scores.shape[1],
+        centered=pc.centered,
     )

@@ -39,29 +39,29 @@ def spectrum(table: Embedding, *, center: bool, run: Run = call) -> _spectrum.Sp
 
 
 def principal_components(
-    table: Embedding, *, k: int, center: bool, run: Run = call
+    table: Embedding, *, k: int = _components.K, center: bool, run: Run = call
 ) -> _components.PrincipalComponents:
     return _components.principal_components(table.values, k=k, center=center)
 
 
 def fit_sinusoids(
-    table: Embedding, *, k: int, center: bool, run: Run = call
+    table: Embedding, *, k: int = _components.K, center: bool, run: Run = call
 ) -> _components.SinusoidFits:
-    return _components.fit_sinusoids(run(principal_components, table, k=k, center=center).scores)
+    return _components.fit_sinusoids(run(principal_components, table, k=k, center=center))
 
 
 def sinusoid_likeness(
     table: Embedding,
     *,
-    k: int,
+    k: int = _components.K,
     center: bool,
-    n_frequencies: int,
-    n_shuffles: int,
-    seed: int,
+    n_frequencies: int = _components.N_FREQUENCIES,
+    n_shuffles: int = _components.N_SHUFFLES,
+    seed: int = _components.SEED,
     run: Run = call,
 ) -> _components.SubspaceLikeness:
     return _components.sinusoid_likeness(
-        run(principal_components, table, k=k, center=center).scores,
+        run(principal_components, table, k=k, center=center),
         n_frequencies=n_frequencies,
         n_shuffles=n_shuffles,
         seed=seed,

@@ -15,7 +15,7 @@ from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
 from posviz.export import export_settings
 from posviz.similarity import SCORE_DEFINITIONS
-from posviz.spectrum import NO_VARIANCE, NOISE_RULE
+from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
 __all__ = [
     "REPORT_MAX_SIDE",
@@ -40,7 +40,7 @@ class Section:
 
 
 def report_sections(
-    table: Embedding, *, center: bool = True, k: int = 6, seed: int = 0
+    table: Embedding, *, center: bool = True, k: int = components.K, seed: int = 0
 ) -> list[Section]:
     """Compute every analysis of `table` with the app's defaults and the given options.
 
@@ -70,11 +70,10 @@ def spectrum_section(table: Embedding, *, center: bool) -> Section:
     s = pipeline.spectrum(table, center=center)
     return Section(
         "Spectrum",
-        "How low-rank the table is. Effective rank: exp of the entropy of σ/Σσ; stable "
-        "rank: Σσ²/σ₁²; participation ratio: (Σλ)²/Σλ², λ = σ²; n_above_noise: "
-        + NOISE_RULE
+        "How low-rank the table is. "
+        + " ".join(f"{key}: {text}" for key, text in DEFINITIONS.items())
         + ("" if s.has_variance else f" {NO_VARIANCE}"),
-        {"Metrics": pd.DataFrame([s.metrics()])},
+        {"Metrics": s.metrics_table(), "Singular values": s.table()},
         [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
     )
 
@@ -102,27 +101,14 @@ def components_section(table: Embedding, *, center: bool, k: int, seed: int) -> 
     k = min(k, components.max_components(table.shape, center=center))
     pcs = pipeline.principal_components(table, k=k, center=center)
     fits = pipeline.fit_sinusoids(table, k=k, center=center)
-    likeness = pipeline.sinusoid_likeness(
-        table, k=k, center=center, n_frequencies=8, n_shuffles=20, seed=seed
-    )
+    likeness = pipeline.sinusoid_likeness(table, k=k, center=center, seed=seed)
     return Section(
         "Components",
-        "Principal components over position, a sinusoid a·cos(ωp + φ) + c fitted to each "
-        "(R² = 1 - RSS/TSS), and the mean squared cosine of the principal angles to "
-        "low-frequency sinusoids against a shuffled-rows control.",
-        {
-            "Sinusoid fits": components.fits_table(pcs, fits),
-            "Likeness to sinusoids": pd.DataFrame(
-                [
-                    {
-                        "n_frequencies": likeness.n_frequencies,
-                        "mean_cos2": likeness.mean_cos2,
-                        "shuffled_mean_cos2": likeness.shuffled.mean(),
-                        "p_value": likeness.p_value,
-                    }
-                ]
-            ),
-        },
+        "Principal components over position and a sinusoid fitted to each. "
+        f"{components.R2_DEFINITION} Likeness to sinusoids: {components.LIKENESS_DEFINITION} "
+        f"Against {len(likeness.shuffled)} row shuffles (seed {likeness.seed}) for the chance "
+        f"level, m = {likeness.n_frequencies}.",
+        {"Sinusoid fits": fits.table(), "Likeness to sinusoids": likeness.table()},
         [
             figures.components.pc_trajectories(pcs, overlaid=False),
             figures.components.sinusoid_fits(pcs, fits),
@@ -176,7 +162,9 @@ def probes_section(table: Embedding, *, seed: int) -> Section:
     )
 
 
-def build_report(table: Embedding, *, center: bool = True, k: int = 6, seed: int = 0) -> str:
+def build_report(
+    table: Embedding, *, center: bool = True, k: int = components.K, seed: int = 0
+) -> str:
     """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
 
     Every setting that changed a number is listed at the top and in a JSON block
@@ -197,12 +185,10 @@ def build_collection_report(c: Collection) -> str:
         figures.collection.cka_map,
     ]
     refused = [f"{m.label}: {m.error}" for m in c.members if m.error]
-    frame = c.table()
-    frame = frame[frame["error"].isna()].drop(columns="error")  # refusals: in the note
+    frame = c.table(refused=False)  # refusals: in the note
     section = Section(
         "Collection",
-        f"{len(c.loaded)} tables"
-        + (f", ordered by {c.loaded[0].step.unit}" if c.ordered else ", a set of models")
+        c.describe()
         + (f"; refused: {'; '.join(refused)}" if refused else "")
         + ". "
         + " ".join(f"{k}: {v}" for k, v in METRIC_DEFINITIONS.items()),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
@@ -13,7 +14,11 @@ from scipy.optimize import brentq
 
 from posviz._linalg import float64_blocks, gram
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
+    "DEFINITIONS",
     "NOISE_RULE",
     "NO_VARIANCE",
     "THRESHOLDS",
@@ -32,6 +37,14 @@ NOISE_RULE = (
     "centred (n when not), ω(1) ≈ 2.858 (exact ω from the Marchenko-Pastur median), and "
     "above the resolution floor. Pure i.i.d. noise stays below it."
 )
+#: What each rank and count of :meth:`Spectrum.metrics` is, for help texts and the report.
+DEFINITIONS = {
+    "effective_rank": "Roy & Vetterli (2007): exp(entropy of σ_i / Σσ_j). Equals r for r "
+    "equal singular values.",
+    "stable_rank": "Σσ_i² / σ_1²: squared Frobenius norm over squared spectral norm.",
+    "participation_ratio": "(Σλ_i)² / Σλ_i², λ_i = σ_i²: how many components share the variance.",
+    "n_above_noise": NOISE_RULE[0].upper() + NOISE_RULE[1:],
+}
 #: Singular values below this share of sigma_1 are refined (see `spectrum`).
 _SPLIT = 1e-4
 #: Most small values whose eigenvectors come from inverse iteration (see `spectrum`).
@@ -183,8 +196,12 @@ class Spectrum:
         The floor matters only for tables of exactly low rank, whose median singular value is
         rounding noise: the count is then their numerical rank.
         """
-        cut = max(self.noise_threshold, self.floor)
-        return int(np.count_nonzero(self.singular_values > cut))
+        return int(np.count_nonzero(self.singular_values > self.noise_cut))
+
+    @property
+    def noise_cut(self) -> float:
+        """Where :attr:`n_above_noise` cuts: the noise threshold, or the floor when above it."""
+        return max(self.noise_threshold, self.floor)
 
     @property
     def has_variance(self) -> bool:
@@ -214,6 +231,29 @@ class Spectrum:
             "noise_threshold": self.noise_threshold,
         }
         return out
+
+    def settings(self) -> dict[str, object]:
+        """The choices behind these numbers, in the keys exports use."""
+        return {"centered": self.centered, "n_above_noise": NOISE_RULE}
+
+    def metrics_table(self) -> pd.DataFrame:
+        """:meth:`metrics` as a one-row frame: the page's, the report's and exports' table."""
+        import pandas as pd  # on first use: `posviz summary` prints without loading pandas
+
+        return pd.DataFrame([self.metrics()])
+
+    def table(self) -> pd.DataFrame:
+        """One row per component k: its singular value, share of the variance and cumulative."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "k": np.arange(1, len(self.singular_values) + 1),
+                "singular_value": self.singular_values,
+                "explained_variance": self.explained_variance,
+                "cumulative": self.cumulative,
+            }
+        )
 
 
 @lru_cache(maxsize=256)

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from pandas.testing import assert_frame_equal
 from scipy.stats import ortho_group
 
 from posviz import boundary, collection, compare, components, similarity, simulate, spectrum
@@ -144,7 +145,7 @@ def test_metrics_equal_the_single_table_core_results():
         assert record["last_neighbour_cos"] == stats.cos_prev[-1]
         k = min(6, components.max_components(x.shape, center=True))
         pcs = components.principal_components(x, k=k, center=True)
-        likeness = components.sinusoid_likeness(pcs.scores, n_frequencies=min(8, n // 2))
+        likeness = components.sinusoid_likeness(pcs, n_frequencies=min(8, n // 2))
         assert record["sinusoid_mean_cos2"] == likeness.mean_cos2
         assert record["shuffled_mean_cos2"] == likeness.shuffled.mean()
         assert record["sinusoid_p_value"] == likeness.p_value
@@ -267,3 +268,48 @@ def test_collection_report_lists_the_tables_and_draws_every_chart(checkpoints, t
         "Tables by linear CKA",
     ):
         assert title in page
+
+
+def test_tables_of_the_loaded_members_and_their_cka():
+    members = [
+        Member("step2", simulate.learned_like(64, 16, seed=2)),
+        Member("broken", error="bad.npy: truncated"),
+        Member("step1", simulate.learned_like(48, 16, seed=1)),
+    ]
+    result = analyse(members)
+    loaded = result.table(refused=False)
+    assert loaded["label"].tolist() == ["step1", "step2"]
+    assert "error" not in loaded.columns
+    assert loaded["step"].tolist() == [1, 2]  # whole numbers stay whole without refused rows
+    assert loaded["k90"].dtype == np.int64
+    full = result.table()
+    assert_frame_equal(loaded, full.iloc[:2].drop(columns="error"), check_dtype=False)
+    pairs = result.cka_table()
+    assert list(pairs.columns) == ["table", "step1", "step2"]
+    assert pairs["table"].tolist() == ["step1", "step2"]
+    np.testing.assert_array_equal(pairs[["step1", "step2"]].to_numpy(), result.cka)
+
+
+def test_members_table_describes_each_member():
+    members = [
+        Member("ckpt-step20", simulate.learned_like(64, 16, seed=2)),
+        Member("x", error="no"),
+    ]
+    frame = collection.members_table(members)
+    assert frame["label"].tolist() == ["ckpt-step20", "x"]
+    assert frame["step"].iloc[0] == 20
+    assert np.isnan(frame["step"].iloc[1])
+    assert frame["table"].tolist() == ["learned_like 64 x 16 (float32)", ""]
+    assert frame["status"].tolist() == ["loaded", "refused: no"]
+
+
+def test_describe_says_how_many_tables_and_whether_ordered():
+    ordered = analyse([table("step2"), table("step1"), Member("x", error="no")])
+    assert ordered.describe() == "2 tables, ordered by step"
+    assert analyse([table("gpt2"), table("bert")]).describe() == "2 tables, a set of models"
+
+
+def test_summary_of_a_label_is_that_tables_summary():
+    result = analyse([table("step2"), Member("x", error="no"), table("step1")])
+    assert result.summary("step2") is result.summaries[1]
+    assert result.summary("step1") is result.summaries[0]

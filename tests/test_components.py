@@ -9,8 +9,9 @@ import scipy.signal
 from scipy.optimize import curve_fit
 from sklearn.metrics import r2_score
 
-from posviz import figures, simulate
+from posviz import components, figures, simulate
 from posviz.components import (
+    PrincipalComponents,
     fit_sinusoids,
     max_components,
     periodogram,
@@ -31,6 +32,19 @@ def known_frequencies(n: int, cycles: list[float], amplitudes: list[float]) -> n
     waves = np.concatenate([np.cos(p * cycles), np.sin(p * cycles)], axis=1)
     directions = np.linalg.qr(rng().standard_normal((40, 2 * len(cycles))))[0].T
     return (waves * np.tile(amplitudes, 2)) @ directions
+
+
+def as_components(trajectories: np.ndarray) -> PrincipalComponents:
+    """Any trajectories in the place of a table's components: fits and likeness read only
+    their scores (the variance shares and directions here are placeholders)."""
+    k = trajectories.shape[1]
+    return PrincipalComponents(
+        scores=trajectories,
+        loadings=np.eye(k),
+        singular_values=np.linalg.norm(trajectories, axis=0),
+        explained_variance=np.full(k, 1 / k),
+        centered=False,
+    )
 
 
 def flip_like_posviz(u_s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,7 +114,7 @@ def test_sinusoid_fit_matches_nonlinear_least_squares_and_sklearn_r2():
 
     tight = {"xtol": 1e-15, "ftol": 1e-15, "gtol": 1e-15}
     reference, _ = curve_fit(model, p, noisy, p0=[2.0, 3.3, -1.0, 0.5], **tight)
-    fit = fit_sinusoids(noisy[:, None])
+    fit = fit_sinusoids(as_components(noisy[:, None]))
     np.testing.assert_allclose(
         [fit.amplitude[0], fit.frequency[0], fit.phase[0], fit.offset[0]], reference, rtol=1e-6
     )
@@ -112,7 +126,7 @@ def test_frequencies_of_a_table_built_from_known_frequencies_are_recovered():
     cycles = [3, 7, 12, 20]
     table = known_frequencies(256, cycles, [4.0, 3.0, 2.0, 1.0])
     pc = principal_components(table, k=8)
-    fits = fit_sinusoids(pc.scores)
+    fits = fit_sinusoids(pc)
     expected = np.repeat(cycles, 2)  # cos and sin of each frequency share its variance
     np.testing.assert_array_equal(fits.peak, expected)
     np.testing.assert_allclose(fits.frequency, expected, atol=1e-6)
@@ -124,7 +138,7 @@ def test_half_integer_frequencies_are_found():
     p = np.arange(n)[:, None]
     directions = np.linalg.qr(rng().standard_normal((30, 3)))[0].T
     table = (np.cos(2 * np.pi * p * cycles / n) * [9.0, 3.0, 1.0]) @ directions
-    fits = fit_sinusoids(principal_components(table, k=3).scores)
+    fits = fit_sinusoids(principal_components(table, k=3))
     assert (np.abs(fits.peak - cycles) <= 1).all()
     assert (np.abs(fits.frequency - cycles) < 0.1).all()
 
@@ -164,7 +178,7 @@ def _noise(n: int, seed: int) -> np.ndarray:
 def test_the_fit_is_the_global_least_squares_optimum(make):
     n = 256
     trajectories = np.column_stack([make(n, seed) for seed in range(24)])
-    fits = fit_sinusoids(trajectories)
+    fits = fit_sinusoids(as_components(trajectories))
     missed_near_peak = 0
     cycles, all_residuals = _brute_force_residuals(trajectories)
     for c, (y, residuals) in enumerate(zip(trajectories.T, all_residuals.T, strict=True)):
@@ -181,13 +195,13 @@ def test_the_fit_is_the_global_least_squares_optimum(make):
 
 def test_pcs_of_a_sinusoidal_table_are_sinusoids():
     pc = principal_components(simulate.sinusoidal_table(1024, 768), k=6)
-    assert (fit_sinusoids(pc.scores).r2 > 0.99).all()
+    assert (fit_sinusoids(pc).r2 > 0.99).all()
 
 
 def test_gaussian_rows_fit_badly_and_look_like_their_shuffles():
     pc = principal_components(simulate.gaussian(512, 64, seed=2).values, k=6)
-    assert (fit_sinusoids(pc.scores).r2 < 0.1).all()
-    likeness = sinusoid_likeness(pc.scores, n_frequencies=8, n_shuffles=50, seed=0)
+    assert (fit_sinusoids(pc).r2 < 0.1).all()
+    likeness = sinusoid_likeness(pc, n_frequencies=8, n_shuffles=50, seed=0)
     # Rows are exchangeable, so the table is one more draw from the shuffles' distribution.
     spread = likeness.shuffled.std()
     assert abs(likeness.mean_cos2 - likeness.shuffled.mean()) < 4 * spread
@@ -198,7 +212,7 @@ def test_learned_like_span_is_sinusoidal_far_above_chance():
     # Without the boundary kicks, which give end rows components of their own.
     table = simulate.learned_like(512, 128, boundary=0.0, seed=0).values
     likeness = sinusoid_likeness(
-        principal_components(table, k=6).scores, n_frequencies=8, n_shuffles=20, seed=0
+        principal_components(table, k=6), n_frequencies=8, n_shuffles=20, seed=0
     )
     assert likeness.mean_cos2 > 0.95
     assert likeness.shuffled.max() < 0.2
@@ -207,15 +221,16 @@ def test_learned_like_span_is_sinusoidal_far_above_chance():
 
 def test_likeness_is_the_mean_squared_cosine_of_orthonormal_bases():
     scores = rng().standard_normal((100, 4))
-    likeness = sinusoid_likeness(scores, n_frequencies=5, n_shuffles=1)
+    likeness = sinusoid_likeness(as_components(scores), n_frequencies=5, n_shuffles=1)
     q_a = np.linalg.qr(scores)[0]
     q_b = np.linalg.qr(sinusoid_basis(100, 5))[0]
     assert likeness.mean_cos2 == pytest.approx(np.sum((q_a.T @ q_b) ** 2) / 4, rel=1e-12)
 
 
 def test_shuffled_control_is_the_likeness_of_row_shuffled_trajectories():
-    scores = principal_components(simulate.learned_like(200, 32, seed=4).values, k=5).scores
-    likeness = sinusoid_likeness(scores, n_frequencies=4, n_shuffles=3, seed=9)
+    pc = principal_components(simulate.learned_like(200, 32, seed=4).values, k=5)
+    scores = pc.scores
+    likeness = sinusoid_likeness(pc, n_frequencies=4, n_shuffles=3, seed=9)
     orders = np.random.default_rng(9)
     basis = sinusoid_basis(200, 4)
     expected = [
@@ -239,9 +254,10 @@ def test_basis_is_cos_and_sin_of_half_cycles():
     np.testing.assert_allclose(basis[:, 2], np.cos(np.pi * 2 * p / 10))
     np.testing.assert_allclose(basis[:, 1], np.sin(np.pi * p / 10))
     with pytest.raises(ValueError, match="between 1 and 5"):
-        sinusoid_likeness(rng().standard_normal((10, 2)), n_frequencies=0)
+        sinusoid_likeness(as_components(rng().standard_normal((10, 2))), n_frequencies=0)
     # More frequencies than a short table has: all it has, and the result says how many.
-    assert sinusoid_likeness(rng().standard_normal((10, 2)), n_frequencies=6).n_frequencies == 5
+    short = as_components(rng().standard_normal((10, 2)))
+    assert sinusoid_likeness(short, n_frequencies=6).n_frequencies == 5
 
 
 # --- figures --------------------------------------------------------------------------------
@@ -250,8 +266,8 @@ def test_basis_is_cos_and_sin_of_half_cycles():
 @pytest.fixture(scope="module")
 def result():
     pc = principal_components(simulate.learned_like(300, 32, seed=0).values, k=4)
-    fits = fit_sinusoids(pc.scores)
-    return pc, fits, sinusoid_likeness(pc.scores, n_frequencies=4, n_shuffles=5)
+    fits = fit_sinusoids(pc)
+    return pc, fits, sinusoid_likeness(pc, n_frequencies=4, n_shuffles=5)
 
 
 @pytest.mark.parametrize("overlaid", [True, False])
@@ -289,7 +305,7 @@ def test_long_tables_are_drawn_at_evenly_spaced_positions_and_say_so():
     np.testing.assert_array_equal(fig.data[0].z, pc.scores[shown, 2].astype(np.float32))
     assert "5,000 of 50,257 positions, evenly spaced" in fig.layout.title.text
     assert len(fig.to_json()) < 500_000
-    fits = fit_sinusoids(pc.scores)
+    fits = fit_sinusoids(pc)
     for lines in (
         figures.components.pc_trajectories(pc, overlaid=False),
         figures.components.sinusoid_fits(pc, fits),
@@ -337,3 +353,58 @@ def test_principal_angle_figure_shows_cos2_and_the_chance_level(result):
     )
     np.testing.assert_allclose(fig.data[1].y, likeness.shuffled.mean())
     assert "5 shuffles, seed 0" in fig.data[1].name
+
+
+# --- what the results carry -----------------------------------------------------------------
+
+
+def test_components_table_and_settings():
+    x = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    pc = principal_components(x, k=2, center=False)
+    assert pc.settings() == {"centered": False, "k": 2}
+    table = pc.table()
+    assert list(table.columns) == ["position", "PC1", "PC2"]
+    assert table["position"].tolist() == [0, 1, 2, 3]
+    assert table["PC1"].tolist() == [2.0, -2.0, 0.0, 0.0]
+    assert table["PC2"].tolist() == pc.scores[:, 1].tolist()
+
+
+def test_fits_table_holds_each_components_share_and_sinusoid(result):
+    pc, fits, _ = result
+    assert fits.settings() == {"centered": True, "k": 4, "fit": components.FIT}
+    table = fits.table()
+    assert table["component"].tolist() == [1, 2, 3, 4]
+    assert table["explained_variance"].tolist() == pc.explained_variance.tolist()
+    assert table["frequency_cycles"].tolist() == fits.frequency.tolist()
+    assert table["r2"].tolist() == fits.r2.tolist()
+    assert fits.median_r2 == np.median(fits.r2)
+    power = fits.periodogram_table()
+    assert power["cycles"].tolist() == list(range(151))  # 300 positions: 0..n/2 cycles
+    np.testing.assert_allclose(power[["PC1", "PC2", "PC3", "PC4"]].sum(), 1.0)
+
+
+def test_likeness_table_is_its_numbers_and_its_null():
+    # A table whose top two PCs are exactly the first sinusoid pair: every cos² is 1.
+    pc = principal_components(sinusoid_basis(100, 3)[:, :2] * [3.0, 2.0], k=2, center=False)
+    likeness = sinusoid_likeness(pc, n_frequencies=3, n_shuffles=4, seed=2)
+    assert likeness.settings() == {
+        "centered": False,
+        "k": 2,
+        "n_frequencies": 3,
+        "n_shuffles": 4,
+        "seed": 2,
+    }
+    np.testing.assert_allclose(likeness.cos2, [1.0, 1.0], rtol=1e-12)
+    assert likeness.random_level == 6 / 100
+    assert likeness.smallest_p_value == 1 / 5
+    assert likeness.p_value == 1 / 5  # no shuffle is as sinusoid-like
+    row = likeness.table().iloc[0]
+    assert row["n_frequencies"] == 3
+    assert row["mean_cos2"] == likeness.mean_cos2
+    assert row["shuffled_mean_cos2"] == np.mean(likeness.shuffled)
+    assert row["shuffled_std_cos2"] == np.std(likeness.shuffled)
+    assert row["p_value"] == likeness.p_value
+    angles = likeness.angles_table()
+    assert angles["angle"].tolist() == [1, 2]
+    assert angles["angle_rad"].tolist() == likeness.angles[::-1].tolist()
+    assert likeness.shuffled_table()["mean_cos2"].tolist() == likeness.shuffled.tolist()

@@ -7,6 +7,7 @@ deferred file builders, which the tests record and call.
 from __future__ import annotations
 
 import io as bytes_io
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import safetensors.numpy
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
-from posviz import boundary, compare, export, pipeline, probes, report, simulate
+import posviz
+from posviz import boundary, compare, components, export, pipeline, probes, report, simulate
+from posviz.cli import main
 from posviz.embedding import Embedding
 
 PAGES = Path(__file__).parents[1] / "pages"
@@ -55,6 +58,52 @@ def read_csv(built: Callable[[], str]) -> tuple[pd.DataFrame, dict]:
 def as_exported(frame: pd.DataFrame) -> pd.DataFrame:
     """A core table as its CSV export reads back (None -> NaN, every float to the last bit)."""
     return export.from_csv(export.to_csv(frame, {}))[0]
+
+
+# --- spectrum -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Embedding]:
+    """A table on disk (for the CLI) and as loaded from there (for the page and the report)."""
+    path = str(tmp_path_factory.mktemp("one_source") / "table.npy")
+    np.save(path, simulate.learned_like(200, 48, seed=1).values)
+    return path, posviz.load(path)
+
+
+def test_spectrum_downloads_are_the_report_tables_and_the_cli_json(saved, downloads, capsys):
+    path, table = saved
+    run_page("spectrum.py", table, **{"spectrum.numbers": True, "posviz.center": True})
+    section = report.spectrum_section(table, center=True)
+    metrics, settings = read_csv(downloads["spectrum_metrics.csv"])
+    pd.testing.assert_frame_equal(metrics, as_exported(section.tables["Metrics"]))
+    values, values_settings = read_csv(downloads["singular_values.csv"])
+    pd.testing.assert_frame_equal(values, as_exported(section.tables["Singular values"]))
+    s = pipeline.spectrum(table, center=True)
+    assert {key: settings[key] for key in s.settings()} == s.settings()
+    assert values_settings == settings
+    assert main(["summary", path, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert {key: record[key] for key in metrics} == metrics.iloc[0].to_dict()
+    top = values["singular_value"].to_numpy()[: len(record["singular_values"])]
+    assert record["singular_values"] == top.tolist()
+
+
+# --- components -----------------------------------------------------------------------------
+
+
+def test_components_downloads_are_the_report_tables(saved, downloads):
+    _, table = saved
+    run_page("components.py", table, **{"components.numbers": True, "posviz.center": True})
+    section = report.components_section(table, center=True, k=components.K, seed=components.SEED)
+    fits, fit_settings = read_csv(downloads["sinusoid_fits.csv"])
+    pd.testing.assert_frame_equal(fits, as_exported(section.tables["Sinusoid fits"]))
+    likeness, like_settings = read_csv(downloads["sinusoid_likeness.csv"])
+    pd.testing.assert_frame_equal(likeness, as_exported(section.tables["Likeness to sinusoids"]))
+    expected = pipeline.sinusoid_likeness(table, center=True)
+    assert {key: like_settings[key] for key in expected.settings()} == expected.settings()
+    fitted = pipeline.fit_sinusoids(table, center=True)
+    assert {key: fit_settings[key] for key in fitted.settings()} == fitted.settings()
 
 
 # --- similarity -----------------------------------------------------------------------------

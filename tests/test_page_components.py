@@ -58,10 +58,10 @@ def test_page_shows_projections_paths_fits_and_likeness(sinusoidal):
     paths = titled(at, "Path through PC1")
     assert [fig["data"][0]["type"] for fig in paths] == ["scatter"]
     assert any("one click away" in caption.value for caption in at.caption)
-    fits = fit_sinusoids(pc.scores)
+    fits = fit_sinusoids(pc)
     assert metrics(at)["Median R² of the top-k fits"] == f"{np.median(fits.r2):.4f}"
     assert float(metrics(at)["Median R² of the top-k fits"]) > 0.99
-    likeness = sinusoid_likeness(pc.scores, n_frequencies=8, n_shuffles=20, seed=0)
+    likeness = sinusoid_likeness(pc, n_frequencies=8, n_shuffles=20, seed=0)
     assert metrics(at)["Mean cos², table"] == f"{likeness.mean_cos2:.4f}"
     frame = at.dataframe[0].value
     np.testing.assert_allclose(frame["frequency_cycles"], fits.frequency)
@@ -84,7 +84,7 @@ def test_widgets_change_k_layout_and_the_control_seed(sinusoidal):
     table, at = sinusoidal
     at.number_input(key="components.seed").set_value(5).run()
     pc = principal_components(table.values, k=6)
-    reseeded = sinusoid_likeness(pc.scores, n_frequencies=8, n_shuffles=20, seed=5)
+    reseeded = sinusoid_likeness(pc, n_frequencies=8, n_shuffles=20, seed=5)
     assert metrics(at)["Mean cos², shuffled rows"] == f"{reseeded.shuffled.mean():.4f}"
     at.radio(key="components.layout").set_value("overlaid").run()
     (trajectories,) = titled(at, "Projection on PC 1-6 over position")

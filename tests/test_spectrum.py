@@ -194,3 +194,26 @@ def test_a_table_without_variance_has_undefined_metrics_not_nan(center):
     assert s.metrics()["stable_rank"] is None
     assert s.metrics()["k90"] is None
     assert spectrum(rows, center=False).has_variance  # uncentred, equal rows have rank 1
+
+
+def test_the_result_carries_its_settings_and_tables():
+    s = spectrum(np.diag([3.0, 4.0]), center=False)
+    assert s.settings() == {"centered": False, "n_above_noise": posviz.spectrum.NOISE_RULE}
+    table = s.table()
+    assert list(table.columns) == ["k", "singular_value", "explained_variance", "cumulative"]
+    assert table["k"].tolist() == [1, 2]
+    assert table["singular_value"].tolist() == [4.0, 3.0]
+    np.testing.assert_allclose(table["explained_variance"], [16 / 25, 9 / 25], rtol=1e-15)
+    np.testing.assert_allclose(table["cumulative"], [16 / 25, 1.0], rtol=1e-15)
+    metrics = s.metrics_table()
+    assert len(metrics) == 1
+    assert metrics.iloc[0].to_dict() == pytest.approx(s.metrics())
+    assert metrics["k50"].item() == 1
+    assert metrics["stable_rank"].item() == 25 / 16
+    assert s.noise_cut == max(s.noise_threshold, s.floor)
+    assert list(posviz.spectrum.DEFINITIONS) == [
+        "effective_rank",
+        "stable_rank",
+        "participation_ratio",
+        "n_above_noise",
+    ]

@@ -217,7 +217,7 @@ def periodogram(
 
 def principal_angles(likeness: SubspaceLikeness) -> go.Figure:
     """cos² of each principal angle to the sinusoid basis, and the shuffled-rows chance level."""
-    cos2 = np.cos(likeness.angles[::-1]) ** 2
+    cos2 = likeness.cos2
     m = likeness.n_frequencies
     fig = base_figure(
         f"Principal angles between the PC span and cos/sin(π f p / n), f = 1..{m}",
@@ -231,7 +231,7 @@ def principal_angles(likeness: SubspaceLikeness) -> go.Figure:
         name=f"table: mean cos² {likeness.mean_cos2:.3f}",
         hovertemplate="angle %{x}<br>cos² %{y:.4f}<extra></extra>",
     )
-    chance = float(likeness.shuffled.mean())
+    chance = likeness.shuffled_mean
     fig.add_scatter(
         x=[0.5, len(cos2) + 0.5],
         y=[chance, chance],

@@ -41,7 +41,7 @@ def singular_values(s: Spectrum) -> go.Figure:
     # A trace, not add_hline's annotation: on a log axis that annotation's y is read as
     # log10(y) and stretches the range by decades. Drawn where the count cuts: at the floor
     # when the threshold lies below it (an exactly low-rank table's median is rounding noise).
-    cut = max(s.noise_threshold, s.floor)
+    cut = s.noise_cut
     fig.add_scatter(
         x=[1, len(k)],
         y=np.full(2, cut, dtype=np.float32),
