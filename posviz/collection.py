@@ -30,7 +30,14 @@ from posviz.components import (
     sinusoid_likeness,
 )
 from posviz.embedding import Embedding, LoadError
-from posviz.similarity import OffsetProfile, SimilarityMap, offset_profile, similarity_map
+from posviz.similarity import (
+    MAX_OFFSET,
+    OffsetProfile,
+    SimilarityMap,
+    largest_offset,
+    offset_profile,
+    similarity_map,
+)
 from posviz.spectrum import Spectrum, spectrum
 
 __all__ = [
@@ -53,8 +60,6 @@ __all__ = [
 
 #: Most tables in one collection.
 MAX_TABLES = 32
-#: Largest offset of the offset profile: the Similarity page's default.
-MAX_OFFSET = 1024
 #: Cells a side of each table's similarity overview (small multiples: one of up to 32).
 OVERVIEW_SIDE = 96
 
@@ -233,7 +238,7 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
     s = spectrum(values, center=center)
     # The mean only (the same numbers as the Similarity page's), not its spread over i.
     profile = offset_profile(
-        values, metric="cosine", center=center, max_offset=min(n - 1, MAX_OFFSET), spread=False
+        values, metric="cosine", center=center, max_offset=largest_offset(n), spread=False
     )
     below = np.flatnonzero(profile.mean[1:] < 1 / math.e)
     stats = position_statistics(values)

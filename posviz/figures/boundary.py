@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from posviz._linalg import evenly_spaced
 from posviz.boundary import ChangePoints, Outliers, PositionStatistics
-from posviz.figures.layout import LINE_POINTS, even_positions, f32, sampled_note, small_multiples
+from posviz.figures.layout import LINE_POINTS, f32, sampled_note, small_multiples
 
 #: Curves of the per-position figure: panel title and the statistics drawn in it.
 _BOUNDARY_PANELS = (
@@ -34,7 +35,7 @@ def position_statistics(
     """
     panels = [p for p in _BOUNDARY_PANELS if getattr(stats, p[1][0]) is not None]
     n = len(stats.norm)
-    shown = even_positions(n, LINE_POINTS)
+    shown = evenly_spaced(n, LINE_POINTS)
     title = f"Per-position statistics · flagged: {flags.rule}"
     if stats.top_k:
         title += f" · residual outside the top {stats.top_k} PCs (rows mean-centred)"

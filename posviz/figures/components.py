@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from posviz._linalg import evenly_spaced
 from posviz.components import PrincipalComponents, SinusoidFits, SubspaceLikeness
 from posviz.figures.layout import (
     LINE_POINTS,
     base_figure,
     center_label,
-    even_positions,
     f32,
     sampled_note,
     small_multiples,
@@ -34,7 +34,7 @@ def pc_trajectories(pc: PrincipalComponents, *, overlaid: bool) -> go.Figure:
     subtitle says.
     """
     n, k = pc.scores.shape
-    shown = even_positions(n, LINE_POINTS)
+    shown = evenly_spaced(n, LINE_POINTS)
     title = f"Projection on PC 1-{k} over position ({center_label(pc.centered)})"
     if len(shown) < n:
         title += f"<br><sup>{sampled_note(shown, n)}</sup>"
@@ -67,7 +67,7 @@ def pc_path(
     subtitle says how many.
     """
     n = pc.scores.shape[0]
-    shown = even_positions(n, max_points)
+    shown = evenly_spaced(n, max_points)
     axes = [f"PC{c} ({pc.explained_variance[c - 1]:.1%})" for c in components]
     note = " · ".join(filter(None, [center_label(pc.centered), sampled_note(shown, n)]))
     title = f"Path through {' / '.join(f'PC{c}' for c in components)}<br><sup>{note}</sup>"
@@ -150,7 +150,7 @@ def sinusoid_fits(pc: PrincipalComponents, fits: SinusoidFits) -> go.Figure:
     subtitle says.
     """
     n, k = pc.scores.shape
-    shown = even_positions(n, LINE_POINTS)
+    shown = evenly_spaced(n, LINE_POINTS)
     titles = [
         f"{_pc_label(pc, c)}: {fits.frequency[c]:.3f} cycles, R² = {fits.r2[c]:.4f}"
         for c in range(k)

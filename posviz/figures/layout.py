@@ -40,13 +40,6 @@ def base_figure(title: str, xaxis: str, yaxis: str, **layout: object) -> go.Figu
     return fig
 
 
-def even_positions(n_positions: int, max_points: int) -> np.ndarray:
-    """At most `max_points` evenly spaced positions from 0 to n - 1, both ends included."""
-    if n_positions <= max_points:
-        return np.arange(n_positions)
-    return np.unique(np.linspace(0, n_positions - 1, max_points).round().astype(np.int64))
-
-
 #: Points drawn per line over position (keeps a 50k-row table's figures near 1 MB). Lines
 #: this short are drawn as SVG, whose set-up in Chromium is several times cheaper than WebGL's
 #: (benchmarks/README.md); WebGL pays off only for markers by the thousand (probe predictions).
