@@ -62,16 +62,6 @@ from posviz.ui import cache  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import browser as app_browser  # noqa: E402  (benchmarks/browser.py: its server and timed tab)
 
-CHROMIUM = os.environ.get("POSVIZ_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 #: Chart width in the browser: the wide layout's main column at the benchmarks' 1400 px viewport.
 WIDTH = 1200
@@ -262,7 +252,9 @@ def browser_side(specs: dict[str, str], repeats: int) -> dict[str, dict[str, flo
     """Median parse / newPlot / frame milliseconds per chart, drawn round-robin."""
     runs: dict[str, list[dict]] = {name: [] for name in specs}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=app_browser.CHROMIUM, args=app_browser.ARGS
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_content("<!doctype html><html><body></body></html>")
         page.add_script_tag(content=COUNT_GL)
@@ -288,7 +280,9 @@ def in_app(pages: list[str], repeats: int) -> dict[str, dict[str, float]]:
     visits: dict[str, list[dict]] = {page: [] for page in pages}
     out = {}
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        chromium = playwright.chromium.launch(
+            executable_path=app_browser.CHROMIUM, args=app_browser.ARGS
+        )
         out["reference"] = app_browser.reference_rows(chromium)["reference warm"]
         server, url = app_browser.serve("app.py", ROOT)
         try:
