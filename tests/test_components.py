@@ -288,7 +288,12 @@ def test_path_figures_in_2d_and_3d(result):
     flat = figures.components.pc_path(pc, (1, 2))
     assert [t.type for t in flat.data] == ["scatter"] * 3
     assert flat.layout.xaxis.title.text.startswith("PC1 (")
-    np.testing.assert_array_equal(flat.data[1].x, pc.scores[:, 0].astype(np.float32))
+    np.testing.assert_array_equal(flat.data[0].x, pc.scores[:, 0].astype(np.float32))
+    # The coloured markers: evenly spaced, both ends kept, at most MARKER_POINTS of them.
+    marked = flat.data[1].customdata
+    assert len(marked) == figures.layout.MARKER_POINTS
+    assert (marked[0], marked[-1]) == (0, 299)
+    np.testing.assert_array_equal(flat.data[1].y, pc.scores[marked, 1].astype(np.float32))
     solid = figures.components.pc_path(pc, (3, 1, 2))
     assert [t.type for t in solid.data] == ["scatter3d", "scatter3d"]
     assert solid.layout.scene.zaxis.title.text.startswith("PC2 (")

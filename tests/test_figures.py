@@ -70,3 +70,10 @@ def test_built_figures_are_kept_per_content_of_what_they_draw():
     redrawn = cache.figure(figures.similarity.similarity_heatmap, changed, highlight=[3])
     assert redrawn is not first
     assert cache.figure(figures.similarity.similarity_heatmap, overview, highlight=[4]) is not first
+
+
+def test_long_spectra_are_drawn_as_lines_short_ones_with_markers():
+    long = figures.spectrum.singular_values(spectrum(learned_like(1024, 768, seed=0).values))
+    assert long.data[0].mode == "lines"
+    short = figures.spectrum.singular_values(spectrum(learned_like(300, 64, seed=0).values))
+    assert short.data[0].mode == "lines+markers"

@@ -128,4 +128,5 @@ def test_long_tables_state_the_drawing_rule():
     assert not at.exception, at.exception
     assert any("at most 5,000 positions per path" in c.value for c in at.caption)
     (flat,) = titled(at, "Path through PC1 / PC2<")
-    assert len(decode(flat["data"][1]["x"])) == 5000
+    assert len(decode(flat["data"][0]["x"])) == 5000  # the line through the path
+    assert "coloured marks at 256 of them" in flat["layout"]["title"]["text"]

@@ -9,6 +9,7 @@ from posviz._linalg import evenly_spaced
 from posviz.components import PrincipalComponents, SinusoidFits, SubspaceLikeness
 from posviz.figures.layout import (
     LINE_POINTS,
+    MARKER_POINTS,
     base_figure,
     center_label,
     f32,
@@ -69,7 +70,11 @@ def pc_path(
     n = pc.scores.shape[0]
     shown = evenly_spaced(n, max_points)
     axes = [f"PC{c} ({pc.explained_variance[c - 1]:.1%})" for c in components]
-    note = " · ".join(filter(None, [center_label(pc.centered), sampled_note(shown, n)]))
+    # The 2-D path colours evenly spaced points of its grey line: enough to read the order,
+    # few enough for the browser (each marker is an SVG element).
+    marked = evenly_spaced(len(shown), MARKER_POINTS if len(components) == 2 else len(shown))
+    marks = f"coloured marks at {len(marked):,} of them" if len(marked) < len(shown) else ""
+    note = " · ".join(filter(None, [center_label(pc.centered), sampled_note(shown, n), marks]))
     title = f"Path through {' / '.join(f'PC{c}' for c in components)}<br><sup>{note}</sup>"
     coords = [f32(pc.scores[shown, c - 1]) for c in components]
     ends = [f32(pc.scores[[0, n - 1], c - 1]) for c in components]
@@ -86,15 +91,16 @@ def pc_path(
             y=coords[1],
             mode="lines",
             line={"color": "lightgrey"},
+            customdata=shown,
             name="path",
-            hoverinfo="skip",
+            hovertemplate=hover + "<extra></extra>",
         )
         fig.add_scatter(
-            x=coords[0],
-            y=coords[1],
+            x=coords[0][marked],
+            y=coords[1][marked],
             mode="markers",
-            marker={"size": 5, **colour, **colorbar},
-            customdata=shown,
+            marker={"size": 5, **colour, "color": colour["color"][marked], **colorbar},
+            customdata=shown[marked],
             name="positions",
             hovertemplate=hover + "<extra></extra>",
         )

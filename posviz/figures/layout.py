@@ -44,6 +44,10 @@ def base_figure(title: str, xaxis: str, yaxis: str, **layout: object) -> go.Figu
 #: this short are drawn as SVG, whose set-up in Chromium is several times cheaper than WebGL's
 #: (benchmarks/README.md); WebGL pays off only for markers by the thousand (probe predictions).
 LINE_POINTS = 8192
+#: SVG markers drawn on a line at most: each marker is a DOM element, so past a few hundred
+#: they cost more browser time than the rest of the chart (benchmarks/split.py); longer lines
+#: are drawn as lines, or with markers at evenly spaced points.
+MARKER_POINTS = 256
 
 
 def small_multiples(k: int, titles: list[str], title: str) -> go.Figure:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from posviz.figures.layout import base_figure, center_label, f32
+from posviz.figures.layout import MARKER_POINTS, base_figure, center_label, f32
 from posviz.spectrum import THRESHOLDS, Spectrum
 
 
@@ -22,7 +22,7 @@ def singular_values(s: Spectrum) -> go.Figure:
     fig.add_scatter(
         x=k[resolved],
         y=f32(s.singular_values[resolved]),
-        mode="lines+markers",
+        mode="lines+markers" if resolved.sum() <= MARKER_POINTS else "lines",
         marker={"size": 3},
         name="σ_k",
         hovertemplate="k=%{x}<br>σ=%{y:.6g}<extra></extra>",
