@@ -19,7 +19,7 @@ from posviz.collection import (
 )
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
-from posviz.similarity import MAX_SIDE
+from posviz.similarity import MAX_SIDE, METRIC
 from posviz.ui import cache, widgets
 from posviz.ui.text import literal
 
@@ -262,11 +262,11 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     spectrum = result.summary(label).spectrum  # computed for the metrics table already
     left, right = st.columns(2)
     with left:
-        overview = cache.similarity_map(table, metric="cosine", center=center, max_side=MAX_SIDE)
+        overview = cache.similarity_map(table, metric=METRIC, center=center, max_side=MAX_SIDE)
         widgets.show_figure(
             figures.similarity.similarity_heatmap(overview),
             name="collection_heatmap",
-            settings=export.export_settings(table, metric="cosine", centered=center, label=label),
+            settings=export.export_settings(table, **overview.settings(), label=label),
         )
     with right:
         widgets.show_figure(
