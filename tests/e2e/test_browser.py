@@ -193,6 +193,9 @@ def test_exported_numbers_are_the_ones_shown(page: Page, server_url: str):
     shown = page.get_by_test_id("stMetric").filter(has_text="effective rank")
     shown_value = float(shown.get_by_test_id("stMetricValue").inner_text())
     page.get_by_text("Numbers").click()
+    # Opening the expander reruns the page; a button clicked mid-run may be replaced with its
+    # download before the click lands.
+    wait_idle(page)
     with page.expect_download() as download_info:
         page.get_by_test_id("stDownloadButton").filter(has_text="CSV").first.click()
     frame, settings = from_csv(Path(download_info.value.path()).read_text())
