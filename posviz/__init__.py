@@ -9,9 +9,11 @@ notebook (docs/python-api.md has a worked example)::
     s = posviz.spectrum.spectrum(table.values)  # one module per question
     s.metrics()["effective_rank"]
     posviz.figures.spectrum.singular_values(s)  # a plotly Figure, shown inline
+    posviz.pipeline.offset_scores(table, center=True)  # the app's steps and defaults
 
 The analysis modules (``spectrum``, ``similarity``, ``components``, ``boundary``, ``probes``,
-``compare``, ``resample``), ``simulate`` and ``figures`` are imported on first use, so
+``compare``, ``resample``), ``pipeline`` (each analysis as the app runs it, on an Embedding,
+with the app's defaults), ``simulate`` and ``figures`` are imported on first use, so
 ``import posviz`` loads neither Plotly nor Streamlit.
 """
 
@@ -44,6 +46,7 @@ _LAZY = frozenset(
         "components",
         "export",
         "figures",
+        "pipeline",
         "probes",
         "report",
         "resample",
