@@ -263,6 +263,7 @@ def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
     for name, opener, hint in (
         ("Components", "Show the 3-D path (PC x / y / z)", "one click away"),
         ("Similarity", "Exact window: every pair of a range of positions", "Open the exact window"),
+        ("Compare", "Similarity maps: first, second and their difference", "drawn when opened"),
     ):
         go_to(page, name)
         shown = charts_drawn(page)
