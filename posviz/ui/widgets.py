@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,16 @@ def expander_drawn_when_open(label: str, *, key: str, icon: str | None = None) -
     """
     with st.expander(label, key=key, icon=icon, on_change="rerun") as box:
         yield box.open
+
+
+def tabs_drawn_when_open(labels: list[str], *, key: str) -> Sequence[Any]:
+    """Tabs of which only the open one is built and sent to the browser.
+
+    Guard each tab's contents with ``if tab.open:``. Switching tabs reruns the page (its
+    results come from the cache); the open tab is kept in the URL (``?key=label``), so a link
+    opens it again.
+    """
+    return st.tabs(labels, key=key, on_change="rerun", bind="query-params")
 
 
 def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
