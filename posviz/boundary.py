@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.io import Trim, suggest_trim
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "BOUNDARY_K",
@@ -294,6 +297,8 @@ class Outliers:
 
     def table(self) -> pd.DataFrame:
         """:meth:`records` as a frame (with its columns even when nothing is flagged)."""
+        import pandas as pd
+
         columns = ["position", "statistic", "value", "window_median", "z"]
         return pd.DataFrame(self.records(), columns=columns)
 
@@ -373,6 +378,8 @@ class BoundarySummary:
 
     def table(self) -> pd.DataFrame:
         """One row per statistic: its means over the first k, the middle and the last k."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "statistic": self.statistics,
@@ -455,6 +462,8 @@ class ChangePoints:
 
     def table(self) -> pd.DataFrame:
         """One row per change point: where, the shift of the mean, the share of variance."""
+        import pandas as pd
+
         return pd.DataFrame(
             {"position": self.positions, "shift": self.shifts, "share_of_variance": self.gains}
         )

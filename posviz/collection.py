@@ -13,10 +13,9 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pandas as pd
 
 from posviz import __version__, _linalg
 from posviz.boundary import position_statistics
@@ -39,6 +38,9 @@ from posviz.similarity import (
     similarity_map,
 )
 from posviz.spectrum import Spectrum, spectrum
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "MAX_TABLES",
@@ -146,6 +148,8 @@ def member(label: str, load: Callable[[], Embedding]) -> Member:
 
 def members_table(members: Sequence[Member]) -> pd.DataFrame:
     """One row per member: its label, the step it names, what it holds, loaded or refused."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "label": [m.label for m in members],
@@ -430,6 +434,8 @@ class Collection:
 
         Without the refused members' rows (and the error column) if not `refused`.
         """
+        import pandas as pd
+
         frame = pd.DataFrame([r for r in self.records() if refused or r["error"] is None])
         shape = frame.pop("shape")
         frame.insert(6, "n_positions", [s[0] if s else None for s in shape])
@@ -439,6 +445,8 @@ class Collection:
 
     def cka_table(self) -> pd.DataFrame:
         """:attr:`cka` with the loaded tables' labels: a column "table", then one per table."""
+        import pandas as pd
+
         labels = [m.label for m in self.loaded]
         frame = pd.DataFrame(self.cka, columns=labels)
         frame.insert(0, "table", labels)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from scipy.linalg import eigh, subspace_angles, svdvals
 
 from posviz._linalg import centered, float64_blocks, gram, tall_times
 from posviz.spectrum import Spectrum
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "MAX_K",
@@ -84,12 +87,16 @@ class Comparison:
 
     def table(self) -> pd.DataFrame:
         """The measures in one row, as exported: CKA, Procrustes error and k."""
+        import pandas as pd
+
         return pd.DataFrame(
             {"cka": [self.cka], "procrustes_error": [self.procrustes_error], "k": [self.k]}
         )
 
     def angles_table(self) -> pd.DataFrame:
         """One row per principal angle, smallest first: in radians and degrees."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "angle": np.arange(1, self.k + 1),
@@ -328,6 +335,8 @@ def metrics_table(first: Spectrum, second: Spectrum) -> pd.DataFrame:
     >>> t.loc[t.metric == "stable_rank", "difference"].item()
     0.0
     """
+    import pandas as pd
+
     # Undefined metrics (a table without variance) are None: NaN here, null in JSON exports.
     a, b = (
         {k: np.nan if v is None else float(v) for k, v in s.metrics().items()}

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import scipy.linalg
 import scipy.optimize
 from scipy.linalg import blas
 
 from posviz._linalg import gram, tall_times
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "FIT",
@@ -100,6 +103,8 @@ class PrincipalComponents:
 
     def table(self) -> pd.DataFrame:
         """Each position's projection on every component: columns position, PC1..PCk."""
+        import pandas as pd
+
         columns = {f"PC{c + 1}": self.scores[:, c] for c in range(self.scores.shape[1])}
         return pd.DataFrame({"position": np.arange(len(self.scores))} | columns)
 
@@ -331,6 +336,8 @@ class SinusoidFits:
 
     def table(self) -> pd.DataFrame:
         """One row per component: its variance share and its fitted sinusoid's parameters and R²."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "component": np.arange(1, len(self.r2) + 1),
@@ -346,6 +353,8 @@ class SinusoidFits:
 
     def periodogram_table(self) -> pd.DataFrame:
         """:attr:`power` by frequency: columns cycles, PC1..PCk (each PC's share per bin)."""
+        import pandas as pd
+
         columns = {f"PC{c + 1}": self.power[c] for c in range(len(self.power))}
         return pd.DataFrame({"cycles": np.arange(self.power.shape[1])} | columns)
 
@@ -561,6 +570,8 @@ class SubspaceLikeness:
 
     def table(self) -> pd.DataFrame:
         """One row: m, the table's mean cos², its shuffled-rows null (mean, spread), p-value."""
+        import pandas as pd
+
         return pd.DataFrame(
             [
                 {
@@ -575,6 +586,8 @@ class SubspaceLikeness:
 
     def angles_table(self) -> pd.DataFrame:
         """One row per principal angle, smallest first: the angle in radians and its cos²."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "angle": np.arange(1, len(self.angles) + 1),
@@ -585,6 +598,8 @@ class SubspaceLikeness:
 
     def shuffled_table(self) -> pd.DataFrame:
         """The null: the mean cos² of each row shuffle."""
+        import pandas as pd
+
         return pd.DataFrame(
             {"shuffle": np.arange(1, len(self.shuffled) + 1), "mean_cos2": self.shuffled}
         )

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import math
 from io import StringIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from posviz import __version__
 from posviz.embedding import Embedding
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "export_settings",
@@ -39,6 +41,7 @@ def to_csv(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
 
     Examples
     --------
+    >>> import pandas as pd
     >>> print(to_csv(pd.DataFrame({"k": [1, 2]}), {"centered": True}), end="")
     # centered: true
     k
@@ -51,6 +54,8 @@ def to_csv(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
 
 def from_csv(text: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read back what :func:`to_csv` wrote: the frame and its settings."""
+    import pandas as pd
+
     lines = text.splitlines()
     settings = {}
     for line in lines:
@@ -68,6 +73,7 @@ def to_json(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
 
     Examples
     --------
+    >>> import pandas as pd
     >>> json.loads(to_json(pd.DataFrame({"r": [1.5, np.nan]}), {}))["columns"]
     {'r': [1.5, None]}
     """

@@ -10,11 +10,14 @@ let a probe memorise one score per row, which a Gaussian table with d >= n allow
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import scipy.linalg
 from scipy.optimize import OptimizeResult, minimize
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "ABOUT",
@@ -245,6 +248,8 @@ class ProbeReport:
 
     def table(self) -> pd.DataFrame:
         """One row per probed table (the table, then its controls): the numbers to cite."""
+        import pandas as pd
+
         rows = []
         for name, a in self.absolute.items():
             r = self.relative[name]

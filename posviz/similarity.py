@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import scipy.fft
 
 from posviz import _linalg
 from posviz._linalg import evenly_spaced, float64_rows, gram, mean_row, row_blocks
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "MAX_OFFSET",
@@ -401,6 +404,8 @@ class OffsetProfile:
 
     def table(self) -> pd.DataFrame:
         """One row per offset k: the mean and std of s(i, i+k) over i, and the pairs counted."""
+        import pandas as pd
+
         return pd.DataFrame(
             {"k": self.offsets, "mean": self.mean, "std": self.std, "pairs": self.count}
         )
@@ -555,6 +560,8 @@ class OffsetScores:
 
     def table(self) -> pd.DataFrame:
         """:meth:`metrics` as a one-row frame: what the page, the report and exports show."""
+        import pandas as pd
+
         return pd.DataFrame([self.metrics()])
 
 

@@ -64,12 +64,15 @@ def test_the_app_loads_posviz_before_numpy_so_openblas_gets_its_thread_timeout()
     assert "numpy" not in app.split("from posviz")[0]
 
 
-def test_a_page_loads_no_hub_client_and_no_interpolation_until_asked():
-    # Every first open pays for what the pages import; the Hub's HTTP client and scipy's
-    # interpolation load with the first model fetched or cubic resampling instead.
+def test_a_first_open_loads_no_pandas_no_hub_client_and_no_interpolation():
+    # Every first open pays for what its run imports: pandas loads with the first table of
+    # numbers shown or exported, the Hub's HTTP client with the first model fetched, scipy's
+    # interpolation with cubic resampling.
     code = (
-        "import sys, streamlit, posviz.ui.widgets, posviz.ui.cache, posviz.ui.state; "
-        "print(sorted(m for m in ('httpx2', 'scipy.interpolate') if m in sys.modules))"
+        "import sys; from streamlit.testing.v1 import AppTest; "
+        "at = AppTest.from_file('app.py', default_timeout=120).run(); "
+        "assert not at.exception and at.title[0].value == 'Spectrum', at; "
+        "print(sorted(m for m in ('pandas', 'httpx2', 'scipy.interpolate') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
     assert out.stdout.split() == [b"[]"]

@@ -8,18 +8,19 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import datadir, export, figures, hub, io, simulate
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
-from posviz.report import build_report
 from posviz.spectrum import Spectrum
 from posviz.ui import cache, state
 from posviz.ui.text import literal
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def center_toggle() -> bool:
@@ -72,6 +73,8 @@ def _report(table: Embedding, *, center: bool) -> str:
     Built when the button is clicked, outside any script run, so a failure cannot reach the
     page: without this the button would do nothing at all.
     """
+    from posviz.report import build_report  # on click: it loads pandas and every analysis
+
     try:
         return build_report(table, center=center)
     except Exception as error:  # whatever failed, the downloaded file says so
@@ -336,6 +339,8 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
     """List `source`'s tensors (a file, or a model on the Hub), let the user pick one and trim
     its rows, then load it into `slot`. Widget keys start with `key`, so two loaders can be on
     one page."""
+    import pandas as pd
+
     remote = isinstance(source, hub.HubModel)
     try:
         infos = source.infos if remote else io.list_tensors(source, filename)
