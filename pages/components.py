@@ -130,6 +130,7 @@ def periodogram_section(fits: components.SinusoidFits) -> None:
 with over_position:
     if over_position.open:
         trajectories_section()
+        # One "Numbers" key in every tab: opened once, each tab shows its own tables.
         with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
             if opened:
                 widgets.show_numbers(pc.table(), name="pc_projections", settings=settings)
