@@ -28,14 +28,26 @@ if table.grid:
         f"{table.grid[1]}, p % {table.grid[1]}), row-major."
     )
 
-st.subheader("Principal components over position")
+# Only the open tab is built. Its widgets keep their values while another tab is open
+# (persist_state="page"): a closed tab's widgets are not drawn, and Streamlit forgets those.
+over_position, path, fits_tab, span = widgets.tabs_drawn_when_open(
+    ["Over position", "Path", "Sinusoid fits", "Sinusoid span"], key="components.section"
+)
+numbers = list(range(1, k + 1))
 
 
 @st.fragment
 def trajectories_section() -> None:
     """A fragment: the layout redraws only the trajectories."""
     overlaid = st.radio(
-        "Layout", ["small multiples", "overlaid"], horizontal=True, key="components.layout"
+        "Layout",
+        ["small multiples", "overlaid"],
+        # Overlaid by default: one axis draws faster than six panels, and the Sinusoid fits
+        # tab shows each PC in its own panel.
+        index=1,
+        horizontal=True,
+        key="components.layout",
+        persist_state="page",
     )
     widgets.show_figure(
         cache.figure(figures.components.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
@@ -44,17 +56,18 @@ def trajectories_section() -> None:
     )
 
 
-trajectories_section()
-numbers = list(range(1, k + 1))
-
-
 @st.fragment
 def path_section() -> None:
     """A fragment: the axes and the 3-D toggle redraw only the paths, not the whole page."""
-    st.subheader("Path of positions in PC space")
     choose = st.columns(3)
     axes = [
-        column.selectbox(label, numbers, index=min(default, k - 1), key=f"components.axis{default}")
+        column.selectbox(
+            label,
+            numbers,
+            index=min(default, k - 1),
+            key=f"components.axis{default}",
+            persist_state="page",
+        )
         for column, label, default in zip(
             choose, ["PC (x)", "PC (y)", "PC (z, 3-D only)"], range(3), strict=True
         )
@@ -79,6 +92,7 @@ def path_section() -> None:
             if st.toggle(
                 "Show the 3-D path (PC x / y / z)",
                 key="components.show_3d",
+                persist_state="page",
                 help="A WebGL chart, slow to draw without a GPU: drawn only when asked for.",
             ):
                 widgets.show_figure(
@@ -92,36 +106,18 @@ def path_section() -> None:
             st.info("The 3-D path needs k >= 3 components.")
 
 
-path_section()
-
-st.subheader("How sinusoidal is each component")
-fits = cache.fit_sinusoids(table, k=k, center=center)
-fit_settings = export.export_settings(table, **fits.settings())
-st.metric(
-    "Median R² of the top-k fits",
-    f"{fits.median_r2:.4f}",
-    help=components.R2_DEFINITION,
-)
-widgets.show_numbers(fits.table(), name="sinusoid_fits", settings=fit_settings)
-st.caption(f"Frequencies in cycles over the table's {n:,} positions. {components.R2_DEFINITION}")
-widgets.show_figure(
-    cache.figure(figures.components.sinusoid_fits, pc, fits),
-    name="sinusoid_fits",
-    settings=fit_settings,
-)
-nyquist = n // 2
-
-
 @st.fragment
-def periodogram_section() -> None:
+def periodogram_section(fits: components.SinusoidFits) -> None:
     """A fragment: the frequency range redraws only the periodogram."""
+    nyquist = n // 2
     max_cycles = st.slider(
-        "Periodogram: highest frequency shown (cycles)",
+        "Highest frequency shown (cycles)",
         1,
         nyquist,
         # Wide enough to show every fitted peak with room around it.
         min(max(8, 4 * int(fits.peak.max())), nyquist),
         key="components.max_cycles",
+        persist_state="page",
         help="Display only: the downloads hold every frequency up to n / 2.",
     )
     widgets.show_figure(
@@ -131,67 +127,113 @@ def periodogram_section() -> None:
     )
 
 
-periodogram_section()
+with over_position:
+    if over_position.open:
+        trajectories_section()
+        # One "Numbers" key in every tab: opened once, each tab shows its own tables.
+        with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
+            if opened:
+                widgets.show_numbers(pc.table(), name="pc_projections", settings=settings)
 
-st.subheader("Is the component span a span of low-frequency sinusoids?")
-left, middle, right = st.columns(3)
-m = left.number_input(
-    "Sinusoid frequencies m",
-    1,
-    nyquist,
-    min(components.N_FREQUENCIES, nyquist),
-    key="components.m",
-    help="Basis cos/sin(π f p / n) for f = 1..m (f / 2 cycles over the table): 2m vectors.",
-)
-shuffles = middle.number_input(
-    "Shuffles",
-    1,
-    1000,
-    components.N_SHUFFLES,
-    key="components.shuffles",
-    help="Row shuffles of the table for the chance level.",
-)
-seed = right.number_input(
-    "Seed", 0, 2**31 - 1, components.SEED, key="components.seed", bind="query-params"
-)
-likeness = cache.sinusoid_likeness(
-    table, k=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
-)
-like_settings = export.export_settings(table, **likeness.settings())
-row = likeness.table().iloc[0]
-table_col, chance_col, p_col = st.columns(3)
-table_col.metric("Mean cos², table", f"{row.mean_cos2:.4f}", help=components.LIKENESS_DEFINITION)
-chance_col.metric(
-    "Mean cos², shuffled rows",
-    f"{row.shuffled_mean_cos2:.4f}",
-    help="The same number after shuffling the table's rows, averaged over the shuffles "
-    "(seeded): what a table without positional order gives.",
-)
-p_col.metric(
-    "p-value against shuffles",
-    f"{row.p_value:.3g}",
-    help="(1 + shuffles with mean cos² ≥ the table's) / (1 + shuffles): below 0.05 the span "
-    "is more sinusoid-like than chance.",
-)
-st.caption(
-    f"Shuffled rows: {row.shuffled_mean_cos2:.4f} ± {row.shuffled_std_cos2:.4f} (mean ± "
-    f"standard deviation over {shuffles} shuffles, seed {seed}); a random {k}-dimensional "
-    f"span scores about 2m / n = {likeness.random_level:.4f}. The smallest p-value {shuffles} "
-    f"shuffles can give is 1 / {shuffles + 1} = {likeness.smallest_p_value:.3g}."
-)
-widgets.show_figure(
-    cache.figure(figures.components.principal_angles, likeness),
-    name="principal_angles",
-    settings=like_settings,
-)
-with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
-    if opened:
-        widgets.show_numbers(likeness.table(), name="sinusoid_likeness", settings=like_settings)
-        widgets.show_numbers(
-            likeness.angles_table(), name="principal_angles", settings=like_settings
+with path:
+    if path.open:
+        path_section()
+
+with fits_tab:
+    if fits_tab.open:
+        fits = cache.fit_sinusoids(table, k=k, center=center)
+        fit_settings = export.export_settings(table, **fits.settings())
+        st.metric(
+            "Median R² of the top-k fits",
+            f"{fits.median_r2:.4f}",
+            help=components.R2_DEFINITION,
         )
-        widgets.show_numbers(
-            likeness.shuffled_table(), name="shuffled_control", settings=like_settings
+        widgets.show_figure(
+            cache.figure(figures.components.sinusoid_fits, pc, fits),
+            name="sinusoid_fits",
+            settings=fit_settings,
         )
-        widgets.show_numbers(pc.table(), name="pc_projections", settings=settings)
-        widgets.show_numbers(fits.periodogram_table(), name="periodogram", settings=settings)
+        st.caption(
+            f"Frequencies in cycles over the table's {n:,} positions. {components.R2_DEFINITION}"
+        )
+        widgets.show_numbers(fits.table(), name="sinusoid_fits", settings=fit_settings)
+        with widgets.expander_drawn_when_open(
+            "Periodogram: each PC's share of variance per frequency",
+            key="components.periodogram",
+        ) as opened:
+            if opened:
+                periodogram_section(fits)
+                widgets.show_numbers(
+                    fits.periodogram_table(), name="periodogram", settings=settings
+                )
+
+with span:
+    if span.open:
+        st.markdown("**Is the component span a span of low-frequency sinusoids?**")
+        nyquist = n // 2
+        left, middle, right = st.columns(3)
+        m = left.number_input(
+            "Sinusoid frequencies m",
+            1,
+            nyquist,
+            min(components.N_FREQUENCIES, nyquist),
+            key="components.m",
+            persist_state="page",
+            help="Basis cos/sin(π f p / n) for f = 1..m (f / 2 cycles over the table): 2m vectors.",
+        )
+        shuffles = middle.number_input(
+            "Shuffles",
+            1,
+            1000,
+            components.N_SHUFFLES,
+            key="components.shuffles",
+            persist_state="page",
+            help="Row shuffles of the table for the chance level.",
+        )
+        seed = right.number_input(
+            "Seed", 0, 2**31 - 1, components.SEED, key="components.seed", bind="query-params"
+        )
+        likeness = cache.sinusoid_likeness(
+            table, k=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
+        )
+        like_settings = export.export_settings(table, **likeness.settings())
+        row = likeness.table().iloc[0]
+        table_col, chance_col, p_col = st.columns(3)
+        table_col.metric(
+            "Mean cos², table", f"{row.mean_cos2:.4f}", help=components.LIKENESS_DEFINITION
+        )
+        chance_col.metric(
+            "Mean cos², shuffled rows",
+            f"{row.shuffled_mean_cos2:.4f}",
+            help="The same number after shuffling the table's rows, averaged over the shuffles "
+            "(seeded): what a table without positional order gives.",
+        )
+        p_col.metric(
+            "p-value against shuffles",
+            f"{row.p_value:.3g}",
+            help="(1 + shuffles with mean cos² ≥ the table's) / (1 + shuffles): below 0.05 the "
+            "span is more sinusoid-like than chance.",
+        )
+        st.caption(
+            f"Shuffled rows: {row.shuffled_mean_cos2:.4f} ± {row.shuffled_std_cos2:.4f} (mean ± "
+            f"standard deviation over {shuffles} shuffles, seed {seed}); a random {k}-dimensional "
+            f"span scores about 2m / n = {likeness.random_level:.4f}. The smallest p-value "
+            f"{shuffles} shuffles can give is 1 / {shuffles + 1} = "
+            f"{likeness.smallest_p_value:.3g}."
+        )
+        widgets.show_figure(
+            cache.figure(figures.components.principal_angles, likeness),
+            name="principal_angles",
+            settings=like_settings,
+        )
+        with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
+            if opened:
+                widgets.show_numbers(
+                    likeness.table(), name="sinusoid_likeness", settings=like_settings
+                )
+                widgets.show_numbers(
+                    likeness.angles_table(), name="principal_angles", settings=like_settings
+                )
+                widgets.show_numbers(
+                    likeness.shuffled_table(), name="shuffled_control", settings=like_settings
+                )

@@ -128,53 +128,84 @@ buttons[1].button(
 )
 
 st.header("Before and after", divider=True)
-spectra = {
-    "original": cache.spectrum(table, center=center),
-    "resampled": cache.spectrum(result, center=center),
-}
-widgets.show_spectra(spectra, name="resample", settings=settings)
-if table.grid is not None:
-    mosaics = {
-        "original": cache.grid_similarity(
-            table, grid=table.grid, center=center, max_side=MOSAIC_SIDE
-        ),
-        "resampled": cache.grid_similarity(
-            result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
-        ),
-    }
-    widgets.show_figure(
-        cache.figure(figures.resample.mosaic_pair, mosaics),
-        name="resample_mosaics",
-        settings=settings,
-    )
-    if any(g.subsampled for g in mosaics.values()):
-        st.caption(
-            f"Large grids show evenly spaced patches only: at most {MOSAIC_SIDE} cells a side."
+# Only the open tab is built and sent to the browser.
+spectrum_tab, similarity_tab = widgets.tabs_drawn_when_open(
+    ["Spectrum", "Similarity"], key="resample.section"
+)
+with spectrum_tab:
+    if spectrum_tab.open:
+        spectra = {
+            "original": cache.spectrum(table, center=center),
+            "resampled": cache.spectrum(result, center=center),
+        }
+        per_component, cumulative = widgets.tabs_drawn_when_open(
+            ["Per component", "Cumulative"], key="resample.spectrum"
         )
-else:
-    profiles = {
-        name: cache.offset_profile(
-            t, center=center, max_offset=similarity.largest_offset(t.shape[0], compare.MAX_OFFSET)
-        )
-        for name, t in {"original": table, "resampled": result}.items()
-    }
-    widgets.show_figure(
-        cache.figure(figures.compare.offset_overlay, profiles),
-        name="resample_offsets",
-        # Each table's own largest offset, up to the cap: the export states the cap.
-        settings={**settings, "metric": similarity.METRIC, "max_offset": compare.MAX_OFFSET},
-    )
-    st.caption(
-        f"Offsets up to {compare.MAX_OFFSET} in each table's own positions: a table stretched "
-        "by L'/L falls off L'/L times more slowly."
-    )
-with widgets.expander_drawn_when_open("Numbers", key="resample.numbers") as opened:
-    if opened:
-        widgets.show_numbers(
-            compare.metrics_table(spectra["original"], spectra["resampled"]),
-            name="resample_metrics",
-            settings=settings,
-        )
+        with per_component:
+            if per_component.open:
+                widgets.show_figure(
+                    cache.figure(figures.compare.spectra_overlay, spectra),
+                    name="resample_spectra",
+                    settings=settings,
+                )
+        with cumulative:
+            if cumulative.open:
+                widgets.show_figure(
+                    cache.figure(figures.compare.cumulative_overlay, spectra),
+                    name="resample_cumulative",
+                    settings=settings,
+                )
+        with widgets.expander_drawn_when_open("Numbers", key="resample.numbers") as opened:
+            if opened:
+                widgets.show_numbers(
+                    compare.metrics_table(spectra["original"], spectra["resampled"]),
+                    name="resample_metrics",
+                    settings=settings,
+                )
+with similarity_tab:
+    if similarity_tab.open:
+        if table.grid is not None:
+            mosaics = {
+                "original": cache.grid_similarity(
+                    table, grid=table.grid, center=center, max_side=MOSAIC_SIDE
+                ),
+                "resampled": cache.grid_similarity(
+                    result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
+                ),
+            }
+            widgets.show_figure(
+                cache.figure(figures.resample.mosaic_pair, mosaics),
+                name="resample_mosaics",
+                settings=settings,
+            )
+            if any(g.subsampled for g in mosaics.values()):
+                st.caption(
+                    "Large grids show evenly spaced patches only: at most "
+                    f"{MOSAIC_SIDE} cells a side."
+                )
+        else:
+            profiles = {
+                name: cache.offset_profile(
+                    t,
+                    center=center,
+                    max_offset=similarity.largest_offset(t.shape[0], compare.MAX_OFFSET),
+                )
+                for name, t in {"original": table, "resampled": result}.items()
+            }
+            widgets.show_figure(
+                cache.figure(figures.compare.offset_overlay, profiles),
+                name="resample_offsets",
+                # Each table's own largest offset, up to the cap: the export states the cap.
+                settings={
+                    **settings,
+                    "metric": similarity.METRIC,
+                    "max_offset": compare.MAX_OFFSET,
+                },
+            )
+            st.caption(
+                f"Offsets up to {compare.MAX_OFFSET} in each table's own positions: a table "
+                "stretched by L'/L falls off L'/L times more slowly."
+            )
 
 st.header("Download", divider=True)
 batch_axis = st.checkbox(

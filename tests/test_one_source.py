@@ -94,7 +94,13 @@ def test_spectrum_downloads_are_the_report_tables_and_the_cli_json(saved, downlo
 
 def test_components_downloads_are_the_report_tables(saved, downloads):
     _, table = saved
-    run_page("components.py", table, **{"components.numbers": True, "posviz.center": True})
+    # The fits and the likeness live in two tabs: a run with each open.
+    for tab in ("Sinusoid fits", "Sinusoid span"):
+        run_page(
+            "components.py",
+            table,
+            **{"components.section": tab, "components.numbers": True, "posviz.center": True},
+        )
     section = report.components_section(table, center=True, k=components.K, seed=components.SEED)
     fits, fit_settings = read_csv(downloads["sinusoid_fits.csv"])
     pd.testing.assert_frame_equal(fits, as_exported(section.tables["Sinusoid fits"]))

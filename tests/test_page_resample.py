@@ -21,6 +21,13 @@ def run(table) -> AppTest:
     return at.run()
 
 
+def opened(at: AppTest, section: str, spectrum: str = "Per component") -> AppTest:
+    """Open one of the page's tabs (only the open one is built)."""
+    at.session_state["resample.section"] = section
+    at.session_state["resample.spectrum"] = spectrum
+    return at.run()
+
+
 def figures(at: AppTest) -> dict[str, dict]:
     shown = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
     return {fig["layout"]["title"]["text"].split(" (")[0]: fig for fig in shown}
@@ -41,10 +48,9 @@ def test_length_resampling_sends_the_core_result_to_compare():
     np.testing.assert_array_equal(sent.values, expected)
     assert at.session_state["posviz.table"] is not sent  # the current table stays
 
-    figs = figures(at)
-    spectra = figs["Explained variance per component"]
+    spectra = figures(at)["Explained variance per component"]
     assert [t["name"] for t in spectra["data"]] == ["original", "resampled"]
-    offsets = figs["Mean cosine similarity against offset"]["data"]
+    offsets = figures(opened(at, "Similarity"))["Mean cosine similarity against offset"]["data"]
     assert [t["name"] for t in offsets] == ["original", "resampled"]
     labels = [el.proto.label for el in at.get("download_button")]
     assert {".safetensors", ".npy"} <= set(labels)
@@ -68,6 +74,7 @@ def test_grid_resampling_keeps_prefix_and_shows_both_mosaics():
     at.number_input(key="resample.w").set_value(4)
     at.checkbox(key="resample.antialias").uncheck().run()
     assert not at.exception, at.exception
+    opened(at, "Similarity")
     mosaics = figures(at)["Cosine similarity of each patch with all patches"]
     assert [t["type"] for t in mosaics["data"]] == ["heatmap", "heatmap"]
     titles = [a["text"] for a in mosaics["layout"]["annotations"]]
@@ -104,3 +111,29 @@ def test_resampled_tables_are_kept_as_objects_and_bounded(monkeypatch):
     # The oldest entry was dropped: the count, not the results, bounds the memory.
     assert cache.resample_length(table, n_positions=80, **options) is not first
     assert len(calls) == 2 + cache.TABLE_ENTRIES
+
+
+def test_one_chart_per_tab_and_the_others_one_click_away():
+    at = run(simulate.learned_like(64, 16, seed=4))
+    assert not at.exception, at.exception
+    labels = {tab.label for tab in at.tabs}
+    assert labels == {"Spectrum", "Similarity", "Per component", "Cumulative"}
+    assert list(figures(at)) == ["Explained variance per component"]  # the closed tabs: nothing
+    assert not at.dataframe
+    assert list(figures(opened(at, "Spectrum", "Cumulative"))) == ["Cumulative explained variance"]
+    assert list(figures(opened(at, "Similarity"))) == ["Mean cosine similarity against offset"]
+    at.session_state["resample.numbers"] = True
+    opened(at, "Spectrum")
+    assert not at.exception, at.exception
+    assert list(figures(at)) == ["Explained variance per component"]
+    assert len(at.dataframe) == 1  # the spectra's metrics, in the Numbers expander
+    assert "Numbers" in [e.label for e in at.expander]
+
+
+def test_a_link_opens_a_tab():
+    at = AppTest.from_file(PAGE, default_timeout=30)
+    at.session_state["posviz.table"] = simulate.vit_grid(6, 6, 32)
+    at.query_params["resample.section"] = "Similarity"
+    at.run()
+    assert not at.exception, at.exception
+    assert list(figures(at)) == ["Cosine similarity of each patch with all patches"]

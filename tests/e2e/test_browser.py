@@ -261,7 +261,6 @@ def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
     open_page(page, server_url)
     drawn = page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
     for name, opener, hint in (
-        ("Components", "Show the 3-D path (PC x / y / z)", "one click away"),
         ("Similarity", "Exact window: every pair of a range of positions", "Open the exact window"),
         ("Compare", "Similarity maps: first, second and their difference", "drawn when opened"),
     ):
@@ -273,3 +272,43 @@ def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
         expect(drawn).to_have_count(shown + 1, timeout=60_000)
         no_exception(page)
         screenshot(page, f"opened-{name.lower()}")
+
+
+def open_tab(page: Page, label: str) -> None:
+    page.get_by_role("tab", name=label, exact=True).click()
+    wait_idle(page)
+
+
+def test_components_and_resample_draw_the_open_tab_and_keep_the_rest_one_click_away(
+    page: Page, server_url: str
+):
+    main = page.get_by_test_id("stMain")
+    drawn = main.locator("[data-testid=stPlotlyChart] .js-plotly-plot")
+    open_page(page, f"{server_url}/components")
+    assert charts_drawn(page) == 1  # the projections over position; the other tabs: nothing
+    open_tab(page, "Path")
+    expect(main).to_contain_text("one click away")
+    expect(drawn).to_have_count(1)
+    page.get_by_text("Show the 3-D path (PC x / y / z)").click()
+    wait_idle(page)
+    expect(drawn).to_have_count(2, timeout=60_000)
+    screenshot(page, "components-path-3d")
+    open_tab(page, "Sinusoid fits")
+    expect(drawn).to_have_count(1)
+    page.get_by_text("Periodogram: each PC's share of variance per frequency").click()
+    wait_idle(page)
+    expect(drawn).to_have_count(2, timeout=60_000)
+    open_tab(page, "Path")  # the toggle kept its value while its tab was closed
+    expect(drawn).to_have_count(2, timeout=60_000)
+    assert "components.section=Path" in page.url
+    no_exception(page)
+
+    open_page(page, f"{server_url}/resample?resample.section=Similarity")
+    expect(drawn).to_have_count(1, timeout=60_000)
+    expect(main).to_contain_text("Offsets up to")
+    open_tab(page, "Spectrum")
+    open_tab(page, "Cumulative")
+    expect(drawn).to_have_count(1)
+    expect(main.locator(".gtitle").first).to_contain_text("Cumulative")
+    no_exception(page)
+    screenshot(page, "resample-cumulative")
