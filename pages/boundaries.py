@@ -44,7 +44,8 @@ widgets.table_caption(table)
 offer_trim(table)
 
 # --- boundaries -----------------------------------------------------------------------------
-st.header("Boundaries")
+# The settings stay above the tabs: the flags they give are shared with the Similarity page
+# whichever tab is open.
 most = boundary.limits(table.shape)
 default = boundary.defaults(table.shape)
 columns = st.columns(4)
@@ -120,51 +121,6 @@ columns[3].metric(
     len(flagged),
     help=f"Positions with {flags.rule} on at least one statistic. The Similarity page marks them.",
 )
-if flagged:
-    shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
-    st.markdown(f"**Flagged** ({flags.rule}): {shown}")
-st.markdown(
-    f"**Change points** on {statistic}: "
-    + (", ".join(map(str, changes.positions.tolist())) or "none")
-)
-stats = cache.position_statistics(table, top_k=top_k)
-widgets.show_figure(
-    cache.figure(figures.boundary.position_statistics, stats, flags, changes),
-    name="position_statistics",
-    settings=export.export_settings(table, **changes.settings()),
-)
-st.caption(
-    "Positions are 0-based rows of the analysed table "
-    f"(source row {table.row_start} is position 0). Red circles: flagged on that panel's "
-    "statistic (the cosine panel flags on the more similar neighbour). Dashed lines: change "
-    f"points on {statistic}. "
-    + " ".join(f"**{name}**: {boundary.STATISTICS[name]}" for name in stats.flagging_curves())
-)
-
-left, right = st.columns(2)
-with left:
-    st.subheader("Flagged positions")
-    widgets.show_numbers(
-        flags.table(),
-        name="flagged_positions",
-        settings=export.export_settings(table, **flags.settings()),
-    )
-    st.subheader("Change points")
-    st.caption(changes.procedure())
-    widgets.show_numbers(
-        changes.table(),
-        name="change_points",
-        settings=export.export_settings(table, **changes.settings()),
-    )
-with right:
-    st.subheader("Near the boundaries")
-    summary = cache.boundary_summary(table, top_k=top_k, k=edge)
-    st.caption(summary.procedure())
-    widgets.show_numbers(
-        summary.table(),
-        name="boundary_summary",
-        settings=export.export_settings(table, **summary.settings()),
-    )
 
 
 # --- probes ---------------------------------------------------------------------------------
@@ -239,14 +195,66 @@ def show_probes(table: Embedding) -> None:
     widgets.show_numbers(report.table(), name="probes", settings=probe_settings)
 
 
-st.header("Probes")
-st.markdown(probes.ABOUT)
-st.caption(
-    "The probes fit ridge and logistic read-outs of the table and both controls over "
-    "every fold and repeated split: the slowest part of this page, so they run when opened."
+positions, tables, probed = widgets.tabs_drawn_when_open(
+    ["Positions", "Tables", "Probes"], key="boundaries.section"
 )
-with widgets.expander_drawn_when_open(
-    "Probes: absolute and relative position", key="probes.open", icon=":material/model_training:"
-) as opened:
-    if opened:
+with positions:
+    if positions.open:
+        if flagged:
+            shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
+            st.markdown(f"**Flagged** ({flags.rule}): {shown}")
+        st.markdown(
+            f"**Change points** on {statistic}: "
+            + (", ".join(map(str, changes.positions.tolist())) or "none")
+        )
+        stats = cache.position_statistics(table, top_k=top_k)
+        widgets.show_figure(
+            cache.figure(figures.boundary.position_statistics, stats, flags, changes),
+            name="position_statistics",
+            settings=export.export_settings(table, **changes.settings()),
+        )
+        st.caption(
+            "Positions are 0-based rows of the analysed table "
+            f"(source row {table.row_start} is position 0). Red circles: flagged on that "
+            "panel's statistic (the cosine panel flags on the more similar neighbour). Dashed "
+            f"lines: change points on {statistic}. "
+            + " ".join(
+                f"**{name}**: {boundary.STATISTICS[name]}" for name in stats.flagging_curves()
+            )
+        )
+        st.caption("The flags, change points and boundary summary as tables: the Tables tab.")
+with tables:
+    if tables.open:
+        left, right = st.columns(2)
+        with left:
+            st.subheader("Flagged positions")
+            widgets.show_numbers(
+                flags.table(),
+                name="flagged_positions",
+                settings=export.export_settings(table, **flags.settings()),
+            )
+            st.subheader("Change points")
+            st.caption(changes.procedure())
+            widgets.show_numbers(
+                changes.table(),
+                name="change_points",
+                settings=export.export_settings(table, **changes.settings()),
+            )
+        with right:
+            st.subheader("Near the boundaries")
+            summary = cache.boundary_summary(table, top_k=top_k, k=edge)
+            st.caption(summary.procedure())
+            widgets.show_numbers(
+                summary.table(),
+                name="boundary_summary",
+                settings=export.export_settings(table, **summary.settings()),
+            )
+with probed:
+    if probed.open:
+        st.markdown(probes.ABOUT)
+        st.caption(
+            "The probes fit ridge and logistic read-outs of the table and both controls over "
+            "every fold and repeated split: the slowest part of this page, so they run when "
+            "this tab is opened."
+        )
         show_probes(table)
