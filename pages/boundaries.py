@@ -44,67 +44,67 @@ widgets.table_caption(table)
 offer_trim(table)
 
 # --- boundaries -----------------------------------------------------------------------------
-# The settings stay above the tabs: the flags they give are shared with the Similarity page
-# whichever tab is open.
+# The settings stay above the tabs (their flags are shared with the Similarity page whichever
+# tab is open), in a popover: its inputs are drawn in the browser only once it is opened.
 most = boundary.limits(table.shape)
 default = boundary.defaults(table.shape)
-columns = st.columns(4)
-window = columns[0].number_input(
-    "Window (± positions)",
-    1,
-    most["window"],
-    default["window"],
-    key="boundaries.window",
-    bind="query-params",
-    help="Each position is compared with the median of the 2w + 1 positions around it "
-    "(shifted inward at the ends).",
-)
-threshold = columns[1].number_input(
-    "Flag at |robust z| >",
-    1.0,
-    1e6,
-    default["threshold"],
-    step=0.5,
-    key="boundaries.threshold",
-    bind="query-params",
-    help=boundary.ROBUST_Z,
-)
-top_k = columns[2].number_input(
-    "Residual after top-k PCs (0 = off)",
-    0,
-    most["top_k"],
-    default["top_k"],
-    key="boundaries.top_k",
-    help=boundary.STATISTICS["residual_norm"],
-)
-edge = columns[3].number_input(
-    "Boundary size k",
-    1,
-    most["k"],
-    default["k"],
-    key="boundaries.edge",
-    help="The summary compares the first k and last k positions with the middle.",
-)
-flags = cache.outliers(table, top_k=top_k, window=window, threshold=threshold)
-columns = st.columns(4)
-statistic = columns[0].selectbox(
-    "Change points on",
-    flags.statistics,
-    index=flags.statistics.index(default["statistic"]),
-    key="boundaries.change_statistic",
-    help="The curve searched for level shifts; its flagged values are replaced by their "
-    "window median first, so single odd rows do not count as shifts.",
-)
-max_changes = columns[1].number_input(
-    "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
-)
-min_size = columns[2].number_input(
-    "Shortest segment (positions)",
-    1,
-    most["min_size"],
-    default["min_size"],
-    key="boundaries.min_size",
-)
+button, stated, count = st.columns([1, 4, 1], vertical_alignment="center")
+with button.popover("Settings", icon=":material/tune:", width="stretch"):
+    window = st.number_input(
+        "Window (± positions)",
+        1,
+        most["window"],
+        default["window"],
+        key="boundaries.window",
+        bind="query-params",
+        help="Each position is compared with the median of the 2w + 1 positions around it "
+        "(shifted inward at the ends).",
+    )
+    threshold = st.number_input(
+        "Flag at |robust z| >",
+        1.0,
+        1e6,
+        default["threshold"],
+        step=0.5,
+        key="boundaries.threshold",
+        bind="query-params",
+        help=boundary.ROBUST_Z,
+    )
+    top_k = st.number_input(
+        "Residual after top-k PCs (0 = off)",
+        0,
+        most["top_k"],
+        default["top_k"],
+        key="boundaries.top_k",
+        help=boundary.STATISTICS["residual_norm"],
+    )
+    edge = st.number_input(
+        "Boundary size k",
+        1,
+        most["k"],
+        default["k"],
+        key="boundaries.edge",
+        help="The summary compares the first k and last k positions with the middle.",
+    )
+    flags = cache.outliers(table, top_k=top_k, window=window, threshold=threshold)
+    statistic = st.selectbox(
+        "Change points on",
+        flags.statistics,
+        index=flags.statistics.index(default["statistic"]),
+        key="boundaries.change_statistic",
+        help="The curve searched for level shifts; its flagged values are replaced by their "
+        "window median first, so single odd rows do not count as shifts.",
+    )
+    max_changes = st.number_input(
+        "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
+    )
+    min_size = st.number_input(
+        "Shortest segment (positions)",
+        1,
+        most["min_size"],
+        default["min_size"],
+        key="boundaries.min_size",
+    )
 changes = cache.change_points(
     table,
     top_k=top_k,
@@ -116,7 +116,13 @@ changes = cache.change_points(
 )
 flagged = flags.positions.tolist()
 state.set_flags(table, flagged, flags.rule)
-columns[3].metric(
+stated.caption(
+    f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
+    + (f" (after the top {top_k} PCs)" if top_k else "")
+    + f". Change points on {statistic}: at most {max_changes}, segments of at least "
+    f"{min_size} positions. Near the boundaries: the first and last {edge} positions."
+)
+count.metric(
     "Flagged positions",
     len(flagged),
     help=f"Positions with {flags.rule} on at least one statistic. The Similarity page marks them.",

@@ -157,11 +157,15 @@ with spectra_tab:
                     name="compare_cumulative",
                     settings=settings,
                 )
-        widgets.show_numbers(
-            compare.metrics_table(spectra["first"], spectra["second"]),
-            name="compare_metrics",
-            settings=settings,
-        )
+        with widgets.expander_drawn_when_open(
+            "Numbers: the spectra's metrics side by side", key="compare.spectra_numbers"
+        ) as opened:
+            if opened:
+                widgets.show_numbers(
+                    compare.metrics_table(spectra["first"], spectra["second"]),
+                    name="compare_metrics",
+                    settings=settings,
+                )
 with offsets_tab:
     if offsets_tab.open:
         widgets.show_figure(

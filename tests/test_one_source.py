@@ -131,7 +131,7 @@ def test_similarity_scores_download_is_the_report_table(downloads):
 def test_compare_downloads_are_the_pipeline_results(downloads):
     first = simulate.learned_like(160, 24, seed=5)
     second = simulate.sinusoidal(120, 24)
-    state = {"compare.numbers": True, "posviz.center": True}
+    state = {"compare.numbers": True, "compare.spectra_numbers": True, "posviz.center": True}
     for section in ("Spectra", "CKA, angles, Procrustes"):  # the tabs with tables
         run_page("compare.py", first, second, **state, **{"compare.section": section})
     matched = pipeline.resample_length(second, n_positions=first.shape[0])

@@ -96,6 +96,7 @@ def test_a_table_against_a_rotated_copy_is_identical_by_every_measure():
     assert shown["linear CKA"] == "1.0000"
     assert shown["Procrustes error"] == "0.0000"
     assert shown["largest principal angle"] == "0.00°"
+    at.session_state["compare.spectra_numbers"] = True  # their expander
     open_section(at, "Spectra")
     (metrics,) = at.dataframe
     np.testing.assert_allclose(metrics.value.set_index("metric")["difference"], 0, atol=1e-6)
@@ -129,8 +130,10 @@ def test_a_closed_tab_builds_nothing_and_opening_it_shows_it():
     assert not at.exception
     assert [tab.label for tab in at.tabs] == SECTIONS
     assert list(figures(at)) == ["Explained variance per component"]  # one chart at first
-    assert "Cumulative explained variance" in [e.label for e in at.expander]
-    assert len(at.dataframe) == 1  # the spectra's metrics
+    expanders = [e.label for e in at.expander]
+    assert "Cumulative explained variance" in expanders
+    assert "Numbers: the spectra's metrics side by side" in expanders
+    assert not at.dataframe  # drawn once their expander opens
     assert not at.metric  # CKA and the angles are computed in their tab
     drawn = {
         section: list(open_section(at, section))
@@ -141,7 +144,6 @@ def test_a_closed_tab_builds_nothing_and_opening_it_shows_it():
         "Similarity maps": ["cosine similarity between positions"],
         SAME: ["Principal angles between the top-10 PC subspaces over positions"],
     }
-    assert not at.dataframe  # the spectra's metrics went with their tab
 
 
 def test_the_cumulative_spectra_are_drawn_once_their_expander_opens():
