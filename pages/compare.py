@@ -59,11 +59,11 @@ max_offset = options[2].number_input(
     help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
 )
 names = {"first": first, "second": second}
-profiles = {
-    name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
-    for name, table in names.items()
-}
-settings = export.export_settings(first, second=second.settings(), **profiles["first"].settings())
+# The profiles' settings (the keys OffsetProfile.settings gives) without computing them: only
+# their tab needs the profiles.
+settings = export.export_settings(
+    first, second=second.settings(), metric=metric, centered=center, max_offset=max_offset
+)
 
 matched = second
 if first.shape[0] != second.shape[0]:
@@ -168,6 +168,10 @@ with spectra_tab:
                 )
 with offsets_tab:
     if offsets_tab.open:
+        profiles = {
+            name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
+            for name, table in names.items()
+        }
         widgets.show_figure(
             cache.figure(figures.compare.offset_overlay, profiles),
             name="compare_offsets",

@@ -149,7 +149,14 @@ def test_compare_downloads_are_the_pipeline_results(downloads):
         pd.testing.assert_frame_equal(page, as_exported(frame))
     measures = settings["compare_measures.csv"]
     assert {key: measures[key] for key in result.settings()} == result.settings()
+    shortest = min(first.shape[0], second.shape[0])
+    profile = pipeline.offset_profile(
+        first,
+        center=True,
+        max_offset=posviz.similarity.largest_offset(shortest, compare.MAX_OFFSET),
+    )
     for stated in settings.values():
+        assert {key: stated[key] for key in profile.settings()} == profile.settings()
         assert stated["second_resampled_to"] == first.shape[0]
         assert stated["second_resampled"] == matched.source  # how: the method and position rule
 

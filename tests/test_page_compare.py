@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import compare, simulate
+from posviz import compare, similarity, simulate
 from posviz.resample import resample_length
 from tests.test_pages import smallest
 
@@ -179,3 +179,17 @@ def test_every_tab_runs_on_the_smallest_table(section, kind):
     # k components need a table of rank k: a degenerate table is told so.
     errors = [e.value for e in at.error if "pick a smaller k" not in e.value]
     assert not errors, errors
+
+
+def test_the_offset_profiles_are_computed_only_in_their_tab(monkeypatch):
+    def refuse(*args, **kwargs):
+        msg = "offset profiles computed for a closed tab"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(similarity, "offset_profile", refuse)
+    first, second = simulate.learned_like(72, 12, seed=4), simulate.sinusoidal(72, 12)
+    for section in ("Spectra", "Similarity maps", SAME):
+        at = run(first, second, section=section)
+        assert not at.exception, (section, at.exception)
+    at = run(first, second, section="Similarity vs offset")
+    assert at.exception  # the patch is seen: opening the tab computes them
