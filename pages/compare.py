@@ -74,7 +74,7 @@ if first.shape[0] != second.shape[0]:
         help=f"{resample.METHOD.capitalize()} interpolation, "
         f"{resample.POSITION_RULES[resample.POSITIONS]} (the Resample page offers more methods "
         "and sends its result here). Needed for the difference map and the "
-        "position-by-position measures (the last two tabs).",
+        "position-by-position measures (the Similarity maps and CKA tabs).",
     )
     if match:
         matched = cache.resample_length(second, n_positions=first.shape[0])
