@@ -44,66 +44,67 @@ widgets.table_caption(table)
 offer_trim(table)
 
 # --- boundaries -----------------------------------------------------------------------------
-st.header("Boundaries")
+# The settings stay above the tabs (their flags are shared with the Similarity page whichever
+# tab is open), in a popover: its inputs are drawn in the browser only once it is opened.
 most = boundary.limits(table.shape)
 default = boundary.defaults(table.shape)
-columns = st.columns(4)
-window = columns[0].number_input(
-    "Window (± positions)",
-    1,
-    most["window"],
-    default["window"],
-    key="boundaries.window",
-    bind="query-params",
-    help="Each position is compared with the median of the 2w + 1 positions around it "
-    "(shifted inward at the ends).",
-)
-threshold = columns[1].number_input(
-    "Flag at |robust z| >",
-    1.0,
-    1e6,
-    default["threshold"],
-    step=0.5,
-    key="boundaries.threshold",
-    bind="query-params",
-    help=boundary.ROBUST_Z,
-)
-top_k = columns[2].number_input(
-    "Residual after top-k PCs (0 = off)",
-    0,
-    most["top_k"],
-    default["top_k"],
-    key="boundaries.top_k",
-    help=boundary.STATISTICS["residual_norm"],
-)
-edge = columns[3].number_input(
-    "Boundary size k",
-    1,
-    most["k"],
-    default["k"],
-    key="boundaries.edge",
-    help="The summary compares the first k and last k positions with the middle.",
-)
-flags = cache.outliers(table, top_k=top_k, window=window, threshold=threshold)
-columns = st.columns(4)
-statistic = columns[0].selectbox(
-    "Change points on",
-    flags.statistics,
-    index=flags.statistics.index(default["statistic"]),
-    key="boundaries.change_statistic",
-    help="The curve searched for level shifts; its flagged values are replaced by their "
-    "window median first, so single odd rows do not count as shifts.",
-)
-max_changes = columns[1].number_input(
-    "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
-)
-min_size = columns[2].number_input(
-    "Shortest segment (positions)",
-    1,
-    most["min_size"],
-    default["min_size"],
-    key="boundaries.min_size",
-)
+button, stated, count = st.columns([1, 4, 1], vertical_alignment="center")
+with button.popover("Settings", icon=":material/tune:", width="stretch"):
+    window = st.number_input(
+        "Window (± positions)",
+        1,
+        most["window"],
+        default["window"],
+        key="boundaries.window",
+        bind="query-params",
+        help="Each position is compared with the median of the 2w + 1 positions around it "
+        "(shifted inward at the ends).",
+    )
+    threshold = st.number_input(
+        "Flag at |robust z| >",
+        1.0,
+        1e6,
+        default["threshold"],
+        step=0.5,
+        key="boundaries.threshold",
+        bind="query-params",
+        help=boundary.ROBUST_Z,
+    )
+    top_k = st.number_input(
+        "Residual after top-k PCs (0 = off)",
+        0,
+        most["top_k"],
+        default["top_k"],
+        key="boundaries.top_k",
+        help=boundary.STATISTICS["residual_norm"],
+    )
+    edge = st.number_input(
+        "Boundary size k",
+        1,
+        most["k"],
+        default["k"],
+        key="boundaries.edge",
+        help="The summary compares the first k and last k positions with the middle.",
+    )
+    flags = cache.outliers(table, top_k=top_k, window=window, threshold=threshold)
+    statistic = st.selectbox(
+        "Change points on",
+        flags.statistics,
+        index=flags.statistics.index(default["statistic"]),
+        key="boundaries.change_statistic",
+        help="The curve searched for level shifts; its flagged values are replaced by their "
+        "window median first, so single odd rows do not count as shifts.",
+    )
+    max_changes = st.number_input(
+        "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
+    )
+    min_size = st.number_input(
+        "Shortest segment (positions)",
+        1,
+        most["min_size"],
+        default["min_size"],
+        key="boundaries.min_size",
+    )
 changes = cache.change_points(
     table,
     top_k=top_k,
@@ -115,56 +116,17 @@ changes = cache.change_points(
 )
 flagged = flags.positions.tolist()
 state.set_flags(table, flagged, flags.rule)
-columns[3].metric(
+stated.caption(
+    f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
+    + (f" (after the top {top_k} PCs)" if top_k else "")
+    + f". Change points on {statistic}: at most {max_changes}, segments of at least "
+    f"{min_size} positions. Near the boundaries: the first and last {edge} positions."
+)
+count.metric(
     "Flagged positions",
     len(flagged),
     help=f"Positions with {flags.rule} on at least one statistic. The Similarity page marks them.",
 )
-if flagged:
-    shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
-    st.markdown(f"**Flagged** ({flags.rule}): {shown}")
-st.markdown(
-    f"**Change points** on {statistic}: "
-    + (", ".join(map(str, changes.positions.tolist())) or "none")
-)
-stats = cache.position_statistics(table, top_k=top_k)
-widgets.show_figure(
-    cache.figure(figures.boundary.position_statistics, stats, flags, changes),
-    name="position_statistics",
-    settings=export.export_settings(table, **changes.settings()),
-)
-st.caption(
-    "Positions are 0-based rows of the analysed table "
-    f"(source row {table.row_start} is position 0). Red circles: flagged on that panel's "
-    "statistic (the cosine panel flags on the more similar neighbour). Dashed lines: change "
-    f"points on {statistic}. "
-    + " ".join(f"**{name}**: {boundary.STATISTICS[name]}" for name in stats.flagging_curves())
-)
-
-left, right = st.columns(2)
-with left:
-    st.subheader("Flagged positions")
-    widgets.show_numbers(
-        flags.table(),
-        name="flagged_positions",
-        settings=export.export_settings(table, **flags.settings()),
-    )
-    st.subheader("Change points")
-    st.caption(changes.procedure())
-    widgets.show_numbers(
-        changes.table(),
-        name="change_points",
-        settings=export.export_settings(table, **changes.settings()),
-    )
-with right:
-    st.subheader("Near the boundaries")
-    summary = cache.boundary_summary(table, top_k=top_k, k=edge)
-    st.caption(summary.procedure())
-    widgets.show_numbers(
-        summary.table(),
-        name="boundary_summary",
-        settings=export.export_settings(table, **summary.settings()),
-    )
 
 
 # --- probes ---------------------------------------------------------------------------------
@@ -239,14 +201,66 @@ def show_probes(table: Embedding) -> None:
     widgets.show_numbers(report.table(), name="probes", settings=probe_settings)
 
 
-st.header("Probes")
-st.markdown(probes.ABOUT)
-st.caption(
-    "The probes fit ridge and logistic read-outs of the table and both controls over "
-    "every fold and repeated split: the slowest part of this page, so they run when opened."
+positions, tables, probed = widgets.tabs_drawn_when_open(
+    ["Positions", "Tables", "Probes"], key="boundaries.section"
 )
-with widgets.expander_drawn_when_open(
-    "Probes: absolute and relative position", key="probes.open", icon=":material/model_training:"
-) as opened:
-    if opened:
+with positions:
+    if positions.open:
+        if flagged:
+            shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
+            st.markdown(f"**Flagged** ({flags.rule}): {shown}")
+        st.markdown(
+            f"**Change points** on {statistic}: "
+            + (", ".join(map(str, changes.positions.tolist())) or "none")
+        )
+        stats = cache.position_statistics(table, top_k=top_k)
+        widgets.show_figure(
+            cache.figure(figures.boundary.position_statistics, stats, flags, changes),
+            name="position_statistics",
+            settings=export.export_settings(table, **changes.settings()),
+        )
+        st.caption(
+            "Positions are 0-based rows of the analysed table "
+            f"(source row {table.row_start} is position 0). Red circles: flagged on that "
+            "panel's statistic (the cosine panel flags on the more similar neighbour). Dashed "
+            f"lines: change points on {statistic}. "
+            + " ".join(
+                f"**{name}**: {boundary.STATISTICS[name]}" for name in stats.flagging_curves()
+            )
+        )
+        st.caption("The flags, change points and boundary summary as tables: the Tables tab.")
+with tables:
+    if tables.open:
+        left, right = st.columns(2)
+        with left:
+            st.subheader("Flagged positions")
+            widgets.show_numbers(
+                flags.table(),
+                name="flagged_positions",
+                settings=export.export_settings(table, **flags.settings()),
+            )
+            st.subheader("Change points")
+            st.caption(changes.procedure())
+            widgets.show_numbers(
+                changes.table(),
+                name="change_points",
+                settings=export.export_settings(table, **changes.settings()),
+            )
+        with right:
+            st.subheader("Near the boundaries")
+            summary = cache.boundary_summary(table, top_k=top_k, k=edge)
+            st.caption(summary.procedure())
+            widgets.show_numbers(
+                summary.table(),
+                name="boundary_summary",
+                settings=export.export_settings(table, **summary.settings()),
+            )
+with probed:
+    if probed.open:
+        st.markdown(probes.ABOUT)
+        st.caption(
+            "The probes fit ridge and logistic read-outs of the table and both controls over "
+            "every fold and repeated split: the slowest part of this page, so they run when "
+            "this tab is opened."
+        )
         show_probes(table)

@@ -59,29 +59,12 @@ max_offset = options[2].number_input(
     help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
 )
 names = {"first": first, "second": second}
-profiles = {
-    name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
-    for name, table in names.items()
-}
-settings = export.export_settings(first, second=second.settings(), **profiles["first"].settings())
-
-st.header("Spectra", divider=True)
-spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
-widgets.show_spectra(spectra, name="compare", settings=settings)
-widgets.show_numbers(
-    compare.metrics_table(spectra["first"], spectra["second"]),
-    name="compare_metrics",
-    settings=settings,
+# The profiles' settings (the keys OffsetProfile.settings gives) without computing them: only
+# their tab needs the profiles.
+settings = export.export_settings(
+    first, second=second.settings(), metric=metric, centered=center, max_offset=max_offset
 )
 
-st.header("Similarity against offset", divider=True)
-widgets.show_figure(
-    cache.figure(figures.compare.offset_overlay, profiles),
-    name="compare_offsets",
-    settings=settings,
-)
-
-st.header("Similarity between positions", divider=True)
 matched = second
 if first.shape[0] != second.shape[0]:
     match = st.toggle(
@@ -91,19 +74,111 @@ if first.shape[0] != second.shape[0]:
         help=f"{resample.METHOD.capitalize()} interpolation, "
         f"{resample.POSITION_RULES[resample.POSITIONS]} (the Resample page offers more methods "
         "and sends its result here). Needed for the difference map and the "
-        "position-by-position measures below.",
+        "position-by-position measures (the Similarity maps and CKA tabs).",
     )
     if match:
         matched = cache.resample_length(second, n_positions=first.shape[0])
         settings["second_resampled_to"] = first.shape[0]
         settings["second_resampled"] = matched.source
 same_length = first.shape[0] == matched.shape[0]
-with widgets.expander_drawn_when_open(
-    "Similarity maps: first, second" + (" and their difference" if same_length else ""),
-    key="compare.maps",
-    icon=":material/grid_on:",
-) as opened:
-    if opened:
+
+
+def same_positions() -> None:
+    """CKA, principal angles and the Procrustes error of two tables of equal length."""
+    if not same_length:
+        st.info(
+            f"The tables have {first.shape[0]} and {second.shape[0]} positions: these measures "
+            "compare position by position, so they need equal lengths.",
+            icon=":material/info:",
+        )
+        return
+    k_max = compare.largest_k(first.shape, matched.shape)
+    k = st.number_input(
+        "Components k",
+        1,
+        k_max,
+        min(compare.K, k_max),
+        key="compare.k",
+        help="Top principal components over positions whose spans are compared.",
+    )
+    try:
+        result = cache.compare(first, matched, k=k, center=center)
+    except ValueError as error:
+        st.error(literal(error), icon=":material/error:")
+        return
+    settings.update(result.settings())
+    measures = result.metrics()
+    columns = st.columns(4)
+    columns[0].metric("linear CKA", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
+    columns[1].metric(
+        "mean principal angle", f"{measures['mean_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
+    )
+    columns[2].metric(
+        "largest principal angle",
+        f"{measures['max_angle_degrees']:.2f}°",
+        help=DEFINITIONS["angles"],
+    )
+    columns[3].metric(
+        "Procrustes error",
+        "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
+        help=DEFINITIONS["procrustes"],
+    )
+    widgets.show_figure(
+        cache.figure(figures.compare.comparison_angles, result),
+        name="compare_angles",
+        settings=settings,
+    )
+    with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
+        if opened:
+            widgets.show_numbers(result.table(), name="compare_measures", settings=settings)
+            widgets.show_numbers(
+                result.angles_table(), name="compare_principal_angles", settings=settings
+            )
+
+
+spectra_tab, offsets_tab, maps_tab, same_tab = widgets.tabs_drawn_when_open(
+    ["Spectra", "Similarity vs offset", "Similarity maps", "CKA, angles, Procrustes"],
+    key="compare.section",
+)
+with spectra_tab:
+    if spectra_tab.open:
+        spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
+        widgets.show_figure(
+            cache.figure(figures.compare.spectra_overlay, spectra),
+            name="compare_spectra",
+            settings=settings,
+        )
+        with widgets.expander_drawn_when_open(
+            "Cumulative explained variance", key="compare.cumulative"
+        ) as opened:
+            if opened:
+                widgets.show_figure(
+                    cache.figure(figures.compare.cumulative_overlay, spectra),
+                    name="compare_cumulative",
+                    settings=settings,
+                )
+        with widgets.expander_drawn_when_open(
+            "Numbers: the spectra's metrics side by side", key="compare.spectra_numbers"
+        ) as opened:
+            if opened:
+                widgets.show_numbers(
+                    compare.metrics_table(spectra["first"], spectra["second"]),
+                    name="compare_metrics",
+                    settings=settings,
+                )
+with offsets_tab:
+    if offsets_tab.open:
+        profiles = {
+            name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
+            for name, table in names.items()
+        }
+        widgets.show_figure(
+            cache.figure(figures.compare.offset_overlay, profiles),
+            name="compare_offsets",
+            settings=settings,
+        )
+with maps_tab:
+    if maps_tab.open:
         maps = {
             name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
             for name, table in {"first": first, "second": matched}.items()
@@ -118,56 +193,6 @@ with widgets.expander_drawn_when_open(
                 f"Above {HEATMAP_SIDE} positions a side each cell is the mean over a block of "
                 "positions (exact block means; the block size is in the title)."
             )
-st.caption(
-    "The maps are the heaviest charts of the page (three images of up to "
-    f"{HEATMAP_SIDE}² cells): they are computed and drawn when opened."
-)
-
-st.header("Same positions: CKA, principal angles, Procrustes", divider=True)
-if not same_length:
-    st.info(
-        f"The tables have {first.shape[0]} and {second.shape[0]} positions: these measures "
-        "compare position by position, so they need equal lengths.",
-        icon=":material/info:",
-    )
-    st.stop()
-k_max = compare.largest_k(first.shape, matched.shape)
-k = st.number_input(
-    "Components k",
-    1,
-    k_max,
-    min(compare.K, k_max),
-    key="compare.k",
-    help="Top principal components over positions whose spans are compared.",
-)
-try:
-    result = cache.compare(first, matched, k=k, center=center)
-except ValueError as error:
-    st.error(literal(error), icon=":material/error:")
-    st.stop()
-settings |= result.settings()
-measures = result.metrics()
-columns = st.columns(4)
-columns[0].metric("linear CKA", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
-columns[1].metric(
-    "mean principal angle", f"{measures['mean_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
-)
-columns[2].metric(
-    "largest principal angle", f"{measures['max_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
-)
-columns[3].metric(
-    "Procrustes error",
-    "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
-    help=DEFINITIONS["procrustes"],
-)
-widgets.show_figure(
-    cache.figure(figures.compare.comparison_angles, result),
-    name="compare_angles",
-    settings=settings,
-)
-with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
-    if opened:
-        widgets.show_numbers(result.table(), name="compare_measures", settings=settings)
-        widgets.show_numbers(
-            result.angles_table(), name="compare_principal_angles", settings=settings
-        )
+with same_tab:
+    if same_tab.open:
+        same_positions()

@@ -137,7 +137,9 @@ def test_similarity_scores_download_is_the_report_table(downloads):
 def test_compare_downloads_are_the_pipeline_results(downloads):
     first = simulate.learned_like(160, 24, seed=5)
     second = simulate.sinusoidal(120, 24)
-    run_page("compare.py", first, second, **{"compare.numbers": True, "posviz.center": True})
+    state = {"compare.numbers": True, "compare.spectra_numbers": True, "posviz.center": True}
+    for section in ("Spectra", "CKA, angles, Procrustes"):  # the tabs with tables
+        run_page("compare.py", first, second, **state, **{"compare.section": section})
     matched = pipeline.resample_length(second, n_positions=first.shape[0])
     result = pipeline.compare(first, matched, center=True)
     expected = {
@@ -147,12 +149,22 @@ def test_compare_downloads_are_the_pipeline_results(downloads):
             pipeline.spectrum(first, center=True), pipeline.spectrum(second, center=True)
         ),
     }
+    settings = {}
     for name, frame in expected.items():
-        page, settings = read_csv(downloads[name])
+        page, settings[name] = read_csv(downloads[name])
         pd.testing.assert_frame_equal(page, as_exported(frame))
-    assert {key: settings[key] for key in result.settings()} == result.settings()
-    assert settings["second_resampled_to"] == first.shape[0]
-    assert settings["second_resampled"] == matched.source  # how: the method and position rule
+    measures = settings["compare_measures.csv"]
+    assert {key: measures[key] for key in result.settings()} == result.settings()
+    shortest = min(first.shape[0], second.shape[0])
+    profile = pipeline.offset_profile(
+        first,
+        center=True,
+        max_offset=posviz.similarity.largest_offset(shortest, compare.MAX_OFFSET),
+    )
+    for stated in settings.values():
+        assert {key: stated[key] for key in profile.settings()} == profile.settings()
+        assert stated["second_resampled_to"] == first.shape[0]
+        assert stated["second_resampled"] == matched.source  # how: the method and position rule
 
 
 # --- resample -------------------------------------------------------------------------------
@@ -198,7 +210,7 @@ def test_boundary_exports_are_the_reports_tables(downloads):
     rows *= 1 + 0.02 * rng.standard_normal((256, 1))
     rows[0] *= 3.0
     table = Embedding.from_array(rows, name="wpe", source="steps.npy")
-    at = run_page("boundaries.py", table)
+    at = run_page("boundaries.py", table, **{"boundaries.section": "Tables"})
     captions = [c.value for c in at.caption]
     page = {name: read_csv(downloads[f"{name}.csv"]) for name in BOUNDARY_EXPORTS}
     section = report.boundaries_section(table)
@@ -230,7 +242,7 @@ def test_probe_export_is_the_reports_probe_table(downloads):
     table = Embedding.from_array(
         np.random.default_rng(0).standard_normal((64, 16)), name="wpe", source="noise.npy"
     )
-    at = run_page("boundaries.py", table, **{"probes.open": True})
+    at = run_page("boundaries.py", table, **{"boundaries.section": "Probes"})
     captions = [c.value for c in at.caption]
     section = report.probes_section(table, seed=probes.SEED)
     frame, settings = read_csv(downloads["probes.csv"])

@@ -6,19 +6,30 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from posviz import boundary, probes, simulate
 from posviz.embedding import Embedding
+from tests.test_pages import smallest
 
 PAGE = str(Path(__file__).parents[1] / "pages/boundaries.py")
 
 
-def run(table: Embedding, *, probes: bool = True) -> AppTest:
+#: The page's sections, as tabs of which only the open one is built.
+SECTIONS = ["Positions", "Tables", "Probes"]
+
+
+def run(table: Embedding, *, section: str | None = None) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=60)
     at.session_state["posviz.table"] = table
-    at.session_state["probes.open"] = probes  # the probes run once their expander is open
+    if section:
+        at.session_state["boundaries.section"] = section
     return at.run()
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
 def test_flags_curves_and_probes_on_a_learned_like_table():
@@ -29,8 +40,7 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
     assert metrics["Flagged positions"] == "2"
     assert at.session_state["posviz.flags"]["sha256"] == table.sha256
     assert at.session_state["posviz.flags"]["positions"] == [0, 255]
-    charts = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
-    curves, predictions = charts
+    (curves,) = charts(at)
     assert "|robust z| > 8 in a window of ±16" in curves["layout"]["title"]["text"]
     assert [t["name"] for t in curves["data"] if t["mode"] == "lines"] == [
         "norm",
@@ -38,6 +48,15 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
         "cos_next",
         "dist_to_mean",
     ]
+    assert any(
+        m.value == "**Flagged** (|robust z| > 8 in a window of ±16 positions): 0, 255"
+        for m in at.markdown
+    )
+    at.session_state["boundaries.section"] = "Probes"
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    (predictions,) = charts(at)
     assert predictions["layout"]["xaxis"]["title"]["text"] == "true position p"
     # The table's absolute probe beats its controls, and the controls are shown beside it.
     mae, spread = map(float, metrics["Absolute MAE (positions)"].split(" ± "))
@@ -51,8 +70,12 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
     assert any("Seed 0; 5-fold cross-validation on all 256 rows" in c.value for c in at.caption)
 
 
-def test_threshold_widget_changes_the_flags():
-    at = run(simulate.learned_like(256, 64, seed=1))
+@pytest.mark.parametrize("section", SECTIONS)
+def test_the_flags_reach_the_similarity_page_whichever_tab_is_open(section):
+    # The Similarity page marks the flagged positions: they are shared on every run, not only
+    # while the chart that shows them is open.
+    at = run(simulate.learned_like(256, 64, seed=1), section=section)
+    assert at.session_state["posviz.flags"]["positions"] == [0, 255]
     at.number_input(key="boundaries.threshold").set_value(2.0).run()
     assert not at.exception
     flagged = at.session_state["posviz.flags"]["positions"]
@@ -84,7 +107,7 @@ def test_a_long_table_is_probed_on_a_stated_subsample():
     at = AppTest.from_file(PAGE, default_timeout=60)
     at.session_state["posviz.table"] = simulate.sinusoidal(3000, 16)
     at.session_state["probes.max_rows"] = 500
-    at.session_state["probes.open"] = True
+    at.session_state["boundaries.section"] = "Probes"
     at.run()
     assert not at.exception
     assert any("a seeded random subsample of 500 of 3,000 rows" in c.value for c in at.caption)
@@ -96,21 +119,51 @@ def test_a_long_table_is_probed_on_a_stated_subsample():
     assert "inner cross-validation" in protocol[0]
 
 
-def test_the_probes_wait_until_their_expander_is_opened(monkeypatch):
+@pytest.mark.parametrize("section", ["Positions", "Tables"])
+def test_the_probes_wait_until_their_tab_is_opened(monkeypatch, section):
     def refuse(*args, **kwargs):
         msg = "probes ran before they were asked for"
         raise AssertionError(msg)
 
     monkeypatch.setattr(probes, "probe_with_controls", refuse)
-    at = run(simulate.learned_like(64, 16, seed=0), probes=False)
+    at = run(simulate.learned_like(64, 16, seed=0), section=section)
     assert not at.exception, at.exception
     assert "Absolute MAE (positions)" not in [m.label for m in at.metric]
-    assert len(at.get("plotly_chart")) == 1  # the curves; no prediction chart
-    assert any("run when opened" in c.value for c in at.caption)
+    assert all("true position p" not in json.dumps(chart["layout"]) for chart in charts(at))
+    assert [tab.label for tab in at.tabs] == SECTIONS
+
+
+def test_a_closed_tab_builds_nothing_and_opening_it_shows_it():
+    at = run(simulate.learned_like(128, 32, seed=0))
+    assert not at.exception
+    assert len(charts(at)) == 1  # the position statistics
+    assert not at.dataframe  # the tables are in their own tab
+    at.session_state["boundaries.section"] = "Tables"
+    at.run()
+    assert not at.exception
+    assert not charts(at)
+    assert [h.value for h in at.subheader] == [
+        "Flagged positions",
+        "Change points",
+        "Near the boundaries",
+    ]
+    assert len(at.dataframe) == 3
+    assert any(c.value.startswith("Binary segmentation") for c in at.caption)
+
+
+@pytest.mark.parametrize(("section", "tables", "plots"), [("Tables", 3, 0), ("Probes", 1, 1)])
+def test_a_link_opens_its_tab(section, tables, plots):
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.session_state["posviz.table"] = simulate.learned_like(64, 16, seed=0)
+    at.query_params["boundaries.section"] = section
+    at.run()
+    assert not at.exception
+    assert (len(at.dataframe), len(charts(at))) == (tables, plots)
+    assert at.query_params["boundaries.section"] == section
 
 
 def test_widgets_start_at_the_cores_defaults_fitted_to_the_table():
-    at = run(simulate.learned_like(20, 8, seed=0))
+    at = run(simulate.learned_like(20, 8, seed=0), section="Probes")
     assert not at.exception
     values = {key: at.number_input(key=f"boundaries.{key}").value for key in ("window", "edge")}
     assert values == {"window": 10, "edge": boundary.BOUNDARY_K}  # window: half the table
@@ -123,3 +176,12 @@ def test_widgets_start_at_the_cores_defaults_fitted_to_the_table():
     assert at.number_input(key="probes.n_pairs").value == probes.N_PAIRS
     assert at.number_input(key="probes.repeats").value == probes.REPEATS
     assert at.selectbox(key="probes.protocol").value == probes.PROTOCOL
+
+
+@pytest.mark.parametrize("kind", ["random", "constant", "grid"])
+@pytest.mark.parametrize("section", SECTIONS[1:])
+def test_every_tab_runs_on_the_smallest_table(section, kind):
+    # test_pages runs the tab open at first; issue 20's short tables reach the others here.
+    at = run(smallest(kind), section=section)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]

@@ -262,7 +262,7 @@ def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
     drawn = page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
     for name, opener, hint in (
         ("Similarity", "Exact window: every pair of a range of positions", "Open the exact window"),
-        ("Compare", "Similarity maps: first, second and their difference", "drawn when opened"),
+        ("Compare", "Cumulative explained variance", "Similarity maps"),
     ):
         go_to(page, name)
         shown = charts_drawn(page)
@@ -312,3 +312,26 @@ def test_components_and_resample_draw_the_open_tab_and_keep_the_rest_one_click_a
     expect(main.locator(".gtitle").first).to_contain_text("Cumulative")
     no_exception(page)
     screenshot(page, "resample-cumulative")
+
+
+def test_a_tab_draws_its_section_only_when_open_and_a_link_keeps_it(page: Page, server_url: str):
+    open_page(page, server_url)
+    main = page.get_by_test_id("stMain")
+    drawn = main.locator("[data-testid=stPlotlyChart] .js-plotly-plot")
+    tables = main.get_by_test_id("stDataFrame")
+    go_to(page, "probes")  # Boundaries & probes: its Positions tab
+    expect(drawn).to_have_count(1, timeout=60_000)
+    expect(tables).to_have_count(0)
+    page.get_by_role("tab", name="Tables").click()
+    wait_idle(page)
+    expect(tables).to_have_count(3, timeout=60_000)
+    expect(drawn).to_have_count(0)
+    assert "boundaries.section=Tables" in page.url
+    no_exception(page)
+    screenshot(page, "boundaries-tables")
+    open_page(page, f"{server_url}/compare?compare.section={quote('Similarity maps')}")
+    expect(page.get_by_role("tab", name="Similarity maps", selected=True)).to_be_visible()
+    expect(drawn).to_have_count(1, timeout=60_000)
+    expect(main).to_contain_text("cosine similarity between positions")
+    no_exception(page)
+    screenshot(page, "compare-maps")
