@@ -131,10 +131,20 @@ count.metric(
 
 # --- probes ---------------------------------------------------------------------------------
 def show_probes(table: Embedding) -> None:
-    """The probes' settings, numbers, chart and exports."""
+    """The probes' settings, numbers, chart and exports.
+
+    Their settings keep their values while another tab is open (persist_state="page"):
+    Streamlit forgets the widgets a run does not draw.
+    """
     columns = st.columns(5)
     seed = columns[0].number_input(
-        "Seed", 0, 2**31 - 1, probes.SEED, key="probes.seed", bind="query-params"
+        "Seed",
+        0,
+        2**31 - 1,
+        probes.SEED,
+        key="probes.seed",
+        bind="query-params",
+        persist_state="page",
     )
     max_rows = columns[1].number_input(
         "Rows probed at most",
@@ -143,10 +153,17 @@ def show_probes(table: Embedding) -> None:
         probes.MAX_ROWS,
         step=256,
         key="probes.max_rows",
+        persist_state="page",
         help="Longer tables are probed on a seeded random subsample of rows (stated below).",
     )
     n_pairs = columns[2].number_input(
-        "Training pairs per fold", 100, 20000, probes.N_PAIRS, step=100, key="probes.n_pairs"
+        "Training pairs per fold",
+        100,
+        20000,
+        probes.N_PAIRS,
+        step=100,
+        key="probes.n_pairs",
+        persist_state="page",
     )
     repeats = columns[3].number_input(
         "Repeated splits",
@@ -154,6 +171,7 @@ def show_probes(table: Embedding) -> None:
         10,
         probes.REPEATS,
         key="probes.repeats",
+        persist_state="page",
         help="The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); "
         "± is the sd over all their folds. Each split costs one eigendecomposition per fold.",
     )
@@ -162,6 +180,7 @@ def show_probes(table: Embedding) -> None:
         list(probes.PROTOCOLS),
         index=list(probes.PROTOCOLS).index(probes.PROTOCOL),
         key="probes.protocol",
+        persist_state="page",
         help=" ".join(f"{name}: {text}." for name, text in probes.PROTOCOLS.items()),
     )
     report = cache.probe_with_controls(

@@ -185,3 +185,20 @@ def test_every_tab_runs_on_the_smallest_table(section, kind):
     at = run(smallest(kind), section=section)
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
+
+
+def test_the_probe_settings_keep_their_values_while_another_tab_is_open():
+    at = run(simulate.learned_like(64, 16, seed=0))
+    at.session_state["boundaries.section"] = "Probes"
+    at.run()
+    at.number_input(key="probes.max_rows").set_value(40)
+    at.selectbox(key="probes.protocol").set_value("linear")
+    at.run()
+    for section in ("Tables", "Tables", "Probes"):  # twice: AppTest resends the last tree
+        at.session_state["boundaries.section"] = section
+        at.run()
+        assert not at.exception, at.exception
+        assert [tab.label for tab in at.tabs if tab.children] == [section]
+    assert at.number_input(key="probes.max_rows").value == 40
+    assert at.selectbox(key="probes.protocol").value == "linear"
+    assert any("subsample of 40 of 64 rows" in c.value for c in at.caption)
