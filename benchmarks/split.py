@@ -8,8 +8,8 @@ table, caches cleared before each page): for every chart the page draws, the tim
 figure (`posviz.ui.cache.figure` on a cold cache), the time `st.plotly_chart` takes (plotly's
 validation and `plotly.io.to_json`, every rerun), the figure cache's key on a warm rerun (a
 digest of the pickled results), and the exact figure JSON Streamlit puts on the wire. Charts
-hidden until asked for (the 3-D path, the exact similarity window, the probes) are measured
-too, opened by their toggle or expander, and marked "hidden".
+hidden until asked for (closed tabs, the 3-D path, the exact similarity window, the probes)
+are measured too, opened by their tab, toggle or expander, and marked with what opened them.
 
 What the JSON holds: traces (WebGL ones apart), values drawn, heatmap cells, and its bytes by
 kind: float64 and float32 typed arrays (plotly's base64 `bdata`), plain JSON number lists,
@@ -77,14 +77,38 @@ TITLES = {
     "compare": "Compare",
     "resample": "Resample",
 }
-#: Per page: the view a visitor gets, then (label, widget kind, key) for each hidden chart.
-PAGES: dict[str, list[tuple[str, str, str]]] = {
-    "spectrum": [],
-    "similarity": [("exact window", "expander", "similarity.zoom")],
-    "components": [("3-D path", "toggle", "components.show_3d")],
-    "boundaries": [("probes", "expander", "probes.open")],
-    "compare": [("similarity maps", "expander", "compare.maps")],
-    "resample": [],
+#: Per page: the view a visitor gets, then the steps that show each hidden chart: a label and
+#: the session state that opens it (a tab's key holds its label, an expander's or a toggle's
+#: key its open state). Steps accumulate, in order.
+PAGES: dict[str, list[tuple[str, dict[str, object]]]] = {
+    "spectrum": [
+        ("Explained variance tab", {"spectrum.section": "Explained variance"}),
+        ("Reconstruction error tab", {"spectrum.section": "Reconstruction error"}),
+    ],
+    "similarity": [
+        ("exact cells", {"similarity.exact": True}),
+        ("exact window", {"similarity.zoom": True}),
+        ("Similarity vs offset tab", {"similarity.section": "Similarity vs offset"}),
+        ("One position vs all tab", {"similarity.section": "One position vs all"}),
+    ],
+    "components": [
+        ("Path tab", {"components.section": "Path"}),
+        ("3-D path", {"components.show_3d": True}),
+        ("Sinusoid fits tab", {"components.section": "Sinusoid fits"}),
+        ("periodogram", {"components.periodogram": True}),
+        ("Sinusoid span tab", {"components.section": "Sinusoid span"}),
+    ],
+    "boundaries": [("Probes tab", {"boundaries.section": "Probes"})],
+    "compare": [
+        ("cumulative", {"compare.cumulative": True}),
+        ("Similarity vs offset tab", {"compare.section": "Similarity vs offset"}),
+        ("Similarity maps tab", {"compare.section": "Similarity maps"}),
+        ("CKA, angles, Procrustes tab", {"compare.section": "CKA, angles, Procrustes"}),
+    ],
+    "resample": [
+        ("Cumulative tab", {"resample.spectrum": "Cumulative"}),
+        ("Similarity tab", {"resample.section": "Similarity"}),
+    ],
 }
 
 #: Counts WebGL contexts a drawing opens (one per canvas).
@@ -168,11 +192,9 @@ def server_side(charts: Charts, page: str) -> dict[str, str]:
     at.run()
     shown = dict.fromkeys(charts.chart, "shown")
     at.run()  # warm: cached results and figures; `st.plotly_chart` still serialises
-    for label, kind, key in PAGES[page]:
-        if kind == "toggle":
-            at.toggle(key=key).set_value(True)
-        else:
-            at.session_state[key] = True  # an expander's open state is kept under its key
+    for label, state in PAGES[page]:
+        for key, value in state.items():
+            at.session_state[key] = value
         at.run()
         at.run()
         shown |= {name: label for name in charts.chart if name not in shown}
