@@ -48,6 +48,12 @@ with right:
 flags = state.flags(table)
 
 
+def picture_note(cells: int) -> None:
+    """Say so under a map drawn as a picture."""
+    if cells > figures.similarity.PICTURE_CELLS:
+        st.caption(figures.similarity.PICTURE_NOTE)
+
+
 @st.fragment
 def zoom_window() -> None:
     """A fragment: moving the window redraws only its heatmap."""
@@ -65,6 +71,7 @@ def zoom_window() -> None:
         name="similarity_zoom",
         settings=export.export_settings(table, **window.settings()),
     )
+    picture_note(window.values.size)
 
 
 @st.fragment
@@ -110,6 +117,7 @@ with pairs:
             name="similarity_heatmap",
             settings=export.export_settings(table, **overview.settings()),
         )
+        picture_note(overview.values.size)
         if metric == "euclidean":
             st.caption(
                 "Distances come from |a|² + |b|² − 2⟨a, b⟩ in float64: within ~1e-7 of the row "
@@ -231,6 +239,7 @@ with grids:
                 name="grid_tiles",
                 settings=grid_settings,
             )
+            picture_note(figures.similarity.grid_mosaic(patches)[0].size)
             with widgets.expander_drawn_when_open(
                 "Mean cosine vs patch offset along rows and columns",
                 key="similarity.grid_profiles",

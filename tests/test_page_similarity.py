@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import simulate
+from posviz import figures, simulate
 
 PAGE = str(Path(__file__).parents[1] / "pages/similarity.py")
 
@@ -64,6 +64,11 @@ def test_default_table_shows_the_overview_and_the_other_sections_as_tabs():
     # 1024 positions > 800 a side: a 2 x 2 block overview; the exact window waits to be opened.
     assert list(charts(at)) == ["similarity_heatmap"]
     assert "2 x 2 block" in titles(at)[0]
+    # 512 x 512 cells: a picture of their colours, the exact cells one legend click away.
+    picture, exact = charts(at)["similarity_heatmap"]["data"]
+    assert (picture["type"], exact["type"], exact["visible"]) == ("image", "heatmap", "legendonly")
+    assert exact["z"]["shape"].replace(" ", "") == "512,512"
+    assert figures.similarity.PICTURE_NOTE in [c.value for c in at.caption]
     assert "Exact window: every pair of a range of positions" in [e.label for e in at.expander]
     assert any("2 x 2 block of positions" in c.value for c in at.caption)
     assert not at.metric  # the scores belong to the offset tab
@@ -133,7 +138,8 @@ def test_sinusoid_is_translation_invariant_with_the_formula_profile():
     at = run(simulate.sinusoidal(512, 768), **{"posviz.center": False})
     assert not at.exception
     heatmap = charts(at)["similarity_heatmap"]
-    assert heatmap["data"][0]["z"]["shape"].replace(" ", "") == "512,512"
+    exact = next(t for t in heatmap["data"] if t["type"] == "heatmap")
+    assert exact["z"]["shape"].replace(" ", "") == "512,512"
     assert heatmap["layout"]["xaxis"]["title"]["text"] == "position j"
     at.session_state["similarity.section"] = OFFSETS
     at.run()
@@ -187,7 +193,10 @@ def test_euclidean_and_flags():
     at.radio(key="similarity.metric").set_value("euclidean").run()
     assert not at.exception
     heatmap = charts(at)["similarity_heatmap"]
-    assert heatmap["data"][0]["colorbar"]["title"]["text"] == "euclidean"
+    assert heatmap["layout"]["coloraxis"]["colorbar"]["title"]["text"] == "euclidean"
+    # 300 x 300 cells: a picture, said so under it.
+    assert [t["type"] for t in heatmap["data"][:2]] == ["image", "heatmap"]
+    assert figures.similarity.PICTURE_NOTE in [c.value for c in at.caption]
     marks = [t for t in heatmap["data"] if t.get("name") == "flagged positions"]
     assert len(marks) == 2
     at.session_state["similarity.section"] = OFFSETS
@@ -211,3 +220,12 @@ def test_flags_made_on_another_table_are_not_drawn():
     assert not at.exception
     heatmap = charts(at)["similarity_heatmap"]
     assert not [t for t in heatmap["data"] if t.get("name") == "flagged positions"]
+
+
+def test_a_map_of_few_cells_is_an_exact_heatmap_without_the_picture_note():
+    at = run(simulate.learned_like(200, 32))
+    assert not at.exception
+    (heatmap,) = charts(at)["similarity_heatmap"]["data"]
+    assert heatmap["type"] == "heatmap"
+    assert heatmap.get("visible", True) is True
+    assert figures.similarity.PICTURE_NOTE not in [c.value for c in at.caption]

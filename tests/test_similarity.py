@@ -215,9 +215,11 @@ def test_heatmap_figure(learned):
     fig = figures.similarity.similarity_heatmap(m, highlight=[0, 150, 5000])
     heat = fig.data[0]
     assert heat.type == "heatmap"
+    assert heat.visible is True  # 10,000 cells: drawn as a heatmap, no picture
     assert heat.z.shape == (100, 100)
     assert heat.z.dtype == np.float32
-    assert heat.zmid == 0
+    largest = np.abs(m.values).max()  # the diverging scale is centred at 0
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (-largest, largest)
     assert fig.layout.xaxis.title.text == "position j"
     assert fig.layout.yaxis.title.text == "position i"
     assert fig.layout.title.text.endswith("(rows mean-centred; means of 3 x 3 blocks)")
