@@ -85,7 +85,9 @@ def visit_every_page(page: Page, tag: str) -> dict[str, int]:
 
 def test_opens_on_charts_of_a_simulated_table(page: Page, server_url: str):
     open_page(page, server_url)
-    assert charts_drawn(page) >= 3
+    assert charts_drawn(page) >= 1
+    for tab in ("Singular values", "Explained variance", "Reconstruction error"):
+        expect(page.get_by_role("tab", name=tab)).to_be_visible()
     no_exception(page)
     assert "learned_like" in sidebar_card(page)
     expect(page.get_by_test_id("stMetric").first).to_be_visible()
@@ -273,3 +275,55 @@ def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
         expect(drawn).to_have_count(shown + 1, timeout=60_000)
         no_exception(page)
         screenshot(page, f"opened-{name.lower()}")
+
+
+def main_charts(page: Page) -> Locator:
+    return page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
+
+
+def open_tab(page: Page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+    wait_idle(page)
+
+
+def test_sections_are_tabs_drawn_when_opened_and_kept_in_the_url(page: Page, server_url: str):
+    open_page(page, server_url)
+    chart = main_charts(page)
+    expect(chart).to_have_count(1)
+    expect(chart).to_contain_text("Singular values")
+    open_tab(page, "Explained variance")
+    expect(chart).to_have_count(1)
+    expect(chart).to_contain_text("Cumulative explained variance")
+    assert "spectrum.section=Explained" in page.url
+    go_to(page, "Similarity")
+    expect(chart).to_have_count(1)
+    expect(page.get_by_test_id("stMetric")).to_have_count(0)
+    open_tab(page, "Similarity vs offset")
+    expect(chart).to_contain_text("positions k apart")
+    expect(page.get_by_test_id("stMetric")).to_have_count(6)  # the scores, with their profile
+    no_exception(page)
+    # A link opens its tab; the position slider (a fragment) still redraws its chart there.
+    open_page(page, f"{server_url}/similarity?similarity.section=One+position+vs+all")
+    expect(chart).to_contain_text("of position 512 to every position")
+    page.get_by_role("slider").focus()
+    page.keyboard.press("ArrowRight")
+    wait_idle(page)
+    expect(chart).to_contain_text("of position 513 to every position")
+    no_exception(page)
+    screenshot(page, "similarity-one-position")
+
+
+def test_the_overview_picture_draws_its_exact_cells_on_a_legend_click(page: Page, server_url: str):
+    open_page(page, f"{server_url}/similarity")
+    heatmap = page.get_by_test_id("stPlotlyChart").first
+    heatmap.locator(".main-svg").first.wait_for()
+    expect(page.get_by_test_id("stMain")).to_contain_text("drawn as a picture")
+    area = heatmap.locator(".nsewdrag").first
+    area.hover()
+    expect(heatmap.locator(".hoverlayer")).to_contain_text("exact values on hover")
+    heatmap.locator(".legend .traces").filter(has_text="exact values on hover").click()
+    expect(heatmap.locator(".hm")).to_have_count(1)  # the heatmap's cells are drawn
+    page.mouse.move(0, 0)
+    area.hover()
+    expect(heatmap.locator(".hoverlayer")).to_contain_text(re.compile(r"cosine=-?\d\.\d{4}"))
+    screenshot(page, "similarity-exact-cells")
