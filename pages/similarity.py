@@ -48,10 +48,18 @@ with right:
 flags = state.flags(table)
 
 
-def picture_note(cells: int) -> None:
-    """Say so under a map drawn as a picture."""
-    if cells > figures.similarity.PICTURE_CELLS:
-        st.caption(figures.similarity.PICTURE_NOTE)
+def as_picture(cells: int, *, key: str) -> bool:
+    """Whether a map of `cells` cells is drawn as a picture of their colours: above
+    figures.similarity.PICTURE_CELLS, unless the user asks for the cells themselves."""
+    if cells <= figures.similarity.PICTURE_CELLS:
+        return False
+    return not st.toggle(
+        "Exact values on hover",
+        key=key,
+        help=f"Draw the {cells:,} cells themselves (float32) instead of a picture of their "
+        "colours: hover gives each value and the figure's downloads hold them; the browser "
+        "takes several times longer to draw them.",
+    )
 
 
 @st.fragment
@@ -71,7 +79,6 @@ def zoom_window() -> None:
         name="similarity_zoom",
         settings=export.export_settings(table, **window.settings()),
     )
-    picture_note(window.values.size)
 
 
 @st.fragment
@@ -112,12 +119,16 @@ pairs, offsets, one, grids = widgets.tabs_drawn_when_open(
 with pairs:
     if pairs.open:
         overview = cache.similarity_map(table, metric=metric, center=center)
+        picture = as_picture(overview.values.size, key="similarity.exact_cells")
         widgets.show_figure(
-            cache.figure(figures.similarity.similarity_heatmap, overview, highlight=flags),
+            cache.figure(
+                figures.similarity.similarity_heatmap, overview, highlight=flags, picture=picture
+            ),
             name="similarity_heatmap",
             settings=export.export_settings(table, **overview.settings()),
         )
-        picture_note(overview.values.size)
+        if picture:
+            st.caption(figures.similarity.PICTURE_NOTE)
         if metric == "euclidean":
             st.caption(
                 "Distances come from |a|² + |b|² − 2⟨a, b⟩ in float64: within ~1e-7 of the row "
@@ -234,12 +245,15 @@ with grids:
                     f"spaced patches (of {grid[0]} x {grid[1]}): at most {similarity.MAX_TILES} a "
                     f"side, and at most {MAX_SIDE} cells a side."
                 )
+            cells = figures.similarity.grid_mosaic(patches)[0].size
+            picture = as_picture(cells, key="similarity.grid_exact_cells")
             widgets.show_figure(
-                cache.figure(figures.similarity.grid_tiles, patches),
+                cache.figure(figures.similarity.grid_tiles, patches, picture=picture),
                 name="grid_tiles",
                 settings=grid_settings,
             )
-            picture_note(figures.similarity.grid_mosaic(patches)[0].size)
+            if picture:
+                st.caption(figures.similarity.PICTURE_NOTE)
             with widgets.expander_drawn_when_open(
                 "Mean cosine vs patch offset along rows and columns",
                 key="similarity.grid_profiles",

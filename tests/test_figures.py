@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from posviz import figures
-from posviz.figures.similarity import EXACT_CELLS, PICTURE_CELLS
+from posviz.figures.similarity import PICTURE_CELLS
 from posviz.similarity import grid_similarity, similarity_map
 from posviz.simulate import learned_like, sinusoidal_table
 from posviz.spectrum import THRESHOLDS, spectrum
@@ -106,21 +106,24 @@ CHECKED = np.random.default_rng(0).integers(0, 515, size=(2000, 2))
 
 
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
-def test_a_large_map_is_a_picture_of_its_colours_with_the_exact_cells_one_click_away(metric):
+def test_a_large_map_asked_as_a_picture_is_the_colours_its_heatmap_paints(metric):
     m = similarity_map(learned_like(1030, 32, seed=0).values, metric=metric, center=True)
     assert m.values.size > PICTURE_CELLS  # 515 x 515 block means, the last block shorter
-    fig = figures.similarity.similarity_heatmap(m, highlight=[3])
-    picture, exact = fig.data[:2]
-    assert (picture.type, exact.type) == ("image", "heatmap")
-    # The exact cells travel with it, hidden until their legend entry is clicked.
-    assert (exact.visible, exact.showlegend, exact.name) == ("legendonly", True, EXACT_CELLS)
-    np.testing.assert_array_equal(exact.z, m.values.astype(np.float32))
-    assert "%{z:.4f}" in exact.hovertemplate
+    exact = figures.similarity.similarity_heatmap(m, highlight=[3])
+    fig = figures.similarity.similarity_heatmap(m, highlight=[3], picture=True)
+    # By default the cells themselves, float32; asked, a picture and no cell values at all.
+    assert exact.data[0].type == "heatmap"
+    np.testing.assert_array_equal(exact.data[0].z, m.values.astype(np.float32))
+    picture, colour_bar = fig.data[:2]
+    assert (picture.type, colour_bar.type) == ("image", "scatter")
+    assert "heatmap" not in [t.type for t in fig.data]
     assert "%{z" not in picture.hovertemplate
-    assert EXACT_CELLS in picture.hovertemplate
-    # Both on one colour axis: a similarity centred at 0, a distance from its min to its max.
+    assert "Exact values on hover" in picture.hovertemplate
+    assert len(fig.to_json()) < len(exact.to_json()) / 2  # smooth maps compress further
+    # One colour axis for both: a similarity centred at 0, a distance from its min to its max.
     axis = fig.layout.coloraxis
-    assert exact.coloraxis == "coloraxis"
+    assert axis == exact.layout.coloraxis
+    assert colour_bar.marker.coloraxis == "coloraxis"
     if metric == "cosine":
         largest = np.abs(m.values).max()
         assert (axis.cmin, axis.cmax) == (-largest, largest)
@@ -141,19 +144,19 @@ def test_a_large_map_is_a_picture_of_its_colours_with_the_exact_cells_one_click_
     assert [t.name for t in fig.data[2:]] == ["flagged positions"] * 2
 
 
-def test_a_map_of_at_most_picture_cells_is_a_heatmap():
+def test_a_map_of_at_most_picture_cells_is_always_a_heatmap():
     m = similarity_map(learned_like(256, 16, seed=0).values)
     assert m.values.size == PICTURE_CELLS
-    fig = figures.similarity.similarity_heatmap(m)
-    assert [(t.type, t.visible) for t in fig.data] == [("heatmap", True)]
-    assert not fig.data[0].showlegend
+    fig = figures.similarity.similarity_heatmap(m, picture=True)
+    assert [t.type for t in fig.data] == ["heatmap"]
 
 
-def test_a_large_mosaic_is_a_picture_with_its_gaps_transparent():
+def test_a_large_mosaic_asked_as_a_picture_has_its_gaps_transparent():
     g = grid_similarity(learned_like(24 * 24, 16, seed=0).values, grid=(24, 24))
     mosaic, _ = figures.similarity.grid_mosaic(g)
     assert mosaic.size > PICTURE_CELLS
-    picture, exact = figures.similarity.grid_tiles(g).data
+    assert [t.type for t in figures.similarity.grid_tiles(g).data] == ["heatmap"]
+    picture, _ = figures.similarity.grid_tiles(g, picture=True).data
     pixels = decoded(picture.source)
     gaps = np.isnan(mosaic)
     assert gaps.any()
@@ -162,5 +165,3 @@ def test_a_large_mosaic_is_a_picture_with_its_gaps_transparent():
     cells = np.flatnonzero(~gaps)[::50]
     expected = painted(mosaic.ravel()[cells], "RdBu_r", -1.0, 1.0)
     assert np.abs(pixels[..., :3].reshape(-1, 3)[cells] - expected).max() <= 1
-    np.testing.assert_array_equal(exact.z, mosaic.astype(np.float32))
-    assert exact.visible == "legendonly"

@@ -64,11 +64,14 @@ def test_default_table_shows_the_overview_and_the_other_sections_as_tabs():
     # 1024 positions > 800 a side: a 2 x 2 block overview; the exact window waits to be opened.
     assert list(charts(at)) == ["similarity_heatmap"]
     assert "2 x 2 block" in titles(at)[0]
-    # 512 x 512 cells: a picture of their colours, the exact cells one legend click away.
-    picture, exact = charts(at)["similarity_heatmap"]["data"]
-    assert (picture["type"], exact["type"], exact["visible"]) == ("image", "heatmap", "legendonly")
-    assert exact["z"]["shape"].replace(" ", "") == "512,512"
+    # 512 x 512 cells: a picture of their colours, the cells themselves one toggle away.
+    assert [t["type"] for t in charts(at)["similarity_heatmap"]["data"]] == ["image", "scatter"]
     assert figures.similarity.PICTURE_NOTE in [c.value for c in at.caption]
+    at.toggle(key="similarity.exact_cells").set_value(True).run()
+    assert not at.exception
+    (exact,) = charts(at)["similarity_heatmap"]["data"]
+    assert exact["z"]["shape"].replace(" ", "") == "512,512"
+    assert figures.similarity.PICTURE_NOTE not in [c.value for c in at.caption]
     assert "Exact window: every pair of a range of positions" in [e.label for e in at.expander]
     assert any("2 x 2 block of positions" in c.value for c in at.caption)
     assert not at.metric  # the scores belong to the offset tab
@@ -137,9 +140,9 @@ def test_the_exact_window_is_drawn_once_opened():
 def test_sinusoid_is_translation_invariant_with_the_formula_profile():
     at = run(simulate.sinusoidal(512, 768), **{"posviz.center": False})
     assert not at.exception
+    at.toggle(key="similarity.exact_cells").set_value(True).run()
     heatmap = charts(at)["similarity_heatmap"]
-    exact = next(t for t in heatmap["data"] if t["type"] == "heatmap")
-    assert exact["z"]["shape"].replace(" ", "") == "512,512"
+    assert heatmap["data"][0]["z"]["shape"].replace(" ", "") == "512,512"
     assert heatmap["layout"]["xaxis"]["title"]["text"] == "position j"
     at.session_state["similarity.section"] = OFFSETS
     at.run()
@@ -195,7 +198,7 @@ def test_euclidean_and_flags():
     heatmap = charts(at)["similarity_heatmap"]
     assert heatmap["layout"]["coloraxis"]["colorbar"]["title"]["text"] == "euclidean"
     # 300 x 300 cells: a picture, said so under it.
-    assert [t["type"] for t in heatmap["data"][:2]] == ["image", "heatmap"]
+    assert [t["type"] for t in heatmap["data"][:2]] == ["image", "scatter"]
     assert figures.similarity.PICTURE_NOTE in [c.value for c in at.caption]
     marks = [t for t in heatmap["data"] if t.get("name") == "flagged positions"]
     assert len(marks) == 2
@@ -222,10 +225,21 @@ def test_flags_made_on_another_table_are_not_drawn():
     assert not [t for t in heatmap["data"] if t.get("name") == "flagged positions"]
 
 
-def test_a_map_of_few_cells_is_an_exact_heatmap_without_the_picture_note():
+def test_a_map_of_few_cells_is_a_heatmap_without_the_picture_note_or_toggle():
     at = run(simulate.learned_like(200, 32))
     assert not at.exception
     (heatmap,) = charts(at)["similarity_heatmap"]["data"]
     assert heatmap["type"] == "heatmap"
-    assert heatmap.get("visible", True) is True
     assert figures.similarity.PICTURE_NOTE not in [c.value for c in at.caption]
+    assert "Exact values on hover" not in [t.label for t in at.toggle]
+
+
+def test_a_large_mosaic_is_a_picture_until_its_cells_are_asked_for():
+    at = run(simulate.vit_grid(24, 24, 16), section=GRID)  # 599 x 599 mosaic cells
+    assert not at.exception
+    assert charts(at)["grid_tiles"]["data"][0]["type"] == "image"
+    assert figures.similarity.PICTURE_NOTE in [c.value for c in at.caption]
+    at.toggle(key="similarity.grid_exact_cells").set_value(True).run()
+    assert not at.exception
+    (mosaic,) = charts(at)["grid_tiles"]["data"]
+    assert mosaic["z"]["shape"].replace(" ", "") == "599,599"

@@ -215,7 +215,6 @@ def test_heatmap_figure(learned):
     fig = figures.similarity.similarity_heatmap(m, highlight=[0, 150, 5000])
     heat = fig.data[0]
     assert heat.type == "heatmap"
-    assert heat.visible is True  # 10,000 cells: drawn as a heatmap, no picture
     assert heat.z.shape == (100, 100)
     assert heat.z.dtype == np.float32
     largest = np.abs(m.values).max()  # the diverging scale is centred at 0

@@ -12,27 +12,25 @@ from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, center_la
 from posviz.similarity import GridSimilarity, OffsetProfile, OffsetScores, SimilarityMap
 
 _MEASURES = {"cosine": "cosine similarity", "dot": "dot product", "euclidean": "Euclidean distance"}
-#: Maps with more cells than this are sent as a picture: a PNG of the colours the heatmap would
-#: paint, drawn several times faster (benchmarks/split.py), a fifth of the bytes. The exact
-#: cells come with it as a heatmap hidden in the legend: a click draws it, for hover values.
+#: Maps with more cells than this may be sent as a picture (``picture=True``): a PNG of the
+#: colours their heatmap paints, a sixth of the bytes, which the app draws several times
+#: faster (benchmarks/split.py, the Similarity page); its hover has positions, not values.
 PICTURE_CELLS = 256 * 256
-#: The legend entry that draws the exact cells over a picture.
-EXACT_CELLS = "exact values on hover"
 #: What a picture's hover says instead of a value.
-PICTURE_HOVER = f"value: click “{EXACT_CELLS}” in the legend"
+PICTURE_HOVER = "value: not in a picture (turn on “Exact values on hover”)"
 #: What a page says under a map drawn as a picture.
 PICTURE_NOTE = (
     f"More than {PICTURE_CELLS:,} cells: drawn as a picture of the colours their heatmap "
-    "paints (8 bits a channel), which the browser draws several times faster. The exact "
-    f"values come with it: click “{EXACT_CELLS}” in the legend to draw them and read them on "
-    "hover; the figure's HTML download holds them too."
+    "paints (8 bits a channel), which the browser draws several times faster; hovering it "
+    "gives positions, not values. Turn on “Exact values on hover” to draw the cells "
+    "themselves: hover values, and a figure download that holds them."
 )
 
 
 def _picture(values: np.ndarray, colorscale: str, cmin: float, cmax: float) -> str:
     """`values` as a PNG data URI of the colours a heatmap paints: the colour scale linearly
     interpolated in RGB at each value (as plotly.js does), rounded to 8 bits; NaN transparent."""
-    import plotly.express as px  # its import is paid on the first large map only
+    import plotly.express as px  # its import is paid on the first picture only
 
     scale = plotly.colors.get_colorscale(colorscale)
     stops = [stop for stop, _ in scale]
@@ -56,14 +54,14 @@ def _add_cells(
     label: str,
     name: str,
     hovertemplate: str,
+    picture: bool,
     picture_hover: str,
     x: np.ndarray | None = None,
     y: np.ndarray | None = None,
     step: float = 1.0,
 ) -> None:
     """`values` in `colours` (colour scale, min, max; colour bar titled `label`): a heatmap of
-    their float32 cells or, above PICTURE_CELLS, a picture of them with that heatmap one legend
-    click away.
+    their float32 cells or, with `picture` and above PICTURE_CELLS, a picture of them.
 
     `x`, `y`: cell centres, `step` apart; by default cell indices.
     """
@@ -76,28 +74,35 @@ def _add_cells(
             "colorbar": {"title": {"text": label}},
         }
     )
-    picture = values.size > PICTURE_CELLS
-    if picture:
-        fig.add_image(
-            source=_picture(values, colorscale, cmin, cmax),
-            x0=0 if x is None else float(x[0]),
-            y0=0 if y is None else float(y[0]),
-            dx=step,
-            dy=step,
+    if not (picture and values.size > PICTURE_CELLS):
+        fig.add_heatmap(
+            x=None if x is None else f32(x),
+            y=None if y is None else f32(y),
+            z=f32(values),
+            zsmooth=PIXEL_CELLS,
+            coloraxis="coloraxis",
+            hovertemplate=hovertemplate + "<extra></extra>",
+            hoverongaps=False,
             name=name,
-            hovertemplate=picture_hover + "<extra></extra>",
         )
-    fig.add_heatmap(
-        x=None if x is None else f32(x),
-        y=None if y is None else f32(y),
-        z=f32(values),
-        zsmooth=PIXEL_CELLS,
-        coloraxis="coloraxis",
-        hovertemplate=hovertemplate + "<extra></extra>",
-        hoverongaps=False,
-        name=EXACT_CELLS if picture else name,
-        visible="legendonly" if picture else True,
-        showlegend=picture,
+        return
+    fig.add_image(
+        source=_picture(values, colorscale, cmin, cmax),
+        x0=0 if x is None else float(x[0]),
+        y0=0 if y is None else float(y[0]),
+        dx=step,
+        dy=step,
+        name=name,
+        hovertemplate=picture_hover + "<extra></extra>",
+    )
+    # An image has no colour bar: a trace with no points draws the colour axis's.
+    fig.add_scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        marker={"coloraxis": "coloraxis", "color": [cmin]},
+        showlegend=False,
+        hoverinfo="skip",
     )
 
 
@@ -135,10 +140,13 @@ def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> N
             )
 
 
-def similarity_heatmap(m: SimilarityMap, *, highlight: Sequence[int] = ()) -> go.Figure:
+def similarity_heatmap(
+    m: SimilarityMap, *, highlight: Sequence[int] = (), picture: bool = False
+) -> go.Figure:
     """Position x position map, position 0 top left; `highlight` positions marked on the edges.
 
-    Similarities use a diverging scale centred at 0; distances a sequential one.
+    Similarities use a diverging scale centred at 0; distances a sequential one. With
+    `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
     """
     measure = _MEASURES[m.metric]
     fig = base_figure(
@@ -162,6 +170,7 @@ def similarity_heatmap(m: SimilarityMap, *, highlight: Sequence[int] = ()) -> go
         label=m.metric,
         name=measure,
         hovertemplate=f"{where}<br>{m.metric}=%{{z:.4f}}",
+        picture=picture,
         picture_hover=f"{near}<br>{PICTURE_HOVER}",
         x=m.col_positions,
         y=m.row_positions,
@@ -273,8 +282,11 @@ def grid_mosaic(g: GridSimilarity) -> tuple[np.ndarray, np.ndarray]:
     return image, (np.arange(a) * (h + 1) + h / 2, np.arange(b) * (w + 1) + w / 2)
 
 
-def grid_tiles(g: GridSimilarity) -> go.Figure:
-    """ViT Fig. 7 mosaic: tile (r, c) is the H x W image of patch (r, c)'s cosine to all patches."""
+def grid_tiles(g: GridSimilarity, *, picture: bool = False) -> go.Figure:
+    """ViT Fig. 7 mosaic: tile (r, c) is the H x W image of patch (r, c)'s cosine to all patches.
+
+    With `picture`, a mosaic of more than PICTURE_CELLS cells is sent as a picture.
+    """
     height, width = g.grid
     n_rows, n_cols = len(g.tile_rows), len(g.tile_cols)
     mosaic, (row_ticks, col_ticks) = grid_mosaic(g)
@@ -292,6 +304,7 @@ def grid_tiles(g: GridSimilarity) -> go.Figure:
         label="cosine",
         name="cosine similarity",
         hovertemplate="cosine=%{z:.4f}",
+        picture=picture,
         picture_hover=PICTURE_HOVER,
     )
     fig.update_xaxes(

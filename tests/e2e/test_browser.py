@@ -313,16 +313,17 @@ def test_sections_are_tabs_drawn_when_opened_and_kept_in_the_url(page: Page, ser
     screenshot(page, "similarity-one-position")
 
 
-def test_the_overview_picture_draws_its_exact_cells_on_a_legend_click(page: Page, server_url: str):
+def test_the_overview_picture_gives_way_to_the_exact_cells_on_request(page: Page, server_url: str):
     open_page(page, f"{server_url}/similarity")
     heatmap = page.get_by_test_id("stPlotlyChart").first
-    heatmap.locator(".main-svg").first.wait_for()
-    expect(page.get_by_test_id("stMain")).to_contain_text("drawn as a picture")
     area = heatmap.locator(".nsewdrag").first
     area.hover()
-    expect(heatmap.locator(".hoverlayer")).to_contain_text("exact values on hover")
-    heatmap.locator(".legend .traces").filter(has_text="exact values on hover").click()
+    expect(heatmap.locator(".hoverlayer")).to_contain_text("value: not in a picture")
+    expect(page.get_by_test_id("stMain")).to_contain_text("drawn as a picture")
+    page.get_by_text("Exact values on hover", exact=True).click()
+    wait_idle(page)
     expect(heatmap.locator(".hm")).to_have_count(1)  # the heatmap's cells are drawn
+    expect(page.get_by_test_id("stMain")).not_to_contain_text("drawn as a picture")
     page.mouse.move(0, 0)
     area.hover()
     expect(heatmap.locator(".hoverlayer")).to_contain_text(re.compile(r"cosine=-?\d\.\d{4}"))
