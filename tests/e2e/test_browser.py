@@ -301,6 +301,14 @@ def test_sections_are_tabs_drawn_when_opened_and_kept_in_the_url(page: Page, ser
     open_tab(page, "Similarity vs offset")
     expect(chart).to_contain_text("positions k apart")
     expect(page.get_by_test_id("stMetric")).to_have_count(6)  # the scores, with their profile
+    # A tab's settings are kept while another tab is open.
+    largest = page.get_by_role("spinbutton", name="Largest offset k")
+    largest.fill("50")
+    largest.press("Enter")
+    wait_idle(page)
+    open_tab(page, "One position vs all")
+    open_tab(page, "Similarity vs offset")
+    expect(page.get_by_role("spinbutton", name="Largest offset k")).to_have_value("50")
     no_exception(page)
     # A link opens its tab; the position slider (a fragment) still redraws its chart there.
     open_page(page, f"{server_url}/similarity?similarity.section=One+position+vs+all")
