@@ -56,7 +56,7 @@ def as_picture(cells: int, *, key: str) -> bool:
     return not st.toggle(
         "Exact values on hover",
         key=key,
-        persist_state="session",
+        persist_state="page",
         help=f"Draw the {cells:,} cells themselves (float32) instead of a picture of their "
         "colours: hover gives each value and the figure's downloads hold them; the browser "
         "takes several times longer to draw them.",
@@ -86,7 +86,7 @@ def zoom_window() -> None:
 def position_section() -> None:
     """A fragment: moving the position redraws only this chart, not the heatmap."""
     position = st.slider(
-        "Position", 0, n - 1, n // 2, key="similarity.position", persist_state="session"
+        "Position", 0, n - 1, n // 2, key="similarity.position", persist_state="page"
     )
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
     row = cache.similarity_map(
@@ -115,8 +115,8 @@ if not table.grid and layout and layout.row_start:
         icon=":material/grid_on:",
     )
 
-# Settings inside the tabs persist (persist_state): a closed tab's widgets are not drawn, and
-# would fall back to their defaults when it is opened again.
+# Settings inside the tabs persist on the page (persist_state): a closed tab's widgets are not
+# drawn, and would fall back to their defaults when it is opened again.
 pairs, offsets, one, grids = widgets.tabs_drawn_when_open(
     ["Position x position", "Similarity vs offset", "One position vs all", "2-D grid"],
     key="similarity.section",
@@ -170,7 +170,7 @@ with offsets:
             n - 1,
             similarity.largest_offset(n),
             key="similarity.max_offset",
-            persist_state="session",
+            persist_state="page",
             help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and "
             "costs n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
         )
@@ -183,7 +183,7 @@ with offsets:
                 max_offset,
                 min(similarity.WINDOW, max_offset),
                 key="similarity.window",
-                persist_state="session",
+                persist_state="page",
                 help="Offsets k = 1..window over which the Spearman correlation is taken.",
             )
             scores = cache.offset_scores(

@@ -281,8 +281,8 @@ def main_charts(page: Page) -> Locator:
     return page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
 
 
-def open_tab(page: Page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
+def open_tab(page: Page, label: str) -> None:
+    page.get_by_role("tab", name=label, exact=True).click()
     wait_idle(page)
 
 
