@@ -48,6 +48,21 @@ with right:
 flags = state.flags(table)
 
 
+def as_picture(cells: int, *, key: str) -> bool:
+    """Whether a map of `cells` cells is drawn as a picture of their colours: above
+    figures.similarity.PICTURE_CELLS, unless the user asks for the cells themselves."""
+    if cells <= figures.similarity.PICTURE_CELLS:
+        return False
+    return not st.toggle(
+        "Exact values on hover",
+        key=key,
+        persist_state="page",
+        help=f"Draw the {cells:,} cells themselves (float32) instead of a picture of their "
+        "colours: hover gives each value and the figure's downloads hold them; the browser "
+        "takes several times longer to draw them.",
+    )
+
+
 @st.fragment
 def zoom_window() -> None:
     """A fragment: moving the window redraws only its heatmap."""
@@ -67,95 +82,12 @@ def zoom_window() -> None:
     )
 
 
-# --- 1. heatmap -----------------------------------------------------------------------------
-st.subheader("Position x position")
-overview = cache.similarity_map(table, metric=metric, center=center)
-widgets.show_figure(
-    cache.figure(figures.similarity.similarity_heatmap, overview, highlight=flags),
-    name="similarity_heatmap",
-    settings=export.export_settings(table, **overview.settings()),
-)
-if metric == "euclidean":
-    st.caption(
-        "Distances come from |a|² + |b|² − 2⟨a, b⟩ in float64: within ~1e-7 of the row norm of "
-        "the exact value near 0, far closer elsewhere."
-    )
-if flags:
-    st.caption(f"Triangles on the edges mark the {len(flags)} positions flagged on another page.")
-if not overview.exact:
-    block = overview.block
-    st.caption(
-        f"{n:,} positions a side is more than {MAX_SIDE} cells: each cell is the exact "
-        f"{'root mean square' if metric == 'euclidean' else 'mean'} over a {block} x {block} "
-        "block of positions (not a sample); axes are positions (block centres). Open the exact "
-        "window below to see every pair."
-    )
-    with widgets.expander_drawn_when_open(
-        "Exact window: every pair of a range of positions", key="similarity.zoom"
-    ) as opened:
-        if opened:
-            zoom_window()
-
-# --- 2. offset profile and 3. scores --------------------------------------------------------
-st.subheader("Similarity vs offset")
-measure = metric if metric in similarity.SIMILARITIES else similarity.METRIC
-if metric == "euclidean":
-    st.caption(f"Offset profile and scores need a similarity: they use {measure} similarity.")
-left, right = st.columns(2)
-max_offset = left.number_input(
-    "Largest offset k",
-    1,
-    n - 1,
-    similarity.largest_offset(n),
-    key="similarity.max_offset",
-    help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and costs "
-    "n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
-)
-profile = cache.offset_profile(table, metric=measure, center=center, max_offset=max_offset)
-scores = None
-if max_offset >= 2:
-    window = right.number_input(
-        "Monotonicity window (offsets)",
-        2,
-        max_offset,
-        min(similarity.WINDOW, max_offset),
-        key="similarity.window",
-        help="Offsets k = 1..window over which the Spearman correlation is taken.",
-    )
-    scores = cache.offset_scores(
-        table, metric=measure, center=center, max_offset=max_offset, window=window
-    )
-    values = {
-        "translation invariance": f"{scores.translation_invariance:.4f}",
-        "monotonicity ρ": f"{scores.monotonicity:.3f}",
-        "falls until k": scores.falls_until,
-        "length (½)": scores.length_half if scores.length_half is not None else f"> {max_offset}",
-        "length (0)": scores.length_zero if scores.length_zero is not None else f"> {max_offset}",
-        "ringing": f"{scores.sign_changes} / {scores.local_maxima}",
-    }
-    # Two rows of three: six metrics in one row truncate their labels.
-    columns = [*st.columns(3), *st.columns(3)]
-    for column, (label, value) in zip(columns, values.items(), strict=True):
-        meaning = " ".join(similarity.SCORE_DEFINITIONS[name] for name in SCORES[label])
-        column.metric(label, value, help=meaning)
-offset_settings = export.export_settings(table, **(scores or profile).settings())
-widgets.show_figure(
-    cache.figure(figures.similarity.offset_profile, profile, scores),
-    name="offset_profile",
-    settings=offset_settings,
-)
-with widgets.expander_drawn_when_open("Numbers", key="similarity.numbers") as opened:
-    if opened:
-        if scores is not None:
-            widgets.show_numbers(scores.table(), name="similarity_scores", settings=offset_settings)
-        widgets.show_numbers(profile.table(), name="offset_profile", settings=offset_settings)
-
-
-# --- 4. one position ------------------------------------------------------------------------
 @st.fragment
 def position_section() -> None:
     """A fragment: moving the position redraws only this chart, not the heatmap."""
-    position = st.slider("Position", 0, n - 1, n // 2, key="similarity.position")
+    position = st.slider(
+        "Position", 0, n - 1, n // 2, key="similarity.position", persist_state="page"
+    )
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
     row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
@@ -174,11 +106,6 @@ def position_section() -> None:
     )
 
 
-st.subheader("One position against all")
-position_section()
-
-# --- 5. 2-D grid ----------------------------------------------------------------------------
-st.subheader("2-D grid (ViT)")
 layout = io.vit_layout(n)
 if not table.grid and layout and layout.row_start:
     prefix, side = layout.row_start, layout.grid[0]
@@ -187,39 +114,160 @@ if not table.grid and layout and layout.row_start:
         f"tokens. Trim them on the Data page to analyse a {side} x {side} grid.",
         icon=":material/grid_on:",
     )
-heights, squarest = similarity.grid_heights(n)
-default = table.grid[0] if table.grid else squarest
-use_grid = st.toggle(
-    "Treat the rows as a 2-D patch grid (row-major)",
-    value=table.grid is not None,
-    key="similarity.grid",
-    help="On by default when the loaded table is a grid (e.g. ViT's 14 x 14 after trimming "
-    "the class token).",
+
+# Settings inside the tabs persist on the page (persist_state): a closed tab's widgets are not
+# drawn, and would fall back to their defaults when it is opened again.
+pairs, offsets, one, grids = widgets.tabs_drawn_when_open(
+    ["Position x position", "Similarity vs offset", "One position vs all", "2-D grid"],
+    key="similarity.section",
 )
-if use_grid:
-    height = st.selectbox(
-        "Grid (height x width)",
-        heights,
-        index=heights.index(default),
-        format_func=lambda h: f"{h} x {n // h}",
-        key="similarity.grid_height",
-    )
-    grid = (height, n // height)
-    patches = cache.grid_similarity(table, grid=grid, center=center)
-    grid_settings = export.export_settings(table, **patches.settings())
-    if patches.subsampled:
-        st.caption(
-            f"{len(patches.tile_rows)} x {len(patches.tile_cols)} tiles for evenly spaced patches "
-            f"(of {grid[0]} x {grid[1]}): at most {similarity.MAX_TILES} a side, and at most "
-            f"{MAX_SIDE} cells a side."
+with pairs:
+    if pairs.open:
+        overview = cache.similarity_map(table, metric=metric, center=center)
+        picture = as_picture(overview.values.size, key="similarity.exact_cells")
+        widgets.show_figure(
+            cache.figure(
+                figures.similarity.similarity_heatmap, overview, highlight=flags, picture=picture
+            ),
+            name="similarity_heatmap",
+            settings=export.export_settings(table, **overview.settings()),
         )
-    widgets.show_figure(
-        cache.figure(figures.similarity.grid_tiles, patches),
-        name="grid_tiles",
-        settings=grid_settings,
-    )
-    widgets.show_figure(
-        cache.figure(figures.similarity.grid_profiles, patches),
-        name="grid_profiles",
-        settings=grid_settings,
-    )
+        if picture:
+            st.caption(figures.similarity.PICTURE_NOTE)
+        if metric == "euclidean":
+            st.caption(
+                "Distances come from |a|² + |b|² − 2⟨a, b⟩ in float64: within ~1e-7 of the row "
+                "norm of the exact value near 0, far closer elsewhere."
+            )
+        if flags:
+            st.caption(
+                f"Triangles on the edges mark the {len(flags)} positions flagged on another page."
+            )
+        if not overview.exact:
+            block = overview.block
+            st.caption(
+                f"{n:,} positions a side is more than {MAX_SIDE} cells: each cell is the exact "
+                f"{'root mean square' if metric == 'euclidean' else 'mean'} over a "
+                f"{block} x {block} block of positions (not a sample); axes are positions (block "
+                "centres). Open the exact window below to see every pair."
+            )
+            with widgets.expander_drawn_when_open(
+                "Exact window: every pair of a range of positions", key="similarity.zoom"
+            ) as opened:
+                if opened:
+                    zoom_window()
+with offsets:
+    if offsets.open:
+        measure = metric if metric in similarity.SIMILARITIES else similarity.METRIC
+        if metric == "euclidean":
+            st.caption(
+                f"Offset profile and scores need a similarity: they use {measure} similarity."
+            )
+        left, right = st.columns(2)
+        max_offset = left.number_input(
+            "Largest offset k",
+            1,
+            n - 1,
+            similarity.largest_offset(n),
+            key="similarity.max_offset",
+            persist_state="page",
+            help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and "
+            "costs n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
+        )
+        profile = cache.offset_profile(table, metric=measure, center=center, max_offset=max_offset)
+        scores = None
+        if max_offset >= 2:
+            window = right.number_input(
+                "Monotonicity window (offsets)",
+                2,
+                max_offset,
+                min(similarity.WINDOW, max_offset),
+                key="similarity.window",
+                persist_state="page",
+                help="Offsets k = 1..window over which the Spearman correlation is taken.",
+            )
+            scores = cache.offset_scores(
+                table, metric=measure, center=center, max_offset=max_offset, window=window
+            )
+            values = {
+                "translation invariance": f"{scores.translation_invariance:.4f}",
+                "monotonicity ρ": f"{scores.monotonicity:.3f}",
+                "falls until k": scores.falls_until,
+                "length (½)": scores.length_half
+                if scores.length_half is not None
+                else f"> {max_offset}",
+                "length (0)": scores.length_zero
+                if scores.length_zero is not None
+                else f"> {max_offset}",
+                "ringing": f"{scores.sign_changes} / {scores.local_maxima}",
+            }
+            # Two rows of three: six metrics in one row truncate their labels.
+            columns = [*st.columns(3), *st.columns(3)]
+            for column, (label, value) in zip(columns, values.items(), strict=True):
+                meaning = " ".join(similarity.SCORE_DEFINITIONS[name] for name in SCORES[label])
+                column.metric(label, value, help=meaning)
+        offset_settings = export.export_settings(table, **(scores or profile).settings())
+        widgets.show_figure(
+            cache.figure(figures.similarity.offset_profile, profile, scores),
+            name="offset_profile",
+            settings=offset_settings,
+        )
+        with widgets.expander_drawn_when_open("Numbers", key="similarity.numbers") as opened:
+            if opened:
+                if scores is not None:
+                    widgets.show_numbers(
+                        scores.table(), name="similarity_scores", settings=offset_settings
+                    )
+                widgets.show_numbers(
+                    profile.table(), name="offset_profile", settings=offset_settings
+                )
+with one:
+    if one.open:
+        position_section()
+with grids:
+    if grids.open:
+        heights, squarest = similarity.grid_heights(n)
+        default = table.grid[0] if table.grid else squarest
+        use_grid = st.toggle(
+            "Treat the rows as a 2-D patch grid (row-major)",
+            value=table.grid is not None,
+            key="similarity.grid",
+            help="On by default when the loaded table is a grid (e.g. ViT's 14 x 14 after trimming "
+            "the class token).",
+        )
+        if use_grid:
+            height = st.selectbox(
+                "Grid (height x width)",
+                heights,
+                index=heights.index(default),
+                format_func=lambda h: f"{h} x {n // h}",
+                key="similarity.grid_height",
+            )
+            grid = (height, n // height)
+            patches = cache.grid_similarity(table, grid=grid, center=center)
+            grid_settings = export.export_settings(table, **patches.settings())
+            if patches.subsampled:
+                st.caption(
+                    f"{len(patches.tile_rows)} x {len(patches.tile_cols)} tiles for evenly "
+                    f"spaced patches (of {grid[0]} x {grid[1]}): at most {similarity.MAX_TILES} a "
+                    f"side, and at most {MAX_SIDE} cells a side."
+                )
+            cells = figures.similarity.grid_mosaic(patches)[0].size
+            picture = as_picture(cells, key="similarity.grid_exact_cells")
+            widgets.show_figure(
+                cache.figure(figures.similarity.grid_tiles, patches, picture=picture),
+                name="grid_tiles",
+                settings=grid_settings,
+            )
+            if picture:
+                st.caption(figures.similarity.PICTURE_NOTE)
+            with widgets.expander_drawn_when_open(
+                "Mean cosine vs patch offset along rows and columns",
+                key="similarity.grid_profiles",
+            ) as opened:
+                if opened:
+                    widgets.show_figure(
+                        cache.figure(figures.similarity.grid_profiles, patches),
+                        name="grid_profiles",
+                        settings=grid_settings,
+                    )

@@ -29,29 +29,35 @@ st.markdown(
     + " · ".join(f"**{t:.0%}**: {metrics[f'k{round(t * 100)}'] or 'undefined'}" for t in THRESHOLDS)
 )
 
-widgets.show_figure(
-    cache.figure(figures.spectrum.singular_values, result),
-    name="singular_values",
-    settings=settings,
+values, variance, error = widgets.tabs_drawn_when_open(
+    ["Singular values", "Explained variance", "Reconstruction error"], key="spectrum.section"
 )
-if result.singular_values[-1] < result.floor:
-    st.caption(
-        f"Singular values below {result.floor:.2g} (σ₁·√(min(n, d)·ε)) are rounding noise of "
-        "the float64 Gram route and are drawn grey."
-    )
-left, right = st.columns(2)
-with left:
-    widgets.show_figure(
-        cache.figure(figures.spectrum.explained_variance, result),
-        name="explained_variance",
-        settings=settings,
-    )
-with right:
-    widgets.show_figure(
-        cache.figure(figures.spectrum.reconstruction_error, result),
-        name="reconstruction_error",
-        settings=settings,
-    )
+with values:
+    if values.open:
+        widgets.show_figure(
+            cache.figure(figures.spectrum.singular_values, result),
+            name="singular_values",
+            settings=settings,
+        )
+        if result.singular_values[-1] < result.floor:
+            st.caption(
+                f"Singular values below {result.floor:.2g} (σ₁·√(min(n, d)·ε)) are rounding "
+                "noise of the float64 Gram route and are drawn grey."
+            )
+with variance:
+    if variance.open:
+        widgets.show_figure(
+            cache.figure(figures.spectrum.explained_variance, result),
+            name="explained_variance",
+            settings=settings,
+        )
+with error:
+    if error.open:
+        widgets.show_figure(
+            cache.figure(figures.spectrum.reconstruction_error, result),
+            name="reconstruction_error",
+            settings=settings,
+        )
 
 with widgets.expander_drawn_when_open("Numbers", key="spectrum.numbers") as opened:
     if opened:

@@ -1,14 +1,19 @@
-"""Spectrum figures, checked by their traces and axes."""
+"""Spectrum figures, checked by their traces and axes; maps drawn as pictures."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import io
 
 import numpy as np
+import plotly.colors
 import pytest
+from PIL import Image
 
 from posviz import figures
-from posviz.similarity import similarity_map
+from posviz.figures.similarity import PICTURE_CELLS
+from posviz.similarity import grid_similarity, similarity_map
 from posviz.simulate import learned_like, sinusoidal_table
 from posviz.spectrum import THRESHOLDS, spectrum
 
@@ -77,3 +82,86 @@ def test_long_spectra_are_drawn_as_lines_short_ones_with_markers():
     assert long.data[0].mode == "lines"
     short = figures.spectrum.singular_values(spectrum(learned_like(300, 64, seed=0).values))
     assert short.data[0].mode == "lines+markers"
+
+
+# --- similarity maps drawn as pictures ------------------------------------------------------
+
+
+def decoded(source: str) -> np.ndarray:
+    """The RGBA pixels of a PNG data URI."""
+    png = base64.b64decode(source.removeprefix("data:image/png;base64,"))
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")).astype(int)
+
+
+def painted(values: np.ndarray, scale: str, cmin: float, cmax: float) -> np.ndarray:
+    """The RGB a heatmap paints for `values`, by plotly's own colour-scale sampling (values
+    beyond the range take its end colours)."""
+    where = np.clip((values - cmin) / (cmax - cmin), 0.0, 1.0)
+    colours = plotly.colors.sample_colorscale(scale, where.tolist())
+    return np.array([plotly.colors.unlabel_rgb(c) for c in colours])
+
+
+#: Cells whose colours are checked (plotly's sampling is slow): random, and every corner.
+CHECKED = np.random.default_rng(0).integers(0, 515, size=(2000, 2))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_a_large_map_asked_as_a_picture_is_the_colours_its_heatmap_paints(metric):
+    m = similarity_map(learned_like(1030, 32, seed=0).values, metric=metric, center=True)
+    assert m.values.size > PICTURE_CELLS  # 515 x 515 block means, the last block shorter
+    exact = figures.similarity.similarity_heatmap(m, highlight=[3])
+    fig = figures.similarity.similarity_heatmap(m, highlight=[3], picture=True)
+    # By default the cells themselves, float32; asked, a picture and no cell values at all.
+    assert exact.data[0].type == "heatmap"
+    np.testing.assert_array_equal(exact.data[0].z, m.values.astype(np.float32))
+    picture, colour_bar = fig.data[:2]
+    assert (picture.type, colour_bar.type) == ("image", "scatter")
+    assert "heatmap" not in [t.type for t in fig.data]
+    assert "%{z" not in picture.hovertemplate
+    assert "Exact values on hover" in picture.hovertemplate
+    assert len(fig.to_json()) < len(exact.to_json()) / 2  # smooth maps compress further
+    # One colour axis for both: a similarity centred at 0, a distance from its min to its max.
+    axis = fig.layout.coloraxis
+    assert axis == exact.layout.coloraxis
+    assert colour_bar.marker.coloraxis == "coloraxis"
+    if metric == "cosine":
+        largest = np.abs(m.values).max()
+        assert (axis.cmin, axis.cmax) == (-largest, largest)
+        scale = "RdBu_r"
+    else:
+        assert (axis.cmin, axis.cmax) == (m.values.min(), m.values.max())
+        scale = "Viridis"
+    # Each pixel is the colour plotly paints for its cell, to the rounding of 8 bits.
+    pixels = decoded(picture.source)
+    assert pixels.shape == (*m.values.shape, 4)
+    assert np.all(pixels[..., 3] == 255)
+    rows, cols = [*CHECKED[:, 0], 0, 514], [*CHECKED[:, 1], 514, 0]
+    expected = painted(m.values[rows, cols], scale, axis.cmin, axis.cmax)
+    assert np.abs(pixels[rows, cols, :3] - expected).max() <= 1
+    # Pixels on the block centres' grid: x0, then one block on.
+    assert (picture.x0, picture.dx) == (m.col_positions[0], m.block)
+    assert (picture.y0, picture.dy) == (m.row_positions[0], m.block)
+    assert [t.name for t in fig.data[2:]] == ["flagged positions"] * 2
+
+
+def test_a_map_of_at_most_picture_cells_is_always_a_heatmap():
+    m = similarity_map(learned_like(256, 16, seed=0).values)
+    assert m.values.size == PICTURE_CELLS
+    fig = figures.similarity.similarity_heatmap(m, picture=True)
+    assert [t.type for t in fig.data] == ["heatmap"]
+
+
+def test_a_large_mosaic_asked_as_a_picture_has_its_gaps_transparent():
+    g = grid_similarity(learned_like(24 * 24, 16, seed=0).values, grid=(24, 24))
+    mosaic, _ = figures.similarity.grid_mosaic(g)
+    assert mosaic.size > PICTURE_CELLS
+    assert [t.type for t in figures.similarity.grid_tiles(g).data] == ["heatmap"]
+    picture, _ = figures.similarity.grid_tiles(g, picture=True).data
+    pixels = decoded(picture.source)
+    gaps = np.isnan(mosaic)
+    assert gaps.any()
+    assert np.all(pixels[..., 3][gaps] == 0)
+    assert np.all(pixels[..., 3][~gaps] == 255)
+    cells = np.flatnonzero(~gaps)[::50]
+    expected = painted(mosaic.ravel()[cells], "RdBu_r", -1.0, 1.0)
+    assert np.abs(pixels[..., :3].reshape(-1, 3)[cells] - expected).max() <= 1

@@ -118,7 +118,15 @@ def test_components_downloads_are_the_report_tables(saved, downloads):
 def test_similarity_scores_download_is_the_report_table(downloads):
     # Longer than similarity.MAX_OFFSET + 1: a profile to every offset would ring differently.
     table = simulate.learned_like(1500, 16, seed=3)
-    run_page("similarity.py", table, **{"similarity.numbers": True, "posviz.center": True})
+    run_page(
+        "similarity.py",
+        table,
+        **{
+            "similarity.section": "Similarity vs offset",
+            "similarity.numbers": True,
+            "posviz.center": True,
+        },
+    )
     page, settings = read_csv(downloads["similarity_scores.csv"])
     section = report.similarity_section(table, center=True)
     pd.testing.assert_frame_equal(page, as_exported(section.tables["Scores"]))

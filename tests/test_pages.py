@@ -56,10 +56,8 @@ def test_page_runs_on_a_2d_grid_table(page):
 
 #: Pages with a "Numbers" expander, whose tables are built only once it is opened.
 NUMBERS = ["compare", "components", "resample", "similarity", "spectrum"]
-
-
 #: The tab a page's "Numbers" expander is in, when that is not the tab open at first.
-NUMBERS_TAB = {"compare": "CKA, angles, Procrustes"}
+NUMBERS_TAB = {"compare": "CKA, angles, Procrustes", "similarity": "Similarity vs offset"}
 
 
 @pytest.mark.parametrize("page", NUMBERS)
@@ -88,6 +86,51 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
     expected = spectrum(default.values).singular_values
     np.testing.assert_allclose(drawn, expected[: len(drawn)], rtol=1e-6)
     assert any(literal("learned_like") in md.value for md in at.sidebar.markdown)
+
+
+#: The Spectrum page's charts by tab: only the open tab's chart is built and sent.
+SPECTRUM_TABS = {
+    "Singular values": "Singular values",
+    "Explained variance": "Cumulative explained variance",
+    "Reconstruction error": "Relative reconstruction error",
+}
+
+
+def test_spectrum_draws_only_the_open_tab():
+    at = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60).run()
+    assert [t.label for t in at.tabs] == list(SPECTRUM_TABS)
+    assert len(at.metric) == 4  # the metrics and the shares stay above the tabs
+    assert any("Components for a share" in md.value for md in at.markdown)
+    for label, title in SPECTRUM_TABS.items():
+        at.session_state["spectrum.section"] = label
+        at.run()
+        assert not at.exception
+        shown = [figure["layout"]["title"]["text"] for figure in figures(at)]
+        assert len(shown) == 1
+        assert shown[0].startswith(title), shown
+        assert len(at.metric) == 4
+
+
+def test_spectrum_noise_caption_stays_with_the_singular_values():
+    # An exactly low-rank table: singular values below the floor are drawn grey and said so.
+    values = np.outer(np.arange(1, 65.0), np.ones(16)) + np.outer(np.ones(64), np.arange(16.0))
+    at = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60)
+    at.session_state["posviz.table"] = Embedding.from_array(values, name="low", source="test")
+    at.run()
+    assert any("rounding noise" in c.value for c in at.caption)
+    at.session_state["spectrum.section"] = "Explained variance"
+    at.run()
+    assert not any("rounding noise" in c.value for c in at.caption)
+
+
+def test_a_link_opens_a_spectrum_tab():
+    at = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60)
+    at.query_params["spectrum.section"] = "Reconstruction error"
+    at.run()
+    assert not at.exception
+    shown = [figure["layout"]["title"]["text"] for figure in figures(at)]
+    assert len(shown) == 1
+    assert shown[0].startswith("Relative reconstruction error")
 
 
 def test_upload_then_switch_page_shows_the_uploaded_table():

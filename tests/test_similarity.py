@@ -217,7 +217,8 @@ def test_heatmap_figure(learned):
     assert heat.type == "heatmap"
     assert heat.z.shape == (100, 100)
     assert heat.z.dtype == np.float32
-    assert heat.zmid == 0
+    largest = np.abs(m.values).max()  # the diverging scale is centred at 0
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (-largest, largest)
     assert fig.layout.xaxis.title.text == "position j"
     assert fig.layout.yaxis.title.text == "position i"
     assert fig.layout.title.text.endswith("(rows mean-centred; means of 3 x 3 blocks)")

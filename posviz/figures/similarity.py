@@ -5,12 +5,107 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 
 from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, center_label, f32
 from posviz.similarity import GridSimilarity, OffsetProfile, OffsetScores, SimilarityMap
 
 _MEASURES = {"cosine": "cosine similarity", "dot": "dot product", "euclidean": "Euclidean distance"}
+#: Maps with more cells than this may be sent as a picture (``picture=True``): a PNG of the
+#: colours their heatmap paints, a sixth of the bytes, which the app draws several times
+#: faster (benchmarks/split.py, the Similarity page); its hover has positions, not values.
+PICTURE_CELLS = 256 * 256
+#: What a picture's hover says instead of a value.
+PICTURE_HOVER = "value: not in a picture (turn on “Exact values on hover”)"
+#: What a page says under a map drawn as a picture.
+PICTURE_NOTE = (
+    f"More than {PICTURE_CELLS:,} cells: drawn as a picture of the colours their heatmap "
+    "paints (8 bits a channel), which the browser draws several times faster; hovering it "
+    "gives positions, not values. Turn on “Exact values on hover” to draw the cells "
+    "themselves: hover values, and a figure download that holds them."
+)
+
+
+def _picture(values: np.ndarray, colorscale: str, cmin: float, cmax: float) -> str:
+    """`values` as a PNG data URI of the colours a heatmap paints: the colour scale linearly
+    interpolated in RGB at each value (as plotly.js does), rounded to 8 bits; NaN transparent."""
+    import plotly.express as px  # its import is paid on the first picture only
+
+    scale = plotly.colors.get_colorscale(colorscale)
+    stops = [stop for stop, _ in scale]
+    rgb = 255 * np.array(
+        plotly.colors.convert_colors_to_same_type([c for _, c in scale], colortype="tuple")[0]
+    )
+    if cmax <= cmin:  # a constant map: plotly.js widens the range by ±0.5 around it
+        cmin, cmax = cmin - 0.5, cmax + 0.5
+    t = (values - cmin) / (cmax - cmin)
+    pixels = [np.interp(t, stops, rgb[:, channel]) for channel in range(3)]
+    gaps = np.isnan(values)
+    if gaps.any():  # an alpha channel only where there are gaps: a quarter more bytes
+        pixels.append(np.where(gaps, 0.0, 255.0))
+    image = np.rint(np.nan_to_num(np.stack(pixels, axis=-1))).astype(np.uint8)
+    return px.imshow(image, binary_string=True).data[0].source
+
+
+def _add_cells(
+    fig: go.Figure,
+    values: np.ndarray,
+    *,
+    colours: tuple[str, float, float],
+    label: str,
+    name: str,
+    hovertemplate: str,
+    picture: bool,
+    picture_hover: str,
+    x: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+    step: float = 1.0,
+) -> None:
+    """`values` in `colours` (colour scale, min, max; colour bar titled `label`): a heatmap of
+    their float32 cells or, with `picture` and above PICTURE_CELLS, a picture of them.
+
+    `x`, `y`: cell centres, `step` apart; by default cell indices.
+    """
+    colorscale, cmin, cmax = colours
+    fig.update_layout(
+        coloraxis={
+            "colorscale": colorscale,
+            "cmin": cmin,
+            "cmax": cmax,
+            "colorbar": {"title": {"text": label}},
+        }
+    )
+    if not (picture and values.size > PICTURE_CELLS):
+        fig.add_heatmap(
+            x=None if x is None else f32(x),
+            y=None if y is None else f32(y),
+            z=f32(values),
+            zsmooth=PIXEL_CELLS,
+            coloraxis="coloraxis",
+            hovertemplate=hovertemplate + "<extra></extra>",
+            hoverongaps=False,
+            name=name,
+        )
+        return
+    fig.add_image(
+        source=_picture(values, colorscale, cmin, cmax),
+        x0=0 if x is None else float(x[0]),
+        y0=0 if y is None else float(y[0]),
+        dx=step,
+        dy=step,
+        name=name,
+        hovertemplate=picture_hover + "<extra></extra>",
+    )
+    # An image has no colour bar: a trace with no points draws the colour axis's.
+    fig.add_scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        marker={"coloraxis": "coloraxis", "color": [cmin]},
+        showlegend=False,
+        hoverinfo="skip",
+    )
 
 
 def _cells(m: SimilarityMap) -> str:
@@ -47,10 +142,13 @@ def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> N
             )
 
 
-def similarity_heatmap(m: SimilarityMap, *, highlight: Sequence[int] = ()) -> go.Figure:
+def similarity_heatmap(
+    m: SimilarityMap, *, highlight: Sequence[int] = (), picture: bool = False
+) -> go.Figure:
     """Position x position map, position 0 top left; `highlight` positions marked on the edges.
 
-    Similarities use a diverging scale centred at 0; distances a sequential one.
+    Similarities use a diverging scale centred at 0; distances a sequential one. With
+    `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
     """
     measure = _MEASURES[m.metric]
     fig = base_figure(
@@ -59,18 +157,26 @@ def similarity_heatmap(m: SimilarityMap, *, highlight: Sequence[int] = ()) -> go
         "position i",
         height=600,
     )
-    similarity = m.metric != "euclidean"
+    if m.metric == "euclidean":
+        colours = ("Viridis", float(m.values.min()), float(m.values.max()))
+    else:  # diverging, centred at 0 (plotly's zmid)
+        largest = float(np.abs(m.values).max())
+        colours = (DIVERGING, -largest, largest)
     where = "i=%{y}<br>j=%{x}" if m.exact else "block centred at i=%{y}, j=%{x}"
-    fig.add_heatmap(
-        x=f32(m.col_positions),
-        y=f32(m.row_positions),
-        z=f32(m.values),
-        zsmooth=PIXEL_CELLS,
-        colorscale=DIVERGING if similarity else "Viridis",
-        zmid=0 if similarity else None,
-        colorbar={"title": {"text": m.metric}},
-        hovertemplate=f"{where}<br>{m.metric}=%{{z:.4f}}<extra></extra>",
+    # A picture's pixels are evenly spaced: a last, shorter block's centre is a little nearer.
+    near = "i=%{y}<br>j=%{x}" if m.exact else "block centred near i=%{y}, j=%{x}"
+    _add_cells(
+        fig,
+        m.values,
+        colours=colours,
+        label=m.metric,
         name=measure,
+        hovertemplate=f"{where}<br>{m.metric}=%{{z:.4f}}",
+        picture=picture,
+        picture_hover=f"{near}<br>{PICTURE_HOVER}",
+        x=m.col_positions,
+        y=m.row_positions,
+        step=m.block,
     )
     _edge_marks(fig, m, highlight)
     fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
@@ -178,8 +284,11 @@ def grid_mosaic(g: GridSimilarity) -> tuple[np.ndarray, np.ndarray]:
     return image, (np.arange(a) * (h + 1) + h / 2, np.arange(b) * (w + 1) + w / 2)
 
 
-def grid_tiles(g: GridSimilarity) -> go.Figure:
-    """ViT Fig. 7 mosaic: tile (r, c) is the H x W image of patch (r, c)'s cosine to all patches."""
+def grid_tiles(g: GridSimilarity, *, picture: bool = False) -> go.Figure:
+    """ViT Fig. 7 mosaic: tile (r, c) is the H x W image of patch (r, c)'s cosine to all patches.
+
+    With `picture`, a mosaic of more than PICTURE_CELLS cells is sent as a picture.
+    """
     height, width = g.grid
     n_rows, n_cols = len(g.tile_rows), len(g.tile_cols)
     mosaic, (row_ticks, col_ticks) = grid_mosaic(g)
@@ -190,14 +299,15 @@ def grid_tiles(g: GridSimilarity) -> go.Figure:
         title += f"; {n_rows} x {n_cols} patches shown"
     # Tall: up to 24 x 24 tiles must stay legible.
     fig = base_figure(title, "patch column of the tile", "patch row of the tile", height=800)
-    fig.add_heatmap(
-        z=f32(mosaic),
-        colorscale=DIVERGING,
-        zmin=-1,
-        zmax=1,
-        colorbar={"title": {"text": "cosine"}},
-        hovertemplate="cosine=%{z:.4f}<extra></extra>",
-        hoverongaps=False,
+    _add_cells(
+        fig,
+        mosaic,
+        colours=(DIVERGING, -1.0, 1.0),
+        label="cosine",
+        name="cosine similarity",
+        hovertemplate="cosine=%{z:.4f}",
+        picture=picture,
+        picture_hover=PICTURE_HOVER,
     )
     fig.update_xaxes(
         tickvals=col_ticks,

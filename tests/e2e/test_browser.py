@@ -85,7 +85,9 @@ def visit_every_page(page: Page, tag: str) -> dict[str, int]:
 
 def test_opens_on_charts_of_a_simulated_table(page: Page, server_url: str):
     open_page(page, server_url)
-    assert charts_drawn(page) >= 3
+    assert charts_drawn(page) >= 1
+    for tab in ("Singular values", "Explained variance", "Reconstruction error"):
+        expect(page.get_by_role("tab", name=tab)).to_be_visible()
     no_exception(page)
     assert "learned_like" in sidebar_card(page)
     expect(page.get_by_test_id("stMetric").first).to_be_visible()
@@ -257,9 +259,13 @@ def test_the_smallest_table_reaches_every_page_and_the_report(
     assert page.locator(".js-plotly-plot").count() == 8
 
 
+def main_charts(page: Page) -> Locator:
+    return page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
+
+
 def test_hidden_charts_are_one_click_away(page: Page, server_url: str):
     open_page(page, server_url)
-    drawn = page.locator("[data-testid=stMain] [data-testid=stPlotlyChart] .js-plotly-plot")
+    drawn = main_charts(page)
     for name, opener, hint in (
         ("Similarity", "Exact window: every pair of a range of positions", "Open the exact window"),
         ("Compare", "Cumulative explained variance", "Similarity maps"),
@@ -283,7 +289,7 @@ def test_components_and_resample_draw_the_open_tab_and_keep_the_rest_one_click_a
     page: Page, server_url: str
 ):
     main = page.get_by_test_id("stMain")
-    drawn = main.locator("[data-testid=stPlotlyChart] .js-plotly-plot")
+    drawn = main_charts(page)
     open_page(page, f"{server_url}/components")
     assert charts_drawn(page) == 1  # the projections over position; the other tabs: nothing
     open_tab(page, "Path")
@@ -317,7 +323,7 @@ def test_components_and_resample_draw_the_open_tab_and_keep_the_rest_one_click_a
 def test_a_tab_draws_its_section_only_when_open_and_a_link_keeps_it(page: Page, server_url: str):
     open_page(page, server_url)
     main = page.get_by_test_id("stMain")
-    drawn = main.locator("[data-testid=stPlotlyChart] .js-plotly-plot")
+    drawn = main_charts(page)
     tables = main.get_by_test_id("stDataFrame")
     go_to(page, "probes")  # Boundaries & probes: its Positions tab
     expect(drawn).to_have_count(1, timeout=60_000)
@@ -335,3 +341,55 @@ def test_a_tab_draws_its_section_only_when_open_and_a_link_keeps_it(page: Page, 
     expect(main).to_contain_text("cosine similarity between positions")
     no_exception(page)
     screenshot(page, "compare-maps")
+
+
+def test_sections_are_tabs_drawn_when_opened_and_kept_in_the_url(page: Page, server_url: str):
+    open_page(page, server_url)
+    chart = main_charts(page)
+    expect(chart).to_have_count(1)
+    expect(chart).to_contain_text("Singular values")
+    open_tab(page, "Explained variance")
+    expect(chart).to_have_count(1)
+    expect(chart).to_contain_text("Cumulative explained variance")
+    assert "spectrum.section=Explained" in page.url
+    go_to(page, "Similarity")
+    expect(chart).to_have_count(1)
+    expect(page.get_by_test_id("stMetric")).to_have_count(0)
+    open_tab(page, "Similarity vs offset")
+    expect(chart).to_contain_text("positions k apart")
+    expect(page.get_by_test_id("stMetric")).to_have_count(6)  # the scores, with their profile
+    # A tab's settings are kept while another tab is open.
+    largest = page.get_by_role("spinbutton", name="Largest offset k")
+    largest.fill("50")
+    largest.press("Enter")
+    wait_idle(page)
+    open_tab(page, "One position vs all")
+    open_tab(page, "Similarity vs offset")
+    expect(page.get_by_role("spinbutton", name="Largest offset k")).to_have_value("50")
+    no_exception(page)
+    # A link opens its tab; the position slider (a fragment) still redraws its chart there.
+    open_page(page, f"{server_url}/similarity?similarity.section=One+position+vs+all")
+    expect(chart).to_contain_text("of position 512 to every position")
+    page.get_by_role("slider").focus()
+    page.keyboard.press("ArrowRight")
+    wait_idle(page)
+    expect(chart).to_contain_text("of position 513 to every position")
+    no_exception(page)
+    screenshot(page, "similarity-one-position")
+
+
+def test_the_overview_picture_gives_way_to_the_exact_cells_on_request(page: Page, server_url: str):
+    open_page(page, f"{server_url}/similarity")
+    heatmap = page.get_by_test_id("stPlotlyChart").first
+    area = heatmap.locator(".nsewdrag").first
+    area.hover()
+    expect(heatmap.locator(".hoverlayer")).to_contain_text("value: not in a picture")
+    expect(page.get_by_test_id("stMain")).to_contain_text("drawn as a picture")
+    page.get_by_text("Exact values on hover", exact=True).click()
+    wait_idle(page)
+    expect(heatmap.locator(".hm")).to_have_count(1)  # the heatmap's cells are drawn
+    expect(page.get_by_test_id("stMain")).not_to_contain_text("drawn as a picture")
+    page.mouse.move(0, 0)
+    area.hover()
+    expect(heatmap.locator(".hoverlayer")).to_contain_text(re.compile(r"cosine=-?\d\.\d{4}"))
+    screenshot(page, "similarity-exact-cells")
