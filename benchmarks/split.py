@@ -86,7 +86,7 @@ PAGES: dict[str, list[tuple[str, dict[str, object]]]] = {
         ("Reconstruction error tab", {"spectrum.section": "Reconstruction error"}),
     ],
     "similarity": [
-        ("exact cells", {"similarity.exact": True}),
+        ("exact cells", {"similarity.exact_cells": True}),
         ("exact window", {"similarity.zoom": True}),
         ("Similarity vs offset tab", {"similarity.section": "Similarity vs offset"}),
         ("One position vs all tab", {"similarity.section": "One position vs all"}),
