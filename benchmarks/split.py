@@ -106,7 +106,7 @@ PAGES: dict[str, list[tuple[str, dict[str, object]]]] = {
         ("CKA, angles, Procrustes tab", {"compare.section": "CKA, angles, Procrustes"}),
     ],
     "resample": [
-        ("Cumulative tab", {"resample.spectrum": "Cumulative"}),
+        ("cumulative", {"resample.cumulative": True}),
         ("Similarity tab", {"resample.section": "Similarity"}),
     ],
 }

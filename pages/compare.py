@@ -143,29 +143,7 @@ spectra_tab, offsets_tab, maps_tab, same_tab = widgets.tabs_drawn_when_open(
 with spectra_tab:
     if spectra_tab.open:
         spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
-        widgets.show_figure(
-            cache.figure(figures.compare.spectra_overlay, spectra),
-            name="compare_spectra",
-            settings=settings,
-        )
-        with widgets.expander_drawn_when_open(
-            "Cumulative explained variance", key="compare.cumulative"
-        ) as opened:
-            if opened:
-                widgets.show_figure(
-                    cache.figure(figures.compare.cumulative_overlay, spectra),
-                    name="compare_cumulative",
-                    settings=settings,
-                )
-        with widgets.expander_drawn_when_open(
-            "Numbers: the spectra's metrics side by side", key="compare.spectra_numbers"
-        ) as opened:
-            if opened:
-                widgets.show_numbers(
-                    compare.metrics_table(spectra["first"], spectra["second"]),
-                    name="compare_metrics",
-                    settings=settings,
-                )
+        widgets.show_spectra(spectra, page="compare", settings=settings)
 with offsets_tab:
     if offsets_tab.open:
         profiles = {

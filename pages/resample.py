@@ -138,30 +138,7 @@ with spectrum_tab:
             "original": cache.spectrum(table, center=center),
             "resampled": cache.spectrum(result, center=center),
         }
-        per_component, cumulative = widgets.tabs_drawn_when_open(
-            ["Per component", "Cumulative"], key="resample.spectrum"
-        )
-        with per_component:
-            if per_component.open:
-                widgets.show_figure(
-                    cache.figure(figures.compare.spectra_overlay, spectra),
-                    name="resample_spectra",
-                    settings=settings,
-                )
-        with cumulative:
-            if cumulative.open:
-                widgets.show_figure(
-                    cache.figure(figures.compare.cumulative_overlay, spectra),
-                    name="resample_cumulative",
-                    settings=settings,
-                )
-        with widgets.expander_drawn_when_open("Numbers", key="resample.numbers") as opened:
-            if opened:
-                widgets.show_numbers(
-                    compare.metrics_table(spectra["original"], spectra["resampled"]),
-                    name="resample_metrics",
-                    settings=settings,
-                )
+        widgets.show_spectra(spectra, page="resample", settings=settings)
 with similarity_tab:
     if similarity_tab.open:
         if table.grid is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import datadir, export, figures, hub, io, simulate
+from posviz import compare, datadir, export, figures, hub, io, simulate
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.spectrum import Spectrum
 from posviz.ui import cache, state
@@ -138,21 +138,30 @@ def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
             )
 
 
-def show_spectra(spectra: dict[str, Spectrum], *, name: str, settings: dict[str, Any]) -> None:
-    """Two tables' spectra side by side: variance per component, and cumulative."""
-    left, right = st.columns(2)
-    with left:
-        show_figure(
-            cache.figure(figures.compare.spectra_overlay, spectra),
-            name=f"{name}_spectra",
-            settings=settings,
-        )
-    with right:
-        show_figure(
-            cache.figure(figures.compare.cumulative_overlay, spectra),
-            name=f"{name}_cumulative",
-            settings=settings,
-        )
+def show_spectra(spectra: dict[str, Spectrum], *, page: str, settings: dict[str, Any]) -> None:
+    """Two tables' spectra: variance per component drawn; the cumulative shares and the
+    metrics side by side one click away (built when opened)."""
+    show_figure(
+        cache.figure(figures.compare.spectra_overlay, spectra),
+        name=f"{page}_spectra",
+        settings=settings,
+    )
+    with expander_drawn_when_open(
+        "Cumulative explained variance", key=f"{page}.cumulative"
+    ) as opened:
+        if opened:
+            show_figure(
+                cache.figure(figures.compare.cumulative_overlay, spectra),
+                name=f"{page}_cumulative",
+                settings=settings,
+            )
+    with expander_drawn_when_open(
+        "Numbers: the spectra's metrics side by side", key=f"{page}.spectra_numbers"
+    ) as opened:
+        if opened:
+            show_numbers(
+                compare.metrics_table(*spectra.values()), name=f"{page}_metrics", settings=settings
+            )
 
 
 @st.cache_resource

@@ -313,9 +313,11 @@ def test_components_and_resample_draw_the_open_tab_and_keep_the_rest_one_click_a
     expect(drawn).to_have_count(1, timeout=60_000)
     expect(main).to_contain_text("Offsets up to")
     open_tab(page, "Spectrum")
-    open_tab(page, "Cumulative")
     expect(drawn).to_have_count(1)
-    expect(main.locator(".gtitle").first).to_contain_text("Cumulative")
+    page.get_by_text("Cumulative explained variance", exact=True).click()
+    wait_idle(page)
+    expect(drawn).to_have_count(2, timeout=60_000)
+    expect(main.locator(".gtitle").nth(1)).to_contain_text("Cumulative")
     no_exception(page)
     screenshot(page, "resample-cumulative")
 
