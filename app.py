@@ -4,11 +4,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from posviz.ui.widgets import sidebar_card
+from posviz.ui.widgets import freeze_imports, sidebar_card
 
 HERE = Path(__file__).parent
 
 st.set_page_config(page_title="posviz", page_icon=":material/ssid_chart:", layout="wide")
+freeze_imports()
 page = st.navigation(
     [
         st.Page(HERE / "pages/spectrum.py", title="Spectrum", icon=":material/ssid_chart:"),

@@ -459,8 +459,14 @@ def _size(nbytes: int) -> str:
     return f"{nbytes / 1e6:.2f} MB" if nbytes >= 10**5 else f"{nbytes / 1e3:.1f} kB"
 
 
-# Streamlit runs a full garbage collection after every script run (runner.postScriptGC, kept:
-# it frees what sessions leave behind). Everything imported by now (Streamlit, plotly, scipy,
-# posviz) lives as long as the server; frozen, those objects are no longer scanned, so that
-# collection only walks what runs create instead of a hundred thousand module objects.
-gc.freeze()
+@st.cache_resource(show_spinner=False)
+def freeze_imports() -> None:
+    """Once per server process, after the app's imports: move them out of the collector's walk.
+
+    Streamlit runs a full garbage collection after every script run (runner.postScriptGC, kept:
+    it frees what sessions leave behind). Everything imported by then (Streamlit, plotly,
+    scipy, posviz) lives as long as the server; frozen, those objects are no longer scanned,
+    so that collection walks only what runs create. Called by app.py, not on import, so that
+    importing this module (tests, notebooks) freezes nothing.
+    """
+    gc.freeze()
