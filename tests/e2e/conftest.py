@@ -109,10 +109,10 @@ def report_button(page: Page) -> Locator:
     return page.get_by_test_id("stSidebar").get_by_role("button", name="Report (HTML)")
 
 
-def open_page(page: Page, url: str) -> None:
+def open_page(page: Page, url: str, timeout: float = 60_000) -> None:
     """Go to `url` and wait for the whole app script, up to its last element."""
     page.goto(url)
-    report_button(page).wait_for(timeout=60_000)
+    report_button(page).wait_for(timeout=timeout)
     wait_idle(page)
 
 

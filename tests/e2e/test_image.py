@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from posviz.simulate import sinusoidal_table
 from tests.e2e.conftest import ARTIFACTS, ROOT, free_port, open_page, screenshot, wait_idle
@@ -315,7 +316,14 @@ def test_only_tmp_is_writable_and_the_shared_folder_is_read_only(container: Cont
 
 
 def test_a_shared_table_draws_in_a_browser(container: Container, page: Page):
-    open_page(page, f"{container.url}/data")
+    try:
+        open_page(page, f"{container.url}/data", timeout=30_000)
+    except PlaywrightTimeoutError:
+        # Seen only in full CI runs, after the other browser tests: the page's HTML came
+        # through podman's forwarded port but the frontend never started (a white page, no
+        # script run on the server). A reload then shows whether the app itself works.
+        screenshot(page, "image-first-open-blank")
+        open_page(page, f"{container.url}/data")
     page.get_by_role("tab", name="Shared folder").click()
     page.get_by_role("combobox", name="File in the shared folder").click()
     page.get_by_role("option").filter(has_text="sinusoid.npy").click()
