@@ -223,7 +223,8 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
         "stable rank": ranks["stable_rank"],
         "participation ratio": ranks["participation_ratio"],
         "above noise": f"{metrics['n_above_noise']} components, σ > "
-        f"{metrics['noise_threshold']:.4g} (Gavish & Donoho 2014: ω(β)·median σ)",
+        f"{metrics['noise_threshold']:.4g} (Gavish & Donoho 2014's ω(β)·median σ, or the "
+        "resolution floor when larger)",
         "singular values": values,
     }
     lines = [f"{label:<22}{value}" for label, value in rows.items()]

@@ -141,7 +141,30 @@ def test_the_threshold_is_omega_times_the_median_of_the_noise_shapes_values():
     sigma = np.linalg.svd(x - x.mean(0), compute_uv=False)[:39]  # the exact zero left out
     omega = posviz.spectrum.hard_threshold_coefficient(39 / 300)
     assert s.noise_threshold == pytest.approx(omega * np.median(sigma), rel=1e-10)
-    assert s.metrics()["noise_threshold"] == s.noise_threshold
+    assert s.metrics()["gavish_donoho_threshold"] == s.noise_threshold
+
+
+def test_the_exported_threshold_reproduces_n_above_noise_on_an_exactly_low_rank_table():
+    # Rank 60 exactly: the median value is rounding noise, so the floor is the cut used.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 60)) @ rng.standard_normal((60, 200))
+    metrics = spectrum(x).metrics()
+    sigma = np.linalg.svd(x - x.mean(0), compute_uv=False)
+    assert metrics["n_above_noise"] == 60
+    assert np.count_nonzero(sigma > metrics["noise_threshold"]) == metrics["n_above_noise"]
+    assert metrics["noise_threshold"] == max(
+        metrics["gavish_donoho_threshold"], metrics["resolution_floor"]
+    )
+    assert metrics["resolution_floor"] > metrics["gavish_donoho_threshold"]
+
+
+def test_every_value_of_the_centred_sinusoidal_table_is_exact_to_1e9_relative():
+    # At 2048 x 512 a value just above the old refinement cut (1e-4 sigma_1) was 2.4e-9 off.
+    x = sinusoidal_table(2048, 512)
+    sigma = np.linalg.svd(x - x.mean(0), compute_uv=False)
+    resolved = sigma > 1e-6 * sigma[0]
+    s = spectrum(x).singular_values
+    np.testing.assert_allclose(s[resolved], sigma[resolved], rtol=1e-9)
 
 
 def test_an_exactly_low_rank_table_counts_its_resolved_components():
