@@ -18,9 +18,9 @@ SCORES = {
     "translation invariance": ("translation_invariance",),
     "monotonicity ρ": ("monotonicity",),
     "falls until k": ("falls_until",),
-    "length (½)": ("length_half",),
+    "similarity length (1/e)": ("similarity_length",),
     "length (0)": ("length_zero",),
-    "ringing": ("sign_changes", "local_maxima"),
+    "sign changes / ringing peaks": ("sign_changes", "peaks"),
 }
 
 
@@ -193,13 +193,13 @@ with offsets:
                 "translation invariance": f"{scores.translation_invariance:.4f}",
                 "monotonicity ρ": f"{scores.monotonicity:.3f}",
                 "falls until k": scores.falls_until,
-                "length (½)": scores.length_half
-                if scores.length_half is not None
+                "similarity length (1/e)": scores.similarity_length
+                if scores.similarity_length is not None
                 else f"> {max_offset}",
                 "length (0)": scores.length_zero
                 if scores.length_zero is not None
                 else f"> {max_offset}",
-                "ringing": f"{scores.sign_changes} / {scores.local_maxima}",
+                "sign changes / ringing peaks": f"{scores.sign_changes} / {scores.peaks}",
             }
             # Two rows of three: six metrics in one row truncate their labels.
             columns = [*st.columns(3), *st.columns(3)]

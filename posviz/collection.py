@@ -9,7 +9,6 @@ defaults, and the tables are placed on a 2-D map by their pairwise linear CKA.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +34,7 @@ from posviz.similarity import (
     SimilarityMap,
     largest_offset,
     offset_profile,
+    similarity_length,
     similarity_map,
 )
 from posviz.spectrum import Spectrum, spectrum
@@ -215,8 +215,8 @@ METRIC_DEFINITIONS = {
     "first_norm_ratio, last_norm_ratio": "‖e_0‖ and ‖e_last‖ over the median row norm.",
     "first_neighbour_cos, last_neighbour_cos": "Cosine of the first (last) row with its "
     "neighbour (uncentred, as on the Boundaries page).",
-    "similarity_length": "First offset k with mean cosine similarity m(k) < 1/e (None: not "
-    f"within the first {MAX_OFFSET} offsets).",
+    "similarity_length": "Offset where mean cosine similarity first falls below 1/e of m(0) (the "
+    f"Similarity page's similarity length; None: not within the first {MAX_OFFSET} offsets).",
     "translation_invariance": "Share of the variance of s(i, j) explained by the offset alone.",
     "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{K} PC "
     f"trajectories and cos/sin(π f p / n), f = 1..{N_FREQUENCIES} (the Components page's "
@@ -244,7 +244,6 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
     profile = offset_profile(
         values, metric="cosine", center=center, max_offset=largest_offset(n), spread=False
     )
-    below = np.flatnonzero(profile.mean[1:] < 1 / math.e)
     stats = position_statistics(values)
     norm, cos = stats.norm, stats.neighbour_cos
     median = float(np.median(norm))
@@ -257,7 +256,7 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
         "last_norm_ratio": float(norm[-1] / median) if median > 0 else None,
         "first_neighbour_cos": float(cos[0]),
         "last_neighbour_cos": float(cos[-1]),
-        "similarity_length": int(below[0]) + 1 if below.size else None,
+        "similarity_length": similarity_length(profile.mean),
         "translation_invariance": profile.translation_invariance,
         "sinusoid_mean_cos2": likeness.mean_cos2,
         "shuffled_mean_cos2": likeness.shuffled_mean,
@@ -396,7 +395,8 @@ class Collection:
             "centered": self.center,
             "ordered_by": (self.loaded[0].step.unit if self.ordered else None),
             "offset_profile": f"cosine, offsets 0..min(n - 1, {MAX_OFFSET})",
-            "similarity_length": "first offset with mean cosine similarity < 1/e",
+            "similarity_length": "offset where mean cosine similarity first falls below 1/e "
+            "of m(0)",
             "sinusoid_likeness": f"top-{K} PCs vs cos/sin(pi f p / n), f = 1..min("
             f"{N_FREQUENCIES}, n // 2), {N_SHUFFLES} row shuffles, seed {SEED}",
             "boundary_statistics": "uncentred rows",

@@ -22,8 +22,10 @@ __all__ = [
     "MAX_TILES",
     "METRIC",
     "METRICS",
+    "PEAK_PROMINENCE",
     "SCORE_DEFINITIONS",
     "SIMILARITIES",
+    "SIMILARITY_LENGTH",
     "WINDOW",
     "GridSimilarity",
     "OffsetProfile",
@@ -36,6 +38,8 @@ __all__ = [
     "offset_profile",
     "offset_scores",
     "prepared_rows",
+    "profile_noise",
+    "similarity_length",
     "similarity_map",
 ]
 
@@ -52,6 +56,14 @@ MAX_OFFSET = 1024
 WINDOW = 32
 #: Most tiles per side of a grid's mosaic.
 MAX_TILES = 24
+#: The similarity length, in the words of every label that shows it (pages, Collection).
+SIMILARITY_LENGTH = (
+    "Similarity length: offset where mean similarity first falls below 1/e of m(0), the first "
+    "k with m(k) < m(0)/e (m(0) is 1 for cosine without zero rows: below 1/e; the mean squared "
+    "norm for dot). None if it never does."
+)
+#: A peak of m(k) counts as ringing when its prominence is this many times the profile's noise.
+PEAK_PROMINENCE = 10.0
 #: What each column of :meth:`OffsetScores.table` means: the page's help and the report's note.
 SCORE_DEFINITIONS = {
     "translation_invariance": "1 − Σ_k Σ_i (s(i, i+k) − m(k))² / Σ_{i<j} (s(i, j) − mean s)²: "
@@ -60,12 +72,14 @@ SCORE_DEFINITIONS = {
     "monotonicity": "Spearman rank correlation of the mean profile m(k) with k for "
     "k = 1..window: −1 when similarity falls steadily with distance.",
     "falls_until": "Last offset before m(k) first stops falling (first k with m(k+1) ≥ m(k)).",
-    "length_half": "Similarity length: first offset k with m(k) < ½ m(0). m(0) is 1 for "
-    "cosine without zero rows and the mean squared norm for dot.",
+    "similarity_length": SIMILARITY_LENGTH,
     "length_zero": "First offset k with m(k) < 0.",
     "sign_changes": "Sign changes of m(k) for k = 1..largest offset.",
-    "local_maxima": "Local maxima of m(k) for k = 1..largest offset: the off-diagonal bands "
-    "of e.g. GPT-2.",
+    "peaks": "Ringing: peaks of m(k), k = 1..largest offset, whose prominence is at least "
+    f"{PEAK_PROMINENCE:g} times the noise of m at that offset (s / √pairs(k), s the sd of white "
+    "noise from the second differences of m(k)·√pairs(k): 1.4826 · MAD / √6): the off-diagonal "
+    "bands of e.g. GPT-2, not every wiggle.",
+    "profile_noise": "The noise level of m(k) at k = 1 that ringing peaks are measured against.",
 }
 #: Largest side of a map drawn cell by cell. A float32 heatmap costs ~6.7 bytes of figure JSON
 #: per cell (base64 plus escaping), so 800 a side keeps a figure under 5 MB.
@@ -220,6 +234,37 @@ def _block_means(
         yield np.add.reduceat(x, starts, axis=0) / counts, squares / counts[:, 0]
 
 
+#: Squared distances below this share of ``|a|^2 + |b|^2`` lose more than ~1e-9 of their
+#: digits to the Gram route's cancellation: they are recomputed from the rows.
+_CANCELLATION = 1e-6
+
+
+def _distances(
+    a: np.ndarray,
+    a_sq: np.ndarray,
+    b: np.ndarray,
+    b_sq: np.ndarray,
+    inner: np.ndarray,
+    *,
+    exact: bool,
+) -> np.ndarray:
+    """Euclidean distances (RMS within blocks) from the inner products of rows `a` and `b`.
+
+    With single-row cells (`exact`), cells where the Gram route cancels are recomputed as
+    ``|a_i - b_j|`` directly, a chunk of cells at a time.
+    """
+    squares = a_sq[:, None] + b_sq[None, :]
+    d2 = squares - 2 * inner
+    if exact:
+        i, j = np.nonzero(d2 < _CANCELLATION * squares)
+        step = max(1, _CHUNK_ELEMENTS // a.shape[1])
+        for first in range(0, len(i), step):
+            rows, cols = i[first : first + step], j[first : first + step]
+            diff = a[rows] - b[cols]
+            d2[rows, cols] = np.einsum("ij,ij->i", diff, diff)
+    return np.sqrt(np.clip(d2, 0.0, None))
+
+
 def _block_centers(span: tuple[int, int], block: int) -> np.ndarray:
     starts = np.arange(*span, block)
     return starts + (np.minimum(starts + block, span[1]) - starts - 1) / 2
@@ -253,8 +298,9 @@ def similarity_map(
     Block means of a bilinear measure are bilinear in the block means of the rows:
     ``mean_{i in A, j in B} <x_i, x_j> = <mean_A x, mean_B x>``. So the overview is one small
     matrix product and no L x L matrix is ever formed. Distances use
-    ``|a - b|^2 = |a|^2 + |b|^2 - 2<a, b>`` in float64: near 0 their absolute error is about
-    ``sqrt(eps) * row norm`` (1.5e-8 relative to the norm).
+    ``|a - b|^2 = |a|^2 + |b|^2 - 2<a, b>`` in float64, except where that cancels: cells with
+    ``|a - b|^2 < 1e-6 (|a|^2 + |b|^2)`` are recomputed directly as ``|a - b|`` (cell by cell,
+    so ``d(i, i) == 0`` exactly), which keeps every cell's relative error below ~1e-9.
 
     Examples
     --------
@@ -289,7 +335,7 @@ def similarity_map(
     for b, b_sq in chunks:
         inner = a @ b.T
         if metric == "euclidean":
-            inner = np.sqrt(np.clip(a_sq[:, None] + b_sq[None, :] - 2 * inner, 0.0, None))
+            inner = _distances(a, a_sq, b, b_sq, inner, exact=block == 1)
         parts.append(inner)
     return SimilarityMap(
         values=np.concatenate(parts, axis=1),
@@ -510,13 +556,18 @@ class OffsetScores:
     falls_until : int
         Last offset k before m stops falling: the first k with m(k+1) >= m(k) (max_offset if
         it falls throughout).
-    length_half, length_zero : int or None
-        First offset with m(k) below 0.5 x m(0) (resp. below 0): the similarity length. m(0)
-        is 1 for cosine without zero rows, the mean squared norm for dot. None if never.
+    similarity_length : int or None
+        Offset where m(k) first falls below m(0)/e (:func:`similarity_length`). None if never.
+    length_zero : int or None
+        First offset with m(k) below 0. None if never.
     sign_changes : int
         Times m(k) crosses 0.
-    local_maxima : int
-        Interior peaks of m(k): the off-diagonal bands ("ringing") of e.g. GPT-2.
+    peaks : int
+        Peaks of m(k) standing out of its noise (prominence at least :data:`PEAK_PROMINENCE`
+        times :func:`profile_noise` at the peak): the off-diagonal bands ("ringing") of e.g.
+        GPT-2.
+    noise : float
+        That noise level at offset 1 (where it is smallest).
     translation_invariance : float
         The profile's (see :class:`OffsetProfile`), reported beside the scores.
     metric : str
@@ -528,10 +579,11 @@ class OffsetScores:
     monotonicity: float
     window: int
     falls_until: int
-    length_half: int | None
+    similarity_length: int | None
     length_zero: int | None
     sign_changes: int
-    local_maxima: int
+    peaks: int
+    noise: float
     translation_invariance: float
     metric: str
     centered: bool
@@ -544,6 +596,7 @@ class OffsetScores:
             "centered": self.centered,
             "max_offset": self.max_offset,
             "window": self.window,
+            "peak_prominence": PEAK_PROMINENCE,
         }
 
     def metrics(self) -> dict[str, float | int | None]:
@@ -552,10 +605,11 @@ class OffsetScores:
             "translation_invariance": self.translation_invariance,
             "monotonicity": self.monotonicity,
             "falls_until": self.falls_until,
-            "length_half": self.length_half,
+            "similarity_length": self.similarity_length,
             "length_zero": self.length_zero,
             "sign_changes": self.sign_changes,
-            "local_maxima": self.local_maxima,
+            "peaks": self.peaks,
+            "profile_noise": self.noise,
         }
 
     def table(self) -> pd.DataFrame:
@@ -563,6 +617,32 @@ class OffsetScores:
         import pandas as pd
 
         return pd.DataFrame([self.metrics()])
+
+
+def similarity_length(mean: np.ndarray) -> int | None:
+    """Offset where the mean similarity m(k) first falls below m(0)/e, or None if never.
+
+    The one definition the Similarity page and the Collection use (see
+    :data:`SIMILARITY_LENGTH`).
+
+    >>> similarity_length(np.exp(-np.arange(6) / 2.0))
+    3
+    """
+    return _first(mean[1:] < mean[0] / np.e)
+
+
+def profile_noise(mean: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The noise level of m(k) at each offset k >= 1: ``s / sqrt(pairs(k))``.
+
+    m(k) is a mean over ``pairs(k) = n - k`` pairs, so its noise grows towards the largest
+    offsets. ``s`` is a robust sd of white noise from the second differences ``d`` of
+    ``m(k) sqrt(pairs(k))``: ``1.4826 * median |d - median d| / sqrt(6)`` (white noise of sd
+    s gives differences of sd ``sqrt(6) s``; smooth trends and slow bands barely reach them).
+    """
+    scale = np.sqrt(count[1:])
+    d = np.diff(mean[1:] * scale, 2)
+    s = 1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(6) if d.size else 0.0
+    return s / scale
 
 
 def _first(mask: np.ndarray) -> int | None:
@@ -581,7 +661,7 @@ def offset_scores(profile: OffsetProfile, *, window: int = WINDOW) -> OffsetScor
     >>> angles = np.radians([0, 50, 100, 150])
     >>> p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]))
     >>> s = offset_scores(p, window=3)
-    >>> round(s.monotonicity, 9), s.length_half, s.length_zero, s.sign_changes
+    >>> round(s.monotonicity, 9), s.similarity_length, s.length_zero, s.sign_changes
     (-1.0, 2, 2, 1)
     """
     # Imported here: scipy.signal and scipy.stats take longer to import than the rest of posviz
@@ -598,14 +678,17 @@ def offset_scores(profile: OffsetProfile, *, window: int = WINDOW) -> OffsetScor
     rho = scipy.stats.spearmanr(profile.offsets[1 : window + 1], m[1 : window + 1]).statistic
     rising = np.flatnonzero(np.diff(m) >= 0)
     tail = m[1:]
+    noise = profile_noise(m, profile.count)
     return OffsetScores(
         monotonicity=float(rho),
         window=window,
         falls_until=int(rising[0]) if rising.size else k_max,
-        length_half=_first(tail < 0.5 * m[0]),
+        similarity_length=similarity_length(m),
         length_zero=_first(tail < 0),
         sign_changes=int(np.count_nonzero(np.diff(tail >= 0))),
-        local_maxima=len(scipy.signal.find_peaks(tail)[0]),
+        # A noiseless profile (noise 0) counts every strict peak, as it should.
+        peaks=len(scipy.signal.find_peaks(tail, prominence=PEAK_PROMINENCE * noise)[0]),
+        noise=float(noise[0]) if noise.size else 0.0,
         translation_invariance=profile.translation_invariance,
         metric=profile.metric,
         centered=profile.centered,

@@ -148,9 +148,10 @@ def test_scores_of_a_rotating_vector():
     np.testing.assert_allclose(p.mean, np.cos(2 * np.pi * np.arange(200) / 50), atol=1e-12)
     s = offset_scores(p, window=10)
     assert s.monotonicity == pytest.approx(-1.0)
-    assert (s.length_half, s.length_zero, s.falls_until) == (9, 13, 25)
+    # cos(2 pi k / 50) < 1/e from k = 9.5 on.
+    assert (s.similarity_length, s.length_zero, s.falls_until) == (10, 13, 25)
     # Zero crossings at k = 12.5 + 25 j below 199, peaks at k = 50, 100, 150.
-    assert (s.sign_changes, s.local_maxima) == (8, 3)
+    assert (s.sign_changes, s.peaks) == (8, 3)
 
 
 def test_bad_arguments_say_what_to_do(learned):
@@ -264,10 +265,16 @@ def test_results_carry_their_settings_and_tables(learned):
     np.testing.assert_allclose(frame["mean"], np.cos(2 * np.pi * np.arange(61) / 50), atol=1e-12)
     assert frame["pairs"].tolist() == list(range(200, 139, -1))
     s = offset_scores(p, window=10)
-    assert s.settings() == {"metric": "cosine", "centered": False, "max_offset": 60, "window": 10}
+    assert s.settings() == {
+        "metric": "cosine",
+        "centered": False,
+        "max_offset": 60,
+        "window": 10,
+        "peak_prominence": similarity.PEAK_PROMINENCE,
+    }
     row = s.table().iloc[0].to_dict()
     assert row["translation_invariance"] == pytest.approx(1.0)
-    assert (row["length_half"], row["length_zero"], row["falls_until"]) == (9, 13, 25)
+    assert (row["similarity_length"], row["length_zero"], row["falls_until"]) == (10, 13, 25)
     assert list(s.table().columns) == list(s.metrics())
     window = similarity_map(learned, rows=(10, 20), cols=(0, 300), max_side=100)
     assert window.settings() == {
@@ -302,3 +309,48 @@ def test_grid_heights_are_the_divisors_and_the_squarest(n):
     heights, squarest = similarity.grid_heights(n)
     assert heights == [h for h in range(1, n + 1) if n % h == 0]
     assert abs(squarest - n // squarest) == min(abs(h - n // h) for h in heights)
+
+
+def test_euclidean_self_distances_are_exactly_zero_and_small_distances_exact():
+    # Rows far from the origin, some 1e-6 of their norm apart: the Gram route cancels there.
+    rng = np.random.default_rng(5)
+    base = 100 + rng.standard_normal((1, 64))
+    x = base + 1e-6 * rng.standard_normal((40, 64)) * (np.arange(40)[:, None] % 2)
+    x = np.vstack([x, 100 + rng.standard_normal((40, 64))])
+    expected = np.linalg.norm(x[:, None, :] - x[None, :, :], axis=2)
+    m = similarity_map(x, metric="euclidean")
+    assert (np.diag(m.values) == 0.0).all()
+    np.testing.assert_allclose(m.values, expected, rtol=1e-9, atol=0)
+    # A window overlapping itself has its zeros where rows meet columns.
+    window = similarity_map(x, metric="euclidean", rows=(5, 30), cols=(10, 40))
+    assert (np.diag(window.values[5:]) == 0.0).all()
+
+
+def test_the_similarity_length_is_where_the_mean_first_falls_below_one_over_e():
+    x = learned_like(300, 48, seed=2).values
+    profile = offset_profile(x, center=True)
+    expected = next(k for k in range(1, 300) if profile.mean[k] < profile.mean[0] / np.e)
+    assert offset_scores(profile).similarity_length == expected
+    assert "1/e" in similarity.SCORE_DEFINITIONS["similarity_length"]
+
+
+def test_ringing_counts_the_bands_not_every_wiggle():
+    # Nine bands (k = 100, 200, ..., 900) under white noise of sd 0.002 at k = 1, growing as
+    # 1 / sqrt(pairs) (a mean over n - k pairs): 0.09 at the last offset.
+    k = np.arange(1001)
+    count = np.arange(1001, 0, -1)
+    rng = np.random.default_rng(0)
+    mean = 0.5 * np.cos(2 * np.pi * k / 100) * np.exp(-k / 1000)
+    mean[1:] += 0.002 * np.sqrt(1000 / count[1:]) * rng.standard_normal(1000)
+    profile = similarity.OffsetProfile(
+        offsets=k,
+        mean=mean,
+        std=np.zeros_like(mean),
+        count=count,
+        translation_invariance=1.0,
+        metric="cosine",
+        centered=False,
+    )
+    s = offset_scores(profile)
+    assert s.noise == pytest.approx(0.002, rel=0.15)
+    assert s.peaks == 9

@@ -223,7 +223,7 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
     fig.add_hline(y=0, line={"color": "grey", "width": 1})
     if scores is not None:
         lengths = (
-            (scores.length_half, "m(k) < ½ m(0)", "top right"),
+            (scores.similarity_length, "similarity length: m(k) < m(0)/e", "top right"),
             (scores.length_zero, "m(k) < 0", "bottom right"),
         )
         for offset, label, where in lengths:
