@@ -156,6 +156,13 @@ with fits_tab:
         st.caption(
             f"Frequencies in cycles over the table's {n:,} positions. {components.R2_DEFINITION}"
         )
+        if fits.at_lower_bound.any():
+            flagged = ", ".join(f"PC{c + 1}" for c, low in enumerate(fits.at_lower_bound) if low)
+            st.warning(
+                f"{flagged}: the best fit sits on the lowest frequency allowed "
+                f"({fits.min_cycles:g} cycle over the table): a trend, not an oscillation.",
+                icon=":material/warning:",
+            )
         widgets.show_numbers(fits.table(), name="sinusoid_fits", settings=fit_settings)
         with widgets.expander_drawn_when_open(
             "Periodogram: each PC's share of variance per frequency",
@@ -184,7 +191,7 @@ with span:
         shuffles = middle.number_input(
             "Shuffles",
             1,
-            1000,
+            99_999,
             components.N_SHUFFLES,
             key="components.shuffles",
             persist_state="page",
@@ -208,18 +215,19 @@ with span:
             help="The same number after shuffling the table's rows, averaged over the shuffles "
             "(seeded): what a table without positional order gives.",
         )
+        at_floor = likeness.p_value <= likeness.smallest_p_value
         p_col.metric(
-            "p-value against shuffles",
-            f"{row.p_value:.3g}",
+            f"p-value ({shuffles:,} shuffles)",
+            f"≤ {row.p_value:.2g}" if at_floor else f"{row.p_value:.2g}",
             help="(1 + shuffles with mean cos² ≥ the table's) / (1 + shuffles): below 0.05 the "
             "span is more sinusoid-like than chance.",
         )
         st.caption(
             f"Shuffled rows: {row.shuffled_mean_cos2:.4f} ± {row.shuffled_std_cos2:.4f} (mean ± "
             f"standard deviation over {shuffles} shuffles, seed {seed}); a random {k}-dimensional "
-            f"span scores about 2m / n = {likeness.random_level:.4f}. The smallest p-value "
-            f"{shuffles} shuffles can give is 1 / {shuffles + 1} = "
-            f"{likeness.smallest_p_value:.3g}."
+            f"span scores about 2m / n = {likeness.random_level:.4f}. {likeness.p_text}; the "
+            f"smallest p-value {shuffles:,} shuffles can give is 1 / {shuffles + 1:,} = "
+            f"{likeness.smallest_p_value:.2g}. {likeness.procedure()}"
         )
         widgets.show_figure(
             cache.figure(figures.components.principal_angles, likeness),

@@ -222,8 +222,8 @@ METRIC_DEFINITIONS = {
     f"trajectories and cos/sin(π f p / n), f = 1..{N_FREQUENCIES} (the Components page's "
     "defaults).",
     "shuffled_mean_cos2, sinusoid_p_value": f"The same after shuffling rows ({N_SHUFFLES} "
-    f"seeded shuffles, seed {SEED}): the chance level, and the share of shuffles at least as "
-    "sinusoid-like.",
+    f"seeded shuffles, seed {SEED}): the chance level, and p = (1 + #shuffles at least as "
+    f"sinusoid-like) / (1 + {N_SHUFFLES}), at least 1 / {N_SHUFFLES + 1}.",
 }
 
 

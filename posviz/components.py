@@ -39,7 +39,7 @@ K = 6
 #: Sinusoid frequencies of the basis the component span is compared with.
 N_FREQUENCIES = 8
 #: Row shuffles of the chance level of that comparison, and the seed of the shuffles.
-N_SHUFFLES = 20
+N_SHUFFLES = 999
 SEED = 0
 #: The model fitted to each component, as exports state it.
 FIT = "a*cos(2*pi*f*p/n + phi) + c, least squares"
@@ -47,8 +47,11 @@ FIT = "a*cos(2*pi*f*p/n + phi) + c, least squares"
 R2_DEFINITION = (
     "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
     "its mean explained by the best a·cos(2π f p / n + φ) + c: the global least-squares "
-    "optimum over all f in [0, n/2] (exact residuals on a 1/16-bin grid, the 5 deepest dips "
-    "refined), not the periodogram peak, which can sit bins away."
+    "optimum over all f in [½, n/2] cycles (exact residuals on a 1/16-bin grid, the 5 deepest "
+    "dips refined), not the periodogram peak, which can sit bins away. f is bounded below by "
+    "half a cycle over the table (the slowest wave, monotone over it): slower, a cosine is "
+    "nearly a constant plus a line and the fit trades a huge amplitude against the offset. A "
+    "fit at that bound is flagged: the trajectory is a trend, not an oscillation."
 )
 #: What the sinusoid likeness measures, for help texts and the report.
 LIKENESS_DEFINITION = (
@@ -298,8 +301,13 @@ class SinusoidFits:
     peak : ndarray of shape (k,)
         Integer frequency (cycles) of the largest periodogram bin other than 0.
     frequency : ndarray of shape (k,)
-        Least-squares frequency (cycles over the table, in ``[0, n/2]``): the global optimum
-        over all frequencies (see :func:`fit_sinusoids`).
+        Least-squares frequency (cycles over the table, in ``[min_cycles, n/2]``): the global
+        optimum over those frequencies (see :func:`fit_sinusoids`).
+    at_lower_bound : ndarray of bool, shape (k,)
+        Whether that optimum sits on the lower bound `min_cycles` (within 1e-6 cycles): the
+        trajectory is better read as a trend than as an oscillation.
+    min_cycles : float
+        The lower bound on the frequency.
     amplitude, phase, offset : ndarray of shape (k,)
         Linear least-squares coefficients at that frequency; amplitude >= 0, phase in
         (-pi, pi] radians.
@@ -324,6 +332,8 @@ class SinusoidFits:
     fitted: np.ndarray
     explained_variance: np.ndarray
     centered: bool
+    at_lower_bound: np.ndarray
+    min_cycles: float
 
     @property
     def median_r2(self) -> float:
@@ -332,7 +342,12 @@ class SinusoidFits:
 
     def settings(self) -> dict[str, object]:
         """The components' settings and the model fitted, in the keys exports use."""
-        return {"centered": self.centered, "k": len(self.r2), "fit": FIT}
+        return {
+            "centered": self.centered,
+            "k": len(self.r2),
+            "fit": FIT,
+            "min_cycles": self.min_cycles,
+        }
 
     def table(self) -> pd.DataFrame:
         """One row per component: its variance share and its fitted sinusoid's parameters and R²."""
@@ -344,6 +359,7 @@ class SinusoidFits:
                 "explained_variance": self.explained_variance,
                 "periodogram_peak_cycles": self.peak,
                 "frequency_cycles": self.frequency,
+                "at_lower_bound": self.at_lower_bound,
                 "amplitude": self.amplitude,
                 "phase_rad": self.phase,
                 "offset": self.offset,
@@ -397,41 +413,48 @@ def _grid_residuals(scores: np.ndarray, per_bin: int) -> np.ndarray:
     return np.sum(scores**2, axis=0)[:, None] - explained
 
 
-def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int) -> float:
-    """The global least-squares frequency: the best of the grid's deepest local minima, each
-    refined between its grid neighbours."""
+def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int, lowest: float) -> float:
+    """The global least-squares frequency at or above `lowest` cycles: the best of the grid's
+    deepest local minima there, each refined between its grid neighbours."""
     nyquist = len(trajectory) / 2
+    start = min(int(np.ceil(lowest * per_bin)), len(grid) - 2)
+    grid = np.concatenate([np.full(start, np.inf), grid[start:]])
     inner = (grid[1:-1] <= grid[:-2]) & (grid[1:-1] <= grid[2:])
     minima = np.flatnonzero(np.concatenate([[grid[0] <= grid[1]], inner, [grid[-1] <= grid[-2]]]))
     best_f, best_rss = 0.0, np.inf
     for j in minima[np.argsort(grid[minima])[:_CANDIDATES]]:
         f = j / per_bin
-        bounds = (max(f - 1 / per_bin, 0.0), min(f + 1 / per_bin, nyquist))
+        bounds = (max(f - 1 / per_bin, lowest), min(f + 1 / per_bin, nyquist))
         refined = scipy.optimize.minimize_scalar(
             lambda x, t=trajectory: _residual(t, x),
             bounds=bounds,
             method="bounded",
             options={"xatol": 1e-10},
         )
-        for candidate in (f, refined.x):
+        for candidate in (max(f, lowest), refined.x):
             rss = _residual(trajectory, candidate)
             if rss < best_rss:
                 best_f, best_rss = float(candidate), rss
     return best_f
 
 
-def fit_sinusoids(pc: PrincipalComponents) -> SinusoidFits:
+def fit_sinusoids(pc: PrincipalComponents, *, min_cycles: float = 0.5) -> SinusoidFits:
     """Fit the best sinusoid to each component's trajectory: the global least-squares optimum.
 
     Parameters
     ----------
     pc : PrincipalComponents
         One trajectory per column of :attr:`PrincipalComponents.scores`, n >= 3.
+    min_cycles : float
+        Lowest frequency fitted, in cycles over the table (half a cycle: the slowest wave,
+        monotone over the table). Slower cosines are nearly a constant plus a line, and the
+        least squares would trade an unbounded amplitude against the offset (a monotone
+        trajectory gave amplitude 9e8). Fits on this bound are flagged (`at_lower_bound`).
 
     Notes
     -----
     The residual sum of squares of the linear fit ``[cos, sin, 1]`` is computed exactly on a
-    grid of 1/16 bin over all frequencies ``[0, n/2]`` (zero-padded FFTs, see
+    grid of 1/16 bin over all frequencies ``[min_cycles, n/2]`` (zero-padded FFTs, see
     :func:`_grid_residuals`); its 5 deepest local minima are refined with
     ``scipy.optimize.minimize_scalar`` between their grid neighbours, and the best point found
     is the frequency. The periodogram peak alone can sit bins away from the optimum (a
@@ -453,13 +476,16 @@ def fit_sinusoids(pc: PrincipalComponents) -> SinusoidFits:
     if n < 3:
         msg = f"A sinusoid has 3 free coefficients; fitting needs at least 3 positions, got {n}."
         raise ValueError(msg)
+    if not 0 < min_cycles < n / 2:
+        msg = f"min_cycles must be above 0 and below n / 2 = {n / 2:g} cycles, got {min_cycles}."
+        raise ValueError(msg)
     scores = np.asarray(pc.scores, dtype=np.float64)
     power = periodogram(scores)
     peak = power[:, 1:].argmax(axis=1) + 1
     grid = _grid_residuals(scores, _GRID_PER_BIN)
     frequency, coefs, fitted = np.empty(k), np.empty((k, 3)), np.empty((n, k))
     for c in range(k):
-        frequency[c] = _best_frequency(scores[:, c], grid[c], _GRID_PER_BIN)
+        frequency[c] = _best_frequency(scores[:, c], grid[c], _GRID_PER_BIN, min_cycles)
         design = _design(n, frequency[c])
         coefs[c] = np.linalg.lstsq(design, scores[:, c], rcond=None)[0]
         fitted[:, c] = design @ coefs[c]
@@ -480,6 +506,8 @@ def fit_sinusoids(pc: PrincipalComponents) -> SinusoidFits:
         fitted=fitted,
         explained_variance=pc.explained_variance,
         centered=pc.centered,
+        at_lower_bound=frequency <= min_cycles + 1e-6,
+        min_cycles=min_cycles,
     )
 
 
@@ -535,8 +563,26 @@ class SubspaceLikeness:
 
     @property
     def p_value(self) -> float:
-        """Share of shuffles at least as sinusoid-like as the table, counting the table itself."""
+        """``(1 + #shuffles with mean cos² >= the table's) / (1 + #shuffles)``: the share of
+        shuffles at least as sinusoid-like as the table, counting the table itself."""
         return float((1 + np.sum(self.shuffled >= self.mean_cos2)) / (1 + len(self.shuffled)))
+
+    @property
+    def p_text(self) -> str:
+        """The p-value in words: "p ≤ 0.001 (999 shuffles, none as sinusoid-like)" when no
+        shuffle reached the table (the smallest p this many shuffles can give)."""
+        n = len(self.shuffled)
+        if self.p_value <= self.smallest_p_value:
+            return f"p ≤ {self.p_value:.2g} ({n} shuffles, none as sinusoid-like)"
+        return f"p = {self.p_value:.2g} ({n} shuffles)"
+
+    def procedure(self) -> str:
+        """The null, in words: what was shuffled, how often, and how p is counted."""
+        return (
+            f"Null: the table's rows shuffled {len(self.shuffled)} times (seed {self.seed}), "
+            "the same mean cos² on each; p = (1 + #shuffles at least as sinusoid-like) / "
+            f"(1 + {len(self.shuffled)})."
+        )
 
     @property
     def shuffled_mean(self) -> float:
@@ -566,6 +612,7 @@ class SubspaceLikeness:
             "n_frequencies": self.n_frequencies,
             "n_shuffles": len(self.shuffled),
             "seed": self.seed,
+            "null": self.procedure(),
         }
 
     def table(self) -> pd.DataFrame:
@@ -632,7 +679,9 @@ def sinusoid_likeness(
     (centring commutes with a row permutation), so the control shuffles the trajectories'
     rows rather than recomputing components: the same numbers, exactly, at no cost. A
     permuted orthonormal basis of the span is an orthonormal basis of the permuted span, so
-    each shuffle costs a gather and the singular values (cosines) of a k x 2m product.
+    each shuffle costs a gather and one k x 2m product: the mean cos² of the principal angles
+    is the squared Frobenius norm of that product over its number of singular values, so
+    even the default 999 shuffles take milliseconds.
 
     Examples
     --------
@@ -651,9 +700,9 @@ def sinusoid_likeness(
     angles = scipy.linalg.subspace_angles(scores, basis)
     span, sinusoids = scipy.linalg.orth(scores), scipy.linalg.orth(basis)
     rng = np.random.default_rng(seed)
+    n_angles = min(span.shape[1], sinusoids.shape[1])
     shuffled = [
-        np.mean(scipy.linalg.svdvals(span[rng.permutation(n)].T @ sinusoids) ** 2)
-        for _ in range(n_shuffles)
+        np.sum((span[rng.permutation(n)].T @ sinusoids) ** 2) / n_angles for _ in range(n_shuffles)
     ]
     return SubspaceLikeness(
         angles=angles,

@@ -144,10 +144,10 @@ def test_half_integer_frequencies_are_found():
 
 
 def _brute_force_residuals(y: np.ndarray, per_bin: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares residual of [cos, sin, 1] on a fine grid inside (0, n/2), by batched QR:
+    """Least-squares residual of [cos, sin, 1] on a fine grid inside [1/2, n/2), by batched QR:
     shape (frequencies, columns of y)."""
     n = len(y)
-    cycles = np.arange(1, per_bin * n // 2) / per_bin
+    cycles = np.arange(per_bin // 2, per_bin * n // 2) / per_bin
     angle = 2 * np.pi * cycles[:, None] * np.arange(n) / n
     design = np.stack([np.cos(angle), np.sin(angle), np.ones_like(angle)], axis=-1)
     q = np.linalg.qr(design)[0]
@@ -376,7 +376,12 @@ def test_components_table_and_settings():
 
 def test_fits_table_holds_each_components_share_and_sinusoid(result):
     pc, fits, _ = result
-    assert fits.settings() == {"centered": True, "k": 4, "fit": components.FIT}
+    assert fits.settings() == {
+        "centered": True,
+        "k": 4,
+        "fit": components.FIT,
+        "min_cycles": 0.5,
+    }
     table = fits.table()
     assert table["component"].tolist() == [1, 2, 3, 4]
     assert table["explained_variance"].tolist() == pc.explained_variance.tolist()
@@ -398,6 +403,7 @@ def test_likeness_table_is_its_numbers_and_its_null():
         "n_frequencies": 3,
         "n_shuffles": 4,
         "seed": 2,
+        "null": likeness.procedure(),
     }
     np.testing.assert_allclose(likeness.cos2, [1.0, 1.0], rtol=1e-12)
     assert likeness.random_level == 6 / 100
@@ -413,3 +419,25 @@ def test_likeness_table_is_its_numbers_and_its_null():
     assert angles["angle"].tolist() == [1, 2]
     assert angles["angle_rad"].tolist() == likeness.angles[::-1].tolist()
     assert likeness.shuffled_table()["mean_cos2"].tolist() == likeness.shuffled.tolist()
+
+
+def test_a_monotone_trajectory_fits_at_the_half_cycle_bound_and_says_so():
+    # A straight line: the unbounded least squares ran to f -> 0 with amplitude 9e8.
+    p = np.arange(200.0)
+    fits = fit_sinusoids(as_components(np.column_stack([p - p.mean(), np.sin(p)])))
+    assert fits.frequency[0] == pytest.approx(0.5, abs=1e-6)
+    assert fits.at_lower_bound.tolist() == [True, False]
+    assert fits.amplitude[0] < 200  # the line spans 200; a half cycle of about that height
+    assert fits.table()["at_lower_bound"].tolist() == [True, False]
+    with pytest.raises(ValueError, match="min_cycles"):
+        fit_sinusoids(as_components(np.column_stack([p, p])), min_cycles=0)
+
+
+def test_a_structured_tables_likeness_p_value_can_be_below_one_percent():
+    table = simulate.learned_like(512, 128, boundary=0.0, seed=0).values
+    likeness = sinusoid_likeness(principal_components(table, k=6))
+    assert len(likeness.shuffled) == 999
+    assert likeness.p_value == pytest.approx(1 / 1000)
+    assert likeness.p_text == "p ≤ 0.001 (999 shuffles, none as sinusoid-like)"
+    count = np.sum(likeness.shuffled >= likeness.mean_cos2)
+    assert likeness.p_value == (1 + count) / (1 + 999)
