@@ -417,11 +417,12 @@ def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int, lowe
     """The global least-squares frequency at or above `lowest` cycles: the best of the grid's
     deepest local minima there, each refined between its grid neighbours."""
     nyquist = len(trajectory) / 2
-    start = min(int(np.ceil(lowest * per_bin)), len(grid) - 2)
+    start = int(np.ceil(lowest * per_bin))  # the first grid point at or above the bound
     grid = np.concatenate([np.full(start, np.inf), grid[start:]])
     inner = (grid[1:-1] <= grid[:-2]) & (grid[1:-1] <= grid[2:])
     minima = np.flatnonzero(np.concatenate([[grid[0] <= grid[1]], inner, [grid[-1] <= grid[-2]]]))
     best_f, best_rss = 0.0, np.inf
+    minima = minima[minima >= start]  # none below the bound (their residuals are inf)
     for j in minima[np.argsort(grid[minima])[:_CANDIDATES]]:
         f = j / per_bin
         bounds = (max(f - 1 / per_bin, lowest), min(f + 1 / per_bin, nyquist))
