@@ -282,7 +282,10 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     st.caption(
         f"Linear CKA compares the tables on their common positions: the first "
         f"{result.common_positions:,} rows of each (the shortest table's length), any widths. "
-        "Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and scale."
+        "Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and scale. The "
+        "estimator is the classic (biased) one: unrelated tables score above 0, more so the "
+        "wider they are for their length; the Compare page gives the debiased CKA and a "
+        "permutation null for a pair."
     )
     with st.expander("CKA between every pair"):
         widgets.show_numbers(result.cka_table(), name="collection_cka", settings=settings)

@@ -10,16 +10,15 @@ from posviz.ui.text import literal
 #: laptop screen, so more cells would not show (and would cost every visit to send and draw).
 HEATMAP_SIDE = 320
 DEFINITIONS = {
-    "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
-    "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
-    "rotation and/or scaling of the other, 0 when their dimensions are uncorrelated.",
+    **compare.CKA_DEFINITIONS,
     "angles": "Principal angles between the spans of the top-k principal components over "
     "positions (left singular vectors, one value per position) of the two tables "
     "(scipy.linalg.subspace_angles). 0° = the same k-dimensional positional signal.",
     "procrustes": "‖Ŷ R − X̂‖_F with X̂ = X/‖X‖_F, Ŷ = Y/‖Y‖_F and R the orthogonal matrix "
     "minimising it (the residual of scipy.linalg.orthogonal_procrustes, computed as "
-    "√(2 − 2‖ŶᵀX̂‖_*): exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. Needs "
-    "equal widths.",
+    "√(2 − 2s), s = ‖ŶᵀX̂‖_*: exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. "
+    "Rotation only: not the square root of scipy.spatial.procrustes's disparity, which also "
+    "fits a scale (disparity = 1 − s²). Needs equal widths.",
     "metric": "Cosine: ⟨x_i, x_j⟩ / (‖x_i‖ ‖x_j‖). Dot: ⟨x_i, x_j⟩.",
 }
 
@@ -108,17 +107,42 @@ def same_positions() -> None:
         return
     settings.update(result.settings())
     measures = result.metrics()
-    columns = st.columns(4)
-    columns[0].metric("linear CKA", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
-    columns[1].metric(
+    null = result.null
+    cka_columns = st.columns(4)
+    cka_columns[0].metric("linear CKA (classic)", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
+    cka_columns[1].metric(
+        "linear CKA (debiased)", f"{result.cka_debiased:.4f}", help=DEFINITIONS["cka_debiased"]
+    )
+    if null is not None:
+        summary = null.summary()
+        cka_columns[2].metric(
+            "chance level (classic)",
+            f"{summary['cka_null_mean']:.4f}",
+            help=f"Mean over shuffles; 95th percentile {summary['cka_null_p95']:.4f}. "
+            + null.procedure(),
+        )
+        cka_columns[3].metric(
+            f"p-value ({null.n_permutations} shuffles)",
+            f"{summary['cka_debiased_p_value']:.3g}",
+            help=f"Of the debiased CKA (the classic one's is {summary['cka_p_value']:.3g}). "
+            + null.procedure(),
+        )
+        st.caption(
+            f"Shuffling the second table's rows: classic CKA {summary['cka_null_mean']:.4f} on "
+            f"average (95th percentile {summary['cka_null_p95']:.4f}), debiased "
+            f"{summary['cka_debiased_null_mean']:.4f} (95th percentile "
+            f"{summary['cka_debiased_null_p95']:.4f}). {null.procedure()}"
+        )
+    columns = st.columns(3)
+    columns[0].metric(
         "mean principal angle", f"{measures['mean_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
     )
-    columns[2].metric(
+    columns[1].metric(
         "largest principal angle",
         f"{measures['max_angle_degrees']:.2f}°",
         help=DEFINITIONS["angles"],
     )
-    columns[3].metric(
+    columns[2].metric(
         "Procrustes error",
         "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
         help=DEFINITIONS["procrustes"],

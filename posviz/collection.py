@@ -400,8 +400,11 @@ class Collection:
             "sinusoid_likeness": f"top-{K} PCs vs cos/sin(pi f p / n), f = 1..min("
             f"{N_FREQUENCIES}, n // 2), {N_SHUFFLES} row shuffles, seed {SEED}",
             "boundary_statistics": "uncentred rows",
-            "cka": f"linear CKA on the common first {self.common_positions} positions "
-            f"({'each table mean-centred over them' if self.center else 'uncentred'})",
+            "cka": f"classic (biased) linear CKA, Kornblith et al. 2019, on the common first "
+            f"{self.common_positions} positions "
+            f"({'each table mean-centred over them' if self.center else 'uncentred'}); "
+            "independent tables score above 0 (the Compare page shows the debiased one and a "
+            "permutation null)",
             "map": f"classical MDS of sqrt(2 - 2 CKA); 2-D share {self.map_share:.4f}",
             "tables": [
                 {"label": m.label, **(m.table.settings() if m.table else {"error": m.error})}

@@ -148,14 +148,75 @@ def test_comparison_tables_carry_degrees_and_settings():
     p = np.arange(100) * 2 * np.pi / 100
     x = np.cos(p)[:, None] * [1.0, 2.0]
     y = (np.cos(p) * np.cos(0.3) + np.sin(p) * np.sin(0.3))[:, None] * [1.0, -1.0]
-    result = compare.compare(x, y, k=1, center=False)
-    assert result.settings() == {"centered": False, "k": 1}
+    result = compare.compare(x, y, k=1, center=False, n_permutations=0)
+    assert result.settings() == {"centered": False, "k": 1, "n_permutations": 0}
     np.testing.assert_allclose(result.degrees, [np.degrees(0.3)], atol=1e-8)
     angles = result.angles_table()
     assert angles["angle"].tolist() == [1]
     np.testing.assert_allclose(angles[["radians", "degrees"]].iloc[0], [0.3, 17.188733853924695])
     measures = result.table()
-    assert list(measures.columns) == ["cka", "procrustes_error", "k"]
+    assert list(measures.columns) == ["cka", "cka_debiased", "procrustes_error", "k"]
     assert measures["k"].item() == 1
     assert result.metrics()["max_angle_degrees"] == pytest.approx(np.degrees(0.3))
     assert compare.largest_k((100, 2), (100, 2)) == 2
+
+
+def reference_debiased_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """Song et al. (2012) unbiased HSIC with the n x n kernels, as Nguyen et al. (2021) eq. (3)."""
+
+    def hsic(k: np.ndarray, m: np.ndarray) -> float:
+        n = len(k)
+        k, m = k - np.diag(np.diag(k)), m - np.diag(np.diag(m))
+        ones = np.ones(n)
+        return (
+            np.trace(k @ m)
+            + (ones @ k @ ones) * (ones @ m @ ones) / ((n - 1) * (n - 2))
+            - 2 / (n - 2) * ones @ k @ m @ ones
+        ) / (n * (n - 3))
+
+    kx, ky = x @ x.T, y @ y.T  # uncentred: the estimator is shift-invariant
+    return float(hsic(kx, ky) / np.sqrt(hsic(kx, kx) * hsic(ky, ky)))
+
+
+def test_debiased_cka_against_the_n_by_n_formula(table, rotation):
+    other = simulate.learned_like(200, 40, seed=7).values.astype(np.float64) + 3.0
+    assert compare.debiased_cka(table, other) == pytest.approx(
+        reference_debiased_cka(table, other), rel=1e-9
+    )
+    assert compare.debiased_cka(table, 2 * table @ rotation + 1) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("width", [128, 384])
+def test_independent_gaussian_tables_have_debiased_cka_near_0_inside_the_null(width):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((512, 128)), rng.standard_normal((512, width))
+    result = compare.compare(x, y)
+    # The classic estimator is biased upwards (0.20, 0.29 here), and stays as it was.
+    assert result.cka == pytest.approx(compare.linear_cka(x, y), rel=1e-12)
+    assert result.cka > 0.15
+    assert abs(result.cka_debiased) < 0.01
+    null = result.null
+    assert null.n_permutations == 200
+    assert null.observed_cka == pytest.approx(result.cka, rel=1e-6)
+    metrics = result.metrics()
+    assert metrics["cka_debiased_p_value"] > 0.05
+    assert metrics["cka_debiased_null_mean"] == pytest.approx(0.0, abs=0.002)
+    assert metrics["cka_null_mean"] == pytest.approx(result.cka, rel=0.05)
+    assert metrics["cka_debiased_null_p95"] == np.percentile(null.cka_debiased, 95)
+    count = np.sum(null.cka_debiased >= null.observed_cka_debiased)
+    assert metrics["cka_debiased_p_value"] == (1 + count) / 201
+    assert "shuffled 200 times" in result.settings()["cka_null"]
+
+
+@pytest.mark.parametrize("shape", [(60, 8), (30, 50)])  # the dimension side and the position side
+def test_the_null_is_the_cka_of_row_shuffled_tables(shape):
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(shape), rng.standard_normal(shape) + 2
+    null = compare.cka_null(x, y, n_permutations=5, seed=3, center=False)
+    orders = np.random.default_rng(3)
+    for c, d in zip(null.cka, null.cka_debiased, strict=True):
+        order = orders.permutation(len(y))
+        assert c == pytest.approx(reference_cka(x, y[order], center=False), rel=1e-6)
+        assert d == pytest.approx(reference_debiased_cka(x, y[order]), rel=1e-5, abs=1e-7)
+    related = compare.cka_null(x, x + 0.1 * y, n_permutations=19)
+    assert related.p_value() == related.p_value("cka") == 1 / 20

@@ -55,7 +55,7 @@ def test_simulations_are_added_as_a_set_of_models_with_every_chart_but_over_trai
         "Cosine similarity between positions (rows mean-centred; block means",
         "Cosine similarity between positions (rows mean-centred; exact)",
         "Singular values",
-        "Tables by linear CKA on their first 96 positions",
+        "Tables by classic (biased) linear CKA on their first 96 positions",
     ):
         assert any(t.startswith(start) for t in shown), start
 

@@ -55,7 +55,12 @@ def test_tables_of_different_lengths_are_compared_after_resampling_the_second():
     matched = resample_length(second.values, 128).values
     expected = compare.compare(first.values, matched, k=10, center=True)
     shown = {m.label: m.value for m in at.metric}
-    assert shown["linear CKA"] == f"{expected.cka:.4f}"
+    assert shown["linear CKA (classic)"] == f"{expected.cka:.4f}"
+    assert shown["linear CKA (debiased)"] == f"{expected.cka_debiased:.4f}"
+    null = expected.null.summary()
+    assert shown["chance level (classic)"] == f"{null['cka_null_mean']:.4f}"
+    assert shown["p-value (200 shuffles)"] == f"{null['cka_debiased_p_value']:.3g}"
+    assert any("shuffled 200 times" in c.value for c in at.caption)
     assert shown["Procrustes error"] == f"{expected.procrustes_error:.4f}"
     assert shown["largest principal angle"] == f"{np.degrees(expected.principal_angles).max():.2f}°"
     (angles,) = figures(at).values()
@@ -93,7 +98,7 @@ def test_a_table_against_a_rotated_copy_is_identical_by_every_measure():
     at = run(first, rotated, section=SAME)
     assert not at.exception
     shown = {m.label: m.value for m in at.metric}
-    assert shown["linear CKA"] == "1.0000"
+    assert shown["linear CKA (classic)"] == shown["linear CKA (debiased)"] == "1.0000"
     assert shown["Procrustes error"] == "0.0000"
     assert shown["largest principal angle"] == "0.00°"
     at.session_state["compare.spectra_numbers"] = True  # their expander

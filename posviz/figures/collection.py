@@ -166,7 +166,7 @@ def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
 def cka_map(c: Collection) -> go.Figure:
     """The tables placed so that distances show sqrt(2 - 2 CKA): near = similar tables."""
     fig = base_figure(
-        f"Tables by linear CKA on their first {c.common_positions:,} positions "
+        f"Tables by classic (biased) linear CKA on their first {c.common_positions:,} positions "
         f"({center_label(c.center)})<br><sup>classical MDS of sqrt(2 − 2·CKA); the 2-D map shows "
         f"{c.map_share:.0%} of the distances' variance; {_colour_note(c)}</sup>",
         "MDS axis 1",
