@@ -92,14 +92,15 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         flags.statistics,
         index=flags.statistics.index(default["statistic"]),
         key="boundaries.change_statistic",
-        help="The curve searched for level shifts; its flagged values are replaced by their "
-        "window median first, so single odd rows do not count as shifts.",
+        help="The curve searched for steps (against its local linear trend, so a steady "
+        "drift is no step); its flagged values are replaced by their window median first, so "
+        "single odd rows do not count as steps.",
     )
     max_changes = st.number_input(
         "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
     )
     min_size = st.number_input(
-        "Shortest segment (positions)",
+        "Positions each side of a step",
         1,
         most["min_size"],
         default["min_size"],
@@ -119,8 +120,9 @@ state.set_flags(table, flagged, flags.rule)
 stated.caption(
     f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
     + (f" (after the top {top_k} PCs)" if top_k else "")
-    + f". Change points on {statistic}: at most {max_changes}, segments of at least "
-    f"{min_size} positions. Near the boundaries: the first and last {edge} positions."
+    + f". Change points on {statistic}: steps against the local linear trend, at most "
+    f"{max_changes}, lines fitted to {changes.window} positions each side. Near the boundaries: "
+    f"the first and last {edge} positions."
 )
 count.metric(
     "Flagged positions",
@@ -228,10 +230,7 @@ with positions:
         if flagged:
             shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
             st.markdown(f"**Flagged** ({flags.rule}): {shown}")
-        st.markdown(
-            f"**Change points** on {statistic}: "
-            + (", ".join(map(str, changes.positions.tolist())) or "none")
-        )
+        st.markdown(f"**Change points** on {statistic}: {changes.describe()}")
         stats = cache.position_statistics(table, top_k=top_k)
         widgets.show_figure(
             cache.figure(figures.boundary.position_statistics, stats, flags, changes),
@@ -260,11 +259,14 @@ with tables:
             )
             st.subheader("Change points")
             st.caption(changes.procedure())
-            widgets.show_numbers(
-                changes.table(),
-                name="change_points",
-                settings=export.export_settings(table, **changes.settings()),
-            )
+            if changes.positions.size:
+                widgets.show_numbers(
+                    changes.table(),
+                    name="change_points",
+                    settings=export.export_settings(table, **changes.settings()),
+                )
+            else:
+                st.markdown(f"None: {changes.describe()}.")
         with right:
             st.subheader("Near the boundaries")
             summary = cache.boundary_summary(table, top_k=top_k, k=edge)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -408,21 +407,25 @@ def boundary_summary(stats: PositionStatistics, *, k: int = BOUNDARY_K) -> Bound
 
 @dataclass(frozen=True)
 class ChangePoints:
-    """Where a statistic's curve shifts level, by binary segmentation.
+    """Where a statistic's curve steps, against a local linear trend (a drift is not a step).
 
     Attributes
     ----------
     positions : ndarray of int, shape (n_changes,)
-        First position of each new segment, ascending.
+        First position after each step, ascending.
     shifts : ndarray of shape (n_changes,)
-        Mean of the segment starting there minus the mean of the segment before it.
-    gains : ndarray of shape (n_changes,)
-        Share of the curve's total sum of squared deviations removed by that split.
-    segment_means : ndarray of shape (n_changes + 1,)
-    sigma : float
-        Noise level estimated from first differences, ``1.4826 * MAD(diff) / sqrt(2)``.
-    penalty : float
-        Smallest reduction in squared deviations a split needed, ``2 sigma^2 log n`` (BIC).
+        Size of the step: the line fitted to the `window` positions after it minus the line
+        fitted to the `window` positions before it, both extrapolated to the step.
+    z : ndarray of shape (n_changes,)
+        That step over its standard error (the two lines' pooled residual noise): a t
+        statistic with ``2 window - 4`` degrees of freedom under a locally linear curve.
+    critical : float
+        The |t| a step needed: the two-sided ``alpha`` quantile, Bonferroni-corrected over
+        every position tested.
+    alpha : float
+        Family-wise false-alarm rate of the test over the whole curve.
+    window : int
+        Positions on each side of a candidate step (``max(min_size, 8)``).
     max_changes, min_size : int
     statistic : str
         The curve searched, one of the outliers' statistics.
@@ -432,10 +435,10 @@ class ChangePoints:
 
     positions: np.ndarray
     shifts: np.ndarray
-    gains: np.ndarray
-    segment_means: np.ndarray
-    sigma: float
-    penalty: float
+    z: np.ndarray
+    critical: float
+    alpha: float
+    window: int
     max_changes: int
     min_size: int
     statistic: str
@@ -448,24 +451,39 @@ class ChangePoints:
             "change_statistic": self.statistic,
             "max_changes": self.max_changes,
             "min_segment": self.min_size,
+            "alpha": self.alpha,
+            "change_test": self.procedure(),
         }
 
     def table(self) -> pd.DataFrame:
-        """One row per change point: where, the shift of the mean, the share of variance."""
+        """One row per change point: where, the size of the step and its t statistic."""
         import pandas as pd
 
-        return pd.DataFrame(
-            {"position": self.positions, "shift": self.shifts, "share_of_variance": self.gains}
-        )
+        return pd.DataFrame({"position": self.positions, "shift": self.shifts, "z": self.z})
+
+    def describe(self) -> str:
+        """The change points in words: their positions, or that none was found."""
+        if not self.positions.size:
+            return "none found (no step stands out of the local linear trend)"
+        return ", ".join(map(str, self.positions.tolist()))
 
     def procedure(self) -> str:
         """How the change points were found, in words."""
         return (
-            f"Binary segmentation for changes in mean on {self.statistic}: each step makes the "
-            f"split that most reduces squared deviations, into segments of at least "
-            f"{self.min_size} positions, until {self.max_changes} changes or until the "
-            f"reduction is below 2σ² log n (BIC; σ = {self.sigma:.3g} from first differences)."
+            f"Steps against a local linear trend on {self.statistic}: at each position a line "
+            f"is fitted to the {self.window} positions before it and one to the {self.window} "
+            "after it; the step is their difference there, over its standard error (a t "
+            f"statistic, {2 * self.window - 4} degrees of freedom). A step counts when |t| > "
+            f"{self.critical:.3g} (false-alarm rate {self.alpha:g} over the whole curve, "
+            f"Bonferroni); the largest first, at most {self.max_changes}, at least "
+            f"{self.window} positions apart. A steady drift (a line, or a slow curve) has no "
+            "step."
         )
+
+
+#: Fewest positions on each side of a candidate step: a line's residual noise needs degrees
+#: of freedom (2 x 8 - 4 = 12 for the t test).
+_MIN_WINDOW = 8
 
 
 def change_points(
@@ -474,14 +492,19 @@ def change_points(
     statistic: str = CHANGE_STATISTIC,
     max_changes: int = MAX_CHANGES,
     min_size: int = MIN_SIZE,
+    alpha: float = 0.01,
 ) -> ChangePoints:
-    """Find level shifts of a statistic by greedy binary segmentation (least squares, BIC stop).
+    """Find steps of a statistic's curve against its local linear trend.
 
-    The curve searched is :meth:`Outliers.cleaned`, so single odd rows are not counted as
-    shifts. Each step splits the segment, at the position, that most reduces the sum of
-    squared deviations from the segment means; it stops after `max_changes` splits or when the
-    best reduction is below ``2 sigma^2 log n`` (the BIC penalty for a change in mean with
-    noise level sigma). Segments keep at least `min_size` positions.
+    The curve searched is :meth:`Outliers.cleaned`, so single odd rows are not counted. At
+    every position t, lines are fitted by least squares to the ``w = max(min_size, 8)``
+    positions before and after it; the step is the difference of the two lines at the
+    boundary, and its t statistic is that over its standard error, from the two fits' pooled
+    residuals. A drifting curve (a line, or any curve smooth on the scale of w) leaves no
+    step, where a change in mean would be fitted to it; a jump leaves one of its size. Steps
+    count when |t| exceeds the Bonferroni-corrected two-sided `alpha` quantile of Student's
+    t with ``2 w - 4`` degrees of freedom over all positions tested; the largest are kept,
+    at least w apart, at most `max_changes`.
 
     Parameters
     ----------
@@ -490,6 +513,10 @@ def change_points(
         One of ``flags.statistics``.
     max_changes : int
     min_size : int
+        Positions on each side of a step (at least 8 are used) and the least distance between
+        steps.
+    alpha : float
+        Family-wise false-alarm rate over the curve.
 
     Examples
     --------
@@ -498,38 +525,40 @@ def change_points(
     >>> flags = outliers(position_statistics(np.c_[norms, np.zeros(512)]))
     >>> change_points(flags).positions.tolist()
     [128]
+    >>> drift = np.linspace(1, 2, 512) + 0.05 * rng.standard_normal(512)
+    >>> change_points(outliers(position_statistics(np.c_[drift, np.zeros(512)]))).describe()
+    'none found (no step stands out of the local linear trend)'
     """
+    import scipy.stats  # slow to import; only this test needs it
+
     x = flags.cleaned(statistic)
-    n = len(x)
     if min_size < 1:
         msg = f"min_size must be >= 1 position, got {min_size}."
         raise ValueError(msg)
-    mad = np.median(np.abs(np.diff(x) - np.median(np.diff(x))))
-    sigma = max(MAD_TO_SD * mad / np.sqrt(2), RELATIVE_FLOOR * float(np.median(np.abs(x))))
-    penalty = 2 * sigma**2 * np.log(n)
-    total = float(np.sum((x - x.mean()) ** 2))
-    cuts = [0, n]
-    gains = []
-    for _ in range(max_changes):
-        best = (0.0, -1)
-        for a, b in itertools.pairwise(cuts):
-            gain, t = _best_split(x[a:b], min_size)
-            if gain > best[0]:
-                best = (gain, a + t)
-        if best[0] <= penalty:
+    if not 0 < alpha < 1:
+        msg = f"alpha must be between 0 and 1, got {alpha}."
+        raise ValueError(msg)
+    w = max(min_size, _MIN_WINDOW)
+    candidates, steps, z = _steps(x, w)
+    critical = (
+        float(scipy.stats.t.ppf(1 - alpha / (2 * len(candidates)), 2 * w - 4))
+        if len(candidates)
+        else float("inf")
+    )
+    kept: list[int] = []
+    for i in np.argsort(-z, kind="stable"):
+        if len(kept) == max_changes or z[i] <= critical:
             break
-        cuts = sorted([*cuts, best[1]])
-        gains.append(best)
-    positions = np.array(cuts[1:-1], dtype=int)
-    means = np.array([x[a:b].mean() for a, b in itertools.pairwise(cuts)])
-    by_position = {t: g for g, t in gains}
+        if all(abs(candidates[i] - candidates[j]) >= w for j in kept):
+            kept.append(int(i))
+    kept.sort()
     return ChangePoints(
-        positions=positions,
-        shifts=np.diff(means),
-        gains=np.array([by_position[t] / total for t in positions.tolist()]),
-        segment_means=means,
-        sigma=float(sigma),
-        penalty=float(penalty),
+        positions=candidates[kept].astype(int),
+        shifts=steps[kept],
+        z=z[kept],
+        critical=critical,
+        alpha=alpha,
+        window=w,
         max_changes=max_changes,
         min_size=min_size,
         statistic=statistic,
@@ -537,18 +566,30 @@ def change_points(
     )
 
 
-def _best_split(x: np.ndarray, min_size: int) -> tuple[float, int]:
-    """Largest reduction of squared deviations from splitting `x` in two, and where."""
+def _steps(x: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate positions t, the step of the local lines at each, and its |t statistic|.
+
+    Lines are fitted to every window ``x[i:i + w]`` at once; the step at t compares the
+    window ending at t with the one starting there, both evaluated at ``t - 1/2``.
+    """
     n = len(x)
-    t = np.arange(min_size, n - min_size + 1)
-    if len(t) == 0:
-        return 0.0, -1
-    # Centred first: cumulative sums of raw values would lose digits on a curve far from 0.
-    cumsum = np.cumsum(x - x.mean())[t - 1]
-    # Mean difference of the two parts, (S_t/t - (S_n - S_t)/(n - t)), with S_n = 0.
-    gain = cumsum**2 * n / (t * (n - t))
-    best = int(np.argmax(gain))
-    return float(gain[best]), int(t[best])
+    if n < 2 * w:
+        return np.empty(0, dtype=int), np.empty(0), np.empty(0)
+    offsets = np.arange(w) - (w - 1) / 2
+    sxx = float(offsets @ offsets)
+    windows = np.lib.stride_tricks.sliding_window_view(x - np.median(x), w)
+    means = windows.mean(axis=1)
+    slopes = (windows - means[:, None]) @ offsets / sxx
+    residuals = np.sum((windows - means[:, None] - slopes[:, None] * offsets) ** 2, axis=1)
+    t = np.arange(w, n - w + 1)
+    before, after = t - w, t
+    edge = w / 2  # from a window's centre to the boundary between the two windows
+    step = (means[after] - slopes[after] * edge) - (means[before] + slopes[before] * edge)
+    variance = 2 * (1 / w + edge**2 / sxx)  # of the step, per unit noise variance
+    # Noise floor: a curve without noise (a constant, a line) has only rounding residuals.
+    floor = (RELATIVE_FLOOR * max(float(np.median(np.abs(x))), np.finfo(float).tiny)) ** 2
+    noise = np.maximum((residuals[before] + residuals[after]) / (2 * w - 4), floor)
+    return t, step, np.abs(step) / np.sqrt(noise * variance)
 
 
 def limits(shape: tuple[int, int]) -> dict[str, int]:

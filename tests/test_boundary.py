@@ -126,9 +126,24 @@ def test_change_point_at_a_level_shift_of_the_norm():
     stats = boundary.position_statistics(directions * norms[:, None])
     found = boundary.change_points(curve_flags(stats.norm), max_changes=3)
     assert found.positions.tolist() == [128]
-    assert found.shifts[0] == pytest.approx(0.3, abs=0.01)
-    assert found.segment_means == pytest.approx([1.0, 1.3], abs=0.01)
-    assert found.gains[0] > 0.9
+    assert found.shifts[0] == pytest.approx(0.3, abs=0.03)
+    assert found.z[0] > 4 * found.critical
+
+
+def test_a_drifting_norm_has_no_change_point_and_a_planted_jump_is_found():
+    # A smooth table whose norm grows linearly: the old change-in-mean search cut it 3 times.
+    table = simulate.learned_like(512, 64, boundary=0.0, seed=3).values
+    drift = table * np.linspace(1.0, 2.0, 512)[:, None]
+    for curve in (boundary.position_statistics(drift).norm, np.linspace(1.0, 2.0, 512)):
+        found = boundary.change_points(curve_flags(curve))
+        assert found.positions.size == 0
+        assert found.describe().startswith("none found")
+    # The same drift with a 5% jump at 300 (noise: the table's own wiggles).
+    jump = drift * np.where(np.arange(512) < 300, 1.0, 1.05)[:, None]
+    found = boundary.change_points(curve_flags(boundary.position_statistics(jump).norm))
+    assert found.positions.tolist() == [300]
+    # A curved drift (the square root of position) has no step either.
+    assert boundary.change_points(curve_flags(np.sqrt(1 + np.arange(512.0)))).positions.size == 0
 
 
 def test_no_change_point_on_noise_or_a_constant_curve():
@@ -142,8 +157,9 @@ def test_change_points_respect_min_size_and_cap():
     steps = np.repeat([0.0, 1.0, 0.0, 2.0], [50, 20, 50, 50]) + noise
     found = boundary.change_points(curve_flags(steps), min_size=1, max_changes=5)
     assert found.positions.tolist() == [50, 70, 120]
+    assert found.window == 8  # lines need at least 8 positions a side
     assert boundary.change_points(curve_flags(steps), max_changes=1).positions.tolist() == [120]
-    # The 20-position bump cannot be cut out when segments need 25 positions.
+    # Steps keep 25 positions a side from the ends and from each other.
     kept = boundary.change_points(curve_flags(steps), min_size=25, max_changes=5).positions
     assert 120 in kept
     assert np.diff([0, *kept.tolist(), 170]).min() >= 25
@@ -200,18 +216,20 @@ def test_results_carry_their_settings_and_tables():
         "change_statistic": "dist_to_mean",
         "max_changes": 2,
         "min_segment": 5,
+        "alpha": 0.01,
+        "change_test": changes.procedure(),
     }
     direct = boundary.change_points(
         curve_flags(flags.cleaned("dist_to_mean")), max_changes=2, min_size=5
     )
     np.testing.assert_array_equal(changes.positions, direct.positions)
     frame = changes.table()
-    assert list(frame.columns) == ["position", "shift", "share_of_variance"]
+    assert list(frame.columns) == ["position", "shift", "z"]
     np.testing.assert_array_equal(frame["position"], changes.positions)
     np.testing.assert_array_equal(frame["shift"], changes.shifts)
-    np.testing.assert_array_equal(frame["share_of_variance"], changes.gains)
+    np.testing.assert_array_equal(frame["z"], changes.z)
     assert "on dist_to_mean" in changes.procedure()
-    assert "at least 5 positions, until 2 changes" in changes.procedure()
+    assert "at most 2, at least 8 positions apart" in changes.procedure()
 
 
 def test_the_defaults_are_the_signatures_and_fit_short_tables():

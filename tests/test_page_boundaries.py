@@ -148,7 +148,7 @@ def test_a_closed_tab_builds_nothing_and_opening_it_shows_it():
         "Near the boundaries",
     ]
     assert len(at.dataframe) == 3
-    assert any(c.value.startswith("Binary segmentation") for c in at.caption)
+    assert any(c.value.startswith("Steps against a local linear trend") for c in at.caption)
 
 
 @pytest.mark.parametrize(("section", "tables", "plots"), [("Tables", 3, 0), ("Probes", 1, 1)])
