@@ -197,12 +197,23 @@ def show_probes(table: Embedding) -> None:
         help=probes.METRIC_DEFINITIONS["mae"],
     )
     controls = probes.CONTROLS[1:]
+    draws = report.n_control_draws
+
+    def control_skill(name: str) -> str:
+        mean, low, high = report.control_summary(name)
+        return f"{name}: skill {mean:.3f} ({low:.3f} to {high:.3f})"
+
     columns[0].caption(
-        f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f}"
-        + "".join(f" · {c}: skill {report.absolute[c].skill:.3f}" for c in controls)
+        f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f} "
+        f"(± sd over folds) · "
+        + " · ".join(control_skill(c) for c in controls)
+        + f" (mean and central 95% over {draws} draws)"
     )
     columns[1].metric("Absolute R²", f"{absolute.r2:.3f}", help=probes.METRIC_DEFINITIONS["r2"])
-    columns[1].caption(" · ".join(f"{c}: {report.absolute[c].r2:.3f}" for c in controls))
+    columns[1].caption(
+        " · ".join(f"{c}: {report.control_summary(c, 'r2')[0]:.3f}" for c in controls)
+        + f" (means over {draws} draws)"
+    )
     relative = report.relative["table"]
     columns[2].metric(
         "Relative error rate",
@@ -210,8 +221,9 @@ def show_probes(table: Embedding) -> None:
         help=probes.METRIC_DEFINITIONS["error_rate"],
     )
     columns[2].caption(
-        f"chance {probes.RELATIVE_CHANCE:g}"
+        f"± sd over folds · chance {probes.RELATIVE_CHANCE:g}"
         + "".join(f" · {c}: {report.relative[c].error_rate:.3f}" for c in controls)
+        + " (one draw each)"
     )
     st.caption(report.procedure())
     widgets.show_figure(

@@ -28,6 +28,7 @@ __all__ = [
     "INNER_FOLDS",
     "MAX_ROWS",
     "METRIC_DEFINITIONS",
+    "N_CONTROL_DRAWS",
     "N_PAIRS",
     "PROTOCOL",
     "PROTOCOLS",
@@ -61,13 +62,16 @@ FOLDS = 5
 REPEATS = 2
 PROTOCOL = "nested ridge"
 N_PAIRS = 2000
+#: Draws of each control the absolute probe is summarised over (mean and central 95%).
+N_CONTROL_DRAWS = 20
 #: What each headline number means and its chance level (the page's tooltips, the report).
 METRIC_DEFINITIONS = {
     "mae": "Absolute probe: mean |round(predicted) − p| of a linear regression from row to "
     "position p, predicted out of fold, mean ± sd over the folds of the repeated splits. "
     "Chance: the same for the constant predictor (the training fold's mean position, ≈ n/4 "
     "for evenly spread positions). Skill = 1 − MAE / chance MAE: 1 perfect, 0 no better "
-    "than chance.",
+    f"than chance. For the controls: the mean over {N_CONTROL_DRAWS} draws and their central "
+    "95% (2.5th to 97.5th percentile over draws).",
     "r2": "Absolute probe: R² of the unrounded out-of-fold predictions (1 = perfect, 0 = as "
     "good as predicting the mean, < 0 worse), mean over the repeated splits.",
     "error_rate": "Relative probe: share of held-out pairs (i, j) misclassified by a logistic "
@@ -206,6 +210,21 @@ class ProbeReport:
     max_rows: int
     n_pairs: int
     protocol: str
+    control_draws: dict[str, list[AbsoluteProbe]]
+
+    @property
+    def n_control_draws(self) -> int:
+        """Draws of each control the absolute probe ran on."""
+        return len(self.control_draws["Gaussian"])
+
+    def control_summary(self, name: str, measure: str = "skill") -> tuple[float, float, float]:
+        """(mean, 2.5th, 97.5th percentile) of an absolute probe measure over a control's draws.
+
+        `measure` is an attribute of :class:`AbsoluteProbe`: "skill", "mae", "r2", ...
+        """
+        values = np.array([getattr(p, measure) for p in self.control_draws[name]])
+        low, high = np.percentile(values, [2.5, 97.5])
+        return float(values.mean()), float(low), float(high)
 
     @property
     def subsampled(self) -> bool:
@@ -223,11 +242,26 @@ class ProbeReport:
         """How the probes were run, in words: rows, folds, splits, both protocols."""
         return (
             f"Seed {self.seed}; {self.folds}-fold cross-validation on {self.rows_probed}, "
-            f"repeated over {self.repeats} seeded splits (± is the sd over their "
-            f"{self.folds * self.repeats} folds; the sd of the splits' means is in the table). "
-            f"Absolute probe ({self.protocol}): {PROTOCOLS[self.protocol]}. Relative probe: "
-            f"{RELATIVE_PROTOCOL}; {self.n_pairs:,} training pairs per fold. The controls get "
-            "the same procedure, their penalties chosen in their own folds."
+            f"repeated over {self.repeats} seeded splits (for the table, ± is the sd over "
+            f"their {self.folds * self.repeats} folds; the sd of the splits' means is in the "
+            f"table). Absolute probe ({self.protocol}): {PROTOCOLS[self.protocol]}. Relative "
+            f"probe: {RELATIVE_PROTOCOL}; {self.n_pairs:,} training pairs per fold. The "
+            "controls get the same procedure, their penalties chosen in their own folds. "
+            f"{self.controls_procedure()}"
+        )
+
+    def controls_procedure(self) -> str:
+        """How the controls were drawn and summarised, in words."""
+        n = self.n_control_draws
+        return (
+            f"Controls over {n} draws each: the absolute probe's numbers for a control are the "
+            f"mean over its draws, with their central 95% (2.5th to 97.5th percentile over the "
+            f"draws, not over folds). Row-shuffled: the table's rows at {n} seeded random "
+            "positions. Gaussian: one i.i.d. Gaussian table of the same shape and overall sd, "
+            f"its rows at {n} seeded random positions (its rows are exchangeable, so each draw "
+            "is a Gaussian table; the draws share its rows, and the row-shuffled draws share "
+            "the table's fits' decompositions, which keeps them cheap). The relative probe's "
+            "controls are their first draw (± over its folds)."
         )
 
     def settings(self) -> dict[str, object]:
@@ -244,6 +278,8 @@ class ProbeReport:
             "seed": self.seed,
             "max_rows": self.max_rows,
             "n_pairs": self.n_pairs,
+            "n_control_draws": self.n_control_draws,
+            "controls": self.controls_procedure(),
         }
 
     def table(self) -> pd.DataFrame:
@@ -253,17 +289,39 @@ class ProbeReport:
         rows = []
         for name, a in self.absolute.items():
             r = self.relative[name]
+            if name in self.control_draws:  # means over the draws, and their central 95%
+                draws = self.control_draws[name]
+                mae, mae_low, mae_high = self.control_summary(name, "mae")
+                skill, skill_low, skill_high = self.control_summary(name, "skill")
+                spread = {"mae_sd_folds": np.nan, "mae_sd_splits": np.nan, "skill_sd_folds": np.nan}
+                r2 = float(np.mean([p.r2 for p in draws]))
+                chance = float(np.mean([p.chance_mae for p in draws]))
+                alphas = np.concatenate([p.fold_alpha.ravel() for p in draws])
+            else:
+                mae, skill, r2, chance, alphas = a.mae, a.skill, a.r2, a.chance_mae, a.fold_alpha
+                mae_low = mae_high = skill_low = skill_high = np.nan
+                spread = {
+                    "mae_sd_folds": a.mae_sd_folds,
+                    "mae_sd_splits": a.mae_sd_splits,
+                    "skill_sd_folds": a.skill_sd,
+                }
+                draws = [a]
             rows.append(
                 {
                     "table": name,
-                    "mae": a.mae,
-                    "mae_sd_folds": a.mae_sd_folds,
-                    "mae_sd_splits": a.mae_sd_splits,
-                    "chance_mae": a.chance_mae,
-                    "skill": a.skill,
-                    "skill_sd_folds": a.skill_sd,
-                    "r2": a.r2,
-                    "median_alpha": float(np.median(a.fold_alpha)),
+                    "draws": len(draws),
+                    "mae": mae,
+                    "mae_sd_folds": spread["mae_sd_folds"],
+                    "mae_sd_splits": spread["mae_sd_splits"],
+                    "mae_draws_low": mae_low,
+                    "mae_draws_high": mae_high,
+                    "chance_mae": chance,
+                    "skill": skill,
+                    "skill_sd_folds": spread["skill_sd_folds"],
+                    "skill_draws_low": skill_low,
+                    "skill_draws_high": skill_high,
+                    "r2": r2,
+                    "median_alpha": float(np.median(alphas)),
                     "error_rate": r.error_rate,
                     "error_rate_sd_folds": r.error_rate_sd,
                     "chance_error_rate": RELATIVE_CHANCE,
@@ -444,11 +502,12 @@ def _nested_ridge(
     weights = inverse if d <= n else lam * inverse
     leverage = (basis**2) @ weights.T + 1 / n  # (n, alphas)
     projected = basis.T @ yc  # (k, targets)
-    best = np.empty(yc.shape[1], dtype=int)
-    for t in range(yc.shape[1]):
-        fitted = basis @ (weights.T * projected[:, t : t + 1])  # (n, alphas)
-        loo = (yc[:, t : t + 1] - fitted) / np.clip(1 - leverage, np.finfo(float).eps, None)
-        best[t] = np.argmin(np.mean(loo**2, axis=0))
+    # Every strength for every target in one product (many control draws share these rows).
+    coefficients = weights.T[:, :, None] * projected[:, None, :]  # (k, alphas, targets)
+    fitted = (basis @ coefficients.reshape(len(lam), -1)).reshape(n, len(ALPHAS), -1)
+    scale = np.clip(1 - leverage, np.finfo(float).eps, None)[:, :, None]
+    loo = (yc[:, None, :] - fitted) / scale  # (n, alphas, targets)
+    best = np.argmin(np.mean(loo**2, axis=0), axis=0)
     predicted = test_basis @ (inverse[best].T * projected)
     return predicted + y_mean, ALPHAS[best]
 
@@ -669,8 +728,9 @@ def probe_with_controls(
     repeats: int = REPEATS,
     protocol: str = PROTOCOL,
     n_pairs: int = N_PAIRS,
+    n_control_draws: int = N_CONTROL_DRAWS,
 ) -> ProbeReport:
-    """Absolute and relative probes on a table, a row-shuffled copy, and a Gaussian table.
+    """Absolute and relative probes on a table, row-shuffled copies, and a Gaussian table.
 
     Parameters
     ----------
@@ -683,6 +743,9 @@ def probe_with_controls(
         table is longer, so long vocabularies stay responsive.
     folds, repeats, protocol, n_pairs
         See :func:`absolute_probe` and :func:`relative_probe`.
+    n_control_draws : int
+        Draws of each control the absolute probe runs on (summarised by their mean and
+        central 95%); the relative probe runs on the first.
 
     Notes
     -----
@@ -692,10 +755,16 @@ def probe_with_controls(
     deviation. Each gets the same procedure as the table, its own penalties chosen inside
     its own folds.
 
+    A control's draws are position vectors for the same rows, so the absolute probe fits them
+    all from the rows' decompositions, one per fold, reused across ridge strengths and
+    targets: the row-shuffled draws share the table's, and the Gaussian draws assign one
+    Gaussian table's exchangeable rows to random positions (each draw is distributed as a
+    Gaussian table; they share its rows). So 2 x 20 draws cost two tables' decompositions.
+
     Examples
     --------
     >>> from posviz.simulate import sinusoidal_table
-    >>> r = probe_with_controls(sinusoidal_table(64, 32), n_pairs=300)
+    >>> r = probe_with_controls(sinusoidal_table(64, 32), n_pairs=300, n_control_draws=3)
     >>> r.absolute["table"].skill > 0.9 > abs(r.absolute["Gaussian"].skill)
     True
     """
@@ -706,26 +775,29 @@ def probe_with_controls(
         subsample = np.random.default_rng(subsample_seed).choice(n, max_rows, replace=False)
         positions = np.sort(subsample)
     x = np.asarray(values[positions], dtype=np.float64)  # only the probed rows converted
+    if n_control_draws < 1:
+        msg = f"n_control_draws must be at least 1, got {n_control_draws}."
+        raise ValueError(msg)
     rng = np.random.default_rng(control_seed)
-    shuffled = rng.permutation(positions)  # the table's rows at random positions
+    shuffles = [rng.permutation(positions) for _ in range(n_control_draws)]
     gaussian = rng.normal(scale=x.std(), size=x.shape)
+    # The Gaussian table's rows as they are, then at random positions.
+    placements = [positions, *(rng.permutation(positions) for _ in range(n_control_draws - 1))]
     # Below 2**31: the probes add split and fold numbers to it (KFold takes < 2**32).
     options = {"folds": folds, "seed": int(probe_seed) % 2**31}
     absolute = {"repeats": repeats, "protocol": protocol, **options}
     # The row-shuffled control fits the table's rows, so its absolute probe shares the table's.
-    table, row_shuffled = _absolute_probes(x, [positions, shuffled], **absolute)
+    table, *row_shuffled = _absolute_probes(x, [positions, *shuffles], **absolute)
+    gaussians = _absolute_probes(gaussian, placements, **absolute)
     relative = {"n_pairs": n_pairs, **options}
     return ProbeReport(
-        absolute={
-            "table": table,
-            "row-shuffled": row_shuffled,
-            "Gaussian": absolute_probe(gaussian, positions, **absolute),
-        },
+        absolute={"table": table, "row-shuffled": row_shuffled[0], "Gaussian": gaussians[0]},
         relative={
             "table": relative_probe(x, positions, **relative),
-            "row-shuffled": relative_probe(x, shuffled, **relative),
+            "row-shuffled": relative_probe(x, shuffles[0], **relative),
             "Gaussian": relative_probe(gaussian, positions, **relative),
         },
+        control_draws={"row-shuffled": row_shuffled, "Gaussian": gaussians},
         n_rows=len(x),
         n_positions=n,
         seed=seed,

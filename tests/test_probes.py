@@ -269,6 +269,38 @@ def test_the_defaults_are_the_signatures_and_the_procedure_states_them():
     )
     text = report.procedure()
     assert text.startswith("Seed 7; 5-fold cross-validation on a seeded random subsample of 100")
-    assert "of 300 rows, repeated over 2 seeded splits (± is the sd over their 10 folds" in text
+    assert (
+        "of 300 rows, repeated over 2 seeded splits (for the table, ± is the sd over their 10 "
+        in text
+    )
+    assert "Controls over 20 draws each" in text
+    assert "central 95% (2.5th to 97.5th percentile over the draws, not over folds)" in text
     assert f"Absolute probe (nested ridge): {probes.PROTOCOLS['nested ridge']}." in text
     assert f"Relative probe: {probes.RELATIVE_PROTOCOL}; 300 training pairs per fold." in text
+
+
+def test_the_controls_summary_over_draws_covers_chance():
+    # The default seed's single Gaussian draw at 512 x 128 scored skill 0.028 ± 0.013 (± over
+    # folds): the most extreme of 2,000 seeds. Over 20 draws the central 95% covers 0.
+    table = simulate.learned_like(512, 128, seed=0).values
+    report = probes.probe_with_controls(table, n_pairs=300)
+    assert report.n_control_draws == probes.N_CONTROL_DRAWS == 20
+    for name in ("row-shuffled", "Gaussian"):
+        draws = report.control_draws[name]
+        assert len(draws) == 20
+        mean, low, high = report.control_summary(name)
+        skills = [p.skill for p in draws]
+        assert mean == pytest.approx(np.mean(skills))
+        assert (low, high) == pytest.approx(tuple(np.percentile(skills, [2.5, 97.5])))
+        assert low < 0 < high
+        assert abs(mean) < 0.02
+        row = report.table().set_index("table").loc[name]
+        assert row["draws"] == 20
+        assert row["skill"] == pytest.approx(mean)
+        assert (row["skill_draws_low"], row["skill_draws_high"]) == pytest.approx((low, high))
+    # Draws differ: each row shuffle and each Gaussian placement is its own assignment.
+    for name in ("row-shuffled", "Gaussian"):
+        targets = {tuple(p.positions) for p in report.control_draws[name]}
+        assert len(targets) == 20
+    assert report.absolute["table"].skill > 0.9
+    assert report.settings()["n_control_draws"] == 20
