@@ -113,7 +113,10 @@ def resample_length(
     result is about 1/`N_BLOCKS` of the table per temporary (the result itself is L'/L times
     the input's bytes).
 
-    Both rules return the input when ``L' = L``, and linear and cubic interpolation are exact
+    Both rules return the input when ``L' = L``: "linear" bit for bit in float64 (within 3
+    units in the last place in float32, its arithmetic's rounding), "cubic" within 1 unit in
+    the last place in float64 (the spline is refitted and evaluated; float32 rounds back to
+    the input). Linear and cubic interpolation are exact
     on tables linear in position. Under "scaled", a sinusoid of angular frequency w becomes
     one of frequency ``w L / L'`` at the new positions (exactly at rows where x is an integer).
 
