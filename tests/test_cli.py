@@ -31,6 +31,8 @@ KEYS = [
     "participation_ratio",
     "n_above_noise",
     "noise_threshold",
+    "gavish_donoho_threshold",
+    "resolution_floor",
     "singular_values",
 ]
 

@@ -241,7 +241,11 @@ def test_boundary_exports_are_the_reports_tables(downloads):
     assert page["boundary_summary"][1]["boundary_k"] == boundary.BOUNDARY_K
     assert f"window of ±{settings['window']} positions" in section.note
     # The page's statements of the procedures are the report's.
-    stated = [c for c in captions if c.startswith(("Binary segmentation", "Mean over the first"))]
+    stated = [
+        c
+        for c in captions
+        if c.startswith(("Steps against a local linear trend", "Mean over the first"))
+    ]
     assert len(stated) == 2
     assert all(text in section.note for text in stated)
 

@@ -34,6 +34,6 @@ def test_three_uploaded_checkpoints_show_every_chart(page: Page, server_url: str
     )
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_text("3 tables, ordered by step")).to_be_visible()
-    for title in ("Metrics over training", "Tables by linear CKA", "Cumulative explained"):
+    for title in ("Metrics over training", "linear CKA", "Cumulative explained"):
         expect(page.locator(".gtitle", has_text=title).first).to_be_visible()
     screenshot(page, "collection")
