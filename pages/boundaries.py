@@ -92,7 +92,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         flags.statistics,
         index=flags.statistics.index(default["statistic"]),
         key="boundaries.change_statistic",
-        help="The curve searched for steps (against its local linear trend, so a steady "
+        help="The curve searched for steps (against its local quadratic trend, so a steady "
         "drift is no step); its flagged values are replaced by their window median first, so "
         "single odd rows do not count as steps.",
     )
@@ -120,9 +120,9 @@ state.set_flags(table, flagged, flags.rule)
 stated.caption(
     f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
     + (f" (after the top {top_k} PCs)" if top_k else "")
-    + f". Change points on {statistic}: steps against the local linear trend, at most "
-    f"{max_changes}, lines fitted to {changes.window} positions each side. Near the boundaries: "
-    f"the first and last {edge} positions."
+    + f". Change points on {statistic}: steps against the local quadratic trend, at most "
+    f"{max_changes}, quadratics fitted to {changes.window} positions each side. Near the "
+    f"boundaries: the first and last {edge} positions."
 )
 count.metric(
     "Flagged positions",
@@ -221,9 +221,9 @@ def show_probes(table: Embedding) -> None:
         help=probes.METRIC_DEFINITIONS["error_rate"],
     )
     columns[2].caption(
-        f"± sd over folds · chance {probes.RELATIVE_CHANCE:g}"
+        f"chance {probes.RELATIVE_CHANCE:g}"
         + "".join(f" · {c}: {report.relative[c].error_rate:.3f}" for c in controls)
-        + " (one draw each)"
+        + " (one draw each; ± sd over folds)"
     )
     st.caption(report.procedure())
     widgets.show_figure(

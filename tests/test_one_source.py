@@ -242,9 +242,7 @@ def test_boundary_exports_are_the_reports_tables(downloads):
     assert f"window of ±{settings['window']} positions" in section.note
     # The page's statements of the procedures are the report's.
     stated = [
-        c
-        for c in captions
-        if c.startswith(("Steps against a local linear trend", "Mean over the first"))
+        c for c in captions if c.startswith(("Steps against a local trend", "Mean over the first"))
     ]
     assert len(stated) == 2
     assert all(text in section.note for text in stated)
