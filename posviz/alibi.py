@@ -87,13 +87,13 @@ def alibi_bias(n_heads: int, *, alibi_bias_max: float = 8.0, max_distance: int =
     Examples
     --------
     >>> b = alibi_bias(2, max_distance=4)
-    >>> b.bias.tolist()
-    [[-0.0, -0.0625, -0.125, -0.1875, -0.25], [-0.0, -0.00390625, -0.0078125, -0.01171875, -0.015625]]
+    >>> b.bias[0].tolist()
+    [0.0, -0.0625, -0.125, -0.1875, -0.25]
     >>> b.falls[0].tolist()
     [16.0, 80.0, 160.0]
     """
     slopes = alibi_slopes(n_heads, alibi_bias_max=alibi_bias_max)
     distances = np.arange(max_distance + 1, dtype=np.int64)
-    bias = -np.outer(slopes, distances)
+    bias = 0.0 - np.outer(slopes, distances)  # 0.0, not -0.0, at distance 0
     falls = np.asarray(FALLS, dtype=np.float64)[None, :] / slopes[:, None]
     return AlibiBias(slopes, distances, bias, falls)

@@ -262,10 +262,10 @@ def rotary_frequencies(spec: RotarySpec, *, context: int | None = None) -> Rotar
 
 def _bands(share: np.ndarray, division: np.ndarray) -> np.ndarray:
     """`BANDS` key of each pair from its share (LongRoPE: NaN share, kept where its factor is 1)."""
-    band = np.where(share <= 0, "kept", np.where(share >= 1, "divided", "blended"))
+    band = np.where(share <= 0, "kept", np.where(share >= 1, "divided", "blended")).astype("<U8")
     rescaled = np.isnan(share)
     band[rescaled] = np.where(np.isclose(division[rescaled], 1.0, rtol=1e-12), "kept", "rescaled")
-    return band.astype("<U8")
+    return band
 
 
 def _yarn_attention_factor(spec: RotarySpec) -> float:
