@@ -18,6 +18,7 @@ from tests.corpus import HOSTILE_WORDS, hostile_files
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = [
+    "scheme",
     "shape",
     "dtype",
     "tensor",

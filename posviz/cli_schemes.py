@@ -1,0 +1,184 @@
+"""`posviz summary` of a model's position scheme: from a config.json file, or from the Hub by
+name, fetching only what the scheme needs (config.json for rotary and ALiBi; the bias tensors
+for T5; the relative table for DeBERTa; a stored inv_freq buffer when asked to check it)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posviz import hub
+from posviz.embedding import LoadError
+from posviz.relative import relative_table
+from posviz.scheme import MAX_CONFIG_BYTES, Scheme, parse_config, position_scheme
+from posviz.scheme_summary import (
+    alibi_record,
+    finite,
+    other_layer_types,
+    relative_bias_record,
+    rotary_record,
+    scheme_head,
+    table_record,
+)
+
+__all__ = ["add_arguments", "summary"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scheme options of `posviz summary`."""
+    parser.add_argument(
+        "--positions",
+        type=int,
+        metavar="N",
+        help="rows of a rotary model's position table (default: its original context, at "
+        "most 8192)",
+    )
+    parser.add_argument(
+        "--context",
+        type=int,
+        metavar="L",
+        help="sequence length a rotary scaling rule is applied at (default: "
+        "max_position_embeddings)",
+    )
+    parser.add_argument(
+        "--check-inv-freq",
+        action="store_true",
+        help="hf: rotary models: also read the safetensors headers and a stored "
+        "rotary_emb.inv_freq buffer, and compare it with config.json's",
+    )
+
+
+def is_config(path: str) -> bool:
+    """Whether PATH names a config.json (any .json file) rather than weights."""
+    return path.lower().endswith(".json")
+
+
+def summary(args: argparse.Namespace) -> int | None:
+    """Print the scheme record of PATH and return 0, or None when PATH is to be analysed as a
+    position table as before (a weights file; a Hub model with a learned table)."""
+    path = args.path
+    if is_config(path):
+        data = _read_config_file(Path(path))
+        config = parse_config(data, what=path)
+        source = f"{path} · sha256 {hashlib.sha256(data).hexdigest()}"
+        scheme = position_scheme(config)
+        record = _record(scheme, args, source=source, model=None)
+    elif hub.is_hub_ref(path):
+        ref = hub.parse_ref(path)
+        opened = hub.open_config(ref.repo, ref.revision)
+        scheme = position_scheme(opened.config)
+        if scheme.kind == "learned_absolute":
+            return None
+        record = _record(scheme, args, source=opened.source, model=ref)
+    else:
+        return None
+    record = finite(record)
+    if args.json:
+        print(json.dumps(record, allow_nan=False))
+    else:
+        print(_describe(record))
+    return 0
+
+
+def _read_config_file(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:  # refused before it is read
+            msg = f"{path} is {size:,} bytes; a model config is a few kB (limit "
+            msg += f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
+            raise LoadError(msg)
+        return path.read_bytes()
+    except OSError as exc:
+        msg = f"Cannot read {path}: {exc.strerror or exc}."
+        raise LoadError(msg) from exc
+
+
+def _record(
+    scheme: Scheme, args: argparse.Namespace, *, source: str, model: hub.Reference | None
+) -> dict[str, Any]:
+    record = scheme_head(scheme, source=source)
+    center = not args.no_center
+    if scheme.kind == "rotary":
+        main, *others = scheme.rotary
+        stored = _stored_inv_freq(model) if model is not None and args.check_inv_freq else None
+        record |= rotary_record(
+            main,
+            context=args.context,
+            positions=args.positions,
+            center=center,
+            source=source,
+            stored_inv_freq=stored,
+        )
+        if others:
+            record["other_layer_types"] = other_layer_types(tuple(others))
+    elif scheme.kind == "alibi":
+        record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
+    elif scheme.kind == "relative_bias":
+        weights = _bias_tensors(model) if model is not None else {}
+        record |= relative_bias_record(scheme.relative_bias, weights)
+    elif scheme.kind == "relative_table":
+        spec = scheme.relative_table
+        record |= {"span": spec.span, "absolute_table_too": spec.absolute_too}
+        if model is not None:
+            table, span = _deberta_table(model)
+            record |= table_record(table, center=center)
+            record["relative_positions"] = span
+            record["params"] = {"center": center}
+    record["context"] = record.get("context", scheme.context)
+    return record
+
+
+def _open_model(ref: hub.Reference) -> hub.HubModel:
+    return hub.open_model(ref.repo, ref.revision)
+
+
+def _stored_inv_freq(ref: hub.Reference) -> tuple[str, np.ndarray] | None:
+    """The first ``rotary_emb.inv_freq`` buffer the checkpoint stores (headers, then its
+    bytes), or None."""
+    model = _open_model(ref)
+    names = [n for n in model.tensors if n.endswith("inv_freq")]
+    if not names:
+        return None
+    return names[0], hub.read_tensor(model, names[0])
+
+
+def _bias_tensors(ref: hub.Reference) -> dict[str, np.ndarray]:
+    model = _open_model(ref)
+    names = sorted(n for n in model.tensors if n.endswith("relative_attention_bias.weight"))
+    if not names:
+        msg = f"{ref}: config.json names T5 relative buckets but no relative_attention_bias."
+        raise LoadError(msg)
+    return {name: hub.read_tensor(model, name) for name in names}
+
+
+def _deberta_table(ref: hub.Reference) -> tuple[Any, list[int]]:
+    model = _open_model(ref)
+    names = [n for n in model.tensors if n.endswith("rel_embeddings.weight")]
+    if not names:
+        msg = f"{ref}: config.json names relative attention but no rel_embeddings tensor."
+        raise LoadError(msg)
+    array = hub.read_tensor(model, names[0])
+    return relative_table(array, name=names[0], source=model.source(names[0]))
+
+
+def _describe(record: dict[str, Any]) -> str:
+    """The record in a few lines for people; lists shortened."""
+    lines = []
+    for key, value in record.items():
+        if isinstance(value, list) and len(value) > 8:
+            head = ", ".join(_short(v) for v in value[:4])
+            value = f"[{head}, … {len(value)} values]"
+        elif isinstance(value, dict):
+            value = json.dumps(value, default=str, ensure_ascii=False)
+            value = value if len(value) < 200 else value[:197] + "…"
+        lines.append(f"{key:<32}{_short(value)}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
