@@ -74,7 +74,7 @@ def summary(args: argparse.Namespace) -> int | None:
         scheme = position_scheme(opened.config)
         if scheme.kind == "learned_absolute":
             return None
-        record = _record(scheme, args, source=opened.source, model=ref)
+        record = _record(scheme, args, source=opened.source, model=opened)
     else:
         return None
     record = finite(record)
@@ -99,7 +99,7 @@ def _read_config_file(path: Path) -> bytes:
 
 
 def _record(
-    scheme: Scheme, args: argparse.Namespace, *, source: str, model: hub.Reference | None
+    scheme: Scheme, args: argparse.Namespace, *, source: str, model: hub.ConfigFile | None
 ) -> dict[str, Any]:
     record = scheme_head(scheme, source=source)
     center = not args.no_center
@@ -133,34 +133,31 @@ def _record(
     return record
 
 
-def _open_model(ref: hub.Reference) -> hub.HubModel:
-    return hub.open_model(ref.repo, ref.revision)
-
-
-def _stored_inv_freq(ref: hub.Reference) -> tuple[str, np.ndarray] | None:
+def _stored_inv_freq(opened: hub.ConfigFile) -> tuple[str, np.ndarray] | None:
     """The first ``rotary_emb.inv_freq`` buffer the checkpoint stores (headers, then its
     bytes), or None."""
-    model = _open_model(ref)
+    model = hub.open_model_at(opened)
     names = [n for n in model.tensors if n.endswith("inv_freq")]
     if not names:
         return None
     return names[0], hub.read_tensor(model, names[0])
 
 
-def _bias_tensors(ref: hub.Reference) -> dict[str, np.ndarray]:
-    model = _open_model(ref)
+def _bias_tensors(opened: hub.ConfigFile) -> dict[str, np.ndarray]:
+    model = hub.open_model_at(opened)
     names = sorted(n for n in model.tensors if n.endswith("relative_attention_bias.weight"))
     if not names:
-        msg = f"{ref}: config.json names T5 relative buckets but no relative_attention_bias."
+        msg = f"{model.label}: config.json names T5 relative buckets but no tensor "
+        msg += "relative_attention_bias."
         raise LoadError(msg)
     return {name: hub.read_tensor(model, name) for name in names}
 
 
-def _deberta_table(ref: hub.Reference) -> tuple[Any, list[int]]:
-    model = _open_model(ref)
+def _deberta_table(opened: hub.ConfigFile) -> tuple[Any, list[int]]:
+    model = hub.open_model_at(opened)
     names = [n for n in model.tensors if n.endswith("rel_embeddings.weight")]
     if not names:
-        msg = f"{ref}: config.json names relative attention but no rel_embeddings tensor."
+        msg = f"{model.label}: config.json names relative attention but no rel_embeddings."
         raise LoadError(msg)
     array = hub.read_tensor(model, names[0])
     return relative_table(array, name=names[0], source=model.source(names[0]))

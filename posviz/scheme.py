@@ -26,6 +26,7 @@ __all__ = [
     "Scheme",
     "parse_config",
     "position_scheme",
+    "scheme_kind",
 ]
 
 #: Each kind of scheme, in words.
@@ -33,7 +34,8 @@ KINDS = {
     "learned_absolute": "a learned table of absolute positions, stored with the weights",
     "rotary": "rotary embeddings: q and k rotated by angles proportional to position",
     "alibi": "ALiBi: a bias on the attention logits, linear in distance, one slope per head",
-    "relative_bias": "T5 relative buckets: a learned bias per head and bucket of distance",
+    "relative_bias": "relative position buckets (T5): a learned bias per head and bucket of "
+    "distance",
     "relative_table": "DeBERTa relative embeddings: a learned table whose rows are relative "
     "positions, used by disentangled attention",
     "sinusoidal": "fixed sinusoidal table (Vaswani et al. 2017), computed from its formula, "
@@ -197,26 +199,19 @@ def position_scheme(config: dict) -> Scheme:
     >>> position_scheme({"model_type": "gpt2", "n_positions": 1024}).kind
     'learned_absolute'
     """
-    text = config.get("text_config")
-    if isinstance(text, dict):  # multimodal models (Gemma-3, Llama-4): the language model's
-        config = {**config, **text}
-    model_type = str(config.get("model_type", ""))
+    config = _language_model(config)
+    kind, reason = scheme_kind(config)
     context = _context(config)
-    attn = config.get("attn_config")
-    mpt_alibi = isinstance(attn, dict) and attn.get("alibi") is True
-    if config.get("alibi") is True or mpt_alibi or model_type == "bloom":
-        reason = "model_type: bloom" if model_type == "bloom" else "alibi: true"
-        bias_max = attn.get("alibi_bias_max", 8.0) if mpt_alibi else 8.0
-        bias_max = _number(bias_max, "attn_config.alibi_bias_max")
-        spec = AlibiSpec(_heads(config), bias_max)
-        return Scheme("alibi", reason, alibi=spec, context=context)
-    rotary_reason = _rotary_reason(config)
-    if rotary_reason:
+    model_type = config.get("model_type")
+    if kind == "alibi":
+        attn = config.get("attn_config")
+        bias_max = attn.get("alibi_bias_max", 8.0) if isinstance(attn, dict) else 8.0
+        spec = AlibiSpec(_heads(config), _number(bias_max, "attn_config.alibi_bias_max"))
+        return Scheme(kind, reason, alibi=spec, context=context)
+    if kind == "rotary":
         specs, warnings = _rotary_specs(config, context)
-        return Scheme(
-            "rotary", rotary_reason, rotary=specs, context=context, warnings=tuple(warnings)
-        )
-    if "relative_attention_num_buckets" in config or model_type in _RELATIVE_BIAS_MODELS:
+        return Scheme(kind, reason, rotary=specs, context=context, warnings=tuple(warnings))
+    if kind == "relative_bias":
         spec = RelativeBiasSpec(
             num_buckets=_integer(config.get("relative_attention_num_buckets", 32), "num_buckets"),
             max_distance=_integer(
@@ -229,10 +224,8 @@ def position_scheme(config: dict) -> Scheme:
         if spec.num_buckets < 4:
             msg = f"relative_attention_num_buckets is {spec.num_buckets}; T5 needs at least 4."
             raise LoadError(msg)
-        return Scheme(
-            "relative_bias", "relative_attention_num_buckets", relative_bias=spec, context=context
-        )
-    if config.get("relative_attention") is True:
+        return Scheme(kind, reason, relative_bias=spec, context=context)
+    if kind == "relative_table":
         span = next(
             (v for v in (config.get("position_buckets"), config.get("max_relative_positions"))
              if isinstance(v, int) and v > 0),
@@ -246,15 +239,53 @@ def position_scheme(config: dict) -> Scheme:
             hidden_size=_integer(_first(config, "hidden_size", "d_model"), "hidden_size"),
             absolute_too=config.get("position_biased_input", True) is not False,
         )
-        return Scheme(
-            "relative_table", "relative_attention: true", relative_table=spec, context=context
-        )
-    if config.get("sinusoidal_pos_embds") is True or model_type in _SINUSOIDAL_MODELS:
-        reason = "sinusoidal_pos_embds: true" if config.get("sinusoidal_pos_embds") else ""
-        return Scheme("sinusoidal", reason or f"model_type: {model_type}", context=context)
-    if model_type in _NO_POSITION_MODELS or config.get("position_embedding_type") == "none":
-        return Scheme("none", f"model_type: {model_type}" if model_type else "", context=context)
-    return Scheme("learned_absolute", "no other scheme named in config.json", context=context)
+        return Scheme(kind, reason, relative_table=spec, context=context)
+    return Scheme(kind, reason, context=context)
+
+
+def scheme_kind(config: dict) -> tuple[str, str]:
+    """(kind, the config keys that say so), without checking any number.
+
+    Examples
+    --------
+    >>> scheme_kind({"model_type": "llama", "rope_theta": 10000.0})
+    ('rotary', 'rope_theta')
+    >>> scheme_kind({"model_type": "mpt", "attn_config": {"alibi": True}})
+    ('alibi', 'attn_config.alibi: true')
+    """
+    config = _language_model(config)
+    model_type = str(config.get("model_type", ""))
+    attn = config.get("attn_config")
+    if isinstance(attn, dict) and attn.get("alibi") is True:
+        return "alibi", "attn_config.alibi: true"
+    if config.get("alibi") is True:
+        return "alibi", "alibi: true"
+    if model_type == "bloom":
+        return "alibi", "model_type: bloom"
+    rotary = _rotary_reason(config)
+    if rotary:
+        return "rotary", rotary
+    if "relative_attention_num_buckets" in config:
+        return "relative_bias", "relative_attention_num_buckets"
+    if model_type in _RELATIVE_BIAS_MODELS:
+        return "relative_bias", f"model_type: {model_type}"
+    if config.get("relative_attention") is True:
+        return "relative_table", "relative_attention: true"
+    if config.get("sinusoidal_pos_embds") is True:
+        return "sinusoidal", "sinusoidal_pos_embds: true"
+    if model_type in _SINUSOIDAL_MODELS:
+        return "sinusoidal", f"model_type: {model_type}"
+    if model_type in _NO_POSITION_MODELS:
+        return "none", f"model_type: {model_type}"
+    if config.get("position_embedding_type") == "none":
+        return "none", "position_embedding_type: none"
+    return "learned_absolute", "no other scheme named in config.json"
+
+
+def _language_model(config: dict) -> dict:
+    """The language model's settings: multimodal configs (Gemma-3, Llama-4) nest them."""
+    text = config.get("text_config")
+    return {**config, **text} if isinstance(text, dict) else config
 
 
 # --- rotary --------------------------------------------------------------------------------

@@ -126,15 +126,21 @@ def _check_status(response: httpx2.Response, what: str) -> None:
     raise LoadError(msg)
 
 
-def _get_json(url: str, *, what: str, kind: str = "file") -> object:
-    """A small JSON file read whole, refused beyond MAX_JSON_BYTES without buffering it."""
+def _get_bytes(url: str, *, what: str, kind: str = "file", limit: int = MAX_JSON_BYTES) -> bytes:
+    """A small file read whole, refused beyond `limit` bytes without buffering it."""
     with _request(url, {}, what) as response:
         body = bytearray()
         for chunk in response.iter_bytes(_CHUNK):
             body += chunk
-            if len(body) > MAX_JSON_BYTES:
-                msg = f"{what}: the Hub's {kind} answer exceeds {MAX_JSON_BYTES:,} bytes; refused."
+            if len(body) > limit:
+                msg = f"{what}: the Hub's {kind} answer exceeds {limit:,} bytes; refused."
                 raise LoadError(msg)
+    return bytes(body)
+
+
+def _get_json(url: str, *, what: str, kind: str = "file") -> object:
+    """A small JSON file read whole, refused beyond MAX_JSON_BYTES without buffering it."""
+    body = _get_bytes(url, what=what, kind=kind)
     try:
         return json.loads(body)
     except ValueError as exc:
