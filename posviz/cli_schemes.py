@@ -10,11 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from posviz import hub
+from posviz import hub, scheme_hub
 from posviz.embedding import LoadError
-from posviz.relative import relative_table
 from posviz.scheme import MAX_CONFIG_BYTES, Scheme, parse_config, position_scheme
 from posviz.scheme_summary import (
     alibi_record,
@@ -105,7 +102,9 @@ def _record(
     center = not args.no_center
     if scheme.kind == "rotary":
         main, *others = scheme.rotary
-        stored = _stored_inv_freq(model) if model is not None and args.check_inv_freq else None
+        stored = (
+            scheme_hub.stored_inv_freq(model) if model is not None and args.check_inv_freq else None
+        )
         record |= rotary_record(
             main,
             context=args.context,
@@ -119,48 +118,18 @@ def _record(
     elif scheme.kind == "alibi":
         record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
     elif scheme.kind == "relative_bias":
-        weights = _bias_tensors(model) if model is not None else {}
+        weights = scheme_hub.bias_tensors(model) if model is not None else {}
         record |= relative_bias_record(scheme.relative_bias, weights)
     elif scheme.kind == "relative_table":
         spec = scheme.relative_table
         record |= {"span": spec.span, "absolute_table_too": spec.absolute_too}
         if model is not None:
-            table, span = _deberta_table(model)
+            table, span = scheme_hub.relative_embeddings(model)
             record |= table_record(table, center=center)
             record["relative_positions"] = span
             record["params"] = {"center": center}
     record["context"] = record.get("context", scheme.context)
     return record
-
-
-def _stored_inv_freq(opened: hub.ConfigFile) -> tuple[str, np.ndarray] | None:
-    """The first ``rotary_emb.inv_freq`` buffer the checkpoint stores (headers, then its
-    bytes), or None."""
-    model = hub.open_model_at(opened)
-    names = [n for n in model.tensors if n.endswith("inv_freq")]
-    if not names:
-        return None
-    return names[0], hub.read_tensor(model, names[0])
-
-
-def _bias_tensors(opened: hub.ConfigFile) -> dict[str, np.ndarray]:
-    model = hub.open_model_at(opened)
-    names = sorted(n for n in model.tensors if n.endswith("relative_attention_bias.weight"))
-    if not names:
-        msg = f"{model.label}: config.json names T5 relative buckets but no tensor "
-        msg += "relative_attention_bias."
-        raise LoadError(msg)
-    return {name: hub.read_tensor(model, name) for name in names}
-
-
-def _deberta_table(opened: hub.ConfigFile) -> tuple[Any, list[int]]:
-    model = hub.open_model_at(opened)
-    names = [n for n in model.tensors if n.endswith("rel_embeddings.weight")]
-    if not names:
-        msg = f"{model.label}: config.json names relative attention but no rel_embeddings."
-        raise LoadError(msg)
-    array = hub.read_tensor(model, names[0])
-    return relative_table(array, name=names[0], source=model.source(names[0]))
 
 
 def _describe(record: dict[str, Any]) -> str:

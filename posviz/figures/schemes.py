@@ -1,0 +1,242 @@
+"""Figures of position schemes: rotary frequency ladders, bands, decay curves, dynamic NTK's
+base, LongRoPE's factors, ALiBi's slopes and biases, T5's buckets and bias heatmap."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from posviz.alibi import AlibiBias
+from posviz.figures.layout import DIVERGING, base_figure, f32
+from posviz.relative import RelativeBias
+from posviz.rotary import RotaryDecay, RotaryFrequencies
+
+__all__ = [
+    "BAND_COLOURS",
+    "alibi_bias",
+    "alibi_slopes",
+    "bands",
+    "decay",
+    "dynamic_base",
+    "frequency_ladder",
+    "longrope_factors",
+    "t5_bias",
+    "t5_buckets",
+]
+
+#: One colour per band of a scaling rule (posviz.rotary.BANDS).
+BAND_COLOURS = {
+    "kept": "#1f77b4",
+    "blended": "#ff7f0e",
+    "divided": "#d62728",
+    "rescaled": "#9467bd",
+}
+#: Heads drawn as lines at most (the rest are in the heatmap and the numbers).
+MAX_HEAD_LINES = 32
+
+
+def _context_lines(fig: go.Figure, f: RotaryFrequencies, *, horizontal: bool) -> None:
+    """Mark the original and the extended context (as a wavelength or a distance)."""
+    spec = f.spec
+    marks = {}
+    if spec.original_context:
+        marks[f"original context {spec.original_context:,}"] = spec.original_context
+    if f.context:
+        marks[f"context {f.context:,}"] = f.context
+    for (label, value), dash in zip(marks.items(), ("dot", "dash"), strict=False):
+        if horizontal:
+            fig.add_hline(y=value, line_dash=dash, annotation_text=label, line_color="grey")
+        else:
+            fig.add_vline(x=value, line_dash=dash, annotation_text=label, line_color="grey")
+
+
+def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
+    """Wavelength 2π/θᵢ of each pair (log axis), unscaled and as the rule applies it; markers
+    coloured by band, the original and extended contexts marked."""
+    spec = f.spec
+    title = (
+        f"Frequency ladder: {spec.rope_type}, θ = {spec.base:g}, {spec.n_pairs} pairs"
+        + (f", factor {spec.factor:g}" if spec.rope_type != "default" else "")
+        + (f" ({spec.layer_type})" if spec.layer_type != "all" else "")
+    )
+    fig = base_figure(title, "pair i", "wavelength 2π/θᵢ (positions)", yaxis_type="log")
+    pairs = np.arange(spec.n_pairs)
+    fig.add_trace(
+        go.Scatter(
+            x=pairs,
+            y=f32(f.wavelengths_unscaled),
+            mode="lines",
+            name="unscaled",
+            line={"color": "grey"},
+        )
+    )
+    for band, colour in BAND_COLOURS.items():
+        chosen = f.band == band
+        if chosen.any():
+            fig.add_trace(
+                go.Scatter(
+                    x=pairs[chosen],
+                    y=f32(f.wavelengths[chosen]),
+                    mode="markers",
+                    name=f"scaled: {band} ({int(chosen.sum())})",
+                    marker={"color": colour, "size": 6},
+                )
+            )
+    _context_lines(fig, f, horizontal=True)
+    return fig
+
+
+def bands(f: RotaryFrequencies) -> go.Figure:
+    """Each pair's share of the division by the factor (0 kept … 1 divided), or LongRoPE's
+    per-pair division."""
+    spec = f.spec
+    pairs = np.arange(spec.n_pairs)
+    if spec.rope_type == "longrope":
+        fig = base_figure(
+            f"Division of each pair's frequency at context {f.context:,}",
+            "pair i",
+            "θᵢ unscaled / θᵢ applied",
+        )
+        y = f.inv_freq_unscaled / f.inv_freq
+    else:
+        fig = base_figure(
+            f"Bands of the {spec.rope_type} rule: share of the division by {spec.factor:g}",
+            "pair i",
+            "share (0 kept, 1 divided)",
+            yaxis_range=[-0.05, 1.05],
+        )
+        y = f.share
+    fig.add_trace(
+        go.Bar(
+            x=pairs,
+            y=f32(y),
+            marker_color=[BAND_COLOURS[b] for b in f.band],
+            name="pairs",
+            hovertext=list(f.band),
+        )
+    )
+    return fig
+
+
+def decay(d: RotaryDecay, f: RotaryFrequencies) -> go.Figure:
+    """Content-free similarity B(Δ) and RoFormer's relative upper bound against distance,
+    before and after scaling."""
+    fig = base_figure(
+        "Content-free similarity B(Δ) = meanᵢ cos(Δθᵢ) and RoFormer's bound (2/d)·Σⱼ|Sⱼ|",
+        "distance Δ (positions)",
+        "B(Δ)",
+    )
+    x = d.distances
+    fig.add_trace(go.Scatter(x=x, y=f32(d.similarity_unscaled), name="B(Δ) unscaled",
+                             line={"color": "grey"}))  # fmt: skip
+    fig.add_trace(go.Scatter(x=x, y=f32(d.similarity), name="B(Δ) scaled",
+                             line={"color": BAND_COLOURS["kept"]}))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=x, y=f32(d.bound_unscaled), name="bound unscaled", yaxis="y2",
+                   line={"color": "grey", "dash": "dot"})
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=x, y=f32(d.bound), name="bound scaled", yaxis="y2",
+                   line={"color": BAND_COLOURS["divided"], "dash": "dot"})
+    )  # fmt: skip
+    fig.update_layout(
+        yaxis2={"title": "relative upper bound", "overlaying": "y", "side": "right"},
+        margin={"r": 70},
+    )
+    _context_lines(fig, f, horizontal=False)
+    return fig
+
+
+def dynamic_base(lengths: np.ndarray, bases: np.ndarray, *, context: int) -> go.Figure:
+    """Dynamic NTK's base against sequence length."""
+    fig = base_figure(
+        "Dynamic NTK: rotary base against sequence length",
+        "sequence length L",
+        "base",
+        yaxis_type="log",
+    )
+    fig.add_trace(go.Scatter(x=lengths, y=bases, name="base", mode="lines"))
+    fig.add_vline(
+        x=context, line_dash="dash", annotation_text=f"max_position_embeddings {context:,}"
+    )
+    return fig
+
+
+def longrope_factors(short: np.ndarray, long: np.ndarray) -> go.Figure:
+    """LongRoPE's short and long factors per pair."""
+    fig = base_figure("LongRoPE: each pair's division factor", "pair i", "factor", yaxis_type="log")
+    pairs = np.arange(len(short))
+    fig.add_trace(go.Scatter(x=pairs, y=f32(short), name="short (within the original context)"))
+    fig.add_trace(go.Scatter(x=pairs, y=f32(long), name="long (beyond it)"))
+    return fig
+
+
+def alibi_slopes(b: AlibiBias) -> go.Figure:
+    """Each head's slope (log axis), in stored head order."""
+    n = len(b.slopes)
+    fig = base_figure(f"ALiBi slopes, {n} heads", "head", "slope (logits per position)",
+                      yaxis_type="log")  # fmt: skip
+    fig.add_trace(go.Bar(x=np.arange(n), y=f32(b.slopes), name="slope"))
+    return fig
+
+
+def alibi_bias(b: AlibiBias) -> go.Figure:
+    """Bias against distance, one line per head (the first `MAX_HEAD_LINES`)."""
+    n = len(b.slopes)
+    shown = min(n, MAX_HEAD_LINES)
+    title = f"ALiBi bias against distance ({shown} of {n} heads)" if shown < n else (
+        f"ALiBi bias against distance, {n} heads"
+    )  # fmt: skip
+    fig = base_figure(title, "distance from query back to key", "bias (logits)")
+    step = max(1, len(b.distances) // 512)
+    for h in range(shown):
+        fig.add_trace(
+            go.Scatter(
+                x=b.distances[::step],
+                y=f32(b.bias[h, ::step]),
+                name=f"head {h}",
+                mode="lines",
+                showlegend=shown <= 16,
+            )
+        )
+    return fig
+
+
+def t5_bias(r: RelativeBias, *, name: str) -> go.Figure:
+    """Heatmap of a T5 bias tensor: heads by signed distance."""
+    fig = base_figure(f"T5 relative bias: {name}", "relative position (key − query)", "head")
+    limit = float(np.abs(r.bias).max()) or 1.0
+    fig.add_trace(
+        go.Heatmap(
+            x=r.relative_positions,
+            y=np.arange(r.n_heads),
+            z=f32(r.bias),
+            colorscale=DIVERGING,
+            zmid=0,
+            zmin=-limit,
+            zmax=limit,
+            colorbar={"title": "bias"},
+        )
+    )
+    return fig
+
+
+def t5_buckets(
+    positions: np.ndarray, layouts: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> go.Figure:
+    """Bucket against signed distance, per rule (encoder, decoder), with each distance's kind
+    (exact / log-spaced / saturated) in the hover."""
+    fig = base_figure("T5 buckets against relative position", "relative position (key − query)",
+                      "bucket")  # fmt: skip
+    for label, (buckets, layout) in layouts.items():
+        fig.add_trace(
+            go.Scatter(
+                x=positions,
+                y=buckets,
+                name=label,
+                mode="lines",
+                line_shape="hv",
+                hovertext=list(layout),
+            )
+        )
+    return fig
