@@ -23,6 +23,7 @@ page = st.navigation(
         st.Page(HERE / "pages/compare.py", title="Compare", icon=":material/compare:"),
         st.Page(HERE / "pages/collection.py", title="Collection", icon=":material/view_module:"),
         st.Page(HERE / "pages/resample.py", title="Resample", icon=":material/aspect_ratio:"),
+        st.Page(HERE / "pages/schemes.py", title="Schemes", icon=":material/waves:"),
         st.Page(HERE / "pages/data.py", title="Data", icon=":material/upload_file:"),
     ]
 )

@@ -1,0 +1,111 @@
+"""The Schemes page: every preset's scheme drawn, a rotary table opened as the current table,
+uploaded configs read and bad ones refused with a message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from posviz.scheme_presets import PRESETS
+
+ROOT = Path(__file__).parents[1]
+PAGE = str(ROOT / "pages/schemes.py")
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def page(**state) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    for key, value in state.items():
+        at.session_state[key] = value
+    return at.run()
+
+
+def test_llama31_ladder_marks_its_bands_and_contexts():
+    at = page()
+    assert not at.exception, at.exception
+    (fig,) = figures(at)
+    names = [trace["name"] for trace in fig["data"]]
+    assert names == ["unscaled", "scaled: kept (29)", "scaled: blended (6)", "scaled: divided (29)"]
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    marked = {shape["y0"] for shape in fig["layout"]["shapes"]}
+    assert marked == {8192, 131072}
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["rotary width"] == "128"
+    assert metrics["pairs beyond original context"] == "29"
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_runs(name):
+    at = page(**{"schemes.preset": name})
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.markdown[0].value.startswith("**")  # the scheme in words
+
+
+@pytest.mark.parametrize(
+    ("section", "trace_type"),
+    [("Bands", "bar"), ("Similarity decay", "scatter"), ("Numbers", None)],
+)
+def test_rotary_sections(section, trace_type):
+    at = page(**{"schemes.section": section})
+    assert not at.exception, at.exception
+    if trace_type:
+        (fig,) = figures(at)
+        assert fig["data"][0]["type"] == trace_type
+    else:
+        assert len(at.dataframe) == 1
+
+
+def test_longrope_and_dynamic_sections():
+    at = page(**{"schemes.preset": "microsoft/Phi-3.5-mini-instruct",
+                 "schemes.section": "LongRoPE factors"})  # fmt: skip
+    assert not at.exception, at.exception
+    (fig,) = figures(at)
+    assert [len(t["y"]["bdata"]) > 0 for t in fig["data"]] == [True, True]
+
+
+def test_open_the_rotary_table_makes_it_the_current_table():
+    at = page(**{"schemes.preset": "mistralai/Mistral-7B-v0.1", "schemes.rows": 512})
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    assert table.shape == (512, 128)
+    np.testing.assert_allclose(table.values[3, :64], np.cos(3 * 10000.0 ** (-np.arange(64) / 64)))
+    assert "is now the current table" in at.success[0].value
+    # Every page then analyses it.
+    spectrum = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60)
+    spectrum.session_state["posviz.table"] = table
+    spectrum.run()
+    assert not spectrum.exception, spectrum.exception
+
+
+def test_alibi_and_t5():
+    at = page(**{"schemes.preset": "bigscience/bloom"})
+    assert not at.exception, at.exception
+    (fig,) = figures(at)
+    assert len(fig["data"][0]["x"]["bdata"]) > 0
+    assert "112 heads" in fig["layout"]["title"]["text"]
+    at = page(**{"schemes.preset": "google-t5/t5-small"})
+    (fig,) = figures(at)
+    assert [t["name"] for t in fig["data"]] == ["encoder (bidirectional)", "decoder (causal)"]
+    assert "open the model from the Hub" in at.info[0].value
+
+
+def test_an_uploaded_config_and_a_bad_one():
+    at = page(**{"schemes.source": "config.json"})
+    assert not at.exception, at.exception
+    config = json.dumps(PRESETS["EleutherAI/gpt-j-6b"]).encode()
+    at.get("file_uploader")[0].set_value(("config.json", config, "application/json")).run()
+    assert not at.exception, at.exception
+    assert at.metric[0].value == "64"
+    bad = b'{"rope_theta": -3, "hidden_size": 64, "num_attention_heads": 4}'
+    at.get("file_uploader")[0].set_value(("config.json", bad, "application/json")).run()
+    assert not at.exception, at.exception
+    assert "must not be negative" in at.error[0].value
