@@ -10,7 +10,7 @@ from posviz import figures, scheme_hub
 from posviz.alibi import FALLS
 from posviz.embedding import LoadError
 from posviz.relative import bucket_layout, t5_buckets
-from posviz.rotary import MAX_TABLE_POSITIONS, dynamic_base, rotary_table
+from posviz.rotary import BANDS, MAX_TABLE_POSITIONS, dynamic_base, rotary_table
 from posviz.scheme import KINDS, parse_config, position_scheme
 from posviz.scheme_presets import PRESETS
 from posviz.ui import schemes as cache
@@ -99,12 +99,13 @@ if scheme.kind == "rotary":
     )
     columns[3].metric("logit multiplier", f"{f.attention_factor**2:.4f}", help="factor²")
     columns[4].metric(
-        "pairs beyond original context",
+        "pairs beyond L₀",
         f.pairs_beyond_original_context,
-        help="Pairs whose unscaled wavelength exceeds the pre-training context: "
+        help="Pairs whose unscaled wavelength exceeds the pre-training context L₀: "
         "they never made a full turn in training.",
     )
-    st.caption(" · ".join(f"{band}: {count}" for band, count in f.band_counts().items()))
+    counts = f.band_counts()
+    st.caption(" · ".join(f"{band}: {counts[band]} pairs" for band in BANDS if band in counts))
     labels = ["Frequency ladder", "Bands", "Similarity decay"]
     labels += ["Dynamic NTK base"] * (spec.rope_type == "dynamic")
     labels += ["LongRoPE factors"] * (spec.rope_type == "longrope")

@@ -357,7 +357,8 @@ def rotary_decay(
     max_distance : int, optional
         Largest Δ (default: the context the frequencies apply at, else 4096).
     n_distances : int
-        Distances evaluated, evenly spaced from 0 (every one when fewer than this).
+        Log-spaced distances evaluated beyond the first 64, which are all evaluated (a decay
+        is read on a log axis; evenly spaced samples of these oscillations alias).
 
     Examples
     --------
@@ -366,7 +367,9 @@ def rotary_decay(
     (1.0, 2.5, [0, 1, 2])
     """
     stop = max_distance or frequencies.context or 4096
-    distances = np.unique(np.linspace(0, stop, min(n_distances, stop + 1)).round().astype(np.int64))
+    dense = np.arange(min(stop, 64) + 1)
+    sparse = np.geomspace(64, stop, n_distances) if stop > 64 else []
+    distances = np.unique(np.concatenate([dense, np.round(sparse)])).astype(np.int64)
 
     def curves(inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         angles = np.outer(distances, inv_freq)

@@ -36,9 +36,11 @@ def test_llama31_ladder_marks_its_bands_and_contexts():
     assert fig["layout"]["yaxis"]["type"] == "log"
     marked = {shape["y0"] for shape in fig["layout"]["shapes"]}
     assert marked == {8192, 131072}
+    labels = {a["text"]: a["y"] for a in fig["layout"]["annotations"]}
+    assert labels == {"original context 8,192": np.log10(8192), "context 131,072": np.log10(131072)}
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["rotary width"] == "128"
-    assert metrics["pairs beyond original context"] == "29"
+    assert metrics["pairs beyond L₀"] == "29"
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -51,7 +53,7 @@ def test_every_preset_runs(name):
 
 @pytest.mark.parametrize(
     ("section", "trace_type"),
-    [("Bands", "bar"), ("Similarity decay", "scatter"), ("Numbers", None)],
+    [("Bands", "scatter"), ("Similarity decay", "scatter"), ("Numbers", None)],
 )
 def test_rotary_sections(section, trace_type):
     at = page(**{"schemes.section": section})
@@ -59,6 +61,7 @@ def test_rotary_sections(section, trace_type):
     if trace_type:
         (fig,) = figures(at)
         assert fig["data"][0]["type"] == trace_type
+        assert len(fig["data"]) == (4 if section == "Similarity decay" else 1)
     else:
         assert len(at.dataframe) == 1
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from posviz.alibi import AlibiBias
-from posviz.figures.layout import DIVERGING, base_figure, f32
+from posviz.alibi import FALLS, AlibiBias
+from posviz.figures.layout import DIVERGING, base_figure, f32, small_multiples
 from posviz.relative import RelativeBias
 from posviz.rotary import RotaryDecay, RotaryFrequencies
 
@@ -36,7 +36,8 @@ MAX_HEAD_LINES = 32
 
 
 def _context_lines(fig: go.Figure, f: RotaryFrequencies, *, horizontal: bool) -> None:
-    """Mark the original and the extended context (as a wavelength or a distance)."""
+    """Mark the original and the extended context on a log axis (as a wavelength or a
+    distance)."""
     spec = f.spec
     marks = {}
     if spec.original_context:
@@ -44,10 +45,19 @@ def _context_lines(fig: go.Figure, f: RotaryFrequencies, *, horizontal: bool) ->
     if f.context:
         marks[f"context {f.context:,}"] = f.context
     for (label, value), dash in zip(marks.items(), ("dot", "dash"), strict=False):
+        # Both axes marked are logarithmic, where plotly places annotations in log10 units.
         if horizontal:
-            fig.add_hline(y=value, line_dash=dash, annotation_text=label, line_color="grey")
+            fig.add_hline(y=value, line_dash=dash, line_color="grey")
+            fig.add_annotation(
+                x=0, xref="paper", y=np.log10(value), text=label, showarrow=False,
+                xanchor="left", yanchor="bottom", font={"color": "grey"},
+            )  # fmt: skip
         else:
-            fig.add_vline(x=value, line_dash=dash, annotation_text=label, line_color="grey")
+            fig.add_vline(x=value, line_dash=dash, line_color="grey")
+            fig.add_annotation(
+                x=np.log10(value), y=1, yref="paper", text=label, showarrow=False,
+                xanchor="right", yanchor="bottom", font={"color": "grey"},
+            )  # fmt: skip
 
 
 def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
@@ -106,11 +116,14 @@ def bands(f: RotaryFrequencies) -> go.Figure:
             yaxis_range=[-0.05, 1.05],
         )
         y = f.share
+    # Markers, not bars: a kept pair (share 0) stays visible.
     fig.add_trace(
-        go.Bar(
+        go.Scatter(
             x=pairs,
             y=f32(y),
-            marker_color=[BAND_COLOURS[b] for b in f.band],
+            mode="lines+markers",
+            line={"color": "lightgrey"},
+            marker={"color": [BAND_COLOURS[b] for b in f.band], "size": 7},
             name="pairs",
             hovertext=list(f.band),
         )
@@ -119,30 +132,29 @@ def bands(f: RotaryFrequencies) -> go.Figure:
 
 
 def decay(d: RotaryDecay, f: RotaryFrequencies) -> go.Figure:
-    """Content-free similarity B(Δ) and RoFormer's relative upper bound against distance,
-    before and after scaling."""
-    fig = base_figure(
-        "Content-free similarity B(Δ) = meanᵢ cos(Δθᵢ) and RoFormer's bound (2/d)·Σⱼ|Sⱼ|",
-        "distance Δ (positions)",
-        "B(Δ)",
+    """Content-free similarity B(Δ) and RoFormer's relative upper bound against distance (log
+    axis), before and after scaling, in two panels."""
+    fig = small_multiples(
+        2,
+        ["B(Δ) = meanᵢ cos(Δθᵢ)", "RoFormer's relative upper bound (2/d)·Σⱼ|Sⱼ|"],
+        "How fast the rotary scheme alone decays with distance",
     )
-    x = d.distances
-    fig.add_trace(go.Scatter(x=x, y=f32(d.similarity_unscaled), name="B(Δ) unscaled",
-                             line={"color": "grey"}))  # fmt: skip
-    fig.add_trace(go.Scatter(x=x, y=f32(d.similarity), name="B(Δ) scaled",
-                             line={"color": BAND_COLOURS["kept"]}))  # fmt: skip
-    fig.add_trace(
-        go.Scatter(x=x, y=f32(d.bound_unscaled), name="bound unscaled", yaxis="y2",
-                   line={"color": "grey", "dash": "dot"})
-    )  # fmt: skip
-    fig.add_trace(
-        go.Scatter(x=x, y=f32(d.bound), name="bound scaled", yaxis="y2",
-                   line={"color": BAND_COLOURS["divided"], "dash": "dot"})
-    )  # fmt: skip
-    fig.update_layout(
-        yaxis2={"title": "relative upper bound", "overlaying": "y", "side": "right"},
-        margin={"r": 70},
-    )
+    x = np.maximum(d.distances, 1)  # Δ = 0 (B = 1) sits at 1 on the log axis
+    for row, (unscaled, scaled) in enumerate(
+        [(d.similarity_unscaled, d.similarity), (d.bound_unscaled, d.bound)], start=1
+    ):
+        for values, label, colour in (
+            (unscaled, "unscaled", "grey"),
+            (scaled, "scaled", BAND_COLOURS["divided"]),
+        ):
+            fig.add_trace(
+                go.Scatter(x=x, y=f32(values), name=label, line={"color": colour},
+                           showlegend=row == 1, legendgroup=label),
+                row=row, col=1,
+            )  # fmt: skip
+    fig.update_xaxes(type="log")
+    fig.update_xaxes(title_text="distance Δ (positions)", row=2, col=1)
+    fig.update_layout(height=620)
     _context_lines(fig, f, horizontal=False)
     return fig
 
@@ -181,24 +193,27 @@ def alibi_slopes(b: AlibiBias) -> go.Figure:
 
 
 def alibi_bias(b: AlibiBias) -> go.Figure:
-    """Bias against distance, one line per head (the first `MAX_HEAD_LINES`)."""
+    """Bias against distance, one line per head (at most `MAX_HEAD_LINES`, evenly spread over
+    the heads), down to −12 logits with the falls of `FALLS` logits marked: beyond that a
+    head's keys are all but masked."""
     n = len(b.slopes)
-    shown = min(n, MAX_HEAD_LINES)
-    title = f"ALiBi bias against distance ({shown} of {n} heads)" if shown < n else (
-        f"ALiBi bias against distance, {n} heads"
-    )  # fmt: skip
-    fig = base_figure(title, "distance from query back to key", "bias (logits)")
-    step = max(1, len(b.distances) // 512)
-    for h in range(shown):
+    heads = np.unique(np.linspace(0, n - 1, min(n, MAX_HEAD_LINES)).round().astype(int))
+    title = f"ALiBi bias against distance, {len(heads)} of {n} heads"
+    fig = base_figure(title, "distance from query back to key", "bias (logits)",
+                      yaxis_range=[-12, 0.5])  # fmt: skip
+    step = max(1, len(b.distances) // 1024)
+    for h in heads:
         fig.add_trace(
             go.Scatter(
                 x=b.distances[::step],
                 y=f32(b.bias[h, ::step]),
-                name=f"head {h}",
+                name=f"head {h} (slope {b.slopes[h]:.3g})",
                 mode="lines",
-                showlegend=shown <= 16,
+                showlegend=len(heads) <= 16,
             )
         )
+    for fall in FALLS:
+        fig.add_hline(y=-fall, line_dash="dot", line_color="grey")
     return fig
 
 
