@@ -7,7 +7,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from posviz.compare import Comparison
-from posviz.figures.layout import DIVERGING, PIXEL_CELLS, TEMPLATE, base_figure, center_label, f32
+from posviz.figures.layout import (
+    DIVERGING,
+    PIXEL_CELLS,
+    TEMPLATE,
+    base_figure,
+    center_label,
+    escape,
+    f32,
+)
 from posviz.similarity import OffsetProfile, SimilarityMap
 from posviz.spectrum import Spectrum
 
@@ -24,6 +32,7 @@ def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
         yaxis_exponentformat="power",
     )
     for name, s in spectra.items():
+        name = escape(name)
         # Values under the resolution floor are rounding noise: not drawn.
         resolved = s.singular_values >= s.floor
         fig.add_scatter(
@@ -47,7 +56,7 @@ def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
         yaxis_range=[0, 1.02],
     )
     for name, s in spectra.items():
-        k90 = s.k_at(0.9)
+        name, k90 = escape(name), s.k_at(0.9)
         fig.add_scatter(
             x=np.arange(1, len(s.cumulative) + 1),
             y=f32(s.cumulative),
@@ -68,6 +77,7 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
         f"mean {first.metric} s(i, i+k)",
     )
     for name, p in profiles.items():
+        name = escape(name)
         fig.add_scatter(
             x=p.offsets,
             y=f32(p.mean),
@@ -80,7 +90,7 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
 
 def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
     """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
-    names, pair = list(maps), list(maps.values())
+    names, pair = [escape(name) for name in maps], list(maps.values())
     metric, block = pair[0].metric, max(m.block for m in pair)
     titles = [*names, f"{names[1]} − {names[0]}"] if difference else names
     fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
@@ -100,7 +110,7 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
         shared = {"colorscale": DIVERGING, "cmin": -reach, "cmax": reach}
     colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
     fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3}})
-    for col, (name, m) in enumerate(maps.items(), start=1):
+    for col, (name, m) in enumerate(zip(names, pair, strict=True), start=1):
         fig.add_heatmap(
             x=f32(m.col_positions),
             y=f32(m.row_positions),
