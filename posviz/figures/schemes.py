@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from posviz.alibi import FALLS, AlibiBias
-from posviz.figures.layout import DIVERGING, base_figure, f32, small_multiples
+from posviz.figures.layout import DIVERGING, base_figure, escape, f32, small_multiples
 from posviz.relative import RelativeBias
 from posviz.rotary import RotaryDecay, RotaryFrequencies
 
@@ -67,7 +67,7 @@ def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
     title = (
         f"Frequency ladder: {spec.rope_type}, θ = {spec.base:g}, {spec.n_pairs} pairs"
         + (f", factor {spec.factor:g}" if spec.rope_type != "default" else "")
-        + (f" ({spec.layer_type})" if spec.layer_type != "all" else "")
+        + (f" ({escape(spec.layer_type)})" if spec.layer_type != "all" else "")
     )
     fig = base_figure(title, "pair i", "wavelength 2π/θᵢ (positions)", yaxis_type="log")
     pairs = np.arange(spec.n_pairs)
@@ -219,7 +219,9 @@ def alibi_bias(b: AlibiBias) -> go.Figure:
 
 def t5_bias(r: RelativeBias, *, name: str) -> go.Figure:
     """Heatmap of a T5 bias tensor: heads by signed distance."""
-    fig = base_figure(f"T5 relative bias: {name}", "relative position (key − query)", "head")
+    fig = base_figure(
+        f"T5 relative bias: {escape(name)}", "relative position (key − query)", "head"
+    )
     limit = float(np.abs(r.bias).max()) or 1.0
     fig.add_trace(
         go.Heatmap(
