@@ -20,6 +20,7 @@ from posviz.rotary import ROPE_TYPES, RotarySpec
 __all__ = [
     "KINDS",
     "MAX_CONFIG_BYTES",
+    "NAMES",
     "AlibiSpec",
     "RelativeBiasSpec",
     "RelativeTableSpec",
@@ -34,14 +35,23 @@ KINDS = {
     "learned_absolute": "a learned table of absolute positions, stored with the weights",
     "rotary": "rotary embeddings: q and k rotated by angles proportional to position",
     "alibi": "ALiBi: a bias on the attention logits, linear in distance, one slope per head",
-    "relative_bias": "relative position buckets (T5): a learned bias per head and bucket of "
-    "distance",
+    "relative_bias": "T5 relative buckets: a learned bias per head and bucket of distance",
     "relative_table": "DeBERTa relative embeddings: a learned table whose rows are relative "
     "positions, used by disentangled attention",
     "sinusoidal": "fixed sinusoidal table (Vaswani et al. 2017), computed from its formula, "
     "not learned",
     "none": "no position encoding: order comes only from the causal mask or the recurrence "
     "(NoPE, state-space models)",
+}
+#: Each kind of scheme by name, for messages.
+NAMES = {
+    "learned_absolute": "a learned absolute position table",
+    "rotary": "rotary embeddings",
+    "alibi": "ALiBi attention biases",
+    "relative_bias": "relative position buckets",
+    "relative_table": "relative attention",
+    "sinusoidal": "fixed sinusoidal positions",
+    "none": "no position encoding",
 }
 #: config.json files are a few kB; refused above this (before parsing) and deeper than this.
 MAX_CONFIG_BYTES = 4 * 2**20

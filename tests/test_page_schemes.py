@@ -4,6 +4,7 @@ uploaded configs read and bad ones refused with a message."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from posviz.scheme_presets import PRESETS
+from tests import fakehub
+from tests.fakehub import FakeHub
 
 ROOT = Path(__file__).parents[1]
 PAGE = str(ROOT / "pages/schemes.py")
@@ -112,3 +115,61 @@ def test_an_uploaded_config_and_a_bad_one():
     at.get("file_uploader")[0].set_value(("config.json", bad, "application/json")).run()
     assert not at.exception, at.exception
     assert "must not be negative" in at.error[0].value
+
+
+def test_a_sinusoidal_model_opens_its_table():
+    marian = {"model_type": "marian", "d_model": 512, "max_position_embeddings": 512}
+    at = page(**{"schemes.source": "config.json"})
+    at.get("file_uploader")[0].set_value(("c.json", json.dumps(marian).encode(), "x")).run()
+    assert "fixed sinusoidal" in at.info[0].value.lower()
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["posviz.table"].shape == (512, 512)
+
+
+@pytest.fixture
+def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    yield from fakehub.running(tmp_path, monkeypatch)
+
+
+def hub_page(repo: str) -> AppTest:
+    at = page(**{"schemes.source": "Hub model"})
+    at.text_input(key="schemes.repo").set_value(repo)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_t5_from_the_hub_draws_each_heads_bias(fake_hub):
+    from safetensors.numpy import save
+
+    bias = np.arange(32 * 8, dtype=np.float32).reshape(32, 8)
+    name = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+    config = json.dumps(PRESETS["google-t5/t5-small"]).encode()
+    fake_hub.add("acme/t5-page", {"config.json": config, "model.safetensors": save({name: bias})})
+    at = hub_page("acme/t5-page")
+    assert not [s for s in fake_hub.log if "safetensors" in s.path]  # config.json only so far
+    at.toggle(key="schemes.read_bias").set_value(True).run()
+    assert not at.exception, at.exception
+    heat = figures(at)[-1]["data"][0]
+    assert heat["type"] == "heatmap"
+    assert "relative_attention_bias" in figures(at)[-1]["layout"]["title"]["text"]
+
+
+def test_deberta_from_the_hub_opens_its_relative_table(fake_hub):
+    from safetensors.numpy import save
+
+    rel = np.random.default_rng(0).standard_normal((512, 32)).astype(np.float32)
+    config = json.dumps(PRESETS["microsoft/deberta-v3-base"]).encode()
+    weights = save({"deberta.encoder.rel_embeddings.weight": rel})
+    fake_hub.add("acme/deberta-page", {"config.json": config, "model.safetensors": weights})
+    at = hub_page("acme/deberta-page")
+    at.button[1].click().run()  # [0] is the form's Open
+    assert not at.exception, at.exception
+    np.testing.assert_array_equal(at.session_state["posviz.table"].values, rel)
+    assert "relative positions -256 … 255" in at.success[0].value
+
+
+def test_an_unknown_hub_model_is_said(fake_hub):
+    at = hub_page("acme/missing")
+    assert "no such model on the Hub" in at.error[0].value

@@ -62,12 +62,12 @@ def position_scheme(config: dict) -> str | None:
     """The position scheme config.json names when it is not a learned absolute table, in words.
 
     >>> position_scheme({"model_type": "llama", "rope_theta": 500000.0})
-    'rotary embeddings: q and k rotated by angles proportional to position (rope_theta)'
+    'rotary embeddings (rope_theta)'
     >>> position_scheme({"model_type": "gpt2", "n_positions": 1024}) is None
     True
     """
     kind, reason = schemes.scheme_kind(config)
-    return None if kind == "learned_absolute" else f"{schemes.KINDS[kind]} ({reason})"
+    return None if kind == "learned_absolute" else f"{schemes.NAMES[kind]} ({reason})"
 
 
 def _position_named(name: str) -> bool:
