@@ -10,9 +10,16 @@ from posviz import figures, scheme_hub
 from posviz.alibi import FALLS
 from posviz.embedding import LoadError
 from posviz.relative import bucket_layout, t5_buckets
-from posviz.rotary import BANDS, MAX_TABLE_POSITIONS, dynamic_base, rotary_table
+from posviz.rotary import (
+    BANDS,
+    MAX_TABLE_POSITIONS,
+    dynamic_base,
+    inv_freq_difference,
+    rotary_table,
+)
 from posviz.scheme import KINDS, parse_config, position_scheme
 from posviz.scheme_presets import PRESETS
+from posviz.scheme_summary import INV_FREQ_TOLERANCE
 from posviz.ui import schemes as cache
 from posviz.ui import state, widgets
 from posviz.ui.text import literal
@@ -106,6 +113,29 @@ if scheme.kind == "rotary":
     )
     counts = f.band_counts()
     st.caption(" · ".join(f"{band}: {counts[band]} pairs" for band in BANDS if band in counts))
+    if opened is not None and st.toggle(
+        "Check a stored inv_freq buffer",
+        key="schemes.inv_freq",
+        help="Old conversions store rotary_emb.inv_freq, sometimes wrongly. Reads the "
+        "safetensors headers, then only that buffer.",
+    ):
+        try:
+            stored = cache.stored_inv_freq(opened)
+        except LoadError as error:
+            st.error(literal(error), icon=":material/error:")
+            st.stop()
+        if stored is None:
+            st.info("The checkpoint stores no inv_freq buffer (the usual case).")
+        else:
+            name, values = stored
+            difference = inv_freq_difference(values, f)
+            text = (
+                f"{literal(name)}: largest relative difference from config.json's {difference:.3g}"
+            )
+            if difference <= INV_FREQ_TOLERANCE:
+                st.success(text + " (matches).", icon=":material/check:")
+            else:
+                st.error(text + ": it does not match; trust config.json.", icon=":material/error:")
     labels = ["Frequency ladder", "Bands", "Similarity decay"]
     labels += ["Dynamic NTK base"] * (spec.rope_type == "dynamic")
     labels += ["LongRoPE factors"] * (spec.rope_type == "longrope")

@@ -173,3 +173,23 @@ def test_deberta_from_the_hub_opens_its_relative_table(fake_hub):
 def test_an_unknown_hub_model_is_said(fake_hub):
     at = hub_page("acme/missing")
     assert "no such model on the Hub" in at.error[0].value
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_stored_inv_freq_checked_on_the_page(fake_hub, wrong):
+    from safetensors.numpy import save
+
+    inv_freq = (10000.0 ** (-np.arange(0, 128, 2) / 128)).astype(np.float32)
+    if wrong:
+        inv_freq = inv_freq[::-1].copy()
+    name = "model.layers.0.self_attn.rotary_emb.inv_freq"
+    repo = f"acme/old-mistral-{wrong}"
+    config = json.dumps(PRESETS["mistralai/Mistral-7B-v0.1"]).encode()
+    fake_hub.add(repo, {"config.json": config, "model.safetensors": save({name: inv_freq})})
+    at = hub_page(repo)
+    at.toggle(key="schemes.inv_freq").set_value(True).run()
+    assert not at.exception, at.exception
+    if wrong:
+        assert "does not match" in at.error[0].value
+    else:
+        assert "matches" in at.success[0].value

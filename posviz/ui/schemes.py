@@ -24,6 +24,7 @@ __all__ = [
     "decay",
     "frequencies",
     "hub_config",
+    "stored_inv_freq",
     "t5_bias",
 ]
 
@@ -51,6 +52,11 @@ def hub_config(repo: str, revision: str) -> hub.ConfigFile:
 @st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the bias tensors from the Hub…")
 def bias_tensors(opened: hub.ConfigFile) -> dict[str, np.ndarray]:
     return scheme_hub.bias_tensors(opened)
+
+
+@st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the inv_freq buffer…")
+def stored_inv_freq(opened: hub.ConfigFile) -> tuple[str, np.ndarray] | None:
+    return scheme_hub.stored_inv_freq(opened)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
