@@ -54,7 +54,7 @@ if source == "Hub model":
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         st.stop()
-    config, origin = opened.config, opened.source
+    config, origin, label = opened.config, opened.source, named[0]
 elif source == "config.json":
     upload = st.file_uploader("A model's config.json", type=["json"], key="schemes.upload")
     if upload is None:
@@ -64,10 +64,10 @@ elif source == "config.json":
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         st.stop()
-    origin = f"uploaded {upload.name}"
+    origin = label = f"uploaded {upload.name}"
 else:
     name = st.selectbox("Model", list(PRESETS), key="schemes.preset")
-    config, origin = PRESETS[name], f"{name} (config.json excerpt built into posviz)"
+    config, origin, label = PRESETS[name], f"{name} (config.json excerpt built into posviz)", name
 
 try:
     scheme = position_scheme(config)
@@ -315,3 +315,23 @@ else:
         if st.button(label, type="primary"):
             state.set_simulated("sinusoidal", options)
             st.success("The sinusoidal table is now the current table.", icon=":material/check:")
+
+rotary_presets = {name: c for name, c in PRESETS.items() if position_scheme(c).kind == "rotary"}
+with widgets.expander_drawn_when_open("Overlay several rotary models", key="schemes.overlay") as o:
+    if o:
+        others = [name for name in rotary_presets if name != label]
+        chosen = st.multiselect("Models", others, default=others[:3], key="schemes.chosen")
+        specs = {name: position_scheme(rotary_presets[name]).rotary[0] for name in chosen}
+        if scheme.kind == "rotary":
+            specs = {label: spec, **specs}
+        longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
+        freqs = {name: cache.frequencies(s, context=None) for name, s in specs.items()}
+        decays = {n: cache.decay(s, context=None, max_distance=longest) for n, s in specs.items()}
+        settings = {"models": list(specs), "max_distance": longest}
+        if specs:
+            widgets.show_figure(
+                figures.schemes.ladders_overlay(freqs), name="ladders_overlay", settings=settings
+            )
+            widgets.show_figure(
+                figures.schemes.decays_overlay(decays), name="decays_overlay", settings=settings
+            )

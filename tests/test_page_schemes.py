@@ -193,3 +193,17 @@ def test_a_stored_inv_freq_checked_on_the_page(fake_hub, wrong):
         assert "does not match" in at.error[0].value
     else:
         assert "matches" in at.success[0].value
+
+
+def test_overlay_of_several_rotary_models():
+    at = page(**{"schemes.overlay": True})
+    assert not at.exception, at.exception
+    ladders, decays = figures(at)[-2:]
+    names = [t["name"] for t in ladders["data"]]
+    assert names == [
+        "meta-llama/Llama-3.1-8B",
+        "mistralai/Mistral-7B-v0.1",
+        "Qwen/Qwen2-7B",
+        "microsoft/Phi-3.5-mini-instruct",
+    ]  # this model, then the first three other rotary presets
+    assert decays["layout"]["xaxis"]["type"] == "log"

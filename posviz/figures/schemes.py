@@ -17,8 +17,10 @@ __all__ = [
     "alibi_slopes",
     "bands",
     "decay",
+    "decays_overlay",
     "dynamic_base",
     "frequency_ladder",
+    "ladders_overlay",
     "longrope_factors",
     "t5_bias",
     "t5_buckets",
@@ -256,4 +258,29 @@ def t5_buckets(
                 hovertext=list(layout),
             )
         )
+    return fig
+
+
+def ladders_overlay(frequencies: dict[str, RotaryFrequencies]) -> go.Figure:
+    """Several models' ladders as applied, against the pair's place in the ladder (i / pairs,
+    so widths differ freely)."""
+    fig = base_figure(
+        "Frequency ladders as applied", "pair i / number of pairs", "wavelength 2π/θᵢ (positions)",
+        yaxis_type="log",
+    )  # fmt: skip
+    for label, f in frequencies.items():
+        n = f.spec.n_pairs
+        x = f32(np.arange(n) / n)
+        fig.add_trace(go.Scatter(x=x, y=f32(f.wavelengths), name=escape(label),
+                                 mode="lines+markers", marker={"size": 4}))  # fmt: skip
+    return fig
+
+
+def decays_overlay(decays: dict[str, RotaryDecay]) -> go.Figure:
+    """Several models' content-free similarity B(Δ) as applied, on a log distance axis."""
+    fig = base_figure("Content-free similarity B(Δ) as applied", "distance Δ (positions)", "B(Δ)",
+                      xaxis_type="log")  # fmt: skip
+    for label, d in decays.items():
+        fig.add_trace(go.Scatter(x=np.maximum(d.distances, 1), y=f32(d.similarity),
+                                 name=escape(label), mode="lines"))  # fmt: skip
     return fig

@@ -35,8 +35,8 @@ def frequencies(spec: RotarySpec, *, context: int | None) -> RotaryFrequencies:
 
 
 @st.cache_data(max_entries=32, show_spinner="Computing B(Δ) and RoFormer's bound…")
-def decay(spec: RotarySpec, *, context: int | None) -> RotaryDecay:
-    return rotary_decay(rotary_frequencies(spec, context=context))
+def decay(spec: RotarySpec, *, context: int | None, max_distance: int | None = None) -> RotaryDecay:
+    return rotary_decay(rotary_frequencies(spec, context=context), max_distance=max_distance)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
