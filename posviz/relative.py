@@ -167,5 +167,8 @@ def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embed
     if rows % 2:
         msg = f"{name} has {rows} rows; DeBERTa's rel_embeddings has an even number (2 · span)."
         raise LoadError(msg)
+    span = rows // 2
+    # Pages draw row numbers: the source says how to read them.
+    source = f"{source} · row r is relative position r − {span}"
     table = Embedding.from_array(weight, name=name, source=source)
-    return table, [-rows // 2, rows // 2 - 1]
+    return table, [-span, span - 1]

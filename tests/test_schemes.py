@@ -348,3 +348,4 @@ def test_deberta_relative_table():
                                  source="s")  # fmt: skip
     assert table.shape == (512, 16)
     assert span == [-256, 255]
+    assert table.source.endswith("row r is relative position r − 256")
