@@ -308,11 +308,10 @@ else:
     st.info(KINDS[scheme.kind][0].upper() + KINDS[scheme.kind][1:] + ".", icon=":material/info:")
     if scheme.kind == "learned_absolute":
         st.caption("Load the model's table on the Data page; every page analyses it.")
-    width = config.get("d_model") or config.get("hidden_size")
-    if scheme.kind == "sinusoidal" and isinstance(width, int) and scheme.context:
-        options = {"n_positions": min(scheme.context, MAX_TABLE_POSITIONS), "d_model": width}
-        label = f"Open the sinusoidal table ({options['n_positions']:,} x {width})"
-        if st.button(label, type="primary"):
+    if scheme.kind == "sinusoidal" and scheme.width and scheme.context:
+        n = min(scheme.context, MAX_TABLE_POSITIONS)
+        options = {"n_positions": n, "d_model": scheme.width}
+        if st.button(f"Open the sinusoidal table ({n:,} x {scheme.width})", type="primary"):
             state.set_simulated("sinusoidal", options)
             st.success("The sinusoidal table is now the current table.", icon=":material/check:")
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from posviz import hub, scheme_hub
 from posviz.embedding import LoadError
+from posviz.rotary import MAX_TABLE_POSITIONS
 from posviz.scheme import MAX_CONFIG_BYTES, Scheme, parse_config, position_scheme
 from posviz.scheme_summary import (
     alibi_record,
@@ -22,6 +23,7 @@ from posviz.scheme_summary import (
     scheme_head,
     table_record,
 )
+from posviz.simulate import sinusoidal
 
 __all__ = ["add_arguments", "summary"]
 
@@ -128,6 +130,11 @@ def _record(
             record |= table_record(table, center=center)
             record["relative_positions"] = span
             record["params"] = {"center": center}
+    elif scheme.kind == "sinusoidal" and scheme.width and scheme.context:
+        rows = args.positions or min(scheme.context, MAX_TABLE_POSITIONS)
+        table = sinusoidal(rows, scheme.width)  # built from its formula: rarely stored
+        record |= {"rows": rows} | table_record(table, center=center)
+        record["params"] = {"positions": rows, "center": center}
     record["context"] = record.get("context", scheme.context)
     return record
 

@@ -113,6 +113,8 @@ class Scheme:
     alibi, relative_bias, relative_table : spec or None
     context : int or None
         ``max_position_embeddings`` (or its alias), when given.
+    width : int or None
+        The model width (``hidden_size`` / ``d_model``), when given: a sinusoidal table's.
     warnings : tuple of str
         Where the config contradicts itself.
     """
@@ -124,6 +126,7 @@ class Scheme:
     relative_bias: RelativeBiasSpec | None = None
     relative_table: RelativeTableSpec | None = None
     context: int | None = None
+    width: int | None = None
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -250,7 +253,9 @@ def position_scheme(config: dict) -> Scheme:
             absolute_too=config.get("position_biased_input", True) is not False,
         )
         return Scheme(kind, reason, relative_table=spec, context=context)
-    return Scheme(kind, reason, context=context)
+    width = _first(config, "d_model", "hidden_size", "n_embd") if kind == "sinusoidal" else None
+    width = None if width is None else _integer(width, "d_model")
+    return Scheme(kind, reason, context=context, width=width)
 
 
 def scheme_kind(config: dict) -> tuple[str, str]:

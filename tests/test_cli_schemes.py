@@ -96,6 +96,9 @@ def test_alibi_t5_deberta_and_words(tmp_path, capsys):
     record = summary_json(capsys, deberta)
     assert (record["scheme"], record["span"], record["absolute_table_too"]) == (
         "relative_table", 256, False)  # fmt: skip
+    marian = {"model_type": "marian", "d_model": 512, "max_position_embeddings": 512}
+    record = summary_json(capsys, config_file(tmp_path, marian, "marian.json"))
+    assert (record["scheme"], record["rows"], record["shape"]) == ("sinusoidal", 512, [512, 512])
     mamba = summary_json(capsys, config_file(tmp_path, {"model_type": "mamba"}, "m.json"))
     assert mamba["scheme"] == "none"
     assert "no position encoding" in mamba["description"]
