@@ -53,8 +53,9 @@ NAMES = {
     "sinusoidal": "fixed sinusoidal positions",
     "none": "no position encoding",
 }
-#: config.json files are a few kB; refused above this (before parsing) and deeper than this.
-MAX_CONFIG_BYTES = 4 * 2**20
+#: config.json files are a few kB (a few MB with huge label maps); refused above this (as the
+#: Hub client refuses any JSON answer) before parsing, and deeper than this.
+MAX_CONFIG_BYTES = 16 * 2**20
 MAX_CONFIG_DEPTH = 32
 
 #: Rotary models whose config.json may name no rotary key (the default base 10000 applies).
@@ -214,7 +215,8 @@ def position_scheme(config: dict) -> Scheme:
     """
     config = _language_model(config)
     kind, reason = scheme_kind(config)
-    context = _context(config)
+    # A scheme computed from config.json needs a valid context; a learned table does not.
+    context = _context(config, strict=kind not in ("learned_absolute", "none"))
     model_type = config.get("model_type")
     if kind == "alibi":
         attn = config.get("attn_config")
@@ -512,9 +514,18 @@ def _first(config: dict, *keys: str) -> Any:
     return next((config[k] for k in keys if config.get(k) is not None), None)
 
 
-def _context(config: dict) -> int | None:
+def _context(config: dict, *, strict: bool) -> int | None:
+    """``max_position_embeddings`` (or an alias); a bad value is refused when `strict`, else
+    ignored."""
     value = _first(config, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
-    return None if value is None else _integer(value, "max_position_embeddings")
+    if value is None:
+        return None
+    try:
+        return _integer(value, "max_position_embeddings")
+    except LoadError:
+        if strict:
+            raise
+        return None
 
 
 def _heads(config: dict) -> int:

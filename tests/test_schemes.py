@@ -256,6 +256,8 @@ def test_other_kinds():
     table = position_scheme(PRESETS["microsoft/deberta-v3-base"]).relative_table
     assert (table.span, table.absolute_too) == (256, False)
     assert position_scheme({"model_type": "gpt2", "n_positions": 1024}).kind == "learned_absolute"
+    # A learned table is read from the weights: an odd context in its config does not matter.
+    assert position_scheme({"model_type": "gpt2", "n_positions": -1}).context is None
     assert position_scheme({"model_type": "mamba"}).kind == "none"
     assert position_scheme({"model_type": "marian"}).kind == "sinusoidal"
     assert position_scheme({"model_type": "falcon", "alibi": True, "n_head": 8}).kind == "alibi"
