@@ -124,7 +124,8 @@ def _record(
         record |= relative_bias_record(scheme.relative_bias, weights)
     elif scheme.kind == "relative_table":
         spec = scheme.relative_table
-        record |= {"span": spec.span, "absolute_table_too": spec.absolute_too}
+        record |= {"span": spec.span, "hidden_size": spec.hidden_size}
+        record["absolute_table_too"] = spec.absolute_too
         if model is not None:
             table, span = scheme_hub.relative_embeddings(model)
             record |= table_record(table, center=center)

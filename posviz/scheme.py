@@ -130,10 +130,6 @@ class Scheme:
     width: int | None = None
     warnings: tuple[str, ...] = field(default=())
 
-    @property
-    def description(self) -> str:
-        return f"{KINDS[self.kind]} ({self.reason})"
-
 
 def parse_config(data: bytes, *, what: str = "config.json") -> dict:
     """config.json's bytes -> dict, refusing what is too big, too deep or not an object.

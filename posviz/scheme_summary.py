@@ -172,6 +172,7 @@ def relative_bias_record(spec: RelativeBiasSpec, weights: dict[str, np.ndarray])
         "num_buckets": spec.num_buckets,
         "max_distance": spec.max_distance,
         "n_heads": spec.n_heads,
+        "per_layer": spec.per_layer,
         "tensors": list(weights),
         "relative_positions": positions.tolist(),
         "buckets": per_tensor,
