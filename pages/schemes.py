@@ -100,7 +100,12 @@ if scheme.kind == "rotary":
         spec.rotary_dim,
         help=f"Rotating columns of q and k: {spec.n_pairs} pairs, {layout}",
     )
-    columns[1].metric("base θ", f"{f.base_applied:,.6g}", help=f"rope_theta {spec.base:g}")
+    base = f.base_applied
+    columns[1].metric(
+        "base θ",
+        f"{base:,.0f}" if base.is_integer() else f"{base:,.6g}",
+        help=f"rope_theta {spec.base:g}",
+    )
     columns[2].metric(
         "attention factor", f"{f.attention_factor:.4f}", help="Multiplies cos and sin of q and k."
     )
