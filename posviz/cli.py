@@ -178,6 +178,10 @@ def _app_path() -> Path:
 
 def _load(args: argparse.Namespace) -> Embedding:
     """The table PATH names: a file, or a model on the Hub (hf:REPO[@REVISION])."""
+    opened = getattr(args, "opened", None)
+    if opened is not None:  # its config.json was read for the scheme: not again
+        model = hub.open_model_at(opened)
+        return hub.load_model(model, tensor=args.tensor, row_start=args.drop_prefix)
     return load_table(args.path, tensor=args.tensor, row_start=args.drop_prefix)
 
 

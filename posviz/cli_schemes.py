@@ -72,6 +72,7 @@ def summary(args: argparse.Namespace) -> int | None:
         opened = hub.open_config(ref.repo, ref.revision)
         scheme = position_scheme(opened.config)
         if scheme.kind == "learned_absolute":
+            args.opened = opened  # the table is read at the commit config.json was read at
             return None
         record = _record(scheme, args, source=opened.source, model=opened)
     else:

@@ -176,6 +176,9 @@ def test_a_learned_table_still_summarised_as_before(fake_hub, capsys):
     record = summary(capsys, "hf:acme/gpt2")
     assert record["scheme"] == "learned_absolute"
     assert record["shape"] == [64, 16]
+    # The revision and config.json are asked for once, then the header and the table.
+    assert len([s for s in fake_hub.log if s.path.startswith("/api/")]) == 1
+    assert len(fake_hub.requests_for("config.json")) == 1
 
 
 def test_bad_configs_on_the_hub_exit_2(fake_hub, capsys):
