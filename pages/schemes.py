@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from posviz import figures, scheme_hub
+from posviz import __version__, figures, scheme_hub
 from posviz.alibi import FALLS
 from posviz.embedding import LoadError
 from posviz.relative import bucket_layout, t5_buckets
@@ -25,6 +25,13 @@ from posviz.ui import state, widgets
 from posviz.ui.text import literal
 
 SOURCES = ["Known models", "Hub model", "config.json"]
+
+
+def exported(params: dict) -> dict:
+    """What an export carries: the settings under "params", where the scheme came from under
+    "provenance" (the convention of posviz._params)."""
+    return {"params": params, "provenance": {"source": origin, "posviz_version": __version__}}
+
 
 st.title("Position schemes")
 st.caption(
@@ -148,7 +155,7 @@ if scheme.kind == "rotary":
     tabs = dict(
         zip(labels, widgets.tabs_drawn_when_open(labels, key="schemes.section"), strict=True)
     )
-    settings = {"source": origin, **f.params, "layer_type": spec.layer_type}
+    settings = exported({**f.params, "layer_type": spec.layer_type})
     with tabs["Frequency ladder"]:
         if tabs["Frequency ladder"].open:
             widgets.show_figure(
@@ -161,7 +168,9 @@ if scheme.kind == "rotary":
         if tabs["Similarity decay"].open:
             d = cache.decay(spec, context=int(context))
             widgets.show_figure(
-                figures.schemes.decay(d, f), name="decay", settings={**settings, **d.params}
+                figures.schemes.decay(d, f),
+                name="decay",
+                settings=exported({**settings["params"], **d.params}),
             )
     if "Dynamic NTK base" in tabs:
         with tabs["Dynamic NTK base"]:
@@ -229,7 +238,7 @@ elif scheme.kind == "alibi":
         "build_alibi_tensor, MPT's gen_slopes with alibi_bias_max "
         f"{spec.alibi_bias_max:g})."
     )
-    settings = {"source": origin, **b.params, "n_heads": spec.n_heads}
+    settings = exported({**b.params, "n_heads": spec.n_heads})
     labels = ["Slopes", "Bias against distance", "Numbers"]
     slopes, bias, numbers = widgets.tabs_drawn_when_open(labels, key="schemes.alibi")
     with slopes:
@@ -258,11 +267,7 @@ elif scheme.kind == "relative_bias":
             "bidirectional": bidirectional,
         }
         layouts[label] = (t5_buckets(positions, **options), bucket_layout(positions, **options))
-    settings = {
-        "source": origin,
-        "num_buckets": spec.num_buckets,
-        "max_distance": spec.max_distance,
-    }
+    settings = exported({"num_buckets": spec.num_buckets, "max_distance": spec.max_distance})
     widgets.show_figure(
         figures.schemes.t5_buckets(positions, layouts), name="t5_buckets", settings=settings
     )
@@ -283,7 +288,7 @@ elif scheme.kind == "relative_bias":
         widgets.show_figure(
             figures.schemes.t5_bias(r, name=name),
             name="t5_bias",
-            settings={**settings, **r.params, "tensor": name},
+            settings=exported({**settings["params"], **r.params, "tensor": name}),
         )
 
 elif scheme.kind == "relative_table":
@@ -331,7 +336,7 @@ with widgets.expander_drawn_when_open("Overlay several rotary models", key="sche
         longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
         freqs = {name: cache.frequencies(s, context=None) for name, s in specs.items()}
         decays = {n: cache.decay(s, context=None, max_distance=longest) for n, s in specs.items()}
-        settings = {"models": list(specs), "max_distance": longest}
+        settings = exported({"models": list(specs), "max_distance": longest})
         if specs:
             widgets.show_figure(
                 figures.schemes.ladders_overlay(freqs), name="ladders_overlay", settings=settings
