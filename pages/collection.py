@@ -19,6 +19,8 @@ from posviz.collection import (
 )
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
+from posviz.rotary import MAX_TABLE_POSITIONS
+from posviz.scheme_presets import preset_rotary_table, rotary_presets
 from posviz.similarity import MAX_SIDE, METRIC
 from posviz.ui import cache, widgets
 from posviz.ui.text import literal
@@ -171,6 +173,22 @@ def from_hub() -> None:
         )
 
 
+def from_schemes() -> None:
+    """Rotary position tables of known models, as the Schemes page opens them."""
+    names = rotary_presets()
+    chosen = st.multiselect("Rotary models", names, key="collection.schemes.models")
+    rows = st.number_input(
+        "Positions (rows)", 10, MAX_TABLE_POSITIONS, 1024, key="collection.schemes.rows"
+    )
+    if chosen and st.button(f"Add {len(chosen)} rotary tables", key="collection.schemes.add"):
+        add(
+            [
+                member(name, lambda name=name: preset_rotary_table(name, positions=int(rows)))
+                for name in chosen
+            ]
+        )
+
+
 def edit_members() -> list[Member]:
     """The members as an editable table: labels can be changed, rows removed."""
     members = st.session_state[MEMBERS]
@@ -308,6 +326,7 @@ st.session_state.setdefault(MEMBERS, [])
 st.session_state.setdefault(EDITOR, 0)
 shared = os.environ.get("POSVIZ_DATA_DIR")
 sources = {"Upload files": from_uploads, "Simulate": from_simulations}
+sources["Rotary schemes"] = from_schemes
 if shared:
     sources["Shared folder"] = lambda: from_shared_folder(Path(shared))
 if hub.enabled():  # POSVIZ_HUB=off: no tab

@@ -18,7 +18,7 @@ from posviz.rotary import (
     rotary_table,
 )
 from posviz.scheme import KINDS, parse_config, position_scheme
-from posviz.scheme_presets import PRESETS
+from posviz.scheme_presets import PRESETS, rotary_presets
 from posviz.scheme_summary import INV_FREQ_TOLERANCE
 from posviz.ui import schemes as cache
 from posviz.ui import state, widgets
@@ -325,12 +325,11 @@ else:
             state.set_simulated("sinusoidal", options)
             st.success("The sinusoidal table is now the current table.", icon=":material/check:")
 
-rotary_presets = {name: c for name, c in PRESETS.items() if position_scheme(c).kind == "rotary"}
 with widgets.expander_drawn_when_open("Overlay several rotary models", key="schemes.overlay") as o:
     if o:
-        others = [name for name in rotary_presets if name != label]
+        others = [name for name in rotary_presets() if name != label]
         chosen = st.multiselect("Models", others, default=others[:3], key="schemes.chosen")
-        specs = {name: position_scheme(rotary_presets[name]).rotary[0] for name in chosen}
+        specs = {name: position_scheme(PRESETS[name]).rotary[0] for name in chosen}
         if scheme.kind == "rotary":
             specs = {label: spec, **specs}
         longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)

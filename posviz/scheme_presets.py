@@ -5,7 +5,11 @@ written)."""
 
 from __future__ import annotations
 
-__all__ = ["PRESETS"]
+from posviz.embedding import Embedding
+from posviz.rotary import rotary_frequencies, rotary_table
+from posviz.scheme import position_scheme
+
+__all__ = ["PRESETS", "preset_rotary_table", "rotary_presets"]
 
 #: Model id -> config.json excerpt.
 PRESETS: dict[str, dict] = {
@@ -219,3 +223,22 @@ PRESETS: dict[str, dict] = {
         "position_biased_input": False,
     },
 }
+
+
+def rotary_presets() -> list[str]:
+    """The presets whose scheme is rotary."""
+    return [name for name, config in PRESETS.items() if position_scheme(config).kind == "rotary"]
+
+
+def preset_rotary_table(name: str, *, positions: int | None = None) -> Embedding:
+    """The rotary position table of preset `name` (its main layer type, frequencies at its
+    context; see :func:`posviz.rotary.rotary_table`).
+
+    Examples
+    --------
+    >>> preset_rotary_table("EleutherAI/gpt-j-6b", positions=16).shape
+    (16, 64)
+    """
+    spec = position_scheme(PRESETS[name]).rotary[0]
+    source = f"{name} (config.json excerpt built into posviz)"
+    return rotary_table(rotary_frequencies(spec), positions=positions, source=source)

@@ -207,3 +207,15 @@ def test_overlay_of_several_rotary_models():
         "microsoft/Phi-3.5-mini-instruct",
     ]  # this model, then the first three other rotary presets
     assert decays["layout"]["xaxis"]["type"] == "log"
+
+
+def test_the_collection_takes_rotary_tables():
+    at = AppTest.from_file(str(ROOT / "pages/collection.py"), default_timeout=60)
+    at.session_state["collection.schemes.models"] = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2-7B"]
+    at.session_state["collection.schemes.rows"] = 256
+    at.run()
+    at.button(key="collection.schemes.add").click().run()
+    assert not at.exception, at.exception
+    members = at.session_state["posviz.collection"]
+    assert [m.label for m in members] == ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2-7B"]
+    assert [m.table.shape for m in members] == [(256, 128), (256, 128)]
