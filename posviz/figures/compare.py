@@ -14,7 +14,7 @@ from posviz.spectrum import Spectrum
 
 def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
     """Each table's explained variance per component, overlaid on log axes (scale-free)."""
-    center = next(iter(spectra.values())).centered
+    center = next(iter(spectra.values())).params["center"]
     fig = base_figure(
         f"Explained variance per component ({center_label(center)})",
         "component k",
@@ -38,7 +38,7 @@ def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
 
 def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
     """Each table's cumulative explained variance, overlaid, with k at 90% marked."""
-    center = next(iter(spectra.values())).centered
+    center = next(iter(spectra.values())).params["center"]
     fig = base_figure(
         f"Cumulative explained variance ({center_label(center)})",
         "number of components k",
@@ -62,10 +62,11 @@ def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
 def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
     """Mean similarity s(i, i+k) against offset k for each table, overlaid."""
     first = next(iter(profiles.values()))
+    metric, center = first.params["metric"], center_label(first.params["center"])
     fig = base_figure(
-        f"Mean {first.metric} similarity against offset ({center_label(first.centered)})",
+        f"Mean {metric} similarity against offset ({center})",
         "offset k (positions)",
-        f"mean {first.metric} s(i, i+k)",
+        f"mean {metric} s(i, i+k)",
     )
     for name, p in profiles.items():
         fig.add_scatter(
@@ -81,13 +82,14 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
 def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
     """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
     names, pair = list(maps), list(maps.values())
-    metric, block = pair[0].metric, max(m.block for m in pair)
+    metric, block = pair[0].params["metric"], max(m.block for m in pair)
+    center = center_label(pair[0].params["center"])
     titles = [*names, f"{names[1]} − {names[0]}"] if difference else names
     fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
     blocks = f"; block means of {block} x {block} positions" if block > 1 else ""
     fig.update_layout(
         template=TEMPLATE,
-        title=f"{metric} similarity between positions ({center_label(pair[0].centered)}){blocks}",
+        title=f"{metric} similarity between positions ({center}){blocks}",
         margin={"l": 60, "r": 20, "t": 80, "b": 110},
         height=500,
     )
@@ -145,7 +147,7 @@ def comparison_angles(c: Comparison) -> go.Figure:
     degrees = c.degrees
     fig = base_figure(
         f"Principal angles between the top-{len(degrees)} PC subspaces over positions "
-        f"({center_label(c.centered)})",
+        f"({center_label(c.params['center'])})",
         "angle (smallest first)",
         "angle (degrees)",
         yaxis_range=[0, 92],
