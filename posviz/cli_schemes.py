@@ -24,6 +24,7 @@ from posviz.scheme_summary import (
     table_record,
 )
 from posviz.simulate import sinusoidal
+from posviz.spectrum import spectrum
 
 __all__ = ["add_arguments", "summary"]
 
@@ -129,14 +130,13 @@ def _record(
         record["absolute_table_too"] = spec.absolute_too
         if model is not None:
             table, span = scheme_hub.relative_embeddings(model)
-            record |= table_record(table, center=center)
             record["relative_positions"] = span
-            record["params"] = {"center": center}
+            record["table"] = table_record(table, spectrum(table.values, center=center))
     elif scheme.kind == "sinusoidal" and scheme.width and scheme.context:
         rows = args.positions or min(scheme.context, MAX_TABLE_POSITIONS)
         table = sinusoidal(rows, scheme.width)  # built from its formula: rarely stored
-        record |= {"rows": rows} | table_record(table, center=center)
-        record["params"] = {"positions": rows, "center": center}
+        record |= {"rows": rows, "params": {"positions": rows}}
+        record["table"] = table_record(table, spectrum(table.values, center=center))
     record["context"] = record.get("context", scheme.context)
     return record
 

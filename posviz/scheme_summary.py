@@ -11,6 +11,7 @@ import numpy as np
 from posviz import __version__
 from posviz.alibi import alibi_slopes
 from posviz.embedding import Embedding
+from posviz.export import header
 from posviz.relative import t5_buckets
 from posviz.rotary import (
     RotaryFrequencies,
@@ -20,7 +21,7 @@ from posviz.rotary import (
     rotary_table,
 )
 from posviz.scheme import KINDS, RelativeBiasSpec, Scheme
-from posviz.spectrum import NO_VARIANCE, spectrum
+from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 
 __all__ = [
     "INV_FREQ_TOLERANCE",
@@ -52,12 +53,13 @@ def scheme_head(scheme: Scheme, *, source: str) -> dict[str, Any]:
     return record
 
 
-def table_record(table: Embedding, *, center: bool = True) -> dict[str, Any]:
-    """A table's usual summary keys: shape, dtype, tensor, k50…k99, ranks, singular values."""
-    result = spectrum(table.values, center=center)
-    record = {"shape": list(table.shape), "dtype": table.dtype, "tensor": table.name}
-    record |= result.metrics()
-    record["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
+def table_record(table: Embedding, result: Spectrum) -> dict[str, Any]:
+    """A table's usual summary: the export header (analysis, params, provenance) and its
+    spectrum's numbers (k50…k99, ranks, noise count, the first singular values). A scheme's
+    table (rotary, sinusoidal, DeBERTa's) carries it under "table"."""
+    numbers: dict[str, Any] = result.metrics()
+    numbers["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
+    record = {**header("spectrum", result.params, table), "numbers": numbers}
     if not result.has_variance:  # the metrics above are null
         record["undefined"] = NO_VARIANCE
     return record
@@ -107,8 +109,8 @@ def rotary_record(
         "stored_inv_freq": stored,
         "rows": table.shape[0],
     }
-    record |= table_record(table, center=center)
-    record["params"] = {**f.params, "positions": table.shape[0], "center": center}
+    record["params"] = {**f.params, "positions": table.shape[0]}
+    record["table"] = table_record(table, spectrum(table.values, center=center))
     return record
 
 

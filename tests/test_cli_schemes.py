@@ -15,10 +15,10 @@ from posviz.scheme_presets import PRESETS
 ROTARY_KEYS = [
     "scheme", "rope_type", "rotary_dim", "base", "interleaved", "context", "original_context",
     "attention_factor", "inv_freq", "inv_freq_unscaled", "wavelengths",
-    "pairs_beyond_original_context", "stored_inv_freq", "rows", "shape", "k50", "k80", "k90",
-    "k95", "k99", "effective_rank", "stable_rank", "participation_ratio", "singular_values",
-    "params", "provenance",
+    "pairs_beyond_original_context", "stored_inv_freq", "rows", "table", "params", "provenance",
 ]  # fmt: skip
+#: The rotary table's summary: a learned table's, under "table".
+TABLE_KEYS = ["analysis", "params", "provenance", "numbers"]
 
 
 def config_file(tmp_path: Path, config: dict, name: str = "config.json") -> str:
@@ -45,11 +45,15 @@ def test_llama31_config(tmp_path, capsys):
     assert record["pairs_beyond_original_context"] == 29
     assert record["stored_inv_freq"] is None
     assert record["rows"] == 1024
-    assert record["shape"] == [1024, 128]
+    table = record["table"]
+    assert list(table) == TABLE_KEYS
+    assert table["provenance"]["shape"] == [1024, 128]
+    assert table["params"] == {"center": True}
+    assert table["numbers"]["k99"] <= 128
     inv = np.array(record["inv_freq_unscaled"])
     np.testing.assert_allclose(inv, 500000.0 ** (-np.arange(0, 128, 2) / 128), rtol=1e-15)
     np.testing.assert_allclose(record["wavelengths"][40], 2 * math.pi / (inv[40] / 8))
-    assert record["params"] == {"context": None, "positions": 1024, "center": True}
+    assert record["params"] == {"context": None, "positions": 1024}
     assert record["provenance"]["source"].startswith(path)
 
 
@@ -98,7 +102,8 @@ def test_alibi_t5_deberta_and_words(tmp_path, capsys):
         "relative_table", 256, False)  # fmt: skip
     marian = {"model_type": "marian", "d_model": 512, "max_position_embeddings": 512}
     record = summary_json(capsys, config_file(tmp_path, marian, "marian.json"))
-    assert (record["scheme"], record["rows"], record["shape"]) == ("sinusoidal", 512, [512, 512])
+    assert (record["scheme"], record["rows"]) == ("sinusoidal", 512)
+    assert record["table"]["provenance"]["shape"] == [512, 512]
     mamba = summary_json(capsys, config_file(tmp_path, {"model_type": "mamba"}, "m.json"))
     assert mamba["scheme"] == "none"
     assert "no position encoding" in mamba["description"]

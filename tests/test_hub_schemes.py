@@ -86,7 +86,14 @@ def test_llama31_by_name_equals_its_config_file(fake_hub, capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(PRESETS["meta-llama/Llama-3.1-8B"]))
     local = summary(capsys, str(path))
-    remote.pop("provenance"), local.pop("provenance")
+    assert (
+        remote["table"]["provenance"]["commit"]
+        == fake_hub.repos["meta-llama/Llama-3.1-8B", "main"].commit
+    )  # the rotary table names the commit its config.json was read at
+    for record in (remote, local):  # where they came from differs, nothing else
+        record.pop("provenance")
+        provenance = record["table"].pop("provenance")
+        record["table"]["sha256"] = provenance["sha256"]
     assert remote == local
     assert remote["bands"] == {"kept": 29, "blended": 6, "divided": 29}
 
@@ -141,8 +148,8 @@ def test_deberta_v3_relative_table(fake_hub, capsys):
     record = summary(capsys, "hf:microsoft/deberta-v3-base")
     assert record["scheme"] == "relative_table"
     assert record["relative_positions"] == [-256, 255]
-    assert record["shape"] == [512, 64]
-    assert record["tensor"] == "deberta.encoder.rel_embeddings.weight"
+    assert record["table"]["provenance"]["shape"] == [512, 64]
+    assert record["table"]["provenance"]["tensor"] == "deberta.encoder.rel_embeddings.weight"
     header = 8 + int.from_bytes(weights[:8], "little")
     assert fetched(fake_hub)["model.safetensors"] == header + rel.nbytes
 
@@ -175,7 +182,7 @@ def test_a_learned_table_still_summarised_as_before(fake_hub, capsys):
              {"transformer.wpe.weight": wpe})  # fmt: skip
     record = summary(capsys, "hf:acme/gpt2")
     assert record["scheme"] == "learned_absolute"
-    assert record["shape"] == [64, 16]
+    assert record["provenance"]["shape"] == [64, 16]
     # The revision and config.json are asked for once, then the header and the table.
     assert len([s for s in fake_hub.log if s.path.startswith("/api/")]) == 1
     assert len(fake_hub.requests_for("config.json")) == 1
