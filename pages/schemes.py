@@ -27,10 +27,11 @@ from posviz.ui.text import literal
 SOURCES = ["Known models", "Hub model", "config.json"]
 
 
-def exported(params: dict) -> dict:
-    """What an export carries: the settings under "params", where the scheme came from under
-    "provenance" (the convention of posviz._params)."""
-    return {"params": params, "provenance": {"source": origin, "posviz_version": __version__}}
+def exported(analysis: str, params: dict) -> dict:
+    """What an export carries (as posviz.export.header): the core function, its settings under
+    "params", where the scheme came from under "provenance"."""
+    provenance = {"source": origin, "posviz_version": __version__}
+    return {"analysis": analysis, "params": params, "provenance": provenance}
 
 
 st.title("Position schemes")
@@ -155,7 +156,7 @@ if scheme.kind == "rotary":
     tabs = dict(
         zip(labels, widgets.tabs_drawn_when_open(labels, key="schemes.section"), strict=True)
     )
-    settings = exported({**f.params, "layer_type": spec.layer_type})
+    settings = exported("rotary_frequencies", {**f.params, "layer_type": spec.layer_type})
     with tabs["Frequency ladder"]:
         if tabs["Frequency ladder"].open:
             widgets.show_figure(
@@ -170,7 +171,7 @@ if scheme.kind == "rotary":
             widgets.show_figure(
                 figures.schemes.decay(d, f),
                 name="decay",
-                settings=exported({**settings["params"], **d.params}),
+                settings=exported("rotary_decay", {**settings["params"], **d.params}),
             )
     if "Dynamic NTK base" in tabs:
         with tabs["Dynamic NTK base"]:
@@ -238,7 +239,7 @@ elif scheme.kind == "alibi":
         "build_alibi_tensor, MPT's gen_slopes with alibi_bias_max "
         f"{spec.alibi_bias_max:g})."
     )
-    settings = exported({**b.params, "n_heads": spec.n_heads})
+    settings = exported("alibi_bias", {**b.params, "n_heads": spec.n_heads})
     labels = ["Slopes", "Bias against distance", "Numbers"]
     slopes, bias, numbers = widgets.tabs_drawn_when_open(labels, key="schemes.alibi")
     with slopes:
@@ -267,7 +268,9 @@ elif scheme.kind == "relative_bias":
             "bidirectional": bidirectional,
         }
         layouts[label] = (t5_buckets(positions, **options), bucket_layout(positions, **options))
-    settings = exported({"num_buckets": spec.num_buckets, "max_distance": spec.max_distance})
+    settings = exported(
+        "t5_buckets", {"num_buckets": spec.num_buckets, "max_distance": spec.max_distance}
+    )
     widgets.show_figure(
         figures.schemes.t5_buckets(positions, layouts), name="t5_buckets", settings=settings
     )
@@ -288,7 +291,7 @@ elif scheme.kind == "relative_bias":
         widgets.show_figure(
             figures.schemes.t5_bias(r, name=name),
             name="t5_bias",
-            settings=exported({**settings["params"], **r.params, "tensor": name}),
+            settings=exported("relative_bias", {**r.params, "tensor": name}),
         )
 
 elif scheme.kind == "relative_table":
@@ -335,7 +338,7 @@ with widgets.expander_drawn_when_open("Overlay several rotary models", key="sche
         longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
         freqs = {name: cache.frequencies(s, context=None) for name, s in specs.items()}
         decays = {n: cache.decay(s, context=None, max_distance=longest) for n, s in specs.items()}
-        settings = exported({"models": list(specs), "max_distance": longest})
+        settings = exported("rotary_decay", {"models": list(specs), "max_distance": longest})
         if specs:
             widgets.show_figure(
                 figures.schemes.ladders_overlay(freqs), name="ladders_overlay", settings=settings
