@@ -198,3 +198,22 @@ def test_bad_configs_on_the_hub_exit_2(fake_hub, capsys):
     assert "deeper than" in capsys.readouterr().err
     fake_hub.add("acme/noconfig", {"model.safetensors": save(BIG)})
     assert hub.open_config("acme/noconfig").scheme.kind == "learned_absolute"
+
+
+def test_umt5_has_one_bias_per_layer(fake_hub, capsys):
+    config = {**PRESETS["google-t5/t5-small"], "model_type": "umt5"}
+    names = [
+        f"{stack}.block.{layer}.layer.0.SelfAttention.relative_attention_bias.weight"
+        for stack in ("encoder", "decoder")
+        for layer in (0, 1)
+    ]
+    tensors = {name: np.full((32, 8), i, np.float32) for i, name in enumerate(names)}
+    add_repo(fake_hub, "google/umt5-x", config, tensors)
+    record = summary(capsys, "hf:google/umt5-x")
+    assert record["per_layer"] is True
+    assert record["tensors"] == sorted(names)
+    for i, name in enumerate(names):
+        assert np.all(np.array(record["bias"][name]) == i)
+    # The decoder's layers bucket causally: keys ahead share bucket 0 (position +5 -> 0).
+    assert record["buckets"][names[2]][128 + 5] == 0
+    assert record["buckets"][names[0]][128 + 5] == 21
