@@ -297,8 +297,8 @@ def test_members_table_describes_each_member():
     ]
     frame = collection.members_table(members)
     assert frame["label"].tolist() == ["ckpt-step20", "x"]
-    assert frame["step"].iloc[0] == 20
-    assert np.isnan(frame["step"].iloc[1])
+    assert frame["keep"].tolist() == [True, True]
+    assert frame["step"].tolist() == ["20", "-"]
     assert frame["table"].tolist() == ["learned_like 64 x 16 (float32)", ""]
     assert frame["status"].tolist() == ["loaded", "refused: no"]
 
