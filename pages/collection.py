@@ -134,6 +134,7 @@ def edit_members(members: list[Member]) -> list[Member]:
         members_table(members),
         hide_index=True,
         width="stretch",
+        height=35 * min(len(members) + 1, 7) + 3,  # scrolls beyond 6 rows: the charts stay near
         disabled=["step", "table", "status"],
         key=f"collection.editor.{state.editor_version()}",
         column_config={
@@ -165,7 +166,9 @@ def example() -> None:
 
 def show(members: list[Member], loaded: list[Member]) -> None:
     """The collection's numbers and charts (a function: st.stop would end app.py's sidebar)."""
-    center = widgets.center_toggle()
+    left, right = st.columns([1, 3], vertical_alignment="center")
+    with left:
+        center = widgets.center_toggle()
     progress = st.progress(0.0)
     for i, m in enumerate(loaded):
         text = f"Analysing {literal(m.label)} ({i + 1} of {len(loaded)})…"
@@ -180,7 +183,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     )
     settings = result.settings()
     held = sorted({m.table.values.dtype.name for m in loaded})
-    st.caption(
+    right.caption(
         result.describe()
         + f"; the collection holds {result.nbytes / 2**20:.1f} MiB of tables ({', '.join(held)})."
     )

@@ -72,7 +72,7 @@ def test_the_example_is_a_simulated_training_run_drawn_one_tab_at_a_time():
         "Spectra": "Cumulative explained variance",
         "Offsets": "Mean cosine similarity against offset",
         "Similarity maps": "Cosine similarity between positions (rows mean-centred; block means",
-        "Map": "Tables by linear CKA on their first 512 positions",
+        "CKA map": "Tables by linear CKA on their first 512 positions",
     }
     for tab, title in expected.items():
         shown = titles(open_tab(at, tab))
@@ -108,7 +108,7 @@ def test_simulations_are_added_as_a_set_with_a_dash_for_no_step():
     open_tab(at, "Over training")
     assert not titles(at)
     assert "needs a step" in at.info[0].value
-    assert titles(open_tab(at, "Map"))[0].startswith("Tables by linear CKA on their first 96")
+    assert titles(open_tab(at, "CKA map"))[0].startswith("Tables by linear CKA on their first 96")
 
 
 def test_checkpoints_are_ordered_by_step_and_a_refused_one_is_listed():
@@ -281,3 +281,33 @@ def test_the_page_states_the_budgets():
     at = AppTest.from_file(PAGE, default_timeout=30).run()
     budget = gather.COLLECTION_BYTES // 2**20
     assert any(f"at most 32 tables and {budget} MiB" in c.value for c in at.caption)
+
+
+MARKUP = "<a href='http://127.0.0.1:9/x'>run</a> <span style='background:url(x)'>&</span>"
+
+
+def strings(value: object) -> list[str]:
+    """Every string inside a figure's JSON."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_labels_reach_every_figure_as_text_not_markup(ordered):
+    suffix = "-step" if ordered else "-seed"
+    at = with_members(
+        [Member(f"{MARKUP}{suffix}{i}", simulate.learned_like(32, 8, seed=i)) for i in range(1, 4)]
+    )
+    seen = []
+    for tab in TABS:
+        open_tab(at, tab)
+        for spec in at.get("plotly_chart"):
+            texts = strings(json.loads(spec.proto.spec))
+            assert not [t for t in texts if "<a" in t or "<span" in t], tab
+            seen += [t for t in texts if "&lt;a href=" in t]
+    assert seen  # the labels are there, escaped

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -18,6 +20,18 @@ PIXEL_CELLS = "fast"
 def center_label(center: bool) -> str:
     """How titles name the centring choice."""
     return "rows mean-centred" if center else "uncentred"
+
+
+def escape_label(text: str) -> str:
+    """`text` (a file name, a tensor or a user's label) as literal text in a Plotly figure.
+
+    Plotly renders a subset of HTML in titles, legends, hovers and annotations, including
+    ``<a href>`` and ``<span style>``: a label could otherwise fetch from another host.
+
+    >>> escape_label("<b>step1</b> & more")
+    '&lt;b&gt;step1&lt;/b&gt; &amp; more'
+    """
+    return html.escape(str(text), quote=False)
 
 
 def f32(values: np.ndarray) -> np.ndarray:

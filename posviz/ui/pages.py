@@ -74,7 +74,7 @@ PAGES = (
         "collection",
         "Collection",
         ":material/view_module:",
-        ("Metrics", "Over training", "Spectra", "Offsets", "Similarity maps", "One table", "Map"),
+        ("Metrics", "Over training", "Spectra", "Offsets", "Similarity maps", "One table", "CKA map"),
     ),
     Page("resample", "Resample", ":material/aspect_ratio:", ("Spectrum", "Similarity")),
     Page("data", "Data", ":material/upload_file:"),
