@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import html
 import json
 from pathlib import Path
@@ -311,3 +312,20 @@ def test_labels_reach_every_figure_as_text_not_markup(ordered):
             assert not [t for t in texts if "<a" in t or "<span" in t], tab
             seen += [t for t in texts if "&lt;a href=" in t]
     assert seen  # the labels are there, escaped
+
+
+def test_the_server_budget_counts_every_live_sessions_collection(monkeypatch):
+    gc.collect()  # no earlier test's session left in the count
+    # A budget of 1 MiB over the server: two sessions of 512 KiB each fill it.
+    monkeypatch.setitem(gather.gather.__kwdefaults__, "max_server_bytes", 2**20)
+    first = ask(AppTest.from_file(PAGE, default_timeout=60).run(), "256", "0, 1", 256)
+    assert len(first.session_state[state.COLLECTION]) == 2
+    second = ask(AppTest.from_file(PAGE, default_timeout=60).run(), "256", "2, 3, 4", 256)
+    message = plain(second.error[0].value)
+    assert "everyone using this server hold 0.5 MiB of their budget of 1.0 MiB" in message
+    assert second.session_state[state.COLLECTION] == []
+    del first  # the session ends: its tables leave the server's count
+    gc.collect()
+    ask(second, "256", "2, 3", 256)
+    assert not second.error
+    assert len(second.session_state[state.COLLECTION]) == 2
