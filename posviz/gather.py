@@ -46,8 +46,9 @@ __all__ = [
 
 #: Bytes of tables one collection may hold: as much as the largest single table posviz loads
 #: (`MAX_ELEMENTS` float32 values, 256 MiB), e.g. 32 checkpoints of 2048 x 1024 float32 or 32
-#: GPT-2 tables (96 MiB). The analyses then add about two float64 copies of one table at a
-#: time (one table's summary, one CKA block), so a collection at the budget peaks near twice it.
+#: GPT-2 tables (96 MiB). The analyses work on one table at a time: 32 tables of 2048 x 1024
+#: at the budget peaked at 281 MiB traced while loading and 309 MiB while analysed
+#: (benchmarks/collection_budget.py), so a full collection costs the server about 1.2x its budget.
 COLLECTION_BYTES = 256 * 2**20
 #: Bytes of tables all sessions' collections may hold together: four full collections. The
 #: deployment's memory limit is 4 GB (compose.yaml); the server itself takes ~0.3 GB, the
