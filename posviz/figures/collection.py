@@ -14,8 +14,9 @@ from posviz.figures.layout import (
     TEMPLATE,
     base_figure,
     center_label,
-    escape_label,
+    escape,
     f32,
+    log_axis,
 )
 
 #: Panels of :func:`metrics_over_step`: every number of a collection's metrics table.
@@ -67,7 +68,7 @@ def short_label(label: str, *, width: int = SHORT_LABEL) -> str:
     if len(label) > width:
         head = (width - 1) // 2
         label = f"{label[:head]}…{label[-(width - 1 - head) :]}"
-    return escape_label(label)
+    return escape(label)
 
 
 def _step_colour_bar(c: Collection) -> go.Scatter:
@@ -108,7 +109,7 @@ def _recoloured(fig: go.Figure, c: Collection, what: str) -> go.Figure:
     for trace, m, colour in zip(fig.data, c.loaded, collection_colours(c), strict=True):
         trace.line.color = colour
         # The overlay named the trace after the escaped label (and a suffix): shorten the label.
-        trace.name = short_label(m.label) + trace.name[len(escape_label(m.label)) :]
+        trace.name = short_label(m.label) + trace.name[len(escape(m.label)) :]
     fig.update_layout(title=f"{fig.layout.title.text}<br><sup>{what}; {_colour_note(c)}</sup>")
     fig.update_layout(margin_t=100)
     if c.ordered:
@@ -132,12 +133,9 @@ def _recoloured(fig: go.Figure, c: Collection, what: str) -> go.Figure:
 
 
 def _by_label(c: Collection, part: str) -> dict[str, object]:
-    """One summary part (spectrum, profile) per loaded table, keyed by its escaped label."""
-    return {
-        escape_label(m.label): getattr(s, part)
-        for m, s in zip(c.members, c.summaries, strict=True)
-        if s
-    }
+    """One summary part (spectrum, profile) per loaded table, keyed by its label (the overlays
+    escape it)."""
+    return {m.label: getattr(s, part) for m, s in zip(c.members, c.summaries, strict=True) if s}
 
 
 def collection_cumulative(c: Collection) -> go.Figure:
@@ -185,7 +183,7 @@ def metrics_over_step(c: Collection) -> go.Figure:
             mode="lines+markers",
             marker={"size": 5},
             line={"color": "rgb(31, 119, 180)"},
-            text=[escape_label(r["label"]) for r in rows],
+            text=[escape(r["label"]) for r in rows],
             name=metric,
             hovertemplate=f"%{{text}}<br>{unit} %{{x:,}}<br>{metric}=%{{y:.4g}}<extra></extra>",
             row=row + 1,
@@ -202,8 +200,8 @@ def metrics_over_step(c: Collection) -> go.Figure:
                 row=row + 1,
                 col=col + 1,
             )
-    log = steps.min() > 0 and steps.max() >= 100 * steps.min()
-    fig.update_xaxes(type="log" if log else "linear")
+    if steps.min() > 0 and steps.max() >= 100 * steps.min():
+        fig.update_xaxes(**log_axis(steps))
     for col in range(1, cols + 1):
         fig.update_xaxes(title_text=unit, row=n_rows, col=col)
     return fig
@@ -211,12 +209,12 @@ def metrics_over_step(c: Collection) -> go.Figure:
 
 def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
     """Every table's cosine-similarity overview, one small panel each, on one colour scale."""
-    shown = [(m, s.overview) for m, s in zip(c.members, c.summaries, strict=True) if s]
+    shown = [(m.label, s.overview) for m, s in zip(c.members, c.summaries, strict=True) if s]
     n_rows = -(-len(shown) // cols)
     fig = make_subplots(
         rows=n_rows,
         cols=cols,
-        subplot_titles=[short_label(m.label, width=32) for m, _ in shown],
+        subplot_titles=[short_label(label, width=32) for label, _ in shown],
         # ~60 px between rows: the next row's titles clear this row's tick labels.
         vertical_spacing=60 / (260 * n_rows),
         horizontal_spacing=0.04,
@@ -232,14 +230,14 @@ def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
         coloraxis={"colorscale": DIVERGING, "cmin": -largest, "cmax": largest},
         coloraxis_colorbar={"title": {"text": "cosine"}},
     )
-    for i, (m, o) in enumerate(shown):
+    for i, (label, o) in enumerate(shown):
         row, col = divmod(i, cols)
         fig.add_heatmap(
             x=f32(o.col_positions),
             y=f32(o.row_positions),
             z=f32(o.values),
             coloraxis="coloraxis",
-            name=escape_label(m.label),
+            name=escape(label),
             # The name by reference: a label is never part of the template's syntax.
             hovertemplate="%{fullData.name}<br>i≈%{y}, j≈%{x}<br>%{z:.3f}<extra></extra>",
             row=row + 1,
@@ -275,7 +273,7 @@ def cka_map(c: Collection) -> go.Figure:
         y=f32(c.coordinates[:, 1]),
         mode="markers+text",
         text=[short_label(m.label, width=24) for m in c.loaded],
-        customdata=[escape_label(m.label) for m in c.loaded],
+        customdata=[escape(m.label) for m in c.loaded],
         textposition="top center",
         marker={"size": 12, "color": collection_colours(c), "line": {"width": 1, "color": "black"}},
         hovertemplate="%{customdata}<extra></extra>",
