@@ -72,7 +72,14 @@ def from_shared_folder(root: Path) -> None:
     matches = gather.matching(files, folder, pattern)
     tensor, drop = loading_options("collection.shared")
     st.caption(f"{len(matches)} matching files under {literal(folder)} (subfolders included).")
-    if matches and st.button(f"Add {len(matches)} files", key="collection.shared.add"):
+    if matches and st.button(
+        f"Add {len(matches)} files",
+        key="collection.shared.add",
+        disabled=len(matches) > MAX_TABLES,  # each costs a header read before the count check
+        help=f"A collection holds at most {MAX_TABLES} tables: narrow the pattern."
+        if len(matches) > MAX_TABLES
+        else None,
+    ):
         add([gather.shared_request(root, f, tensor=tensor, row_start=drop) for f in matches])
 
 
@@ -123,7 +130,11 @@ def from_hub() -> None:
         key="collection.hub.revisions",
         max_chars=2000,
     )
-    lines = gather.hub_lines(refs, repo, revisions)
+    try:
+        lines = gather.hub_lines(refs, repo, revisions)
+    except ValueError as error:
+        st.error(literal(error))
+        return
     if lines and st.button(f"Add {len(lines)} models", key="collection.hub.add"):
         add([gather.hub_request(line) for line in lines])
 

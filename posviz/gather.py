@@ -177,12 +177,22 @@ def hub_request(line: str) -> Request:
 def hub_lines(refs: str, repo: str = "", revisions: str = "") -> list[str]:
     """The models named one per line in `refs`, then `repo` at each comma-separated revision.
 
+    Raises
+    ------
+    ValueError
+        If they are more than a collection holds (each would cost requests to the Hub first).
+
+    Examples
+    --------
     >>> hub_lines("gpt2\\n\\n org/m@v1 ", "org/run", "step1, step2")
     ['gpt2', 'org/m@v1', 'org/run@step1', 'org/run@step2']
     """
     lines = [line.strip() for line in refs.splitlines() if line.strip()]
     if repo.strip():
         lines += [f"{repo.strip()}@{r.strip()}" for r in revisions.split(",") if r.strip()]
+    if len(lines) > MAX_TABLES:
+        msg = f"{len(lines)} models named; a collection holds at most {MAX_TABLES}."
+        raise ValueError(msg)
     return lines
 
 

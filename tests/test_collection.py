@@ -442,6 +442,8 @@ def test_stems_and_hub_lines():
         "org/run@s2",
     ]
     assert gather.hub_lines("", " ", "s1") == []
+    with pytest.raises(ValueError, match="33 models named; a collection holds at most 32"):
+        gather.hub_lines("gpt2", "org/run", ", ".join(f"step{i}" for i in range(32)))
 
 
 @pytest.mark.parametrize("text", ["1.5", "step-1", "-3", "1e3", "", " , ", "9" * 400, "5, 10000"])

@@ -210,6 +210,15 @@ def test_hub_ids_and_revisions_are_read_from_the_hub(fake_hub):
     np.testing.assert_array_equal(members["gpt2"].table.values, gpt2)
 
 
+def test_more_models_than_a_collection_holds_are_refused_before_the_hub_is_asked(fake_hub):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.text_area(key="collection.hub.refs").set_value("\n".join(f"org/m{i}" for i in range(33)))
+    at.run()
+    assert "33 models named; a collection holds at most 32" in plain(at.error[0].value)
+    assert not [b for b in at.button if b.key == "collection.hub.add"]
+    assert fake_hub.log == []
+
+
 def test_posviz_hub_off_removes_the_hub_source(monkeypatch):
     monkeypatch.setenv("POSVIZ_HUB", "off")
     at = AppTest.from_file(PAGE, default_timeout=60).run()
