@@ -15,7 +15,7 @@ from posviz.similarity import MAX_SIDE, METRIC
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
-BUDGET = _params.defaults(gather.gather)
+BUDGET, RUN = _params.defaults(gather.gather), _params.defaults(gather.example_run)
 
 
 def add(requests: list[gather.Request]) -> bool:
@@ -169,8 +169,9 @@ def example() -> None:
         key="collection.example",
         type="primary",
         icon=":material/play_arrow:",
-        help="One learned-like table (512 x 128, seed 0) at six training steps: its noise "
-        "falls and its end rows move apart as training goes on.",
+        help=f"One learned-like table ({RUN['n_positions']} x {RUN['d_model']}, seed "
+        f"{RUN['seed']}) at {len(RUN['steps'])} training steps: its noise falls and its end "
+        "rows move apart as training goes on.",
     ) and add(gather.example_run()):
         st.rerun()
 
