@@ -5,7 +5,7 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 
 import streamlit as st
 
-from posviz import boundary, export, figures, probes
+from posviz import boundary, export, figures, io, probes
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
@@ -13,7 +13,7 @@ from posviz.ui import cache, state, widgets
 
 def offer_trim(table: Embedding) -> None:
     """Name leading rows that look reserved and offer a one-click trim."""
-    found = boundary.reserved_rows(table)
+    found = io.reserved_rows(table)
     k = found.rows
     with st.expander("Reserved rows and trimming", expanded=bool(k), icon=":material/content_cut:"):
         if k:
@@ -21,7 +21,7 @@ def offer_trim(table: Embedding) -> None:
         else:
             st.caption(
                 "No leading row looks reserved (by tensor name and shape, or an all-zero "
-                f"row among the first {boundary.ZERO_ROWS_SEARCHED}). Trim by hand if a row is "
+                f"row among the first {io.ZERO_ROWS_SEARCHED}). Trim by hand if a row is "
                 "known not to be a position."
             )
         if found.most < 1:

@@ -1,5 +1,4 @@
-"""Which positions are unusual: per-position statistics, robust outlier flags, change points,
-and leading rows that look reserved rather than positions."""
+"""Which positions are unusual: per-position statistics, robust outlier flags, change points."""
 
 from __future__ import annotations
 
@@ -14,20 +13,16 @@ from numpy.lib.stride_tricks import sliding_window_view
 from posviz import _params
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
 from posviz._params import records_params
-from posviz.embedding import MIN_POSITIONS, Embedding
-from posviz.io import Trim, suggest_trim
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "DEFINITIONS",
-    "ZERO_ROWS_SEARCHED",
     "BoundarySummary",
     "ChangePoints",
     "Outliers",
     "PositionStatistics",
-    "ReservedRows",
     "boundary_summary",
     "change_points",
     "defaults",
@@ -35,13 +30,8 @@ __all__ = [
     "limits",
     "outliers",
     "position_statistics",
-    "reserved_rows",
-    "trim_leading",
-    "zero_leading_rows",
 ]
 
-#: Leading rows searched for an all-zero (padding) row.
-ZERO_ROWS_SEARCHED = 4
 
 #: 1.4826 * MAD estimates the standard deviation of normally distributed data.
 MAD_TO_SD = 1.4826
@@ -520,21 +510,6 @@ def _best_split(x: np.ndarray, min_size: int) -> tuple[float, int]:
     return float(gain[best]), int(t[best])
 
 
-def zero_leading_rows(values: np.ndarray, *, max_rows: int = ZERO_ROWS_SEARCHED) -> int:
-    """Leading rows that look reserved: through the last all-zero row among the first few.
-
-    A padding position is never trained and stays exactly zero (RoBERTa's row 1, its
-    ``padding_idx``); the rows before it are reserved offsets too.
-
-    Examples
-    --------
-    >>> zero_leading_rows(np.array([[0.5, 1.0], [0.0, 0.0], [1.0, 2.0], [3.0, 1.0]]))
-    2
-    """
-    zero = ~np.any(values[:max_rows] != 0, axis=1)
-    return int(np.flatnonzero(zero)[-1]) + 1 if zero.any() else 0
-
-
 def limits(shape: tuple[int, int]) -> dict[str, int]:
     """Largest value of each integer setting that a table of this shape allows.
 
@@ -574,82 +549,3 @@ def defaults(shape: tuple[int, int]) -> dict[str, object]:
         **_params.defaults(change_points),
     }
     return {name: min(value, most.get(name, value)) for name, value in found.items()}
-
-
-@dataclass(frozen=True)
-class ReservedRows:
-    """Leading rows of a table that look reserved (not positions), and why.
-
-    Attributes
-    ----------
-    rows : int
-        Leading rows that look reserved (0: none).
-    reasons : tuple of str
-        Why, one reason per rule that found rows.
-    by_name : posviz.io.Trim
-        What the tensor's name and shape suggest (:func:`posviz.io.suggest_trim`); nothing for
-        a table already trimmed.
-    most : int
-        The most leading rows that can be trimmed and leave `MIN_POSITIONS` positions (< 1:
-        none).
-    """
-
-    rows: int
-    reasons: tuple[str, ...]
-    by_name: Trim
-    most: int
-
-    def trim(self, table: Embedding, rows: int) -> Embedding:
-        """`table` with `rows` more leading rows trimmed; the name's grid kept when exactly the
-        rows the name suggests are trimmed."""
-        grid = self.by_name.grid if rows == self.by_name.row_start else None
-        return trim_leading(table, rows, grid=grid)
-
-
-def reserved_rows(table: Embedding) -> ReservedRows:
-    """Leading rows of `table` that look reserved: by the tensor's name and shape (for an
-    untrimmed table) or through the last all-zero row among the first few
-    (:func:`zero_leading_rows`).
-
-    Examples
-    --------
-    >>> rows = np.r_[np.zeros((2, 4)), np.eye(64, 4) + 1]
-    >>> found = reserved_rows(Embedding.from_array(rows, name="wpe", source="s"))
-    >>> found.rows, found.reasons[1]
-    (2, 'row 1 is all zeros (an untrained padding row)')
-    >>> found.reasons[0]
-    'RoBERTa/BART/OPT-style table: 2 reserved rows + 64 positions'
-
-    """
-    by_name = Trim(0, None, "")
-    if table.row_start == 0:
-        by_name = suggest_trim(table.name, (table.n_source_rows, table.shape[1]))
-    zero = zero_leading_rows(table.values)
-    reasons = [by_name.reason] if by_name.row_start else []
-    if zero:
-        reasons.append(f"row {zero - 1} is all zeros (an untrained padding row)")
-    return ReservedRows(
-        rows=max(by_name.row_start, zero),
-        reasons=tuple(reasons),
-        by_name=by_name,
-        most=table.shape[0] - MIN_POSITIONS,
-    )
-
-
-def trim_leading(table: Embedding, rows: int, *, grid: tuple[int, int] | None = None) -> Embedding:
-    """The same source with `rows` more leading rows trimmed; the provenance says so.
-
-    Examples
-    --------
-    >>> t = trim_leading(Embedding.from_array(np.eye(12, 3), name="t", source="s"), 2)
-    >>> t.shape, t.describe_rows()
-    ((10, 3), 'rows 2-11 of 12 (2 leading rows trimmed)')
-    """
-    return Embedding.from_array(
-        np.concatenate([table.prefix, table.values]),
-        name=table.name,
-        source=table.source,
-        dtype=table.dtype,
-        row_start=table.row_start + rows,
-        grid=grid,
-    )

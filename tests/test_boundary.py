@@ -8,7 +8,6 @@ from scipy.spatial.distance import cdist
 
 from posviz import boundary, figures, simulate
 from posviz._params import defaults
-from posviz.embedding import MIN_POSITIONS, Embedding
 
 
 def test_sinusoidal_statistics_are_analytic():
@@ -148,13 +147,6 @@ def test_change_points_respect_min_size_and_cap():
     assert np.diff([0, *kept.tolist(), 170]).min() >= 25
 
 
-def test_zero_leading_rows_roberta_style():
-    table = np.random.default_rng(0).standard_normal((10, 4))
-    assert boundary.zero_leading_rows(table) == 0
-    table[1] = 0.0  # padding_idx 1: rows 0 and 1 are reserved
-    assert boundary.zero_leading_rows(table) == 2
-
-
 def test_position_figure_traces_and_marks():
     table = simulate.learned_like(300, 32, seed=0)
     stats = boundary.position_statistics(table.values, top_k=4)
@@ -251,39 +243,3 @@ def test_the_defaults_are_the_signatures_and_fit_short_tables():
     stats = boundary.position_statistics(np.random.default_rng(0).standard_normal((10, 4)))
     summary = boundary.boundary_summary(stats, boundary_size=short["boundary_size"])
     assert summary.params["boundary_size"] == 4
-
-
-def test_reserved_rows_by_name_and_by_a_zero_row():
-    rows = np.random.default_rng(0).standard_normal((66, 8))
-    plain = Embedding.from_array(rows[:60], name="wpe", source="s")
-    nothing = boundary.reserved_rows(plain)
-    assert (nothing.rows, nothing.reasons, nothing.most) == (0, (), 60 - MIN_POSITIONS)
-    # RoBERTa: 2 + 64 rows by name, and padding row 1 all zeros; either rule finds rows 0-1.
-    padded = rows.copy()
-    padded[1] = 0.0
-    roberta = Embedding.from_array(padded, name="embed_positions.weight", source="s")
-    found = boundary.reserved_rows(roberta)
-    assert found.rows == 2
-    assert found.reasons == (
-        "RoBERTa/BART/OPT-style table: 2 reserved rows + 64 positions",
-        "row 1 is all zeros (an untrained padding row)",
-    )
-    trimmed = found.trim(roberta, 2)
-    np.testing.assert_array_equal(trimmed.values, padded[2:])
-    np.testing.assert_array_equal(trimmed.prefix, padded[:2])
-    assert trimmed.row_start == 2
-    # A trimmed table is not judged by its name again; its rows are.
-    assert boundary.reserved_rows(trimmed).rows == 0
-
-
-def test_trimming_keeps_the_names_grid_only_for_the_rows_it_names():
-    vit = Embedding.from_array(
-        np.random.default_rng(1).standard_normal((17, 8)), name="vit.pos_embed", source="s"
-    )
-    found = boundary.reserved_rows(vit)
-    assert (found.rows, found.by_name.grid) == (1, (4, 4))
-    assert found.trim(vit, 1).grid == (4, 4)
-    assert found.trim(vit, 2).grid is None
-    twice = boundary.trim_leading(boundary.trim_leading(vit, 1), 2)
-    assert (twice.row_start, twice.shape) == (3, (14, 8))
-    assert twice.describe_rows() == "rows 3-16 of 17 (3 leading rows trimmed)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import re
 
 import numpy as np
 import plotly.colors
@@ -12,6 +13,7 @@ import pytest
 from PIL import Image
 
 from posviz import figures
+from posviz.collection import Member, analyse
 from posviz.figures.similarity import PICTURE_CELLS
 from posviz.similarity import grid_similarity, similarity_map
 from posviz.simulate import learned_like, sinusoidal_table
@@ -165,3 +167,155 @@ def test_a_large_mosaic_asked_as_a_picture_has_its_gaps_transparent():
     cells = np.flatnonzero(~gaps)[::50]
     expected = painted(mosaic.ravel()[cells], "RdBu_r", -1.0, 1.0)
     assert np.abs(pixels[..., :3].reshape(-1, 3)[cells] - expected).max() <= 1
+
+
+# --- labels stay text -----------------------------------------------------------------------
+
+#: Labels that plotly would draw as markup: a CSS url() that fetches a host, and a link.
+HOSTILE = (
+    '<span style="background:url(http://x/y)">a</span>',
+    '<a href="http://x/y">b</a> & c',
+)
+#: The markup the house layout itself writes.
+HOUSE_TAGS = {"<br>", "<sup>", "</sup>", "<extra>", "</extra>"}
+
+
+def strings(value: object) -> list[str]:
+    """Every string in a figure's JSON tree (titles, names, hovers, texts, tick texts)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+def assert_labels_literal(fig, labels=HOSTILE) -> None:
+    import re
+
+    text = strings(fig.to_plotly_json())
+    tags = {tag for s in text for tag in re.findall(r"<[^<>]*>", s)}
+    assert tags <= HOUSE_TAGS, tags - HOUSE_TAGS
+    escaped = [figures.layout.escape(label) for label in labels]
+    for label in escaped:  # every label still there, as the characters typed
+        assert any(label in s for s in text), label
+
+
+def test_escape_turns_markup_into_its_characters():
+    assert figures.layout.escape("a<b>&amp;") == "a&lt;b&gt;&amp;amp;"
+    assert figures.layout.escape("step 1000") == "step 1000"
+
+
+def test_labels_of_compare_and_resample_figures_stay_text():
+    from posviz.similarity import offset_profile
+
+    tables = [learned_like(64, 16, seed=s).values for s in (0, 1)]
+    named = dict(zip(HOSTILE, tables, strict=True))
+    compare = figures.compare
+    assert_labels_literal(compare.spectra_overlay({k: spectrum(v) for k, v in named.items()}))
+    assert_labels_literal(compare.cumulative_overlay({k: spectrum(v) for k, v in named.items()}))
+    assert_labels_literal(compare.offset_overlay({k: offset_profile(v) for k, v in named.items()}))
+    maps = {k: similarity_map(v) for k, v in named.items()}
+    assert_labels_literal(compare.similarity_pair(maps, difference=True))
+    grids = {k: grid_similarity(learned_like(16, 8, seed=0).values, grid=(4, 4)) for k in HOSTILE}
+    assert_labels_literal(figures.resample.mosaic_pair(grids))
+
+
+def test_labels_of_collection_figures_and_report_stay_text():
+    from posviz.collection import Member, analyse
+    from posviz.report import build_collection_report
+
+    labels = [f"{HOSTILE[0]} step{100 * (i + 1)}" for i in range(2)] + [f"{HOSTILE[1]} step300"]
+    members = [Member(label, learned_like(64, 16, seed=i)) for i, label in enumerate(labels)]
+    c = analyse(members)
+    assert c.ordered  # so the over-training figure is built too
+    collection = figures.collection
+    for build in (
+        collection.metrics_over_step,
+        collection.collection_cumulative,
+        collection.collection_offsets,
+        collection.similarity_grid,
+        collection.cka_map,
+    ):
+        assert_labels_literal(build(c), labels)
+    page = build_collection_report(c)  # plotly.js inlined holds markup of its own
+    assert '<span style="background' not in page
+    assert '<a href="http://x/y">' not in page
+    assert figures.layout.escape(HOSTILE[0]) in page
+
+
+# --- log axes: decades labelled, minor ticks unlabelled ------------------------------------
+
+
+LABELS = {-2: "10⁻²", -1: "10⁻¹", 0: "1", 1: "10", 2: "100", 3: "1000", 4: "10⁴"}
+
+
+def _decades(axis) -> list[float]:
+    """The labelled ticks of a log axis, checked to be whole decades, labelled as such."""
+    assert axis.type == "log"
+    values = list(axis.tickvals)
+    exponents = np.log10(values)
+    np.testing.assert_allclose(exponents, np.round(exponents), atol=1e-12)
+    for value, text in zip(values, axis.ticktext, strict=True):
+        exponent = round(np.log10(value))
+        if exponent in LABELS:
+            assert text == LABELS[exponent]
+        else:
+            assert re.fullmatch("10⁻?[⁰¹²³⁴⁵⁶⁷⁸⁹]+", text), text
+    # 2-9 times a decade: ticks without labels (a minor axis has no tick text).
+    assert {round(v / 10 ** np.floor(np.log10(v) + 1e-9)) for v in axis.minor.tickvals} >= set(
+        range(2, 10)
+    )
+    return values
+
+
+def test_log_axes_label_decades_only(learned):
+    y = _decades(figures.spectrum.singular_values(learned).layout.yaxis)
+    assert y[0] <= learned.singular_values[learned.singular_values >= learned.floor].min()
+    assert y[-1] >= learned.singular_values[0]
+    assert _decades(figures.spectrum.explained_variance(learned).layout.xaxis)[:3] == [1, 10, 100]
+    error = figures.spectrum.reconstruction_error(learned)
+    assert _decades(error.layout.yaxis)[-1] == 1  # the error starts at 1
+    text = figures.spectrum.reconstruction_error(learned).layout.yaxis.ticktext
+    assert "10⁻¹" in text
+    assert not {"2", "5", "0.2", "0.5"} & set(text)
+
+
+def test_a_wide_log_axis_labels_at_most_eight_decades():
+    axis = figures.layout.log_axis(np.array([1e-20, 1.0]))
+    assert len(axis["tickvals"]) <= 8
+    assert axis["ticktext"][-1] == "1"
+    # The decades left unlabelled are still ticked, as minor ticks.
+    assert 1e-19 in axis["minor"]["tickvals"]
+
+
+def test_compare_spectra_stop_at_float32_resolution_on_decade_axes():
+    tables = {"sinusoid": sinusoidal_table(1024, 768), "learned": learned_like(1024, 768).values}
+    spectra = {name: spectrum(t) for name, t in tables.items()}
+    fig = figures.compare.spectra_overlay(spectra)
+    _decades(fig.layout.xaxis)
+    _decades(fig.layout.yaxis)
+    for trace, s in zip(fig.data, spectra.values(), strict=True):
+        # Not 10⁻²¹: the float64 sinusoid's smallest resolved shares are drawn no more.
+        lowest = (s.singular_values[0] * np.sqrt(768) * np.finfo(np.float32).eps) ** 2
+        assert trace.y.min() >= lowest / (s.singular_values**2).sum() * (1 - 1e-6)
+    assert min(fig.layout.yaxis.tickvals) >= 1e-13
+    _decades(figures.compare.cumulative_overlay(spectra).layout.xaxis)
+
+
+def test_similarity_pair_colour_bars_have_titles():
+    maps = {
+        name: similarity_map(t, metric="cosine")
+        for name, t in {"a": sinusoidal_table(64, 16), "b": learned_like(64, 16).values}.items()
+    }
+    fig = figures.compare.similarity_pair(maps, difference=True)
+    assert fig.layout.coloraxis.colorbar.title.text == "cosine similarity"
+    assert fig.layout.coloraxis2.colorbar.title.text == "difference (b − a)"
+
+
+def test_collection_steps_over_two_decades_on_a_decade_axis():
+    steps = [1, 30, 1000]
+    c = analyse([Member(f"step{s}", learned_like(64, 16, seed=s)) for s in steps])
+    fig = figures.collection.metrics_over_step(c)
+    assert _decades(fig.layout.xaxis) == [1, 10, 100, 1000]

@@ -271,7 +271,7 @@ def test_rate_limit(fake_hub):
 
 
 def test_a_slow_hub_times_out(fake_hub, monkeypatch):
-    monkeypatch.setattr(hub, "TIMEOUT", 0.3)
+    monkeypatch.setattr(hub.client, "TIMEOUT", 0.3)
     gpt2_repo(fake_hub, delay=1.5)
     with pytest.raises(LoadError, match=r"did not answer within 0.3 s"):
         hub.load("hf:acme/gpt2")
@@ -280,7 +280,7 @@ def test_a_slow_hub_times_out(fake_hub, monkeypatch):
 def test_a_trickling_hub_is_given_up(fake_hub, monkeypatch):
     # Every byte arrives well within the 1 s read timeout, all 8 only after 1.6 s (a margin
     # that a loaded machine's slow first request does not eat into).
-    monkeypatch.setattr(hub, "TIMEOUT", 1.0)
+    monkeypatch.setattr(hub.client, "TIMEOUT", 1.0)
     gpt2_repo(fake_hub, trickle=0.2)
     with pytest.raises(LoadError, match=r"is sending too slowly \(\d+ of 8 bytes so far\)"):
         hub.load("hf:acme/gpt2")

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 import posviz.io
-from posviz.embedding import Embedding
+from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.io import (
     LoadError,
     TensorInfo,
     Trim,
+    detect,
     detect_position_tensor,
     list_tensors,
     load,
@@ -187,7 +188,7 @@ def test_tensors_are_size_checked_before_reading(
 def test_text_over_the_size_limit_is_not_read(
     good: dict[str, Good], monkeypatch: pytest.MonkeyPatch, bytes_read: list[int]
 ) -> None:
-    monkeypatch.setattr(posviz.io, "MAX_TEXT_BYTES", 100)
+    monkeypatch.setattr(posviz.io._text, "MAX_TEXT_BYTES", 100)
     with pytest.raises(LoadError, match="above the 100-byte limit for text tables"):
         list_tensors(good["csv_plain"].path)
     assert sum(bytes_read) <= 16  # the magic-byte sniff only
@@ -270,6 +271,49 @@ def test_suggest_trim(
     assert (trim.row_start, trim.grid) == (row_start, grid)
     assert words in trim.reason
     assert bool(trim.reason) == (row_start > 0 or grid is not None)
+
+
+def test_zero_leading_rows_roberta_style():
+    table = np.random.default_rng(0).standard_normal((10, 4))
+    assert detect.zero_leading_rows(table) == 0
+    table[1] = 0.0  # padding_idx 1: rows 0 and 1 are reserved
+    assert detect.zero_leading_rows(table) == 2
+
+
+def test_reserved_rows_by_name_and_by_a_zero_row():
+    rows = np.random.default_rng(0).standard_normal((66, 8))
+    plain = Embedding.from_array(rows[:60], name="wpe", source="s")
+    nothing = detect.reserved_rows(plain)
+    assert (nothing.rows, nothing.reasons, nothing.most) == (0, (), 60 - MIN_POSITIONS)
+    # RoBERTa: 2 + 64 rows by name, and padding row 1 all zeros; either rule finds rows 0-1.
+    padded = rows.copy()
+    padded[1] = 0.0
+    roberta = Embedding.from_array(padded, name="embed_positions.weight", source="s")
+    found = detect.reserved_rows(roberta)
+    assert found.rows == 2
+    assert found.reasons == (
+        "RoBERTa/BART/OPT-style table: 2 reserved rows + 64 positions",
+        "row 1 is all zeros (an untrained padding row)",
+    )
+    trimmed = found.trim(roberta, 2)
+    np.testing.assert_array_equal(trimmed.values, padded[2:])
+    np.testing.assert_array_equal(trimmed.prefix, padded[:2])
+    assert trimmed.row_start == 2
+    # A trimmed table is not judged by its name again; its rows are.
+    assert detect.reserved_rows(trimmed).rows == 0
+
+
+def test_trimming_keeps_the_names_grid_only_for_the_rows_it_names():
+    vit = Embedding.from_array(
+        np.random.default_rng(1).standard_normal((17, 8)), name="vit.pos_embed", source="s"
+    )
+    found = detect.reserved_rows(vit)
+    assert (found.rows, found.by_name.grid) == (1, (4, 4))
+    assert found.trim(vit, 1).grid == (4, 4)
+    assert found.trim(vit, 2).grid is None
+    twice = detect.trim_leading(detect.trim_leading(vit, 1), 2)
+    assert (twice.row_start, twice.shape) == (3, (14, 8))
+    assert twice.describe_rows() == "rows 3-16 of 17 (3 leading rows trimmed)"
 
 
 def test_load_detects_the_position_table(good: dict[str, Good]) -> None:
@@ -361,7 +405,7 @@ def test_pickle_refusal_shows_the_safetensors_conversion(
     ]
 
 
-# --- issue 20: bounded headers, parsed once; messages without server paths -------------------
+# --- bounded headers, parsed once; messages without server paths -------------------
 
 
 def _empty_tensors(n: int) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
@@ -371,16 +415,18 @@ def _empty_tensors(n: int) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
 def test_a_safetensors_header_is_parsed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 20: a header was parsed three times per Load (list, then list + read) and again
+    # Formerly: a header was parsed three times per Load (list, then list + read) and again
     # on every rerun.
     table = np.arange(48, dtype=np.float32).reshape(12, 4)
     path = write_safetensors(
         tmp_path / "once.safetensors", {"wpe": ("F32", (12, 4), table.tobytes())}
     )
     calls = []
-    check = posviz.io._check_header
-    monkeypatch.setattr(posviz.io, "_check_header", lambda *a: calls.append(a) or check(*a))
-    monkeypatch.setattr(posviz.io, "_CHECKED_HEADERS", {})
+    check = posviz.io._safetensors._check_header
+    monkeypatch.setattr(
+        posviz.io._safetensors, "_check_header", lambda *a: calls.append(a) or check(*a)
+    )
+    monkeypatch.setattr(posviz.io._safetensors, "_CHECKED_HEADERS", {})
     for _ in range(3):  # three reruns of the Data page: list, then Load
         list_tensors(path.read_bytes(), "once.safetensors")
         loaded = load(path.read_bytes(), "once.safetensors", tensor="wpe")
@@ -396,21 +442,21 @@ def test_header_byte_and_entry_limits_are_stated_with_their_numbers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     big = write_safetensors(tmp_path / "big.safetensors", _empty_tensors(40))
-    monkeypatch.setattr(posviz.io, "MAX_HEADER_BYTES", 1000)
+    monkeypatch.setattr(posviz.io._safetensors, "MAX_HEADER_BYTES", 1000)
     with pytest.raises(LoadError, match=r"header of 2,\d{3} bytes, above the limit of 1,000"):
         list_tensors(big)
-    monkeypatch.setattr(posviz.io, "MAX_HEADER_BYTES", 2**20)
-    monkeypatch.setattr(posviz.io, "MAX_TENSORS", 39)
+    monkeypatch.setattr(posviz.io._safetensors, "MAX_HEADER_BYTES", 2**20)
+    monkeypatch.setattr(posviz.io._safetensors, "MAX_TENSORS", 39)
     with pytest.raises(LoadError, match="more than 39 tensors"):
         list_tensors(big)
-    monkeypatch.setattr(posviz.io, "MAX_TENSORS", 40)
+    monkeypatch.setattr(posviz.io._safetensors, "MAX_TENSORS", 40)
     assert len(list_tensors(big)) == 40
 
 
 def test_a_header_past_the_entry_limit_is_refused_in_bounded_time_and_memory(
     tmp_path: Path,
 ) -> None:
-    # Issue 20: a 100 MB header of 1.43 M empty tensors took 28 s and 1.6 GB to list. Now
+    # Formerly: a 100 MB header of 1.43 M empty tensors took 28 s and 1.6 GB to list. Now
     # 8 MiB at most is read, and parsing stops at the 65,537th tensor entry.
     data = write_safetensors(tmp_path / "many.safetensors", _empty_tensors(100_000)).read_bytes()
     assert len(data) < posviz.io.MAX_HEADER_BYTES
@@ -428,7 +474,7 @@ def test_a_header_past_the_entry_limit_is_refused_in_bounded_time_and_memory(
 
 
 def test_an_unreadable_file_is_named_as_given_not_by_its_server_path(tmp_path: Path) -> None:
-    # Issue 20: an unreadable shared file's message showed the server's absolute path.
+    # Formerly: an unreadable shared file's message showed the server's absolute path.
     (tmp_path / "gpt2" / "model.npy").mkdir(parents=True)  # a directory: open() fails
     with pytest.raises(LoadError) as refused:
         load(tmp_path / "gpt2" / "model.npy", "gpt2/model.npy")

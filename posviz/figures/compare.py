@@ -7,32 +7,52 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from posviz.compare import Comparison
-from posviz.figures.layout import DIVERGING, PIXEL_CELLS, TEMPLATE, base_figure, center_label, f32
+from posviz.figures.layout import (
+    DIVERGING,
+    PIXEL_CELLS,
+    TEMPLATE,
+    base_figure,
+    center_label,
+    escape,
+    f32,
+    log_axis,
+)
 from posviz.similarity import OffsetProfile, SimilarityMap
 from posviz.spectrum import Spectrum
 
 
 def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
-    """Each table's explained variance per component, overlaid on log axes (scale-free)."""
+    """Each table's explained variance per component, overlaid on log axes (scale-free).
+
+    Drawn down to float32 resolution: a share σ_k²/Σσ² squares the Spectrum page's span of
+    singular values (down to 10⁻²¹ for a float64 sinusoid), and below σ_1·√min(n, d)·ε₃₂ a
+    value cannot be told from the rounding of a float32 checkpoint, which most tables are.
+    """
     center = next(iter(spectra.values())).params["center"]
     fig = base_figure(
-        f"Explained variance per component ({center_label(center)})",
+        f"Explained variance per component ({center_label(center)}; "
+        "drawn down to float32 resolution)",
         "component k",
         "share of variance",
-        xaxis_type="log",
-        yaxis_type="log",
-        yaxis_exponentformat="power",
     )
+    eps = np.finfo(np.float32).eps
+    ks, shares = [], []
     for name, s in spectra.items():
-        # Values under the resolution floor are rounding noise: not drawn.
-        resolved = s.singular_values >= s.floor
+        name = escape(name)
+        floor = max(s.floor, s.singular_values[0] * np.sqrt(min(s.shape)) * eps)
+        shown = s.singular_values >= floor
+        k = np.arange(1, len(shown) + 1)[shown]
+        ks.append(k)
+        shares.append(s.explained_variance[shown])
         fig.add_scatter(
-            x=np.arange(1, len(resolved) + 1)[resolved],
-            y=f32(s.explained_variance[resolved]),
+            x=k,
+            y=f32(shares[-1]),
             mode="lines",
             name=name,
             hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4g}}<extra></extra>",
         )
+    fig.update_xaxes(**log_axis(np.concatenate(ks)))
+    fig.update_yaxes(**log_axis(np.concatenate(shares)))
     return fig
 
 
@@ -43,11 +63,11 @@ def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
         f"Cumulative explained variance ({center_label(center)})",
         "number of components k",
         "share of variance",
-        xaxis_type="log",
         yaxis_range=[0, 1.02],
     )
+    fig.update_xaxes(**log_axis(np.arange(1, max(len(s.cumulative) for s in spectra.values()) + 1)))
     for name, s in spectra.items():
-        k90 = s.k_at(0.9)
+        name, k90 = escape(name), s.k_at(0.9)
         fig.add_scatter(
             x=np.arange(1, len(s.cumulative) + 1),
             y=f32(s.cumulative),
@@ -69,6 +89,7 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
         f"mean {metric} s(i, i+k)",
     )
     for name, p in profiles.items():
+        name = escape(name)
         fig.add_scatter(
             x=p.offsets,
             y=f32(p.mean),
@@ -81,7 +102,7 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
 
 def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
     """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
-    names, pair = list(maps), list(maps.values())
+    names, pair = [escape(name) for name in maps], list(maps.values())
     metric, block = pair[0].params["metric"], max(m.block for m in pair)
     center = center_label(pair[0].params["center"])
     titles = [*names, f"{names[1]} − {names[0]}"] if difference else names
@@ -101,8 +122,9 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
         reach = max(abs(low), abs(high))
         shared = {"colorscale": DIVERGING, "cmin": -reach, "cmax": reach}
     colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
-    fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3}})
-    for col, (name, m) in enumerate(maps.items(), start=1):
+    title = {"side": "top", "text": f"{metric} similarity"}
+    fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3, "title": title}})
+    for col, (name, m) in enumerate(zip(names, pair, strict=True), start=1):
         fig.add_heatmap(
             x=f32(m.col_positions),
             y=f32(m.row_positions),
@@ -122,7 +144,12 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
                 "colorscale": DIVERGING,
                 "cmin": -reach,
                 "cmax": reach,
-                "colorbar": {**colorbar, "x": 0.84, "len": 0.3},
+                "colorbar": {
+                    **colorbar,
+                    "x": 0.84,
+                    "len": 0.3,
+                    "title": {"side": "top", "text": f"difference ({names[1]} − {names[0]})"},
+                },
             }
         )
         fig.add_heatmap(

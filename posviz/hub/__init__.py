@@ -1,0 +1,380 @@
+"""Which tensors a model on the Hugging Face Hub holds, and one of them read by range requests.
+
+A reference is ``hf:REPO[@REVISION]`` (or ``hf://REPO[@REVISION]``). The revision is resolved
+to a commit sha first and every later read names that commit: ``config.json``, the safetensors
+header(s) (two small range reads per file) and, once a tensor is picked, exactly its bytes.
+Headers are cached per commit, tensors per (repo, commit, file, tensor), on disk and bounded in
+bytes. What leaves the machine: the model id, the revision, byte ranges, and ``HF_TOKEN`` when
+the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
+:mod:`posviz.hub.cache`, config.json's position scheme in :mod:`posviz.hub.config`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from urllib.parse import quote
+
+import numpy as np
+
+from posviz import io
+from posviz.embedding import Embedding, LoadError
+from posviz.hub import client
+from posviz.hub.cache import _Cache, cache_dir
+from posviz.hub.client import Progress
+from posviz.hub.config import no_table_reason, position_scheme
+
+__all__ = [
+    "SUGGESTED_MODELS",
+    "HubModel",
+    "Reference",
+    "cache_dir",
+    "enabled",
+    "is_cached",
+    "is_hub_ref",
+    "load",
+    "load_model",
+    "open_model",
+    "parse_ref",
+    "position_scheme",
+    "read_tensor",
+]
+
+#: Model ids offered as examples in the app (names only; nothing is bundled).
+SUGGESTED_MODELS = (
+    "openai-community/gpt2",
+    "google-bert/bert-base-uncased",
+    "FacebookAI/roberta-base",
+    "facebook/opt-125m",
+    "google/vit-base-patch16-224",
+    "EleutherAI/gpt-neo-125m",
+)
+#: Shards listed per model (2 range reads each).
+MAX_SHARDS = 512
+_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+_REVISION = re.compile(r"[\w.][\w./-]{0,199}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A model on the Hub: repo id and revision (branch, tag, ``refs/pr/N`` or commit)."""
+
+    repo: str
+    revision: str = "main"
+
+    def __str__(self) -> str:
+        return f"hf:{self.repo}@{self.revision}"
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """What posviz knows of a model at one commit, from its headers and config.json only.
+
+    Attributes
+    ----------
+    repo, revision : str
+        As the user named them.
+    commit : str
+        The 40-hex commit sha the revision resolved to; every file was read at it.
+    config : dict
+        The model's config.json (empty if it has none).
+    heads : dict of str to (int, bytes)
+        Per safetensors file: its size and its head (8-byte length and JSON header).
+    tensors : dict of str to str
+        Tensor name -> the file holding it.
+    """
+
+    repo: str
+    revision: str
+    commit: str
+    config: dict
+    heads: dict[str, tuple[int, bytes]]
+    tensors: dict[str, str]
+
+    @property
+    def label(self) -> str:
+        return str(Reference(self.repo, self.revision))
+
+    @property
+    def infos(self) -> list[io.TensorInfo]:
+        """The tensors, as :func:`posviz.io.list_tensors` lists a file's."""
+        entries = {name: self.entry(name) for name in self.tensors}
+        return [io.TensorInfo(k, tuple(e["shape"]), e["dtype"]) for k, e in entries.items()]
+
+    def entry(self, name: str) -> dict:
+        """The checked header entry of tensor `name` (dtype, shape, data_offsets)."""
+        return self._file(self.tensors[name])[0][name]
+
+    def span(self, name: str) -> tuple[int, int]:
+        """(begin, end) of tensor `name`'s bytes in its file."""
+        entries, start = self._file(self.tensors[name])
+        begin, end = entries[name]["data_offsets"]
+        return start + begin, start + end
+
+    def file_size(self, name: str) -> int:
+        """Bytes of the file holding tensor `name`."""
+        return self.heads[self.tensors[name]][0]
+
+    def source(self, name: str) -> str:
+        """Where tensor `name` comes from, precisely enough to cite and reproduce."""
+        return f"{self.label} · commit {self.commit} · {self.tensors[name]}"
+
+    def no_table_reason(self) -> str | None:
+        """Why this model has no learned absolute position table, when config.json says so and
+        no tensor is named like one."""
+        return no_table_reason(self.label, self.config, self.tensors)
+
+    def _file(self, file: str) -> tuple[dict[str, dict], int]:
+        return self._parsed[file]
+
+    @cached_property
+    def _parsed(self) -> dict[str, tuple[dict[str, dict], int]]:
+        """Each file's checked entries and data start (posviz.io's checks, once per model)."""
+        return {
+            file: io.safetensors_entries(head, size, f"{self.label}:{file}")
+            for file, (size, head) in self.heads.items()
+        }
+
+
+def enabled() -> bool:
+    """Whether Hub access is on (``POSVIZ_HUB=off`` turns it off for air-gapped servers)."""
+    return os.environ.get("POSVIZ_HUB", "on").strip().lower() not in {"off", "0", "false", "no"}
+
+
+def is_hub_ref(text: str) -> bool:
+    """Whether `text` names a model on the Hub (``hf:REPO[@REV]`` or ``hf://REPO[@REV]``).
+
+    >>> is_hub_ref("hf:openai-community/gpt2"), is_hub_ref("gpt2.safetensors")
+    (True, False)
+    """
+    return text.startswith("hf:")
+
+
+def parse_ref(text: str) -> Reference:
+    """The repo and revision `text` names; a bare repo id is accepted too.
+
+    >>> parse_ref("hf://EleutherAI/pythia-70m@step3000")
+    Reference(repo='EleutherAI/pythia-70m', revision='step3000')
+    >>> parse_ref("hf:gpt2")
+    Reference(repo='gpt2', revision='main')
+    """
+    body = text.removeprefix("hf://") if text.startswith("hf://") else text.removeprefix("hf:")
+    repo, _, revision = body.strip().partition("@")
+    revision = revision or "main"
+    if not _REPO.fullmatch(repo) or ".." in repo or "--" in repo:
+        msg = (
+            f"{text!r} is not a model id: write hf:NAMESPACE/NAME or hf:NAME, optionally "
+            "followed by @REVISION (e.g. hf:openai-community/gpt2@main)."
+        )
+        raise LoadError(msg)
+    if not _REVISION.fullmatch(revision) or ".." in revision:
+        msg = f"{revision!r} is not a revision: give a branch, a tag, refs/pr/N or a commit sha."
+        raise LoadError(msg)
+    return Reference(repo, revision)
+
+
+def open_model(repo: str, revision: str = "main") -> HubModel:
+    """Resolve `revision` to a commit and read the model's headers and config.json.
+
+    Only the API's answer for the revision, config.json and each safetensors file's head
+    travel; a commit already listed costs the one API request (none when offline).
+
+    Raises
+    ------
+    LoadError
+        Hub access off, unknown repo/revision, gated without a token, rate limit, Hub not
+        reached, pickle-only weights, or a header that fails posviz.io's checks.
+    """
+    ref = parse_ref(f"hf:{repo}@{revision}")
+    _check_enabled()
+    cache = _Cache()
+    commit, files = _resolve(ref, cache)
+    model = cache.model(ref, commit)
+    if model is None:
+        if files is None:
+            msg = f"HF_HUB_OFFLINE is set and the headers of {ref} are not in posviz's Hub cache."
+            raise LoadError(msg)
+        model = _list(ref, commit, files)
+        cache.put_model(model)
+    return model
+
+
+def is_cached(model: HubModel, name: str) -> bool:
+    """Whether tensor `name` is in the disk cache (reading it then costs no network)."""
+    return _Cache().tensor(model, name) is not None
+
+
+def read_tensor(model: HubModel, name: str, *, progress: Progress | None = None) -> np.ndarray:
+    """Tensor `name` of `model`, from the disk cache or by one range request for its bytes.
+
+    Its size is checked before any request. BF16 becomes float32 (exact).
+    """
+    if name not in model.tensors:
+        msg = f"{model.label} has no tensor {name!r}; it holds: {', '.join(model.tensors)}."
+        raise LoadError(msg)
+    entry, file = model.entry(name), model.tensors[name]
+    what = f"{model.label}:{file}: tensor '{name}'"
+    io.check_safetensors_tensor(what, entry)
+    cache = _Cache()
+    buffer = cache.tensor(model, name)
+    begin, end = model.span(name)
+    if buffer is None and begin == end:  # an empty tensor: no range to ask for
+        buffer = bytearray()
+    if buffer is None:
+        url = client._file_url(model.repo, model.commit, file)
+        buffer, _ = client._get_range(url, begin, end, what=what, progress=progress)
+        cache.put_tensor(model, name, buffer)
+    return io.safetensors_array(buffer, entry)
+
+
+def load_model(
+    model: HubModel,
+    *,
+    tensor: str | None = None,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+    progress: Progress | None = None,
+) -> Embedding:
+    """Read one tensor of an opened model into an :class:`Embedding` (as posviz.io.load)."""
+    name = tensor if tensor is not None else _choose(model)
+    array = read_tensor(model, name, progress=progress)
+    return io.table_from(
+        array,
+        name=name,
+        source=model.source(name),
+        dtype=model.entry(name)["dtype"],
+        row_start=row_start,
+        row_stop=row_stop,
+        grid=grid,
+    )
+
+
+def load(
+    ref: str,
+    *,
+    tensor: str | None = None,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+) -> Embedding:
+    """Read a position table of the model `ref` names (``hf:REPO[@REV]``), as posviz.io.load.
+
+    By default the tensor :func:`posviz.io.detect_position_tensor` picks.
+
+    Raises
+    ------
+    LoadError
+        As :func:`open_model`; also when no tensor is clearly the position table (the
+        candidates are listed, or config.json's rotary/ALiBi/relative scheme is named).
+    """
+    parsed = parse_ref(ref)
+    model = open_model(parsed.repo, parsed.revision)
+    return load_model(model, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid)
+
+
+# --- choosing ------------------------------------------------------------------------------
+
+
+def _choose(model: HubModel) -> str:
+    """The tensor `load` reads when none is named, or the reason there is none."""
+    reason = model.no_table_reason()
+    if reason:
+        raise LoadError(reason)
+    return io.choose_tensor(model.infos, model.label)
+
+
+# --- listing -------------------------------------------------------------------------------
+
+
+def _check_enabled() -> None:
+    if not enabled():
+        msg = "Hub access is off on this server (POSVIZ_HUB=off); load a file instead."
+        raise LoadError(msg)
+
+
+def _resolve(ref: Reference, cache: _Cache) -> tuple[str, list[str] | None]:
+    """The commit sha `ref.revision` names now and the repo's files at it (offline: the commit
+    last seen, and None)."""
+    if client._offline():
+        commit = ref.revision if _COMMIT.fullmatch(ref.revision) else cache.ref(ref)
+        if commit is None:
+            msg = (
+                f"HF_HUB_OFFLINE is set and {ref} was never opened on this server; open it "
+                "once online, or load a file instead."
+            )
+            raise LoadError(msg)
+        return commit, None
+    url = f"{client._endpoint()}/api/models/{ref.repo}/revision/{quote(ref.revision, safe='')}"
+    answer = client._get_json(url, what=str(ref), kind="revision")
+    commit = answer.get("sha") if isinstance(answer, dict) else None
+    if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
+        msg = f"{ref}: the Hub's answer names no commit sha; is HF_ENDPOINT a Hugging Face Hub?"
+        raise LoadError(msg)
+    siblings = answer.get("siblings")
+    names = [s.get("rfilename") for s in siblings if isinstance(s, dict)] if siblings else []
+    files = [f for f in names if isinstance(f, str)]
+    cache.put_ref(ref, commit)
+    return commit, files
+
+
+def _list(ref: Reference, commit: str, files: list[str]) -> HubModel:
+    """Read config.json and the safetensors head(s) of `ref` at `commit`."""
+    label = str(ref)
+    config = {}
+    if "config.json" in files:
+        config = client._get_json(
+            client._file_url(ref.repo, commit, "config.json"), what=f"{label}:config.json"
+        )
+        if not isinstance(config, dict):
+            config = {}
+    weights = _weight_files(ref, commit, files)
+    heads = {
+        file: client._head(client._file_url(ref.repo, commit, file), f"{label}:{file}")
+        for file in weights
+    }
+    tensors: dict[str, str] = {}
+    for file in weights:
+        for name in io.safetensors_entries(heads[file][1], heads[file][0], label)[0]:
+            tensors.setdefault(name, file)  # the first file wins a name two files hold
+    return HubModel(ref.repo, ref.revision, commit, config, heads, tensors)
+
+
+def _weight_files(ref: Reference, commit: str, files: list[str]) -> list[str]:
+    """The safetensors files holding the model: the index's shards, model.safetensors, or
+    every top-level .safetensors file; pickle-only repos are refused with the way out."""
+    indexes = [f for f in files if "/" not in f and f.endswith(".safetensors.index.json")]
+    if "model.safetensors" in files:
+        return ["model.safetensors"]
+    if indexes:
+        index = "model.safetensors.index.json" if len(indexes) > 1 else indexes[0]
+        answer = client._get_json(client._file_url(ref.repo, commit, index), what=f"{ref}:{index}")
+        weight_map = answer.get("weight_map") if isinstance(answer, dict) else None
+        shards = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
+        if not shards or any(s not in files or not str(s).endswith(".safetensors") for s in shards):
+            msg = f"{ref}:{index} is not a shard index listing the repo's .safetensors files."
+            raise LoadError(msg)
+        if len(shards) > MAX_SHARDS:
+            msg = f"{ref} has {len(shards):,} shards, above the limit of {MAX_SHARDS}."
+            raise LoadError(msg)
+        return shards
+    top = sorted(f for f in files if "/" not in f and f.endswith(".safetensors"))
+    if top:
+        return top
+    pickles = [f for f in files if f.endswith(_PICKLE_WEIGHTS)]
+    if pickles:
+        msg = (
+            f"{ref} has only pickle-based weights ({', '.join(pickles[:3])}): unpickling runs "
+            "whatever code the file contains, so posviz never loads pickles. Many such models "
+            "have a safetensors conversion open as a pull request on the Hub: open it with its "
+            f"revision, e.g. hf:{ref.repo}@refs/pr/1 (see the repo's Community tab), or convert "
+            "the file locally (torch.load(..., weights_only=True) then safetensors' save_file) "
+            "and upload the .safetensors file."
+        )
+        raise LoadError(msg)
+    msg = f"{ref} holds no .safetensors weights at its top level (files: {len(files)})."
+    raise LoadError(msg)

@@ -1,0 +1,138 @@
+"""What posviz keeps of the Hub on disk: revisions, safetensors heads, tensor bytes, bounded."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import threading
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from posviz.embedding import LoadError
+
+if TYPE_CHECKING:
+    from posviz.hub import HubModel, Reference
+
+#: Default of POSVIZ_HUB_CACHE_SIZE.
+DEFAULT_CACHE_SIZE = "1GB"
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def cache_dir() -> Path:
+    """POSVIZ_HUB_CACHE, else posviz/hub under the user's cache directory."""
+    if os.environ.get("POSVIZ_HUB_CACHE"):
+        return Path(os.environ["POSVIZ_HUB_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "posviz" / "hub"
+
+
+def cache_limit() -> int:
+    """POSVIZ_HUB_CACHE_SIZE in bytes."""
+    return parse_size(os.environ.get("POSVIZ_HUB_CACHE_SIZE", DEFAULT_CACHE_SIZE))
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size like ``1GB``, ``250MB``, ``64kB`` or ``0`` (decimal units).
+
+    >>> parse_size("250MB"), parse_size("1.5GB"), parse_size("0")
+    (250000000, 1500000000, 0)
+    """
+    text = text.strip().upper()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?B?)", text)
+    if not match:
+        msg = f"POSVIZ_HUB_CACHE_SIZE={text!r} is not a size like 500MB or 1GB."
+        raise LoadError(msg)
+    return int(float(match[1]) * _UNITS[match[2] if match[2] in _UNITS else match[2] + "B"])
+
+
+class _Cache:
+    """Files under cache_dir(): refs/ (revision -> commit and file list), heads/ (per commit),
+    tensors/ (raw bytes). Least recently used files go first once the total passes the limit;
+    a broken or unwritable cache only costs network, never a wrong table."""
+
+    def __init__(self) -> None:
+        self.root = cache_dir()
+        self.limit = cache_limit()
+
+    def ref(self, ref: Reference) -> str | None:
+        record = self._read_json("refs", ref.repo, ref.revision)
+        return record.get("commit") if isinstance(record, dict) else None
+
+    def put_ref(self, ref: Reference, commit: str) -> None:
+        self._write("refs", json.dumps({"commit": commit}).encode(), ref.repo, ref.revision)
+
+    def model(self, ref: Reference, commit: str) -> HubModel | None:
+        from posviz.hub import HubModel  # the package imports this module first
+
+        record = self._read_json("heads", ref.repo, commit)
+        if not isinstance(record, dict):
+            return None
+        try:
+            heads = {f: (size, base64.b64decode(h)) for f, (size, h) in record["heads"].items()}
+            model = HubModel(
+                ref.repo, ref.revision, commit, record["config"], heads, record["tensors"]
+            )
+            model.infos  # noqa: B018 -- the cached heads pass posviz.io's checks again
+        except (KeyError, TypeError, ValueError):  # LoadError included
+            return None
+        return model
+
+    def put_model(self, model: HubModel) -> None:
+        heads = {f: (size, base64.b64encode(h).decode()) for f, (size, h) in model.heads.items()}
+        record = {"config": model.config, "heads": heads, "tensors": model.tensors}
+        self._write("heads", json.dumps(record).encode(), model.repo, model.commit)
+
+    def tensor(self, model: HubModel, name: str) -> bytearray | None:
+        begin, end = model.span(name)
+        path = self._path("tensors", model.repo, model.commit, model.tensors[name], name)
+        try:
+            if path.stat().st_size != end - begin:
+                return None
+            buffer = bytearray(path.read_bytes())
+            os.utime(path)  # recently used
+        except OSError:
+            return None
+        return buffer
+
+    def put_tensor(self, model: HubModel, name: str, buffer: bytearray) -> None:
+        self._write("tensors", buffer, model.repo, model.commit, model.tensors[name], name)
+
+    def _path(self, kind: str, *key: str) -> Path:
+        digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
+        return self.root / kind / digest
+
+    def _read_json(self, kind: str, *key: str) -> object:
+        try:
+            return json.loads(self._path(kind, *key).read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    def _write(self, kind: str, data: bytes | bytearray, *key: str) -> None:
+        if len(data) > self.limit:
+            return
+        path = self._path(kind, *key)
+        with suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.partial")
+            partial.write_bytes(data)
+            os.replace(partial, path)
+            self._evict()
+
+    def _evict(self) -> None:
+        files = []
+        for path in self.root.glob("*/*"):
+            with suppress(OSError):
+                stat = path.stat()
+                files.append((stat.st_mtime, stat.st_size, path))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files, key=lambda f: f[0]):
+            if total <= self.limit:
+                break
+            with suppress(OSError):
+                path.unlink()
+                total -= size

@@ -1,0 +1,191 @@
+"""How posviz reads from the Hub over HTTP: file URLs, bounded GETs and range reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from huggingface_hub import constants
+
+from posviz import io
+from posviz.embedding import LoadError
+
+if TYPE_CHECKING:
+    import httpx2
+
+#: Seconds without a byte from the Hub before a request is given up.
+TIMEOUT = 10.0
+#: Slowest transfer accepted after the first TIMEOUT seconds: a server that trickles bytes
+#: just under TIMEOUT apart is given up too, instead of holding the page for hours.
+MIN_BYTES_PER_SECOND = 20_000
+#: JSON files read whole (config.json, the shard index, the API's answer) are refused above this.
+MAX_JSON_BYTES = 16 * 2**20
+#: Progress callback: (bytes received, bytes expected).
+Progress = Callable[[int, int], None]
+
+_CHUNK = 2**16
+
+
+def _offline() -> bool:
+    flag = os.environ.get("HF_HUB_OFFLINE", "")
+    return constants.HF_HUB_OFFLINE or flag.strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _endpoint() -> str:
+    # Read at each call (the client reads HF_ENDPOINT once, at import).
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def _file_url(repo: str, commit: str, file: str) -> str:
+    from huggingface_hub import hf_hub_url
+
+    return hf_hub_url(repo, file, revision=commit, endpoint=_endpoint())
+
+
+def _head(url: str, what: str) -> tuple[int, bytes]:
+    """A safetensors file's size and head: its 8-byte length, then exactly that much JSON."""
+    first, size = _get_range(url, 0, 8, what=what)
+    (n,) = struct.unpack("<Q", first)
+    if n > io.MAX_HEADER_BYTES or 8 + n > size:
+        msg = (
+            f"{what} is not safetensors or is truncated: its header claims {n:,} bytes in a "
+            f"file of {size:,} (limit {io.MAX_HEADER_BYTES:,})."
+        )
+        raise LoadError(msg)
+    rest, _ = _get_range(url, 8, 8 + n, what=what)
+    head = bytes(first + rest)
+    io.safetensors_entries(head, size, what)  # refuses a lying header before it is kept
+    return size, head
+
+
+@contextmanager
+def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Response]:
+    """A streamed GET through the Hub client's session (proxies, HF_TOKEN, user agent), with
+    every failure turned into a LoadError that says what to do."""
+    # The HTTP client loads with the first request, not with the app: every first open of a
+    # page would pay for its import.
+    import httpx2
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    host = urlsplit(url).netloc
+    headers = build_hf_headers() | {"Accept-Encoding": "identity"} | headers
+    try:
+        with get_session().stream(
+            "GET", url, headers=headers, timeout=TIMEOUT, follow_redirects=True
+        ) as response:
+            _check_status(response, what)
+            yield response
+    except httpx2.TimeoutException as exc:
+        msg = (
+            f"{what}: the Hub at {host} did not answer within {TIMEOUT:g} s; it is slow or "
+            "unreachable from this server. Try again later, or set HF_ENDPOINT to a mirror."
+        )
+        raise LoadError(msg) from exc
+    except httpx2.RemoteProtocolError as exc:
+        msg = f"{what}: the Hub at {host} cut the answer short ({exc}); try again."
+        raise LoadError(msg) from exc
+    except httpx2.TransportError as exc:
+        msg = (
+            f"{what}: the Hub at {host} could not be reached from this server "
+            f"({type(exc).__name__}: {exc}). Check its network or proxy, or set HF_ENDPOINT."
+        )
+        raise LoadError(msg) from exc
+
+
+def _check_status(response: httpx2.Response, what: str) -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    code = response.headers.get("X-Error-Code", "")
+    if code == "GatedRepo" or status in (401, 403):
+        msg = (
+            f"{what}: the Hub refused access ({status}): the model is gated or private. Accept "
+            "its terms on the Hub with an account, then set HF_TOKEN on the server to a token "
+            "of that account (it is read on the server only, never shown or exported)."
+        )
+    elif status == 404 and code == "RevisionNotFound":
+        msg = f"{what}: no such revision; give a branch, a tag, refs/pr/N or a commit sha."
+    elif status == 404 and code == "EntryNotFound":
+        msg = f"{what}: no such file in the repo at this revision."
+    elif status == 404:
+        msg = f"{what}: no such model on the Hub; check the id (NAMESPACE/NAME) and its spelling."
+    elif status == 429:
+        msg = (
+            f"{what}: the Hub's rate limit was reached (429); wait a minute and try again, or "
+            "set HF_TOKEN on the server for a higher limit."
+        )
+    else:
+        msg = f"{what}: the Hub answered HTTP {status}; try again later."
+    raise LoadError(msg)
+
+
+def _get_json(url: str, *, what: str, kind: str = "file") -> object:
+    """A small JSON file read whole, refused beyond MAX_JSON_BYTES without buffering it."""
+    with _request(url, {}, what) as response:
+        body = bytearray()
+        for chunk in response.iter_bytes(_CHUNK):
+            body += chunk
+            if len(body) > MAX_JSON_BYTES:
+                msg = f"{what}: the Hub's {kind} answer exceeds {MAX_JSON_BYTES:,} bytes; refused."
+                raise LoadError(msg)
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        msg = f"{what}: the Hub's {kind} answer is not JSON ({exc})."
+        raise LoadError(msg) from exc
+
+
+def _get_range(
+    url: str, begin: int, end: int, *, what: str, progress: Progress | None = None
+) -> tuple[bytearray, int]:
+    """Bytes [begin, end) of a file by one range request, and the file's size.
+
+    A server that ignores the range (200 with the whole file) is refused before its body is
+    read; more or fewer bytes than asked are refused too.
+    """
+    nbytes = end - begin
+    with _request(url, {"Range": f"bytes={begin}-{end - 1}"}, what) as response:
+        if response.status_code != 206:
+            sent = response.headers.get("Content-Length", "unknown")
+            msg = (
+                f"{what}: the server ignored the byte range posviz asked for and began sending "
+                f"the whole file ({sent} bytes); posviz stopped reading. Use a Hub endpoint "
+                "that supports HTTP range requests (HF_ENDPOINT)."
+            )
+            raise LoadError(msg)
+        match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", response.headers.get("Content-Range", ""))
+        if not match or (int(match[1]), int(match[2]) + 1) != (begin, end):
+            msg = f"{what}: the server answered another byte range than asked; refused."
+            raise LoadError(msg)
+        buffer = bytearray(nbytes)
+        done = 0
+        deadline = time.monotonic() + TIMEOUT + nbytes / MIN_BYTES_PER_SECOND
+        import httpx2  # loaded by _request already
+
+        # A connection closed early is reported below, with how much arrived.
+        with suppress(httpx2.RemoteProtocolError, httpx2.ReadError):
+            for chunk in response.iter_bytes():  # as they arrive: progress and the deadline
+                if done + len(chunk) > nbytes:
+                    msg = f"{what}: the server sent more bytes than the range asked; refused."
+                    raise LoadError(msg)
+                buffer[done : done + len(chunk)] = chunk
+                done += len(chunk)
+                if time.monotonic() > deadline and done < nbytes:
+                    msg = (
+                        f"{what}: the Hub at {urlsplit(url).netloc} is sending too slowly "
+                        f"({done:,} of {nbytes:,} bytes so far); posviz gave up. Try again later."
+                    )
+                    raise LoadError(msg)
+                if progress is not None:
+                    progress(done, nbytes)
+    if done < nbytes:
+        msg = f"{what}: the Hub's answer was cut off after {done:,} of {nbytes:,} bytes; try again."
+        raise LoadError(msg)
+    return buffer, int(match[3])

@@ -1,0 +1,294 @@
+"""Which tensors does a file hold, and how is one of them read safely as a position table.
+
+Formats: .npy, .npz, .safetensors, and text tables (.csv, .tsv, .txt, including the Embedding
+Projector's TSV). Pickle-based files (PyTorch .pt/.bin/.ckpt, .pkl, joblib, torch zips) are
+refused, never unpickled. Listing reads headers only; reading takes one tensor's bytes, after
+its size was checked. Every refusal is a :class:`LoadError` naming the file. One private module
+per format reads it; :mod:`posviz.io.detect` finds the position tensor and its leading rows that
+are not positions; :mod:`posviz.io.write` writes a table (e.g. a resampled one) back as .npy or
+.safetensors bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from io import BytesIO
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from posviz.embedding import Embedding, LoadError
+from posviz.io._file import TensorInfo, _File, _pickle_message
+from posviz.io._npy import _list_npy, _read_npy
+from posviz.io._npz import MAX_MEMBERS, MAX_RATIO, MAX_UNZIPPED_BYTES, _list_npz, _read_npz
+from posviz.io._safetensors import (
+    MAX_HEADER_BYTES,
+    MAX_TENSORS,
+    _list_safetensors,
+    _read_safetensors,
+    check_safetensors_tensor,
+    safetensors_array,
+    safetensors_entries,
+)
+from posviz.io._text import MAX_TEXT_BYTES, _list_text, _read_text
+from posviz.io.detect import (
+    POSITION_NAMES,
+    ZERO_ROWS_SEARCHED,
+    ReservedRows,
+    Trim,
+    choose_tensor,
+    detect_position_tensor,
+    reserved_rows,
+    suggest_trim,
+    trim_leading,
+    vit_layout,
+    zero_leading_rows,
+)
+from posviz.io.write import storage_dtype, to_npy, to_safetensors
+
+__all__ = [
+    "ACCEPTED_FORMATS",
+    "MAX_HEADER_BYTES",
+    "MAX_MEMBERS",
+    "MAX_RATIO",
+    "MAX_TENSORS",
+    "MAX_TEXT_BYTES",
+    "MAX_UNZIPPED_BYTES",
+    "PICKLE_SUFFIXES",
+    "POSITION_NAMES",
+    "ZERO_ROWS_SEARCHED",
+    "LoadError",
+    "ReservedRows",
+    "Source",
+    "TensorInfo",
+    "Trim",
+    "check_safetensors_tensor",
+    "choose_tensor",
+    "detect_position_tensor",
+    "list_tensors",
+    "load",
+    "read_tensor",
+    "reserved_rows",
+    "safetensors_array",
+    "safetensors_entries",
+    "storage_dtype",
+    "suggest_trim",
+    "table_from",
+    "to_npy",
+    "to_safetensors",
+    "trim_leading",
+    "vit_layout",
+    "zero_leading_rows",
+]
+
+#: Uploaded bytes, or a path on disk.
+Source = bytes | str | os.PathLike
+
+#: What the app can read, as shown to users when a file is not one of them.
+ACCEPTED_FORMATS = ".npy, .npz, .safetensors, .csv, .tsv, .txt"
+
+PICKLE_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".joblib"})
+_SUFFIX_FORMATS = {
+    ".npy": "npy",
+    ".npz": "npz",
+    ".safetensors": "safetensors",
+    ".csv": "text",
+    ".tsv": "text",
+    ".txt": "text",
+}
+
+_T = TypeVar("_T")
+
+# Failures of parsers on corrupt bytes (RuntimeError: zipfile's encrypted members).
+_CORRUPT = (
+    OSError,
+    EOFError,
+    ValueError,
+    RuntimeError,
+    NotImplementedError,
+    zipfile.BadZipFile,
+    zlib.error,
+)
+
+
+def list_tensors(source: Source, filename: str | None = None) -> list[TensorInfo]:
+    """The tensors a file holds, from its headers only (text files are scanned, not parsed).
+
+    Parameters
+    ----------
+    source : bytes, str or os.PathLike
+        Uploaded bytes or a path.
+    filename : str, optional
+        Name of the upload: its extension picks the format (magic bytes win when present).
+
+    Raises
+    ------
+    LoadError
+        If the file is empty, corrupt, pickle-based, an archive bomb or of an unknown format.
+    """
+    with _opened(source, filename) as src:
+        return _run(_LISTERS[src.kind], src)
+
+
+def read_tensor(source: Source, name: str, filename: str | None = None) -> np.ndarray:
+    """Read one tensor, as stored except that BF16 becomes float32 and text becomes float64.
+
+    Sizes are checked against ``embedding.MAX_ELEMENTS`` before memory is allocated, and only
+    that tensor's bytes are read from a path.
+
+    Returns
+    -------
+    ndarray of the stored shape
+    """
+    with _opened(source, filename) as src:
+        return _run(_READERS[src.kind], src, name)
+
+
+def load(
+    source: Source,
+    filename: str | None = None,
+    *,
+    tensor: str | None = None,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+) -> Embedding:
+    """Read a position table from a file into an :class:`Embedding`.
+
+    Parameters
+    ----------
+    source, filename
+        As in :func:`list_tensors`.
+    tensor : str, optional
+        Tensor to read. By default the one :func:`detect_position_tensor` picks, or the only
+        tensor of the file.
+    row_start, row_stop, grid
+        Rows kept and their patch grid, as in :meth:`Embedding.from_array`.
+
+    Raises
+    ------
+    LoadError
+        If the file is refused, no tensor can be chosen (the candidates are listed), or the
+        tensor is not a usable table.
+    """
+    with _opened(source, filename) as src:
+        infos = _run(_LISTERS[src.kind], src)
+        name = tensor if tensor is not None else choose_tensor(infos, src.label)
+        array = _run(_READERS[src.kind], src, name)
+    dtype = next(info.dtype for info in infos if info.name == name)
+    return table_from(
+        array,
+        name=name,
+        source=src.label,
+        dtype=dtype,
+        row_start=row_start,
+        row_stop=row_stop,
+        grid=grid,
+    )
+
+
+def table_from(
+    array: np.ndarray,
+    *,
+    name: str,
+    source: str,
+    dtype: str,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+) -> Embedding:
+    """:meth:`Embedding.from_array` of a tensor read from `source`, whose refusals name it (also
+    how posviz.hub makes a table of a fetched tensor)."""
+    try:
+        return Embedding.from_array(
+            array,
+            name=name,
+            source=source,
+            dtype=dtype,
+            row_start=row_start,
+            row_stop=row_stop,
+            grid=grid,
+        )
+    except LoadError as exc:
+        msg = f"{source}: {exc}"
+        raise LoadError(msg) from exc
+
+
+@contextmanager
+def _opened(source: Source, filename: str | None) -> Iterator[_File]:
+    """Open `source` and decide its format from magic bytes, then from its extension."""
+    if isinstance(source, bytes):
+        label = filename or "uploaded file"
+        file, size = BytesIO(source), len(source)
+    else:
+        path = Path(source)
+        label = filename or path.name
+        try:
+            file = open(path, "rb")  # noqa: SIM115 -- closed by the `with` below
+        except OSError as exc:
+            msg = f"Cannot open {label}: {exc.strerror}."
+            raise LoadError(msg) from exc
+        size = os.fstat(file.fileno()).st_size
+    with file:
+        if size == 0:
+            msg = f"{label} is empty (0 bytes); the upload or export did not complete."
+            raise LoadError(msg)
+        head = file.read(16)
+        file.seek(0)
+        yield _File(file, size, label, _format(head, Path(label).suffix.lower(), label))
+
+
+def _format(head: bytes, suffix: str, label: str) -> str:
+    """Format of a file from its first 16 bytes and its suffix; pickles are refused here."""
+    if suffix in PICKLE_SUFFIXES:
+        raise LoadError(_pickle_message(label))
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "npz"
+    # safetensors: u64 header length (far below 2**32) then the JSON object.
+    if len(head) > 8 and head[4:8] == b"\0\0\0\0" and head[8:9] == b"{":
+        return "safetensors"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        raise LoadError(_pickle_message(label))
+    if suffix in _SUFFIX_FORMATS:
+        return _SUFFIX_FORMATS[suffix]
+    msg = (
+        f"{label} is not a format posviz reads (no known magic bytes, extension "
+        f"{suffix or 'none'!r}). Accepted formats: {ACCEPTED_FORMATS}."
+    )
+    raise LoadError(msg)
+
+
+def _run(step: Callable[..., _T], src: _File, *args: object) -> _T:
+    """Run a lister/reader from the file's start, turning parser failures into a LoadError."""
+    src.file.seek(0)
+    try:
+        return step(src, *args)
+    except LoadError:
+        raise
+    except _CORRUPT as exc:
+        msg = (
+            f"{src.label} could not be read as {src.kind} ({type(exc).__name__}: {exc}); "
+            "the file is truncated or corrupt: export it again."
+        )
+        raise LoadError(msg) from exc
+
+
+_LISTERS: dict[str, Callable[[_File], list[TensorInfo]]] = {
+    "npy": _list_npy,
+    "npz": _list_npz,
+    "safetensors": _list_safetensors,
+    "text": _list_text,
+}
+_READERS: dict[str, Callable[[_File, str], np.ndarray]] = {
+    "npy": _read_npy,
+    "npz": _read_npz,
+    "safetensors": _read_safetensors,
+    "text": _read_text,
+}

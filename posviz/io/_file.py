@@ -1,0 +1,100 @@
+"""What every format reader shares: an opened file, a tensor as its header describes it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from posviz.embedding import MIN_DIMS, MIN_POSITIONS, LoadError
+
+#: What to do about a tensor above `embedding.MAX_ELEMENTS` in a file.
+_SAVE_LESS = "save only the position table."
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a file, as its header describes it (no data read).
+
+    Attributes
+    ----------
+    name : str
+        Tensor name, .npz member name without ``.npy``, or ``"table"`` for single-array files.
+    shape : tuple of int
+        Shape as stored.
+    dtype : str
+        dtype as stored: ``"float32"`` for numpy files, ``"BF16"`` for safetensors,
+        ``"float64"`` for text.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def table_shape(self) -> tuple[int, int] | None:
+        """(n_positions, d_model) after squeezing leading 1s, or None if not a table of at least
+        `MIN_POSITIONS` x `MIN_DIMS`."""
+        shape = self.shape
+        while len(shape) > 2 and shape[0] == 1:
+            shape = shape[1:]
+        usable = len(shape) == 2 and shape[0] >= MIN_POSITIONS and shape[1] >= MIN_DIMS
+        return shape if usable else None
+
+
+@dataclass(frozen=True)
+class _File:
+    """An opened source: a seekable binary file, its size, its name for messages, its format."""
+
+    file: BinaryIO
+    size: int
+    label: str
+    kind: str
+
+
+def _pickle_message(label: str) -> str:
+    stem = Path(label).stem or "model"
+    return (
+        f"{label} is pickle-based (PyTorch .pt/.pth/.bin/.ckpt, .pkl, joblib): unpickling runs "
+        "whatever code the file contains, so posviz never loads pickles. Convert it to "
+        "safetensors on a machine where you trust the file, then load that:\n"
+        "    import torch; from safetensors.torch import save_file\n"
+        "    save_file({k: v.contiguous() for k, v in "
+        f'torch.load("{label}", weights_only=True).items()}}, "{stem}.safetensors")'
+    )
+
+
+def _read_exact(file: BinaryIO, nbytes: int, what: str) -> bytearray:
+    """Exactly `nbytes` from `file` into a fresh writable buffer."""
+    buffer = bytearray(nbytes)
+    view = memoryview(buffer)
+    done = 0
+    while done < nbytes:
+        got = file.readinto(view[done:])
+        if not got:
+            msg = f"{what} is truncated: {nbytes - done:,} of {nbytes:,} data bytes are missing."
+            raise LoadError(msg)
+        done += got
+    return buffer
+
+
+def _whole(value: object) -> bool:
+    """A JSON whole number; `True` is an int to Python but not a size."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_single(src: _File, name: str) -> None:
+    if name != "table":
+        raise LoadError(_missing_message(src.label, name, ["table"]))
+
+
+def _missing_message(label: str, name: str, names: Iterable[str]) -> str:
+    names = [_short(n) for n in names]
+    more = f" and {len(names) - 20:,} more" if len(names) > 20 else ""
+    return f"{label} has no tensor {_short(name)!r}; it holds: {', '.join(names[:20])}{more}."
+
+
+def _short(name: str) -> str:
+    """A name as messages quote it: a header may hold names of megabytes."""
+    return name if len(name) <= 120 else f"{name[:100]}… ({len(name):,} characters)"
