@@ -222,7 +222,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
             st.warning(refusal, icon=":material/block:")
 
     st.subheader("Metrics")
-    widgets.show_numbers(result.table(), name="collection_metrics", settings=settings)
+    widgets.show_numbers(result.to_frame(), name="collection_metrics", settings=settings)
     with st.expander("Definitions"):
         st.markdown("\n".join(f"- **{k}**: {v}" for k, v in DEFINITIONS.items()))
 

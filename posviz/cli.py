@@ -293,7 +293,7 @@ def _collection(args: argparse.Namespace) -> Collection:
 def _collection_summary(args: argparse.Namespace) -> int:
     c = _collection(args)
     if not args.json:
-        print(c.table(refused=False).set_index("label").T.to_string())
+        print(c.to_frame(refused=False).set_index("label").T.to_string())
         for m in c.members:
             if m.error:
                 print(f"refused {m.label}: {m.error}")

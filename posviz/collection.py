@@ -438,7 +438,7 @@ class Collection:
             )
         return out
 
-    def table(self, *, refused: bool = True) -> pd.DataFrame:
+    def to_frame(self, *, refused: bool = True) -> pd.DataFrame:
         """:meth:`records` as a frame, shape as two columns (sortable), the error last.
 
         Without the refused members' rows (and the error column) if not `refused`.

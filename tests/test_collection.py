@@ -96,7 +96,7 @@ def test_refused_members_are_listed_and_do_not_sink_the_rest():
     assert result.cka.shape == (3, 3)
     assert result.coordinates.shape == (3, 2)
     assert result.common_positions == 40
-    frame = result.table()
+    frame = result.to_frame()
     assert frame["n_positions"].tolist()[:3] == [64, 40, 64]
     assert frame["d_model"].tolist()[:3] == [16, 8, 16]
     assert frame.iloc[3].drop(["label", "error"]).isna().all()
@@ -284,12 +284,12 @@ def test_tables_of_the_loaded_members_and_their_cka():
         Member("step1", simulate.learned_like(48, 16, seed=1)),
     ]
     result = analyse(members)
-    loaded = result.table(refused=False)
+    loaded = result.to_frame(refused=False)
     assert loaded["label"].tolist() == ["step1", "step2"]
     assert "error" not in loaded.columns
     assert loaded["step"].tolist() == [1, 2]  # whole numbers stay whole without refused rows
     assert loaded["k90"].dtype == np.int64
-    full = result.table()
+    full = result.to_frame()
     assert_frame_equal(loaded, full.iloc[:2].drop(columns="error"), check_dtype=False)
     pairs = result.cka_table()
     assert list(pairs.columns) == ["table", "step1", "step2"]
