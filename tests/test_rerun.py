@@ -209,3 +209,18 @@ def test_a_hub_model_reruns_at_its_commit(fake_hub, tmp_path, capsys):
     code, out = rerun(capsys, export)
     assert code == 0, out
     assert any(provenance["commit"] in sent.path for sent in fake_hub.log[before:])
+
+
+def test_a_comparison_reruns_from_both_tables(tmp_path):
+    for name, seed in (("a.npy", 1), ("b.npy", 2)):
+        np.save(tmp_path / name, simulate.learned_like(100, 16, seed=seed).values)
+    first, second = posviz.load(tmp_path / "a.npy"), posviz.load(tmp_path / "b.npy")
+    result = posviz.pipeline.compare(first, second, n_components=4)
+    header = posviz.export.header("compare", result.params, first, second)
+    data = json.loads(posviz.export.to_json(result.angles_table(), header))
+    rerun = posviz.rerun(data, base=tmp_path)
+    assert rerun.ok
+    assert [t.sha256 for t in rerun.tables] == [first.sha256, second.sha256]
+    assert len(rerun.checks) == 3 * 4  # angle, radians, degrees of each of the 4 angles
+    data["columns"]["degrees"][0] += 1.0
+    assert [c.name for c in posviz.rerun(data, base=tmp_path).differing] == ["degrees[0]"]
