@@ -25,6 +25,8 @@ __all__ = ["Check", "RerunResult", "read_export", "rerun"]
 
 #: Pipeline steps whose result is a table, not numbers: an export never names them.
 _NOT_ANALYSES = frozenset({"call", "resample_length", "resample_grid"})
+#: How a simulated table's source begins (posviz.simulate).
+_SIMULATED = "simulated: "
 #: The report's embedded JSON block.
 _DATA = re.compile(r'<script id="posviz-data" type="application/json">(.*?)</script>', re.S)
 
@@ -152,21 +154,24 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
         msg = "A collection's export cannot be rerun yet: rerun each table's export instead."
         raise LoadError(msg)
     source = str(record["source"])
-    if given is not None:
-        where = str(given)
-    elif "repo" in record and "commit" in record:
-        where = f"hf:{record['repo']}@{record['commit']}"
-    else:
-        where = _find(source, base)
     grid = record.get("grid")
     row_start = int(record["row_start"])
-    table = posviz.load(
-        where,
-        tensor=record["tensor"],
-        row_start=row_start,
-        row_stop=row_start + int(record["shape"][0]),
-        grid=tuple(grid) if grid else None,
-    )
+    rows = {
+        "row_start": row_start,
+        "row_stop": row_start + int(record["shape"][0]),
+        "grid": tuple(grid) if grid else None,
+    }
+    if given is None and source.startswith(_SIMULATED):
+        where = source
+        table = _simulated(source, **rows)
+    else:
+        if given is not None:
+            where = str(given)
+        elif "repo" in record and "commit" in record:
+            where = f"hf:{record['repo']}@{record['commit']}"
+        else:
+            where = _find(source, base)
+        table = posviz.load(where, tensor=record["tensor"], **rows)
     if table.sha256 != record["sha256"]:
         msg = (
             f"The table read from {where} is not the one exported: its sha256 is "
@@ -177,9 +182,37 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
     return table
 
 
+def _simulated(source: str, **rows: Any) -> Embedding:
+    """The simulated table `source` states (``simulated: learned_like(n=512, d=768, ...)``),
+    made again, with the rows the export analysed."""
+    from posviz import io, simulate
+
+    match = re.fullmatch(r"simulated: (\w+)\((.*)\)", source)
+    generator = getattr(simulate, match.group(1), None) if match else None
+    if generator not in simulate.GENERATORS.values():
+        msg = f"The export's table ({source}) is not a simulation posviz can make again."
+        raise LoadError(msg)
+    options: dict[str, Any] = {}
+    for item in match.group(2).split(", "):
+        name, _, value = item.partition("=")
+        if not value:  # vit_grid's "14x14"
+            options["height"], options["width"] = (int(v) for v in name.split("x"))
+            continue
+        name = {"n": "n_positions", "d": "d_model"}.get(name, name)
+        options[name] = float(value) if name in ("base", "noise", "boundary") else int(value)
+    made = generator(**options)
+    return io.table_from(
+        np.concatenate([made.prefix, made.values]),
+        name=made.name,
+        source=made.source,
+        dtype=made.dtype,
+        **rows,
+    )
+
+
 def _find(source: str, base: str | Path | None) -> str:
     """The file `source` names: as it is, or in `base`, or in the working folder."""
-    if source.startswith("simulated:") or " → " in source:
+    if " → " in source:
         msg = (
             f"The export's table ({source}) was made in the app, not read from a file: save it "
             "(Resample's download) and give its path with --table."
