@@ -136,13 +136,17 @@ def rerun(
     else:
         msg = "The export names no analysis to recompute."
         raise LoadError(msg)
-    loaded = tuple(
-        _table(record, tables[i] if i < len(tables) else None, base)
-        for i, record in enumerate(records)
-    )
-    checks: list[Check] = []
-    for entry in entries:
-        checks += _checks(entry, loaded)
+    try:
+        loaded = tuple(
+            _table(record, tables[i] if i < len(tables) else None, base)
+            for i, record in enumerate(records)
+        )
+        checks: list[Check] = []
+        for entry in entries:
+            checks += _checks(entry, loaded)
+    except (KeyError, TypeError, AttributeError) as exc:  # a hand-edited or foreign export
+        msg = f"The export is incomplete or not from this posviz version ({exc!r})."
+        raise LoadError(msg) from exc
     return RerunResult(tuple(checks), loaded)
 
 
@@ -243,7 +247,11 @@ def _checks(entry: dict[str, Any], tables: tuple[Embedding, ...]) -> list[Check]
     if len(tables) != wanted:
         msg = f"{name} takes {wanted} table(s); the export's provenance names {len(tables)}."
         raise LoadError(msg)
-    result = pipeline.call(step, *tables, **as_recorded(entry["params"]))
+    try:
+        result = pipeline.call(step, *tables, **as_recorded(entry["params"]))
+    except (TypeError, ValueError) as exc:  # a setting this version does not take, or refuses
+        msg = f"{name} cannot be recomputed with the export's params: {exc}"
+        raise LoadError(msg) from exc
     label = f"{name}" + (f" ({entry['caption']})" if "caption" in entry else "")
     if "columns" in entry:
         return _column_checks(label, entry["columns"], result)

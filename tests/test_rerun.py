@@ -187,6 +187,11 @@ def test_exports_that_cannot_be_rerun_say_why(saved):
         )
     with pytest.raises(LoadError, match="no provenance"):
         posviz.rerun({"analysis": "spectrum", "params": {}})
+    old = {"analysis": "spectrum", "params": {"centered": True}, "provenance": table.provenance()}
+    with pytest.raises(LoadError, match="unexpected keyword argument 'centered'"):
+        posviz.rerun(old, base=saved.parent)
+    with pytest.raises(LoadError, match="incomplete"):
+        posviz.rerun({"analysis": "spectrum", "provenance": table.provenance()}, base=saved.parent)
 
 
 @pytest.fixture
