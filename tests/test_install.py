@@ -189,8 +189,8 @@ def test_summary_from_the_console_script_gives_the_numbers_of_the_position_table
     out = installed.run("posviz", "summary", installed.checkpoint.name, "--json").stdout
     record = json.loads(out)
     expected = spectrum(POSITIONS)
-    table, numbers = record["provenance"], record["numbers"]
-    described = (table["tensor"], table["shape"], table["dtype"])
+    provenance, numbers = record["provenance"], record["numbers"]
+    described = (provenance["tensor"], provenance["shape"], provenance["dtype"])
     assert described == ("wpe.weight", [96, 32], "float32")
     assert {k: numbers[k] for k in expected.metrics()} == expected.metrics()
     assert numbers["singular_values"] == expected.singular_values[:10].tolist()
