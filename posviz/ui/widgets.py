@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import html
+import inspect
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -253,26 +254,17 @@ def _simulate_form(slot: str) -> None:
         left, right = st.columns(2)
         options: dict[str, Any] = {}
 
-        def option(column: Any, name: str, value: float, **kwargs: Any) -> None:
-            # Bounds from the one definition the link parser uses too.
-            p = simulate.PARAMETERS[name]
-            options[name] = column.number_input(p.label, p.low, p.high, value, **kwargs)
-
-        if kind == "2-D grid (ViT)":
-            option(left, "height", 14)
-            option(right, "width", 14)
-            option(left, "prefix_tokens", 1)
-        else:
-            option(left, "n_positions", 1024)
-        option(right, "d_model", 768, step=4)
-        if kind in ("sinusoidal", "2-D grid (ViT)"):
-            option(left, "base", 10000.0, format="%g")
-        if kind == "learned-like":
-            option(left, "n_frequencies", 24)
-            option(right, "noise", 0.1, format="%g")
-            option(left, "boundary", 4.0)
-        if kind != "sinusoidal":
-            option(right, "seed", 0)
+        # One input per argument of the generator, at its default: the signature is the one
+        # place a default lives; the bounds are the link parser's (simulate.PARAMETERS).
+        arguments = inspect.signature(simulate.GENERATORS[kind]).parameters.values()
+        for i, argument in enumerate(arguments):
+            p = simulate.PARAMETERS[argument.name]
+            style = {"step": 4} if argument.name == "d_model" else {}
+            if isinstance(argument.default, float):
+                style = {"format": "%g"}
+            options[argument.name] = (left, right)[i % 2].number_input(
+                p.label, p.low, p.high, argument.default, **style
+            )
         if st.form_submit_button("Simulate", type="primary"):
             try:
                 state.set_simulated(kind, options, slot)
