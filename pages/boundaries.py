@@ -222,9 +222,7 @@ def show_probes(table: Embedding) -> None:
     widgets.show_numbers(report.to_frame(), name="probes", settings=probe_settings)
 
 
-positions, tables, probed = widgets.tabs_drawn_when_open(
-    ["Positions", "Tables", "Probes"], key="boundaries.section"
-)
+positions, tables, probed = widgets.page_tabs("boundaries")
 with positions:
     if positions.open:
         if flagged:

@@ -10,19 +10,6 @@ from posviz.ui.text import literal
 #: Largest side of each similarity heatmap: three side by side get about 320 pixels each on a
 #: laptop screen, so more cells would not show (and would cost every visit to send and draw).
 HEATMAP_SIDE = 320
-DEFINITIONS = {
-    "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
-    "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
-    "rotation and/or scaling of the other, 0 when their dimensions are uncorrelated.",
-    "angles": "Principal angles between the spans of the top-k principal components over "
-    "positions (left singular vectors, one value per position) of the two tables "
-    "(scipy.linalg.subspace_angles). 0° = the same k-dimensional positional signal.",
-    "procrustes": "‖Ŷ R − X̂‖_F with X̂ = X/‖X‖_F, Ŷ = Y/‖Y‖_F and R the orthogonal matrix "
-    "minimising it (the residual of scipy.linalg.orthogonal_procrustes, computed as "
-    "√(2 − 2‖ŶᵀX̂‖_*): exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. Needs "
-    "equal widths.",
-    "metric": "Cosine: ⟨x_i, x_j⟩ / (‖x_i‖ ‖x_j‖). Dot: ⟨x_i, x_j⟩.",
-}
 
 #: The resampling that matches the second table's length to the first's (the core's default).
 RESAMPLE = defaults(resample.resample_length)
@@ -51,7 +38,7 @@ metric = options[1].selectbox(
     similarity.SIMILARITIES,
     index=similarity.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
     key="compare.metric",
-    help=DEFINITIONS["metric"],
+    help=compare.DEFINITIONS["metric"],
 )
 shortest = min(first.shape[0], second.shape[0])
 max_offset = options[2].number_input(
@@ -106,19 +93,21 @@ def same_positions() -> None:
     settings = export.header("compare", result.params, first, matched)
     measures = result.metrics()
     columns = st.columns(4)
-    columns[0].metric("linear CKA", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
+    columns[0].metric("linear CKA", f"{result.cka:.4f}", help=compare.DEFINITIONS["cka"])
     columns[1].metric(
-        "mean principal angle", f"{measures['mean_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
+        "mean principal angle",
+        f"{measures['mean_angle_degrees']:.2f}°",
+        help=compare.DEFINITIONS["angles"],
     )
     columns[2].metric(
         "largest principal angle",
         f"{measures['max_angle_degrees']:.2f}°",
-        help=DEFINITIONS["angles"],
+        help=compare.DEFINITIONS["angles"],
     )
     columns[3].metric(
         "Procrustes error",
         "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
-        help=DEFINITIONS["procrustes"],
+        help=compare.DEFINITIONS["procrustes"],
     )
     widgets.show_figure(
         cache.figure(figures.compare.comparison_angles, result),
@@ -133,10 +122,7 @@ def same_positions() -> None:
             )
 
 
-spectra_tab, offsets_tab, maps_tab, same_tab = widgets.tabs_drawn_when_open(
-    ["Spectra", "Similarity vs offset", "Similarity maps", "CKA, angles, Procrustes"],
-    key="compare.section",
-)
+spectra_tab, offsets_tab, maps_tab, same_tab = widgets.page_tabs("compare")
 with spectra_tab:
     if spectra_tab.open:
         spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}

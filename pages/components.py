@@ -31,9 +31,7 @@ if table.grid:
 
 # Only the open tab is built. Its widgets keep their values while another tab is open
 # (persist_state="page"): a closed tab's widgets are not drawn, and Streamlit forgets those.
-over_position, path, fits_tab, span = widgets.tabs_drawn_when_open(
-    ["Over position", "Path", "Sinusoid fits", "Sinusoid span"], key="components.section"
-)
+over_position, path, fits_tab, span = widgets.page_tabs("components")
 numbers = list(range(1, k + 1))
 
 

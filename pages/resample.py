@@ -10,11 +10,6 @@ from posviz.ui.text import literal
 
 #: Largest side of each patch mosaic: two side by side stay under ~2.5 MB of figure.
 MOSAIC_SIDE = 400
-#: How each method rounds, where it differs from weighted sums in the table's dtype.
-ROUNDING = {
-    "cubic": "splines fitted in float64 and rounded once to it.",
-    "tile": "rows copied as they are.",
-}
 
 st.title("Resample")
 table = state.current()
@@ -108,12 +103,7 @@ center = widgets.center_toggle()
 # The resampling's params, the original's provenance, then the result's.
 settings = export.header(compute.__name__, options, table, result)
 st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
-rounding = ROUNDING.get(
-    method,
-    "weighted sums of rows in that dtype, to a few units of its last digit "
-    "(float32: ~1e-6 of the values' magnitude).",
-)
-st.caption(f"Computed and kept in the table's dtype, {table.values.dtype}: {rounding}")
+st.caption(resample.rounding_note(method, table.values.dtype))
 
 buttons = st.columns(2)
 buttons[0].button(
@@ -133,9 +123,7 @@ buttons[1].button(
 
 st.header("Before and after", divider=True)
 # Only the open tab is built and sent to the browser.
-spectrum_tab, similarity_tab = widgets.tabs_drawn_when_open(
-    ["Spectrum", "Similarity"], key="resample.section"
-)
+spectrum_tab, similarity_tab = widgets.page_tabs("resample")
 with spectrum_tab:
     if spectrum_tab.open:
         spectra = {

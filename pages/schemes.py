@@ -2,18 +2,14 @@
 ALiBi slopes, T5 buckets and bias; a rotary table or DeBERTa's relative table opened as the
 current table."""
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
 from posviz import __version__, figures, scheme_hub
-from posviz.alibi import FALLS
 from posviz.embedding import LoadError
-from posviz.relative import bucket_layout, t5_buckets
+from posviz.relative import bucket_layouts
 from posviz.rotary import (
     BANDS,
     MAX_TABLE_POSITIONS,
-    dynamic_base,
     inv_freq_difference,
     rotary_table,
 )
@@ -49,13 +45,13 @@ if source == "Hub model":
         )
         revision = right.text_input("Revision", "main", key="schemes.revision")
         if st.form_submit_button("Open", type="primary"):
-            st.session_state["schemes.opened"] = (repo.strip(), revision.strip() or "main")
+            cache.set_hub_model(repo, revision)
     st.caption(
         "Only the model id and config.json travel (and, when asked, the few tensors "
         "a learned scheme needs)."
     )
-    named = st.session_state.get("schemes.opened")
-    if not named or not named[0]:
+    named = cache.hub_model()
+    if named is None:
         st.stop()
     try:
         opened = cache.hub_config(*named)
@@ -176,11 +172,8 @@ if scheme.kind == "rotary":
     if "Dynamic NTK base" in tabs:
         with tabs["Dynamic NTK base"]:
             if tabs["Dynamic NTK base"].open:
-                lengths = np.unique(np.geomspace(1, 16 * spec.context, 256).round())
                 widgets.show_figure(
-                    figures.schemes.dynamic_base(
-                        lengths, dynamic_base(spec, lengths), context=spec.context
-                    ),
+                    figures.schemes.dynamic_base(spec),
                     name="dynamic_base",
                     settings=settings,
                 )
@@ -188,25 +181,13 @@ if scheme.kind == "rotary":
         with tabs["LongRoPE factors"]:
             if tabs["LongRoPE factors"].open:
                 widgets.show_figure(
-                    figures.schemes.longrope_factors(
-                        np.array(spec.short_factor), np.array(spec.long_factor)
-                    ),
+                    figures.schemes.longrope_factors(spec),
                     name="longrope_factors",
                     settings=settings,
                 )
     with tabs["Numbers"]:
         if tabs["Numbers"].open:
-            numbers = pd.DataFrame(
-                {
-                    "pair": np.arange(spec.n_pairs),
-                    "inv_freq_unscaled": f.inv_freq_unscaled,
-                    "inv_freq": f.inv_freq,
-                    "wavelength": f.wavelengths,
-                    "band": f.band,
-                    "share": f.share,
-                    f"turns in {int(context):,}": f.turns(int(context)),
-                }
-            )
+            numbers = f.table()
             widgets.show_numbers(numbers, name="rotary_frequencies", settings=settings)
 
     st.subheader("Rotary position table")
@@ -252,22 +233,13 @@ elif scheme.kind == "alibi":
             widgets.show_figure(figures.schemes.alibi_bias(b), name="alibi_bias", settings=settings)
     with numbers:
         if numbers.open:
-            frame = pd.DataFrame({"head": np.arange(spec.n_heads), "slope": b.slopes})
-            for k, fall in enumerate(FALLS):
-                frame[f"distance for −{fall} logits"] = b.falls[:, k]
-            widgets.show_numbers(frame, name="alibi_slopes", settings=settings)
+            widgets.show_numbers(b.table(), name="alibi_slopes", settings=settings)
 
 elif scheme.kind == "relative_bias":
     spec = scheme.relative_bias
-    positions = np.arange(-spec.max_distance, spec.max_distance + 1)
-    layouts = {}
-    for label, bidirectional in (("encoder (bidirectional)", True), ("decoder (causal)", False)):
-        options = {
-            "num_buckets": spec.num_buckets,
-            "max_distance": spec.max_distance,
-            "bidirectional": bidirectional,
-        }
-        layouts[label] = (t5_buckets(positions, **options), bucket_layout(positions, **options))
+    positions, layouts = bucket_layouts(
+        num_buckets=spec.num_buckets, max_distance=spec.max_distance
+    )
     settings = exported(
         "t5_buckets", {"num_buckets": spec.num_buckets, "max_distance": spec.max_distance}
     )

@@ -124,10 +124,7 @@ if not table.grid and layout and layout.row_start:
 
 # Settings inside the tabs persist on the page (persist_state): a closed tab's widgets are not
 # drawn, and would fall back to their defaults when it is opened again.
-pairs, offsets, one, grids = widgets.tabs_drawn_when_open(
-    ["Position x position", "Similarity vs offset", "One position vs all", "2-D grid"],
-    key="similarity.section",
-)
+pairs, offsets, one, grids = widgets.page_tabs("similarity")
 with pairs:
     if pairs.open:
         overview = cache.similarity_map(table, metric=metric, center=center)

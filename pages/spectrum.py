@@ -29,9 +29,7 @@ st.markdown(
     + " · ".join(f"**{t:.0%}**: {metrics[f'k{round(t * 100)}'] or 'undefined'}" for t in THRESHOLDS)
 )
 
-values, variance, error = widgets.tabs_drawn_when_open(
-    ["Singular values", "Explained variance", "Reconstruction error"], key="spectrum.section"
-)
+values, variance, error = widgets.page_tabs("spectrum")
 with values:
     if values.open:
         widgets.show_figure(

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from posviz._params import records_params
 from posviz.embedding import LoadError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FALLS", "AlibiBias", "alibi_bias", "alibi_slopes"]
 
@@ -78,6 +82,16 @@ class AlibiBias:
     bias: np.ndarray
     falls: np.ndarray
     params: dict = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        """One row per head: its slope and the distances where its bias has fallen by
+        `FALLS` logits."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"head": np.arange(len(self.slopes)), "slope": self.slopes})
+        for k, fall in enumerate(FALLS):
+            frame[f"distance for -{fall} logits"] = self.falls[:, k]
+        return frame
 
 
 @records_params

@@ -9,6 +9,7 @@ defaults, and the tables are placed on a 2-D map by their pairwise linear CKA.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -139,14 +140,21 @@ def member(label: str, load: Callable[[], Embedding]) -> Member:
         return Member(label, error=str(error))
 
 
+def _step_text(step: Step | None) -> str:
+    """A step as the page shows it: its number, or "-" for a label without one."""
+    return "-" if step is None else f"{step.value:,}"
+
+
 def members_table(members: Sequence[Member]) -> pd.DataFrame:
-    """One row per member: its label, the step it names, what it holds, loaded or refused."""
+    """One row per member, as the page's editor shows it: a "keep" box (ticked), its label,
+    the step it names ("-": none), what it holds, loaded or refused."""
     import pandas as pd
 
     return pd.DataFrame(
         {
+            "keep": [True] * len(members),
             "label": [m.label for m in members],
-            "step": [m.step.value if m.step else None for m in members],
+            "step": [_step_text(m.step) for m in members],
             "table": [
                 f"{m.table.name} {m.table.shape[0]} x {m.table.shape[1]} ({m.table.dtype})"
                 if m.table
@@ -438,7 +446,7 @@ class Collection:
             )
         return out
 
-    def table(self, *, refused: bool = True) -> pd.DataFrame:
+    def to_frame(self, *, refused: bool = True) -> pd.DataFrame:
         """:meth:`records` as a frame, shape as two columns (sortable), the error last.
 
         Without the refused members' rows (and the error column) if not `refused`.
@@ -451,6 +459,20 @@ class Collection:
         frame.insert(7, "d_model", [s[1] if s else None for s in shape])
         frame["error"] = frame.pop("error")  # long messages: last
         return frame if refused else frame.drop(columns="error")
+
+    def shown_table(self) -> pd.DataFrame:
+        """:meth:`table` as the page shows it: the step as text, "-" where a label has none
+        (the exports keep numbers and null)."""
+        frame = self.to_frame()
+        frame["step"] = [_step_text(m.step) for m in self.members]
+        return frame
+
+    @property
+    def digest(self) -> str:
+        """A digest of what the collection was made of (labels, tables' sha256, refusals,
+        centring): equal digests, equal results."""
+        parts = [(m.label, m.table.sha256 if m.table else None, m.error) for m in self.members]
+        return hashlib.blake2b(repr((parts, self.center)).encode()).hexdigest()
 
     def cka_table(self) -> pd.DataFrame:
         """:attr:`cka` with the loaded tables' labels: a column "table", then one per table."""

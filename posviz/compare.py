@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "DEFINITIONS",
     "MAX_COMPONENTS",
     "OVERLAY_MAX_OFFSET",
     "Comparison",
@@ -33,6 +34,21 @@ MAX_COMPONENTS = 64
 #: Largest offset of the two tables' overlaid offset profiles (Compare, and Resample's before
 #: and after): their spread over i costs n_positions x k x d_model each.
 OVERLAY_MAX_OFFSET = 512
+
+#: What each of the Compare page's measures is, for its help texts and the report.
+DEFINITIONS = {
+    "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
+    "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
+    "rotation and/or scaling of the other, 0 when their dimensions are uncorrelated.",
+    "angles": "Principal angles between the spans of the top-k principal components over "
+    "positions (left singular vectors, one value per position) of the two tables "
+    "(scipy.linalg.subspace_angles). 0° = the same k-dimensional positional signal.",
+    "procrustes": "‖Ŷ R − X̂‖_F with X̂ = X/‖X‖_F, Ŷ = Y/‖Y‖_F and R the orthogonal matrix "
+    "minimising it (the residual of scipy.linalg.orthogonal_procrustes, computed as "
+    "√(2 − 2‖ŶᵀX̂‖_*): exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. Needs "
+    "equal widths.",
+    "metric": "Cosine: ⟨x_i, x_j⟩ / (‖x_i‖ ‖x_j‖). Dot: ⟨x_i, x_j⟩.",
+}
 
 
 @dataclass(frozen=True)

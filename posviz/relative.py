@@ -14,6 +14,7 @@ from posviz.embedding import Embedding, LoadError
 __all__ = [
     "RelativeBias",
     "bucket_layout",
+    "bucket_layouts",
     "relative_bias",
     "relative_table",
     "t5_buckets",
@@ -68,6 +69,23 @@ def bucket_layout(
     n = num_buckets // 2 if bidirectional else num_buckets
     d = np.abs(np.asarray(distances))
     return np.where(d < n // 2, "exact", np.where(d >= max_distance, "saturated", "log-spaced"))
+
+
+def bucket_layouts(
+    *, num_buckets: int = 32, max_distance: int = 128
+) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """(relative positions −max…max, {rule: (buckets, layout)}) for the encoder's
+    bidirectional and the decoder's causal rule."""
+    positions = np.arange(-max_distance, max_distance + 1)
+    layouts = {}
+    for label, bidirectional in (("encoder (bidirectional)", True), ("decoder (causal)", False)):
+        options = {
+            "num_buckets": num_buckets,
+            "max_distance": max_distance,
+            "bidirectional": bidirectional,
+        }
+        layouts[label] = (t5_buckets(positions, **options), bucket_layout(positions, **options))
+    return positions, layouts
 
 
 @dataclass(frozen=True)

@@ -243,7 +243,7 @@ def build_collection_report(c: Collection) -> str:
         figures.collection.cka_map,
     ]
     refused = [f"{m.label}: {m.error}" for m in c.members if m.error]
-    frame = c.table(refused=False)  # refusals: in the note
+    frame = c.to_frame(refused=False)  # refusals: in the note
     section = Section(
         "Collection",
         c.describe()

@@ -20,6 +20,7 @@ __all__ = [
     "resample_grid",
     "resample_length",
     "resampled_table",
+    "rounding_note",
 ]
 
 #: 1-D methods: interpolation between rows, or Longformer's copy of the table end to end.
@@ -38,6 +39,26 @@ _KEYS_A = {False: -0.75, True: -0.5}
 #: Slices of work: rows (linear) or columns (cubic) are resampled this many blocks at a
 #: time, so temporaries stay a small fraction of the table whatever its size.
 N_BLOCKS = 32
+
+#: How each method rounds, where it differs from weighted sums in the table's dtype.
+_ROUNDING = {
+    "cubic": "splines fitted in float64 and rounded once to it.",
+    "tile": "rows copied as they are.",
+}
+
+
+def rounding_note(method: str, dtype: np.dtype | str) -> str:
+    """How close a table resampled by `method` in `dtype` is to exact arithmetic.
+
+    >>> rounding_note("tile", "float32")
+    "Computed and kept in the table's dtype, float32: rows copied as they are."
+    """
+    rounding = _ROUNDING.get(
+        method,
+        "weighted sums of rows in that dtype, to a few units of its last digit "
+        "(float32: ~1e-6 of the values' magnitude).",
+    )
+    return f"Computed and kept in the table's dtype, {np.dtype(dtype)}: {rounding}"
 
 
 @dataclass(frozen=True)

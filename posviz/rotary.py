@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from posviz._params import records_params
 from posviz.embedding import Embedding, LoadError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "BANDS",
@@ -25,6 +29,7 @@ __all__ = [
     "RotaryFrequencies",
     "RotarySpec",
     "dynamic_base",
+    "dynamic_base_curve",
     "inv_freq_difference",
     "rotary_decay",
     "rotary_frequencies",
@@ -168,6 +173,24 @@ class RotaryFrequencies:
         """Full turns each pair makes over `length` positions, as applied."""
         return length * self.inv_freq / (2 * np.pi)
 
+    def table(self) -> pd.DataFrame:
+        """One row per pair: frequencies, wavelength, band, share, turns within the context."""
+        import pandas as pd  # on first use: `posviz summary` prints without loading pandas
+
+        frame = pd.DataFrame(
+            {
+                "pair": np.arange(self.spec.n_pairs),
+                "inv_freq_unscaled": self.inv_freq_unscaled,
+                "inv_freq": self.inv_freq,
+                "wavelength": self.wavelengths,
+                "band": self.band,
+                "share": self.share,
+            }
+        )
+        if self.context:
+            frame[f"turns in {self.context:,}"] = self.turns(self.context)
+        return frame
+
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     """YaRN's attention temperature: 1 for factor <= 1, else ``0.1 · mscale · ln(factor) + 1``.
@@ -187,6 +210,12 @@ def dynamic_base(spec: RotarySpec, lengths: np.ndarray) -> np.ndarray:
     lengths = np.maximum(np.asarray(lengths, dtype=np.float64), spec.context)
     s, dim = spec.factor, spec.rotary_dim
     return spec.base * (s * lengths / spec.context - (s - 1)) ** (dim / (dim - 2))
+
+
+def dynamic_base_curve(spec: RotarySpec, *, n_lengths: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, base at each): log-spaced lengths from 1 to 16 times ``spec.context``."""
+    lengths = np.unique(np.geomspace(1, 16 * spec.context, n_lengths).round())
+    return lengths, dynamic_base(spec, lengths)
 
 
 @records_params

@@ -9,7 +9,7 @@ from posviz.embedding import Embedding
 from posviz.rotary import rotary_frequencies, rotary_table
 from posviz.scheme import position_scheme
 
-__all__ = ["PRESETS", "preset_rotary_table", "rotary_presets"]
+__all__ = ["PRESETS", "preset_rotary_table", "preset_rotary_width", "rotary_presets"]
 
 #: Model id -> config.json excerpt.
 PRESETS: dict[str, dict] = {
@@ -242,3 +242,12 @@ def preset_rotary_table(name: str, *, positions: int | None = None) -> Embedding
     spec = position_scheme(PRESETS[name]).rotary[0]
     source = f"{name} (config.json excerpt built into posviz)"
     return rotary_table(rotary_frequencies(spec), positions=positions, source=source)
+
+
+def preset_rotary_width(name: str) -> int:
+    """Columns of preset `name`'s rotary table (its rotary width), known before building it.
+
+    >>> preset_rotary_width("EleutherAI/gpt-neox-20b")
+    24
+    """
+    return position_scheme(PRESETS[name]).rotary[0].rotary_dim

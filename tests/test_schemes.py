@@ -351,3 +351,28 @@ def test_deberta_relative_table():
     assert table.shape == (512, 16)
     assert span == [-256, 255]
     assert table.source.endswith("row r is relative position r − 256")
+
+
+def test_numbers_tables():
+    f = rotary_frequencies(_rotary(PRESETS["meta-llama/Llama-3.1-8B"]))
+    frame = f.table()
+    assert len(frame) == 64
+    assert frame["band"].value_counts().to_dict() == {"kept": 29, "divided": 29, "blended": 6}
+    np.testing.assert_allclose(frame["turns in 131,072"], 131072 * f.inv_freq / (2 * np.pi))
+    alibi = alibi_bias(4, max_distance=10).table()
+    assert alibi["distance for -10 logits"].tolist() == [40.0, 160.0, 640.0, 2560.0]
+
+
+def test_dynamic_base_curve_and_bucket_layouts():
+    from posviz.relative import bucket_layouts
+    from posviz.rotary import dynamic_base_curve
+
+    spec = RotarySpec("dynamic", 64, 10000.0, context=2048, factor=2.0)
+    lengths, bases = dynamic_base_curve(spec)
+    assert lengths[0] == 1
+    assert lengths[-1] == 16 * 2048
+    assert np.all(bases[lengths <= 2048] == 10000.0)
+    assert bases[-1] == pytest.approx(10000 * (2 * 16 - 1) ** (64 / 62))
+    positions, layouts = bucket_layouts(num_buckets=32, max_distance=128)
+    encoder, _ = layouts["encoder (bidirectional)"]
+    np.testing.assert_array_equal(encoder, t5_buckets(positions))

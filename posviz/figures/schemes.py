@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from posviz.alibi import FALLS, AlibiBias
 from posviz.figures.layout import DIVERGING, base_figure, escape, f32, small_multiples
 from posviz.relative import RelativeBias
-from posviz.rotary import RotaryDecay, RotaryFrequencies
+from posviz.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
 
 __all__ = [
     "BAND_COLOURS",
@@ -161,27 +161,32 @@ def decay(d: RotaryDecay, f: RotaryFrequencies) -> go.Figure:
     return fig
 
 
-def dynamic_base(lengths: np.ndarray, bases: np.ndarray, *, context: int) -> go.Figure:
-    """Dynamic NTK's base against sequence length."""
+def dynamic_base(spec: RotarySpec) -> go.Figure:
+    """Dynamic NTK's base against sequence length (log axes)."""
+    lengths, bases = dynamic_base_curve(spec)
     fig = base_figure(
         "Dynamic NTK: rotary base against sequence length",
         "sequence length L",
         "base",
+        xaxis_type="log",
         yaxis_type="log",
     )
     fig.add_trace(go.Scatter(x=lengths, y=bases, name="base", mode="lines"))
-    fig.add_vline(
-        x=context, line_dash="dash", annotation_text=f"max_position_embeddings {context:,}"
-    )
+    fig.add_vline(x=spec.context, line_dash="dash", line_color="grey")
+    fig.add_annotation(
+        x=np.log10(spec.context), y=1, yref="paper", showarrow=False, xanchor="right",
+        yanchor="bottom", text=f"max_position_embeddings {spec.context:,}",
+    )  # fmt: skip
     return fig
 
 
-def longrope_factors(short: np.ndarray, long: np.ndarray) -> go.Figure:
+def longrope_factors(spec: RotarySpec) -> go.Figure:
     """LongRoPE's short and long factors per pair."""
     fig = base_figure("LongRoPE: each pair's division factor", "pair i", "factor", yaxis_type="log")
-    pairs = np.arange(len(short))
-    fig.add_trace(go.Scatter(x=pairs, y=f32(short), name="short (within the original context)"))
-    fig.add_trace(go.Scatter(x=pairs, y=f32(long), name="long (beyond it)"))
+    pairs = np.arange(spec.n_pairs)
+    fig.add_trace(go.Scatter(x=pairs, y=f32(spec.short_factor),
+                             name="short (within the original context)"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=pairs, y=f32(spec.long_factor), name="long (beyond it)"))
     return fig
 
 

@@ -167,15 +167,18 @@ def collection(
 FIGURE_ENTRIES = 32
 
 
-def figure(build: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
+def figure(
+    build: Callable[..., go.Figure], *args: Any, digest: str | None = None, **kwargs: Any
+) -> go.Figure:
     """`build(*args, **kwargs)`, built once per content of its arguments.
 
     Building a figure (plotly validates every property) costs more server time than a rerun's
     cached computations, on every rerun of every user. The key is a digest of the pickled
-    arguments (the results drawn, every array byte), not Streamlit's sampling hash. The figure
-    is shared, so callers only read it.
+    arguments (the results drawn, every array byte), not Streamlit's sampling hash; or
+    `digest` when the arguments give one (a collection: pickling its tables on every rerun
+    would cost more than the figure). The figure is shared, so callers only read it.
     """
-    digest = hashlib.blake2b(pickle.dumps((args, kwargs), protocol=5)).hexdigest()
+    digest = digest or hashlib.blake2b(pickle.dumps((args, kwargs), protocol=5)).hexdigest()
     return _built(f"{build.__module__}.{build.__qualname__}", digest, build, args, kwargs)
 
 

@@ -19,14 +19,31 @@ from posviz.rotary import (
 from posviz.scheme_summary import is_decoder_bias
 
 __all__ = [
+    "HUB_MODEL",
     "alibi",
     "bias_tensors",
     "decay",
     "frequencies",
     "hub_config",
+    "hub_model",
+    "set_hub_model",
     "stored_inv_freq",
     "t5_bias",
 ]
+
+
+#: The Hub model (repo, revision) the Schemes page shows.
+HUB_MODEL = "schemes.opened"
+
+
+def set_hub_model(repo: str, revision: str) -> None:
+    st.session_state[HUB_MODEL] = (repo.strip(), revision.strip() or "main")
+
+
+def hub_model() -> tuple[str, str] | None:
+    """The Hub model named on the Schemes page, if any."""
+    named = st.session_state.get(HUB_MODEL)
+    return named if named and named[0] else None
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
