@@ -25,6 +25,9 @@ from posviz.ui.text import literal
 
 #: The session's members (list of Member) and the version of its label editor.
 MEMBERS, EDITOR = "posviz.collection", "posviz.collection.editor"
+#: Longest "Files matching" pattern: fnmatch compiles (and keeps) a regex per pattern, and a
+#: pattern of 500,000 characters took seconds on every rerun.
+MAX_PATTERN = 256
 
 
 def add(new: list[Member]) -> None:
@@ -89,7 +92,10 @@ def from_shared_folder(root: Path) -> None:
     folders = sorted({str(PurePosixPath(f).parent) for f in files})
     left, right = st.columns(2)
     folder = left.selectbox("Subfolder", folders, key="collection.shared.folder")
-    pattern = right.text_input("Files matching", "*", key="collection.shared.pattern")
+    # Streamlit cuts a longer value to max_chars on the server too, not only in the browser.
+    pattern = right.text_input(
+        "Files matching", "*", max_chars=MAX_PATTERN, key="collection.shared.pattern"
+    )
     matches = [
         f
         for f in files

@@ -366,3 +366,14 @@ def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "hf:acme/gpt2@main · commit" in out.read_text()
+
+
+def test_an_enormous_cache_size_is_a_clear_error(monkeypatch):
+    from posviz.hub.cache import cache_limit, parse_size
+
+    assert parse_size("1000TB") == 10**15
+    assert parse_size("0.5kB") == 500
+    for size in ("9" * 400 + "GB", "1001TB"):
+        monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", size)
+        with pytest.raises(LoadError, match="above the largest size accepted, 1 PB"):
+            cache_limit()

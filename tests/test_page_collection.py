@@ -116,6 +116,18 @@ def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
     assert any(t.startswith("Metrics over training") for t in titles(at))
 
 
+def test_a_files_matching_pattern_is_bounded(tmp_path, monkeypatch):
+    np.save(tmp_path / "step1.npy", simulate.learned_like(48, 8, seed=1).values)
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    pattern = at.text_input(key="collection.shared.pattern")
+    pattern.set_value("*" * 500_000).run()
+    assert not at.exception
+    pattern = at.text_input(key="collection.shared.pattern")
+    assert pattern.max_chars == 256
+    assert pattern.value == "*" * 256  # cut on the server: what fnmatch compiles
+
+
 def test_hub_ids_and_revisions_go_through_posviz_hub(monkeypatch):
     """posviz.hub.load stands in for the Hub (its own tests run it against a fake Hub)."""
     asked = []

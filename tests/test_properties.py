@@ -257,3 +257,43 @@ def test_link_options_parse_within_bounds_or_are_refused(kind, params):
         rows = options.get("height", 14) * options.get("width", 14)
     if rows * options.get("d_model", 768) <= 2**18 and options.get("n_frequencies", 24) <= 64:
         assert readable(refusal(simulate.GENERATORS[kind], **options))
+
+
+# --- labels, steps and sizes (issue 29) -----------------------------------------------------
+
+
+@PER_INPUT
+@given(st.integers(0, 10**450), st.sampled_from(["step", "global_step", "epoch", "ckpt_"]))
+def test_steps_are_whole_bounded_and_never_negative(n, keyword):
+    from posviz.collection import MAX_STEP, parse_step
+
+    step = parse_step(f"run-{keyword}{n}")
+    assert step == (None if n > MAX_STEP else (n, "epoch" if keyword == "epoch" else "step"))
+    assert step is None or type(step.value) is int
+    if keyword != "ckpt_":  # "-" after step/epoch is a minus sign
+        assert parse_step(f"{keyword}-{n}") is None
+
+
+@PER_INPUT
+@given(st.text(alphabet="0123456789.", min_size=1, max_size=500), st.sampled_from(["", "GB"]))
+def test_cache_sizes_parse_exactly_or_are_refused(number, unit):
+    from posviz.hub.cache import MAX_CACHE_SIZE, parse_size
+
+    message = refusal(parse_size, number + unit)
+    assert readable(message)
+    if message is None:
+        assert 0 <= parse_size(number + unit) <= MAX_CACHE_SIZE
+
+
+@PER_INPUT
+@given(st.text(max_size=200))
+def test_escaped_labels_hold_no_markup_and_read_back_as_typed(label):
+    import re
+
+    from posviz.figures.layout import escape
+
+    shown = escape(label)
+    assert not {"<", ">"} & set(shown)
+    # plotly.js turns each entity back into its character, in one pass: the label as typed.
+    entities = {"lt": "<", "gt": ">", "amp": "&"}
+    assert re.sub(r"&(lt|gt|amp);", lambda m: entities[m[1]], shown) == label

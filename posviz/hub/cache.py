@@ -9,6 +9,7 @@ import os
 import re
 import threading
 from contextlib import suppress
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 
 #: Default of POSVIZ_HUB_CACHE_SIZE.
 DEFAULT_CACHE_SIZE = "1GB"
+
+#: Largest POSVIZ_HUB_CACHE_SIZE accepted: 1 PB, beyond any disk a server has.
+MAX_CACHE_SIZE = 10**15
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
@@ -47,7 +51,15 @@ def parse_size(text: str) -> int:
     if not match:
         msg = f"POSVIZ_HUB_CACHE_SIZE={text!r} is not a size like 500MB or 1GB."
         raise LoadError(msg)
-    return int(float(match[1]) * _UNITS[match[2] if match[2] in _UNITS else match[2] + "B"])
+    # Exact: float() of 400 digits is infinity, and int(infinity) an OverflowError.
+    size = Fraction(match[1]) * _UNITS[match[2] if match[2] in _UNITS else match[2] + "B"]
+    if size > MAX_CACHE_SIZE:
+        msg = (
+            f"POSVIZ_HUB_CACHE_SIZE is above the largest size accepted, "
+            f"{MAX_CACHE_SIZE // 10**15} PB; give one the disk can hold, like 10GB."
+        )
+        raise LoadError(msg)
+    return int(size)
 
 
 class _Cache:

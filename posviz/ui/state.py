@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -49,7 +50,11 @@ def _served() -> Embedding | None:
     try:
         table = posviz.load(ref)
     except ValueError as error:  # LoadError included: the file changed since the server started
-        st.warning(f"{literal(ref)} was not opened ({literal(error)}); showing the default table.")
+        # The name only: `ref` is the path on the server, not the visitor's business.
+        name = ref if hub.is_hub_ref(ref) else Path(ref).name
+        st.warning(
+            f"{literal(repr(name))} was not opened ({literal(error)}); showing the default table."
+        )
         return None
     if hub.is_hub_ref(ref):  # a model can be named in a link; a server's file cannot
         model = hub.parse_ref(ref)
