@@ -20,7 +20,7 @@ from posviz.collection import (
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.similarity import MAX_SIDE, METRIC
-from posviz.ui import cache, widgets
+from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
 #: The session's members (list of Member) and the version of its label editor.
@@ -170,7 +170,10 @@ def from_hub() -> None:
             [
                 member(
                     line,
-                    lambda line=line: hub.load(line if hub.is_hub_ref(line) else f"hf:{line}"),
+                    lambda line=line: hub.load(
+                        line if hub.is_hub_ref(line) else f"hf:{line}",
+                        max_bytes=state.upload_limit(),
+                    ),
                 )
                 for line in lines
             ]

@@ -28,9 +28,11 @@ _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
 def cache_dir() -> Path:
-    """POSVIZ_HUB_CACHE, else posviz/hub under the user's cache directory."""
+    """posviz's own folder for the Hub cache: POSVIZ_HUB_CACHE/posviz-hub (the setting may
+    name a folder others use, such as /tmp), else posviz/hub under the user's cache directory.
+    Only files posviz named there are counted and deleted."""
     if os.environ.get("POSVIZ_HUB_CACHE"):
-        return Path(os.environ["POSVIZ_HUB_CACHE"])
+        return Path(os.environ["POSVIZ_HUB_CACHE"]) / "posviz-hub"
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "posviz" / "hub"
 
@@ -60,6 +62,11 @@ def parse_size(text: str) -> int:
         )
         raise LoadError(msg)
     return int(size)
+
+
+#: The cache's subfolders and the names of its entries (sha256 hex digests, see `_path`).
+_KINDS = ("refs", "heads", "tensors")
+_ENTRY = re.compile(r"[0-9a-f]{64}")
 
 
 class _Cache:
@@ -138,6 +145,8 @@ class _Cache:
     def _evict(self) -> None:
         files = []
         for path in self.root.glob("*/*"):
+            if path.parent.name not in _KINDS or not _ENTRY.fullmatch(path.name):
+                continue  # not posviz's: never counted, never deleted
             with suppress(OSError):
                 stat = path.stat()
                 files.append((stat.st_mtime, stat.st_size, path))
