@@ -1,5 +1,5 @@
 # posviz for a team: docker build -t posviz . && docker run -p 8501:8501 posviz
-# Settings come from the environment (README, Deployment): POSVIZ_DATA_DIR, POSVIZ_CACHE_SIZE,
+# Settings come from the environment (docs/deployment.md): POSVIZ_DATA_DIR, POSVIZ_CACHE_SIZE,
 # STREAMLIT_SERVER_MAX_UPLOAD_SIZE. compose.yaml runs it read-only with a shared model folder.
 #
 # No Chromium in the image, on purpose: Debian's chromium would add ~400 MB (290 MB installed

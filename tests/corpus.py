@@ -64,7 +64,7 @@ HOSTILE_WORDS = {
     "st_unknown_dtype.safetensors": "unknown dtype 'F7'",
     "st_bool.safetensors": "BOOL",
     "st_three_d.safetensors": "3-D",
-    # Issue 20: types checked where bytes enter, sizes capped before parsing, clear messages.
+    # Formerly: types checked where bytes enter, sizes capped before parsing, clear messages.
     "st_dtype_list.safetensors": "unknown dtype \"['F32']\"",
     "st_dtype_dict.safetensors": "unknown dtype",
     "st_bool_shape.safetensors": "whole numbers",

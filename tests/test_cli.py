@@ -143,7 +143,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_every_hostile_file_exits_2_without_a_traceback(
     name: str, capsys: pytest.CaptureFixture[str], hostile: dict[str, Path]
 ) -> None:
-    # Issue 20: a list or dict as dtype, or a boolean in shape, printed a traceback (exit 1).
+    # Formerly: a list or dict as dtype, or a boolean in shape, printed a traceback (exit 1).
     assert main(["summary", str(hostile[name]), "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -153,7 +153,7 @@ def test_every_hostile_file_exits_2_without_a_traceback(
 def test_summary_json_is_strict_json_with_null_for_undefined_numbers(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    # Issue 20: a table without variance printed bare NaN, which is not JSON.
+    # Formerly: a table without variance printed bare NaN, which is not JSON.
     np.save(tmp_path / "flat.npy", np.ones((MIN_POSITIONS, 3), dtype=np.float32))
     assert main(["summary", str(tmp_path / "flat.npy"), "--json"]) == 0
     out = capsys.readouterr().out

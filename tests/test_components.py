@@ -189,7 +189,7 @@ def test_the_fit_is_the_global_least_squares_optimum(make):
         near_peak = np.abs(cycles - fits.peak[c]) <= 1
         missed_near_peak += residuals[near_peak].min() > 1.01 * best
     if make is _drifting:
-        # Cases where a search within a bin of the periodogram peak stops short (issue 17).
+        # Cases where a search within a bin of the periodogram peak stops short.
         assert missed_near_peak >= 2
 
 

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,15 @@ def test_structure():
     assert entry[:3] == ["streamlit", "run", "app.py"]
     assert "--server.address=0.0.0.0" in entry
     assert "--server.fileWatcherType=none" in entry, "the image's code never changes"
+
+
+def test_the_app_listens_on_this_machine_only_and_the_image_on_every_interface():
+    # `streamlit run app.py` on a laptop must not offer unpublished checkpoints to the network.
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["address"] == "127.0.0.1"
+    # A container's loopback is its own: the image and compose say 0.0.0.0 explicitly.
+    assert "--server.address=0.0.0.0" in exec_form("ENTRYPOINT")
+    assert compose_keys()["STREAMLIT_SERVER_ADDRESS"] == "0.0.0.0"
 
 
 def test_dockerignore_keeps_tests_and_git_out():

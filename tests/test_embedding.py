@@ -72,7 +72,7 @@ def test_dtypes_are_upcast_exactly(dtype, expected):
 
 
 def test_float128_beyond_float32_is_kept_and_beyond_float64_named():
-    # Issue 20: a float128 value past float32's range was reported as NaN/Inf.
+    # Formerly: a float128 value past float32's range was reported as NaN/Inf.
     x = np.ones((10, 2), dtype=np.longdouble)
     x[3, 1] = np.longdouble("1e39")
     table = as_table(x)

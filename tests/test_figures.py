@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import re
 
 import numpy as np
 import plotly.colors
@@ -12,6 +13,7 @@ import pytest
 from PIL import Image
 
 from posviz import figures
+from posviz.collection import Member, analyse
 from posviz.figures.similarity import PICTURE_CELLS
 from posviz.similarity import grid_similarity, similarity_map
 from posviz.simulate import learned_like, sinusoidal_table
@@ -241,3 +243,79 @@ def test_labels_of_collection_figures_and_report_stay_text():
     assert '<span style="background' not in page
     assert '<a href="http://x/y">' not in page
     assert figures.layout.escape(HOSTILE[0]) in page
+
+
+# --- log axes: decades labelled, minor ticks unlabelled ------------------------------------
+
+
+LABELS = {-2: "10⁻²", -1: "10⁻¹", 0: "1", 1: "10", 2: "100", 3: "1000", 4: "10⁴"}
+
+
+def _decades(axis) -> list[float]:
+    """The labelled ticks of a log axis, checked to be whole decades, labelled as such."""
+    assert axis.type == "log"
+    values = list(axis.tickvals)
+    exponents = np.log10(values)
+    np.testing.assert_allclose(exponents, np.round(exponents), atol=1e-12)
+    for value, text in zip(values, axis.ticktext, strict=True):
+        exponent = round(np.log10(value))
+        if exponent in LABELS:
+            assert text == LABELS[exponent]
+        else:
+            assert re.fullmatch("10⁻?[⁰¹²³⁴⁵⁶⁷⁸⁹]+", text), text
+    # 2-9 times a decade: ticks without labels (a minor axis has no tick text).
+    assert {round(v / 10 ** np.floor(np.log10(v) + 1e-9)) for v in axis.minor.tickvals} >= set(
+        range(2, 10)
+    )
+    return values
+
+
+def test_log_axes_label_decades_only(learned):
+    y = _decades(figures.spectrum.singular_values(learned).layout.yaxis)
+    assert y[0] <= learned.singular_values[learned.singular_values >= learned.floor].min()
+    assert y[-1] >= learned.singular_values[0]
+    assert _decades(figures.spectrum.explained_variance(learned).layout.xaxis)[:3] == [1, 10, 100]
+    error = figures.spectrum.reconstruction_error(learned)
+    assert _decades(error.layout.yaxis)[-1] == 1  # the error starts at 1
+    text = figures.spectrum.reconstruction_error(learned).layout.yaxis.ticktext
+    assert "10⁻¹" in text
+    assert not {"2", "5", "0.2", "0.5"} & set(text)
+
+
+def test_a_wide_log_axis_labels_at_most_eight_decades():
+    axis = figures.layout.log_axis(np.array([1e-20, 1.0]))
+    assert len(axis["tickvals"]) <= 8
+    assert axis["ticktext"][-1] == "1"
+    # The decades left unlabelled are still ticked, as minor ticks.
+    assert 1e-19 in axis["minor"]["tickvals"]
+
+
+def test_compare_spectra_stop_at_float32_resolution_on_decade_axes():
+    tables = {"sinusoid": sinusoidal_table(1024, 768), "learned": learned_like(1024, 768).values}
+    spectra = {name: spectrum(t) for name, t in tables.items()}
+    fig = figures.compare.spectra_overlay(spectra)
+    _decades(fig.layout.xaxis)
+    _decades(fig.layout.yaxis)
+    for trace, s in zip(fig.data, spectra.values(), strict=True):
+        # Not 10⁻²¹: the float64 sinusoid's smallest resolved shares are drawn no more.
+        lowest = (s.singular_values[0] * np.sqrt(768) * np.finfo(np.float32).eps) ** 2
+        assert trace.y.min() >= lowest / (s.singular_values**2).sum() * (1 - 1e-6)
+    assert min(fig.layout.yaxis.tickvals) >= 1e-13
+    _decades(figures.compare.cumulative_overlay(spectra).layout.xaxis)
+
+
+def test_similarity_pair_colour_bars_have_titles():
+    maps = {
+        name: similarity_map(t, metric="cosine")
+        for name, t in {"a": sinusoidal_table(64, 16), "b": learned_like(64, 16).values}.items()
+    }
+    fig = figures.compare.similarity_pair(maps, difference=True)
+    assert fig.layout.coloraxis.colorbar.title.text == "cosine similarity"
+    assert fig.layout.coloraxis2.colorbar.title.text == "difference (b − a)"
+
+
+def test_collection_steps_over_two_decades_on_a_decade_axis():
+    steps = [1, 30, 1000]
+    c = analyse([Member(f"step{s}", learned_like(64, 16, seed=s)) for s in steps])
+    fig = figures.collection.metrics_over_step(c)
+    assert _decades(fig.layout.xaxis) == [1, 10, 100, 1000]

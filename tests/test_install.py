@@ -1,7 +1,8 @@
 """posviz as a new user gets it: a wheel built from this tree, installed into a fresh venv.
 
 Offline: the wheel is built with the installed hatchling (no build isolation) and installed
-without dependencies into a venv that sees the already-installed ones. Timings, the wheel's
+without dependencies into a fresh venv that sees the packages of the interpreter running the
+tests (a virtualenv's or the system's). Timings, the wheel's
 size and its file list go to artifacts/install.json.
 """
 
@@ -12,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import site
 import subprocess
 import sys
 import threading
@@ -94,13 +96,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Install:
     )
     (wheel,) = root.glob("posviz-*.whl")
     venv = root / "venv"
-    _timed(
-        timings,
-        "create venv",
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv],
-    )
-    # The venv's python runs the system's pip (it sees system site-packages) and installs
-    # into the venv; --ignore-installed even if a posviz is installed system-wide.
+    _timed(timings, "create venv", [sys.executable, "-m", "venv", "--without-pip", venv])
+    _see_these_packages(venv)
+    # The venv's python runs this interpreter's pip (it sees this interpreter's packages) and
+    # installs into the venv; --ignore-installed even if a posviz is installed here.
     venv_pip = [venv / "bin" / "python", *pip[1:]]
     _timed(
         timings,
@@ -112,6 +111,22 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Install:
     checkpoint = workdir / "model.safetensors"
     save_file(_tensors(), checkpoint)
     return Install(wheel, venv / "bin", workdir, checkpoint, timings)
+
+
+def _see_these_packages(venv: Path) -> None:
+    """Let `venv` see the packages of the interpreter running the tests, after its own.
+
+    `venv --system-site-packages` would show the base interpreter's packages, which inside a
+    virtualenv are not the ones the tests were installed into; a .pth file naming this
+    interpreter's site folders works from a venv, a system Python and CI alike.
+    """
+    folders = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    (own,) = (venv / "lib").glob("python3*/site-packages")
+    # An `import` line runs: addsitedir also reads the .pth files in those folders.
+    lines = [f"import site; site.addsitedir({str(folder)!r})" for folder in folders]
+    (own / "_posviz_test_parent.pth").write_text("\n".join(lines) + "\n")
 
 
 def _tensors() -> dict[str, np.ndarray]:

@@ -405,7 +405,7 @@ def test_pickle_refusal_shows_the_safetensors_conversion(
     ]
 
 
-# --- issue 20: bounded headers, parsed once; messages without server paths -------------------
+# --- bounded headers, parsed once; messages without server paths -------------------
 
 
 def _empty_tensors(n: int) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
@@ -415,7 +415,7 @@ def _empty_tensors(n: int) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
 def test_a_safetensors_header_is_parsed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 20: a header was parsed three times per Load (list, then list + read) and again
+    # Formerly: a header was parsed three times per Load (list, then list + read) and again
     # on every rerun.
     table = np.arange(48, dtype=np.float32).reshape(12, 4)
     path = write_safetensors(
@@ -456,7 +456,7 @@ def test_header_byte_and_entry_limits_are_stated_with_their_numbers(
 def test_a_header_past_the_entry_limit_is_refused_in_bounded_time_and_memory(
     tmp_path: Path,
 ) -> None:
-    # Issue 20: a 100 MB header of 1.43 M empty tensors took 28 s and 1.6 GB to list. Now
+    # Formerly: a 100 MB header of 1.43 M empty tensors took 28 s and 1.6 GB to list. Now
     # 8 MiB at most is read, and parsing stops at the 65,537th tensor entry.
     data = write_safetensors(tmp_path / "many.safetensors", _empty_tensors(100_000)).read_bytes()
     assert len(data) < posviz.io.MAX_HEADER_BYTES
@@ -474,7 +474,7 @@ def test_a_header_past_the_entry_limit_is_refused_in_bounded_time_and_memory(
 
 
 def test_an_unreadable_file_is_named_as_given_not_by_its_server_path(tmp_path: Path) -> None:
-    # Issue 20: an unreadable shared file's message showed the server's absolute path.
+    # Formerly: an unreadable shared file's message showed the server's absolute path.
     (tmp_path / "gpt2" / "model.npy").mkdir(parents=True)  # a directory: refused
     with pytest.raises(LoadError) as refused:
         load(tmp_path / "gpt2" / "model.npy", "gpt2/model.npy")

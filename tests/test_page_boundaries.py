@@ -181,7 +181,7 @@ def test_widgets_start_at_the_cores_defaults_fitted_to_the_table():
 @pytest.mark.parametrize("kind", ["random", "constant", "grid"])
 @pytest.mark.parametrize("section", SECTIONS[1:])
 def test_every_tab_runs_on_the_smallest_table(section, kind):
-    # test_pages runs the tab open at first; issue 20's short tables reach the others here.
+    # test_pages runs the tab open at first; the short tables reach the others here.
     at = run(smallest(kind), section=section)
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]

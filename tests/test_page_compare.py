@@ -172,7 +172,7 @@ def test_a_link_opens_its_tab(section):
 @pytest.mark.parametrize("kind", ["random", "constant", "grid"])
 @pytest.mark.parametrize("section", SECTIONS[1:])
 def test_every_tab_runs_on_the_smallest_table(section, kind):
-    # test_pages runs the tab open at first; issue 20's short tables reach the others here.
+    # test_pages runs the tab open at first; the short tables reach the others here.
     table = smallest(kind)
     at = run(table, table, section=section)
     assert not at.exception, at.exception

@@ -230,7 +230,7 @@ def smallest(kind: str) -> Embedding:
 @pytest.mark.parametrize("kind", ["random", "constant", "grid"])
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_on_the_smallest_table(page, kind):
-    # Issue 20: "Leading rows to trim" had min > max on a 2-row table (Boundaries crashed).
+    # Formerly: "Leading rows to trim" had min > max on a 2-row table (Boundaries crashed).
     at = AppTest.from_file(str(ROOT / page), default_timeout=60)
     at.session_state["posviz.table"] = smallest(kind)
     at.run()
@@ -256,7 +256,7 @@ def test_page_runs_on_the_smallest_table(page, kind):
     ],
 )
 def test_a_link_with_options_beyond_the_form_is_refused_with_a_warning(query):
-    # Issue 20: unbounded or fractional link options took the server's memory or crashed.
+    # Formerly: unbounded or fractional link options took the server's memory or crashed.
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params.update(query)
     at.run()
@@ -282,7 +282,7 @@ MARKDOWN = "![x](http://127.0.0.1:9/x.png) [Log in again](http://127.0.0.1:9/) *
 
 
 def test_text_from_a_link_is_shown_literally():
-    # Issue 20: an image in a URL value made every visitor's browser fetch an outside URL.
+    # Formerly: an image in a URL value made every visitor's browser fetch an outside URL.
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params.update({"sim": "sinusoidal", "base": MARKDOWN})
     at.run()
@@ -292,7 +292,7 @@ def test_text_from_a_link_is_shown_literally():
 
 
 def test_tensor_and_file_names_are_shown_literally(tmp_path):
-    # Issue 20: tensor and file names were rendered as markdown in the card, captions and
+    # Formerly: tensor and file names were rendered as markdown in the card, captions and
     # the "holds N tensors" line.
     path = tmp_path / "t.safetensors"
     save_file({MARKDOWN: simulate.sinusoidal_table(16, 8).astype(np.float32)}, path)

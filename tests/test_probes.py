@@ -42,7 +42,7 @@ def _planted(n: int, d: int, strength: float, seed: int = 0) -> np.ndarray:
 
 
 def test_planted_position_signal_is_found_where_plain_least_squares_interpolates():
-    # Issue 17's case: 512 x 384, ~410 training rows per fold, d close to them.
+    # A hard case: 512 x 384, ~410 training rows per fold, d close to them.
     rows = _planted(512, 384, 0.2)
     nested = probes.absolute_probe(rows, np.arange(512))
     plain = probes.absolute_probe(rows, np.arange(512), protocol="linear")

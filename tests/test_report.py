@@ -70,7 +70,7 @@ def test_a_hostile_tensor_name_cannot_escape_the_settings_block():
 
 @pytest.mark.parametrize("name", ["<!--<script>", "a & b > c", "<![CDATA[", "--><b>x</b>"])
 def test_embedded_json_escapes_every_html_special_character(name):
-    # Issue 20: "<!--<script>" turned the rest of the report into a comment (0 of 8 charts).
+    # Formerly: "<!--<script>" turned the rest of the report into a comment (0 of 8 charts).
     evil = Embedding.from_array(
         np.random.default_rng(0).standard_normal((40, 8)), name=name, source=name
     )
@@ -96,7 +96,7 @@ def smallest(kind: str) -> Embedding:
 @pytest.mark.parametrize("kind", ["random", "constant", "ramp"])
 @pytest.mark.parametrize("center", [True, False])
 def test_the_report_works_at_the_smallest_table(kind, center):
-    # Issue 20: the monotonicity window's default of 32 failed every table of <= 32 rows.
+    # Formerly: the monotonicity window's default of 32 failed every table of <= 32 rows.
     table = smallest(kind)
     sections = {s.title: s for s in report_sections(table, center=center)}
     assert all(s.figures for s in sections.values())

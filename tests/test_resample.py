@@ -34,7 +34,7 @@ def test_grid_matches_torch_interpolate(case, method, antialias):
 
 
 def test_grid_bicubic_is_not_scipy_zoom_bspline():
-    # The warning: ndimage.zoom's cubic B-spline gives different numbers.
+    # A known pitfall: ndimage.zoom's cubic B-spline gives different numbers.
     from scipy import ndimage
 
     channels = REFERENCE["case0_input"]

@@ -84,7 +84,7 @@ def test_vit_grid_needs_d_multiple_of_4():
     ],
 )
 def test_link_options_are_bounded_like_the_form(kind, params, reason):
-    # Issue 20: ?sim=learned-like&n_frequencies=100000 grew the server by 2.8 GB.
+    # Formerly: ?sim=learned-like&n_frequencies=100000 grew the server by 2.8 GB.
     with pytest.raises(LoadError, match=re.escape(reason)):
         simulate.parse_options(kind, params)
 

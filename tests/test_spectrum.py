@@ -1,4 +1,4 @@
-"""Spectrum numbers against the issue's oracles and an independent SVD."""
+"""Spectrum numbers against analytic oracles and an independent SVD."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_equal_singular_values_give_full_effective_rank():
     ],
 )
 def test_pure_gaussian_noise_stays_below_the_threshold(shape, center):
-    # Issue 17's target: 0 components in at least 95% of seeds (the old Marchenko-Pastur
+    # The target: 0 components in at least 95% of seeds (the old Marchenko-Pastur
     # edge with sigma from the table was crossed in 12-25% of seeds).
     counts = [
         spectrum(np.random.default_rng(seed).normal(scale=3.0, size=shape), center=bool(center))
@@ -186,7 +186,7 @@ def test_block_wise_gram_and_refinement_match_numpy_svd(monkeypatch, n_blocks, s
 
 @pytest.mark.parametrize("center", [True, False])
 def test_a_table_without_variance_has_undefined_metrics_not_nan(center):
-    # Issue 20: all rows equal printed "stable rank nan"; in float64 the rows' mean can miss
+    # Formerly: all rows equal printed "stable rank nan"; in float64 the rows' mean can miss
     # the row by rounding (0.1 * 3 / 3 != 0.1), which left a residue that looked like rank 1.
     rows = np.tile(np.array([0.1, 1e39, -7.3, 0.0]), (37, 1))
     s = spectrum(rows if center else np.zeros_like(rows), center=center)

@@ -9,7 +9,15 @@ from plotly.subplots import make_subplots
 
 from posviz.collection import Collection
 from posviz.figures.compare import cumulative_overlay, offset_overlay
-from posviz.figures.layout import DIVERGING, TEMPLATE, base_figure, center_label, escape, f32
+from posviz.figures.layout import (
+    DIVERGING,
+    TEMPLATE,
+    base_figure,
+    center_label,
+    escape,
+    f32,
+    log_axis,
+)
 
 #: Panels of :func:`metrics_over_step`: every number of a collection's metrics table.
 STEP_METRICS = (
@@ -118,8 +126,8 @@ def metrics_over_step(c: Collection) -> go.Figure:
                 row=row + 1,
                 col=col + 1,
             )
-    log = steps.min() > 0 and steps.max() >= 100 * steps.min()
-    fig.update_xaxes(type="log" if log else "linear")
+    if steps.min() > 0 and steps.max() >= 100 * steps.min():
+        fig.update_xaxes(**log_axis(steps))
     for col in range(1, cols + 1):
         fig.update_xaxes(title_text=unit, row=n_rows, col=col)
     return fig

@@ -15,33 +15,44 @@ from posviz.figures.layout import (
     center_label,
     escape,
     f32,
+    log_axis,
 )
 from posviz.similarity import OffsetProfile, SimilarityMap
 from posviz.spectrum import Spectrum
 
 
 def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
-    """Each table's explained variance per component, overlaid on log axes (scale-free)."""
+    """Each table's explained variance per component, overlaid on log axes (scale-free).
+
+    Drawn down to float32 resolution: a share σ_k²/Σσ² squares the Spectrum page's span of
+    singular values (down to 10⁻²¹ for a float64 sinusoid), and below σ_1·√min(n, d)·ε₃₂ a
+    value cannot be told from the rounding of a float32 checkpoint, which most tables are.
+    """
     center = next(iter(spectra.values())).centered
     fig = base_figure(
-        f"Explained variance per component ({center_label(center)})",
+        f"Explained variance per component ({center_label(center)}; "
+        "drawn down to float32 resolution)",
         "component k",
         "share of variance",
-        xaxis_type="log",
-        yaxis_type="log",
-        yaxis_exponentformat="power",
     )
+    eps = np.finfo(np.float32).eps
+    ks, shares = [], []
     for name, s in spectra.items():
         name = escape(name)
-        # Values under the resolution floor are rounding noise: not drawn.
-        resolved = s.singular_values >= s.floor
+        floor = max(s.floor, s.singular_values[0] * np.sqrt(min(s.shape)) * eps)
+        shown = s.singular_values >= floor
+        k = np.arange(1, len(shown) + 1)[shown]
+        ks.append(k)
+        shares.append(s.explained_variance[shown])
         fig.add_scatter(
-            x=np.arange(1, len(resolved) + 1)[resolved],
-            y=f32(s.explained_variance[resolved]),
+            x=k,
+            y=f32(shares[-1]),
             mode="lines",
             name=name,
             hovertemplate=f"{name}<br>k=%{{x}}<br>%{{y:.4g}}<extra></extra>",
         )
+    fig.update_xaxes(**log_axis(np.concatenate(ks)))
+    fig.update_yaxes(**log_axis(np.concatenate(shares)))
     return fig
 
 
@@ -52,9 +63,9 @@ def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
         f"Cumulative explained variance ({center_label(center)})",
         "number of components k",
         "share of variance",
-        xaxis_type="log",
         yaxis_range=[0, 1.02],
     )
+    fig.update_xaxes(**log_axis(np.arange(1, max(len(s.cumulative) for s in spectra.values()) + 1)))
     for name, s in spectra.items():
         name, k90 = escape(name), s.k_at(0.9)
         fig.add_scatter(
@@ -109,7 +120,8 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
         reach = max(abs(low), abs(high))
         shared = {"colorscale": DIVERGING, "cmin": -reach, "cmax": reach}
     colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
-    fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3}})
+    title = {"side": "top", "text": f"{metric} similarity"}
+    fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3, "title": title}})
     for col, (name, m) in enumerate(zip(names, pair, strict=True), start=1):
         fig.add_heatmap(
             x=f32(m.col_positions),
@@ -130,7 +142,12 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
                 "colorscale": DIVERGING,
                 "cmin": -reach,
                 "cmax": reach,
-                "colorbar": {**colorbar, "x": 0.84, "len": 0.3},
+                "colorbar": {
+                    **colorbar,
+                    "x": 0.84,
+                    "len": 0.3,
+                    "title": {"side": "top", "text": f"difference ({names[1]} − {names[0]})"},
+                },
             }
         )
         fig.add_heatmap(

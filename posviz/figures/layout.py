@@ -82,6 +82,45 @@ def small_multiples(k: int, titles: list[str], title: str) -> go.Figure:
     return fig
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+#: Labelled decades on a log axis at most; beyond it every second (third, ...) is labelled.
+_DECADE_LABELS = 8
+
+
+def log_axis(values: np.ndarray) -> dict[str, object]:
+    """Axis settings for a log axis over `values`: decades labelled, minor ticks unlabelled.
+
+    Plotly's own log ticks label the 2s and 5s between decades as well (`2, 10, 5, 2, 1`),
+    which reads as a jumble. Here the decades are labelled 1, 10, 100, 1000 and otherwise
+    10⁻², 10⁴, ...; the 2-9 multiples get unlabelled minor ticks. Pass the result to
+    `fig.update_xaxes` / `update_yaxes`.
+
+    >>> axis = log_axis(np.array([0.02, 0.5, 30.0]))
+    >>> axis["tickvals"], axis["ticktext"]
+    ([0.01, 0.1, 1.0, 10.0, 100.0], ['10⁻²', '10⁻¹', '1', '10', '100'])
+    """
+    positive = np.asarray(values, dtype=np.float64)
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    if positive.size == 0:
+        return {"type": "log"}
+    low = int(np.floor(np.log10(positive.min())))
+    high = int(np.ceil(np.log10(positive.max())))
+    step = -(-(high - low + 1) // _DECADE_LABELS)
+    decades = range(low, high + 1)
+    labelled = [e for e in decades if e % step == 0]
+    minor = [m * 10.0**e for e in decades for m in range(2, 10)]
+    if step > 1:
+        minor += [10.0**e for e in decades if e % step]
+    return {
+        "type": "log",
+        "tickvals": [10.0**e for e in labelled],
+        "ticktext": [
+            str(10**e) if 0 <= e <= 3 else "10" + str(e).translate(_SUPERSCRIPT) for e in labelled
+        ],
+        "minor": {"tickvals": sorted(minor), "ticks": "outside", "ticklen": 3, "showgrid": False},
+    }
+
+
 def sampled_note(shown: np.ndarray, n: int) -> str:
     """How a figure names its downsampling, or "" when every position is drawn."""
     return f"{len(shown):,} of {n:,} positions, evenly spaced" if len(shown) < n else ""

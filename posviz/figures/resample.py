@@ -25,7 +25,12 @@ def mosaic_pair(grids: dict[str, GridSimilarity]) -> go.Figure:
         f"({center_label(pair[0].centered)})",
         margin={"l": 60, "r": 20, "t": 80, "b": 50},
         height=520,
-        coloraxis={"colorscale": DIVERGING, "cmin": -1, "cmax": 1},
+        coloraxis={
+            "colorscale": DIVERGING,
+            "cmin": -1,
+            "cmax": 1,
+            "colorbar": {"title": {"text": "cosine"}},
+        },
     )
     for col, (name, g) in enumerate(zip(names, pair, strict=True), start=1):
         image, (row_ticks, col_ticks) = grid_mosaic(g)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from posviz.figures.layout import MARKER_POINTS, base_figure, center_label, f32
+from posviz.figures.layout import MARKER_POINTS, base_figure, center_label, f32, log_axis
 from posviz.spectrum import THRESHOLDS, Spectrum
 
 
@@ -17,7 +17,6 @@ def singular_values(s: Spectrum) -> go.Figure:
         f"Singular values ({center_label(s.centered)})",
         "component k",
         "singular value σ_k",
-        yaxis_type="log",
     )
     fig.add_scatter(
         x=k[resolved],
@@ -27,17 +26,19 @@ def singular_values(s: Spectrum) -> go.Figure:
         name="σ_k",
         hovertemplate="k=%{x}<br>σ=%{y:.6g}<extra></extra>",
     )
-    if not resolved.all():
-        # Rounding noise of the Gram route: shown, but plainly marked as such.
+    # Rounding noise of the Gram route: shown, but plainly marked as such.
+    unresolved = np.maximum(s.singular_values[~resolved], s.floor * 1e-3)
+    if unresolved.size:
         fig.add_scatter(
             x=k[~resolved],
-            y=f32(np.maximum(s.singular_values[~resolved], s.floor * 1e-3)),
+            y=f32(unresolved),
             mode="markers",
             marker={"size": 3, "color": "lightgrey"},
             name=f"below resolution floor {s.floor:.2g}",
             hovertemplate="k=%{x}<br>σ < %{customdata:.2g} (not resolved)<extra></extra>",
             customdata=np.full(int((~resolved).sum()), s.floor, dtype=np.float32),
         )
+    fig.update_yaxes(**log_axis(np.r_[s.singular_values[resolved], unresolved, s.noise_cut]))
     # A trace, not add_hline's annotation: on a log axis that annotation's y is read as
     # log10(y) and stretches the range by decades. Drawn where the count cuts: at the floor
     # when the threshold lies below it (an exactly low-rank table's median is rounding noise).
@@ -83,7 +84,7 @@ def explained_variance(s: Spectrum) -> go.Figure:
         name="k at threshold",
         hovertemplate="k=%{x}<br>%{y:.4f}<extra></extra>",
     )
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(**log_axis(k))
     return fig
 
 
@@ -95,7 +96,6 @@ def reconstruction_error(s: Spectrum) -> go.Figure:
         f"({center_label(s.centered)})",
         "rank k",
         "‖X − X_k‖_F / ‖X‖_F",
-        yaxis_type="log",
     )
     positive = error > 0
     fig.add_scatter(
@@ -105,4 +105,5 @@ def reconstruction_error(s: Spectrum) -> go.Figure:
         name="relative error",
         hovertemplate="k=%{x}<br>%{y:.4g}<extra></extra>",
     )
+    fig.update_yaxes(**log_axis(error[positive]))
     return fig

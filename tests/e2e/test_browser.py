@@ -216,7 +216,7 @@ MARKDOWN = "![x](http://127.0.0.1:9/x.png) [Log in again](http://127.0.0.1:9/) *
 def test_link_values_and_tensor_names_show_as_literal_text(
     page: Page, server_url: str, tmp_path: Path
 ):
-    # Issue 20: an image in a URL value or a tensor name made every visitor's browser fetch
+    # Formerly: an image in a URL value or a tensor name made every visitor's browser fetch
     # an outside URL, and a "Log in again" link appeared inside the app's own warning.
     outside = []
     page.on(
@@ -241,7 +241,7 @@ def test_link_values_and_tensor_names_show_as_literal_text(
 def test_the_smallest_table_reaches_every_page_and_the_report(
     page: Page, server_url: str, tmp_path: Path
 ):
-    # Issue 20: pages and the report failed on short tables, and the failed report's button
+    # Formerly: pages and the report failed on short tables, and the failed report's button
     # did nothing at all.
     path = tmp_path / "smallest.npy"
     np.save(path, np.random.default_rng(0).standard_normal((MIN_POSITIONS, MIN_DIMS)))

@@ -340,7 +340,7 @@ def test_a_shared_table_draws_in_a_browser(container: Container, page: Page):
 
 
 def test_what_the_image_leaves_to_a_reverse_proxy(container: Container):
-    """README, Deployment: no framing or content policy headers, and a public metrics page."""
+    """docs/deployment.md: no framing or content policy headers, and a public metrics page."""
     headers = urllib.request.urlopen(container.url).headers
     assert "X-Frame-Options" not in headers
     assert "Content-Security-Policy" not in headers
