@@ -66,9 +66,9 @@ def _head(url: str, what: str, *, limit: int = io.MAX_HEADER_BYTES) -> tuple[int
         raise LoadError(msg)
     if n > limit:
         msg = (
-            f"{what}: its safetensors header of {n:,} bytes passes the limit of "
-            f"{io.MAX_HEADER_BYTES:,} header bytes for one model (all its shards together); "
-            "save the position table in a repo or file of its own."
+            f"{what}: its safetensors header of {n:,} bytes would bring the model's headers "
+            f"(all its shards together) past the limit of {io.MAX_HEADER_BYTES:,} bytes; save "
+            "the position table in a repo or file of its own."
         )
         raise LoadError(msg)
     rest, _ = _get_range(url, 8, 8 + n, what=what)
