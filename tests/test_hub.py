@@ -394,6 +394,11 @@ def sharded(weight_map: dict, **shards: bytes) -> dict[str, bytes]:
 #: case: (the repo's files, its faults, what the message names besides the model).
 HOSTILE_REPOS = {
     "deep config.json": ({"config.json": DEEP, "model.safetensors": save(GPT2)}, {}, "config.json"),
+    "config.json 65 levels deep": (
+        {"config.json": b"[" * 65 + b"]" * 65, "model.safetensors": save(GPT2)},
+        {},
+        "config.json",
+    ),
     "index values are lists": (sharded({"wpe": [SHARD]}, **{SHARD: save(GPT2)}), {}, INDEX),
     "index values of mixed types": (
         sharded({"wpe": SHARD, "wte": 3}, **{SHARD: save(GPT2)}),

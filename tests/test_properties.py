@@ -362,7 +362,7 @@ def test_json_depth_is_counted_as_parsed(value):
         children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
         return 0 if children is None else 1 + max(map(depth, children), default=0)
 
-    assert _depth(json.dumps(value).encode()) == depth(value)
+    assert _depth(json.loads(json.dumps(value))) == depth(value)
 
 
 @PER_INPUT

@@ -164,32 +164,33 @@ def _get_json(url: str, *, what: str, kind: str = "file") -> object:
                 msg = f"{what}: the Hub's {kind} answer exceeds {MAX_JSON_BYTES:,} bytes; refused."
                 raise LoadError(msg)
             _check_pace(started, len(body), what, url)
-    if _depth(body) > MAX_JSON_DEPTH:
-        msg = f"{what}: the Hub's {kind} answer nests deeper than {MAX_JSON_DEPTH} levels; refused."
-        raise LoadError(msg)
+    too_deep = (
+        f"{what}: the Hub's {kind} answer nests deeper than {MAX_JSON_DEPTH} levels; refused."
+    )
     try:
-        return json.loads(body)
+        value = json.loads(body)
+    except RecursionError as exc:
+        raise LoadError(too_deep) from exc
     except ValueError as exc:
         msg = f"{what}: the Hub's {kind} answer is not JSON ({exc})."
         raise LoadError(msg) from exc
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise LoadError(too_deep)
+    return value
 
 
-def _depth(body: bytes | bytearray) -> int:
-    """The deepest nesting of [ and { in a JSON text, brackets inside strings not counted.
+def _depth(value: object) -> int:
+    """How deep arrays and objects nest in a parsed JSON value, counted level by level (no
+    recursion: the value may nest as deep as the parser allowed).
 
-    >>> _depth(b'{"a": [1, {"b": "[[["}]}')
-    3
+    >>> _depth({"a": [1, {"b": "[[["}]}), _depth(3)
+    (3, 0)
     """
-    # Strings, escapes first, become "": what is left is structure and scalars.
-    text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', bytes(body))
-    depth = deepest = 0
-    for byte in text.translate(None, delete=_NOT_BRACKETS):
-        depth += 1 if byte in b"[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
-
-
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+    depth, level = 0, [value]
+    while level := [v for v in level if isinstance(v, dict | list)]:
+        depth += 1
+        level = [c for v in level for c in (v.values() if isinstance(v, dict) else v)]
+    return depth
 
 
 def _check_pace(started: float, done: int, what: str, url: str, nbytes: int | None = None) -> None:
