@@ -225,3 +225,14 @@ def test_a_hostile_link_leaves_every_page_working(fake_hub):
     at.switch_page("pages/similarity.py").run()
     assert not at.exception, at.exception
     assert len(fake_hub.log) == asked  # the sidebar card does not try the link again
+
+
+def test_a_hostile_line_of_a_collection_batch_keeps_the_good_ones(fake_hub, roberta):
+    fake_hub.add("acme/deep", {"config.json": b"[" * 100_000 + b"]" * 100_000})
+    at = AppTest.from_file(str(ROOT / "pages/collection.py"), default_timeout=60).run()
+    at.text_area(key="collection.hub.refs").set_value("acme/deep\nacme/roberta").run()
+    at.button(key="collection.hub.add").click().run()
+    assert not at.exception, at.exception
+    deep, good = at.session_state["posviz.collection"]
+    assert "config.json" in deep.error
+    assert good.table is not None
