@@ -177,7 +177,7 @@ def krylov_vs_dense(n: int, d: int, repeats: int = 3) -> list[dict]:
                 for path, smallest in (("krylov", 0), ("dense", 2**62)):
                     components.KRYLOV_MIN_SIZE = smallest
                     start = time.perf_counter()
-                    results[path] = components.principal_components(values, k=6)
+                    results[path] = components.principal_components(values, n_components=6)
                     times[path].append(time.perf_counter() - start)
         finally:
             components._lanczos_pairs = certify

@@ -10,8 +10,8 @@ import streamlit as st
 
 from posviz import datadir, export, figures, hub, io, simulate
 from posviz.collection import (
+    DEFINITIONS,
     MAX_TABLES,
-    METRIC_DEFINITIONS,
     Member,
     member,
     members_table,
@@ -19,7 +19,6 @@ from posviz.collection import (
 )
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
-from posviz.similarity import MAX_SIDE, METRIC
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -220,7 +219,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
         tuple(m.error for m in members),
         center=center,
     )
-    settings = result.settings()
+    settings = result.header()
     held = sorted({m.table.values.dtype.name for m in loaded})
     st.caption(
         result.describe()
@@ -234,7 +233,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     st.subheader("Metrics")
     widgets.show_numbers(result.table(), name="collection_metrics", settings=settings)
     with st.expander("Definitions"):
-        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in METRIC_DEFINITIONS.items()))
+        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in DEFINITIONS.items()))
 
     if result.ordered:
         st.subheader("Over training")
@@ -272,17 +271,17 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     spectrum = result.summary(label).spectrum  # computed for the metrics table already
     left, right = st.columns(2)
     with left:
-        overview = cache.similarity_map(table, metric=METRIC, center=center, max_side=MAX_SIDE)
+        overview = cache.similarity_map(table, center=center)
         widgets.show_figure(
             figures.similarity.similarity_heatmap(overview),
             name="collection_heatmap",
-            settings=export.export_settings(table, **overview.settings(), label=label),
+            settings={**export.header("similarity_map", overview.params, table), "label": label},
         )
     with right:
         widgets.show_figure(
             figures.spectrum.singular_values(spectrum),
             name="collection_spectrum",
-            settings=export.export_settings(table, **spectrum.settings(), label=label),
+            settings={**export.header("spectrum", spectrum.params, table), "label": label},
         )
 
     st.subheader("Map of the tables")

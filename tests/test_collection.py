@@ -112,7 +112,10 @@ def test_refused_members_are_listed_and_do_not_sink_the_rest():
     assert frame["d_model"].tolist()[:3] == [16, 8, 16]
     assert frame.iloc[3].drop(["label", "error"]).isna().all()
     assert result.nbytes == (64 * 16 * 2 + 40 * 8) * 4
-    assert result.settings()["ordered_by"] == "step"
+    header = result.header()
+    assert header["collection"]["ordered_by"] == "step"
+    assert (header["analysis"], header["params"]) == ("table_summary", {"center": True})
+    assert [p["label"] for p in header["provenance"]] == [m.label for m in result.members]
 
 
 def test_repeated_labels_are_numbered():
@@ -155,7 +158,7 @@ def test_metrics_equal_the_single_table_core_results():
         assert record["first_neighbour_cos"] == stats.cos_next[0]
         assert record["last_neighbour_cos"] == stats.cos_prev[-1]
         k = min(6, components.max_components(x.shape, center=True))
-        pcs = components.principal_components(x, k=k, center=True)
+        pcs = components.principal_components(x, n_components=k, center=True)
         likeness = components.sinusoid_likeness(pcs, n_frequencies=min(8, n // 2))
         assert record["sinusoid_mean_cos2"] == likeness.mean_cos2
         assert record["shuffled_mean_cos2"] == likeness.shuffled.mean()
@@ -240,7 +243,10 @@ def checkpoints(tmp_path):
 def test_summary_of_many_paths_is_a_json_array_in_step_order(checkpoints, capsys):
     paths = [str(checkpoints[k]) for k in ("step1000", "bad", "step30k", "step0200")]
     assert main(["summary", *paths, "--json"]) == 0
-    records = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["analysis"], printed["params"]) == ("table_summary", {"center": True})
+    records = printed["records"]
+    assert [p.get("sha256") is not None for p in printed["provenance"]] == [True] * 3 + [False]
     assert [r["step"] for r in records] == [200, 1000, 30000, None]
     assert [r["label"] for r in records] == [paths[3], paths[0], paths[2], paths[1]]
     assert records[3]["error"].startswith("bad.npy could not be read as npy")
@@ -265,7 +271,8 @@ def test_collection_report_lists_the_tables_and_draws_every_chart(checkpoints, t
     paths = [str(checkpoints[k]) for k in ("step1000", "step0200", "step30k", "bad")]
     assert main(["report", *paths, "-o", str(out)]) == 0
     page = out.read_text()
-    settings = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
+    data = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
+    settings = data["collection"]
     assert settings["ordered_by"] == "step"
     assert settings["cka"] == (
         "linear CKA on the common first 128 positions (each table mean-centred over them)"

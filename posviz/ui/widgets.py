@@ -15,20 +15,24 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import compare, datadir, export, figures, hub, io, simulate
+from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
-from posviz.spectrum import Spectrum
+from posviz.spectrum import Spectrum, spectrum
 from posviz.ui import cache, state
 from posviz.ui.text import literal
 
 if TYPE_CHECKING:
     import pandas as pd
 
+#: The centring every core function defaults to (one default: `center: bool = True`).
+CENTER = defaults(spectrum)["center"]
+
 
 def center_toggle() -> bool:
     """The centring choice, shared by every page that offers it and kept across page switches."""
     return st.toggle(
         "Mean-centre rows",
-        value=True,
+        value=CENTER,
         key="posviz.center",
         persist_state="session",
         bind="query-params",
@@ -55,7 +59,7 @@ def sidebar_card() -> None:
             f"{literal(table.dtype)}  \n{table.describe_rows()}"
         )
         st.caption(literal(table.source))
-        center = st.session_state.get("posviz.center", True)
+        center = st.session_state.get("posviz.center", CENTER)
         st.download_button(
             "Report (HTML)",
             data=lambda: _report(table, center=center),
