@@ -318,7 +318,17 @@ def _shared_folder(slot: str, root: Path) -> None:
     _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
 
 
-@st.cache_data(ttl=600, max_entries=64, show_spinner="Reading the model's headers from the Hub…")
+#: Bytes of opened models kept, shared by all sessions. A model's heads are at most
+#: io.MAX_HEADER_BYTES (8 MiB) together, its config.json usually a few kB: a few dozen models.
+HUB_MODELS_SIZE = "256MB"
+
+
+@st.cache_data(
+    ttl=600,
+    max_entries=64,
+    max_size=HUB_MODELS_SIZE,
+    show_spinner="Reading the model's headers from the Hub…",
+)
 def _hub_model(repo: str, revision: str) -> hub.HubModel:
     # Cached for a while: every rerun draws all tabs, and resolving a branch costs a request.
     return hub.open_model(repo, revision)
@@ -346,12 +356,20 @@ def _hub(slot: str) -> None:
         )
         if st.form_submit_button("Open", type="primary"):
             st.session_state[f"{slot}.hub.opened"] = (repo.strip(), revision.strip() or "main")
+            st.session_state.pop(f"{slot}.hub.failed", None)
     opened = st.session_state.get(f"{slot}.hub.opened")
     if not opened or not opened[0]:
+        return
+    # A failure is not cached by Streamlit: kept here, it is shown again on every rerun
+    # without asking the Hub again, until Open is pressed.
+    failed = st.session_state.get(f"{slot}.hub.failed")
+    if failed is not None and failed[0] == opened:
+        st.error(failed[1], icon=":material/error:")
         return
     try:
         model = _hub_model(*opened)
     except LoadError as error:
+        st.session_state[f"{slot}.hub.failed"] = (opened, literal(error))
         st.error(literal(error), icon=":material/error:")
         return
     if reason := model.no_table_reason():
@@ -445,7 +463,7 @@ def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, An
             bar.progress(percent / 100, text=f"{_size(done)} of {_size(total)}")
 
     try:
-        return hub.load_model(source, progress=progress, **options)
+        return hub.load_model(source, progress=progress, max_bytes=state.upload_limit(), **options)
     finally:
         bar.empty()
 
@@ -453,7 +471,7 @@ def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, An
 def _travel_note(model: hub.HubModel, name: str) -> bool:
     """Say what fetching tensor `name` will cost; False when it is above the upload limit."""
     nbytes = model.span(name)[1] - model.span(name)[0]
-    limit = st.get_option("server.maxUploadSize") * 10**6
+    limit = state.upload_limit()
     if nbytes > limit:
         st.error(
             f"{literal(name)} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
