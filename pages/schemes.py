@@ -187,7 +187,7 @@ if scheme.kind == "rotary":
                 )
     with tabs["Numbers"]:
         if tabs["Numbers"].open:
-            numbers = f.table()
+            numbers = f.to_frame()
             widgets.show_numbers(numbers, name="rotary_frequencies", settings=settings)
 
     st.subheader("Rotary position table")
@@ -233,7 +233,7 @@ elif scheme.kind == "alibi":
             widgets.show_figure(figures.schemes.alibi_bias(b), name="alibi_bias", settings=settings)
     with numbers:
         if numbers.open:
-            widgets.show_numbers(b.table(), name="alibi_slopes", settings=settings)
+            widgets.show_numbers(b.to_frame(), name="alibi_slopes", settings=settings)
 
 elif scheme.kind == "relative_bias":
     spec = scheme.relative_bias

@@ -83,7 +83,7 @@ class AlibiBias:
     falls: np.ndarray
     params: dict = field(default_factory=dict)
 
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per head: its slope and the distances where its bias has fallen by
         `FALLS` logits."""
         import pandas as pd

@@ -173,7 +173,7 @@ class RotaryFrequencies:
         """Full turns each pair makes over `length` positions, as applied."""
         return length * self.inv_freq / (2 * np.pi)
 
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per pair: frequencies, wavelength, band, share, turns within the context."""
         import pandas as pd  # on first use: `posviz summary` prints without loading pandas
 

@@ -355,11 +355,11 @@ def test_deberta_relative_table():
 
 def test_numbers_tables():
     f = rotary_frequencies(_rotary(PRESETS["meta-llama/Llama-3.1-8B"]))
-    frame = f.table()
+    frame = f.to_frame()
     assert len(frame) == 64
     assert frame["band"].value_counts().to_dict() == {"kept": 29, "divided": 29, "blended": 6}
     np.testing.assert_allclose(frame["turns in 131,072"], 131072 * f.inv_freq / (2 * np.pi))
-    alibi = alibi_bias(4, max_distance=10).table()
+    alibi = alibi_bias(4, max_distance=10).to_frame()
     assert alibi["distance for -10 logits"].tolist() == [40.0, 160.0, 640.0, 2560.0]
 
 
