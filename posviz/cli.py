@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from posviz import __version__, hub
+from posviz import __version__, cli_schemes, hub
 from posviz import load as load_table
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
+from posviz.scheme_summary import N_SINGULAR_VALUES, table_record
 from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
 
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
-#: Singular values printed and exported.
-N_SINGULAR_VALUES = 10
 #: The environment variable naming the table `posviz serve` opens (read by posviz.ui.state).
 SERVED_TABLE = "POSVIZ_OPEN"
 
@@ -31,7 +30,10 @@ EXAMPLES = """examples:
   posviz serve model.safetensors               the app in a browser, opened on that table
   posviz serve hf:openai-community/gpt2 --port 8502 --host 0.0.0.0
   posviz summary wpe.npy --json                headline numbers as one JSON object
+  posviz summary hf:meta-llama/Llama-3.1-8B    a rotary model: frequencies, scaling, its table
+  posviz summary config.json --positions 4096  any model's position scheme from its config
   posviz report vit.safetensors --drop-prefix 1 -o report.html
+  posviz rerun spectrum_metrics.json           recompute an export's numbers and compare
 """
 
 
@@ -72,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Singular-value summary of a position table read from PATH.",
     )
     summary.add_argument("--json", action="store_true", help="print one JSON object")
+    cli_schemes.add_arguments(summary)
     summary.set_defaults(run=_summary, run_many=_collection_summary)
     report = commands.add_parser(
         "report",
@@ -80,8 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a standalone HTML report of the table read from PATH.",
     )
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML to write")
-    report.add_argument("--seed", type=int, default=0, help="seed of controls and probes")
+    report.add_argument(
+        "--seed", type=int, help="seed of controls and probes (default: the analyses' own, 0)"
+    )
     report.set_defaults(run=_report, run_many=_collection_report)
+    rerun = commands.add_parser(
+        "rerun",
+        help="recompute the numbers of an export (JSON, CSV, summary --json, report) and compare",
+        description="Read the table an export's provenance names again (checking its sha256), "
+        "recompute each analysis with the export's params, and print every number exported "
+        "beside the number recomputed. Exit 0: all equal; 1: some differ; 2: the table is "
+        "missing or its bytes changed.",
+    )
+    rerun.add_argument("export", metavar="EXPORT", help="a posviz export: .json, .csv or .html")
+    rerun.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="the table's file when not where the provenance says (twice for a comparison)",
+    )
+    rerun.set_defaults(run=_rerun)
     serve = commands.add_parser(
         "serve",
         help="start the app, opened on a table (PATH or hf:REPO_ID[@REVISION])",
@@ -110,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
     args.streamlit_options = passed_on
     run = args.run
-    if args.command != "serve":  # one PATH: a table; several: a collection
+    if args.command not in ("serve", "rerun"):  # one PATH: a table; several: a collection
         if len(args.path) > 1:
             run = args.run_many
         else:
@@ -122,15 +144,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _centring(args: argparse.Namespace) -> dict[str, bool]:
+    """The centring asked for: the core's default unless --no-center."""
+    return {"center": False} if args.no_center else {}
+
+
 def _summary(args: argparse.Namespace) -> int:
+    done = cli_schemes.summary(args)  # a config.json, or a Hub model without a learned table
+    if done is not None:
+        return done
     table = _load(args)
-    result = spectrum(table.values, center=not args.no_center)
+    result = spectrum(table.values, **_centring(args))
     if args.json:
-        record = {"shape": list(table.shape), "dtype": table.dtype, "tensor": table.name}
-        record |= result.metrics()
-        record["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
-        if not result.has_variance:  # the metrics above are null
-            record["undefined"] = NO_VARIANCE
+        record = {"scheme": "learned_absolute", **table_record(table, result)}
         print(json.dumps(record, allow_nan=False))
     else:
         print(_describe(table, result, hint=_trim_hint(args, table)))
@@ -141,13 +167,32 @@ def _report(args: argparse.Namespace) -> int:
     from posviz.report import build_report  # plotly and every analysis: not for `summary`
 
     table = _load(args)
-    html = build_report(table, center=not args.no_center, seed=args.seed)
+    html = build_report(table, **_centring(args), seed=args.seed)
     with open(args.output, "w", encoding="utf-8") as out:
         out.write(html)
     print(
         f"wrote {args.output} ({len(html) / 2**20:.1f} MiB): {table.name}, {table.describe_rows()}"
     )
     return 0
+
+
+def _rerun(args: argparse.Namespace) -> int:
+    from posviz._rerun import read_export, rerun  # the pipeline: not for `summary`
+
+    result = rerun(read_export(args.export), tables=args.table, base=Path(args.export).parent)
+    for check in result.checks:
+        verdict = "equal" if check.equal else "DIFFERS"
+        print(
+            f"{check.analysis} {check.name}: exported {check.exported!r}, "
+            f"recomputed {check.recomputed!r}  {verdict}"
+        )
+    differing = len(result.differing)
+    tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
+    print(
+        f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
+        f"from {tables}" + (f"; {differing} differ" if differing else "")
+    )
+    return 1 if differing else 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -177,6 +222,10 @@ def _app_path() -> Path:
 
 def _load(args: argparse.Namespace) -> Embedding:
     """The table PATH names: a file, or a model on the Hub (hf:REPO[@REVISION])."""
+    opened = getattr(args, "opened", None)
+    if opened is not None:  # its config.json was read for the scheme: not again
+        model = hub.open_model_at(opened)
+        return hub.load_model(model, tensor=args.tensor, row_start=args.drop_prefix)
     return load_table(args.path, tensor=args.tensor, row_start=args.drop_prefix)
 
 
@@ -209,7 +258,7 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
     ks = " / ".join(str(metrics[f"k{round(t * 100)}"]) for t in THRESHOLDS)
     centring = (
         "mean row subtracted first (PCA); --no-center to skip"
-        if result.centered
+        if result.params["center"]
         else "not centred (--no-center): raw table"
     )
     values = "  ".join(f"{v:.4g}" for v in result.singular_values[:N_SINGULAR_VALUES])
@@ -242,13 +291,13 @@ def _collection(args: argparse.Namespace) -> Collection:
         )
         for path in args.path
     ]
-    return analyse(members, center=not args.no_center)
+    return analyse(members, **_centring(args))
 
 
 def _collection_summary(args: argparse.Namespace) -> int:
     c = _collection(args)
     if not args.json:
-        print(c.table(refused=False).set_index("label").T.to_string())
+        print(c.to_frame(refused=False).set_index("label").T.to_string())
         for m in c.members:
             if m.error:
                 print(f"refused {m.label}: {m.error}")
@@ -260,7 +309,7 @@ def _collection_summary(args: argparse.Namespace) -> int:
         for key, value in record.items():
             if isinstance(value, float) and not math.isfinite(value):
                 record[key] = None  # NaN is not JSON
-    print(json.dumps(records))
+    print(json.dumps({**c.header(), "records": records}))
     return 0
 
 

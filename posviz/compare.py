@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.linalg import eigh, subspace_angles, svdvals
 
 from posviz._linalg import centered, float64_blocks, gram, tall_times
+from posviz._params import records_params
 from posviz.spectrum import Spectrum
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "MAX_K",
-    "MAX_OFFSET",
+    "DEFINITIONS",
+    "MAX_COMPONENTS",
+    "OVERLAY_MAX_OFFSET",
     "CkaNull",
     "Comparison",
-    "K",
     "cka_null",
     "compare",
     "debiased_cka",
@@ -31,17 +32,14 @@ __all__ = [
 ]
 
 
-#: Principal components over positions whose spans are compared.
-K = 10
 #: Most components offered: the angles beyond are rarely read and each costs an eigenvector.
-MAX_K = 64
+MAX_COMPONENTS = 64
 #: Largest offset of the two tables' overlaid offset profiles (Compare, and Resample's before
 #: and after): their spread over i costs n_positions x k x d_model each.
-MAX_OFFSET = 512
+OVERLAY_MAX_OFFSET = 512
 
-
-#: What the two CKA estimators are, for the page, the report and exports.
-CKA_DEFINITIONS = {
+#: What each of the Compare page's measures is, for its help texts and the report.
+DEFINITIONS = {
     "cka": "Classic linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of "
     "the tables with their mean rows removed (uncentred: the RV coefficient). 1 when one table "
     "is a rotation and/or scaling of the other. A biased estimator: even independent tables "
@@ -51,6 +49,15 @@ CKA_DEFINITIONS = {
     "et al. 2012), as Nguyen et al. (2021) use it: about 0 (either sign) for independent "
     "tables of any shape, 1 for a rotated or scaled copy. Always on centred rows (it does not "
     "change when a table is shifted).",
+    "angles": "Principal angles between the spans of the top-k principal components over "
+    "positions (left singular vectors, one value per position) of the two tables "
+    "(scipy.linalg.subspace_angles). 0° = the same k-dimensional positional signal.",
+    "procrustes": "‖Ŷ R − X̂‖_F with X̂ = X/‖X‖_F, Ŷ = Y/‖Y‖_F and R the orthogonal matrix "
+    "minimising it (the residual of scipy.linalg.orthogonal_procrustes, computed as "
+    "√(2 − 2s), s = ‖ŶᵀX̂‖_*: exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. "
+    "Rotation only: not the square root of scipy.spatial.procrustes's disparity, which also "
+    "fits a scale (disparity = 1 − s²). Needs equal widths.",
+    "metric": "Cosine: ⟨x_i, x_j⟩ / (‖x_i‖ ‖x_j‖). Dot: ⟨x_i, x_j⟩.",
 }
 
 
@@ -121,12 +128,10 @@ class Comparison:
     procrustes_error : float or None
         ``min_R ||Y R / ||Y||_F - X / ||X||_F||_F`` over orthogonal R, in [0, 2], to about
         1e-6 absolute (see :func:`procrustes_error`); None when the widths differ.
-    centered : bool
-        Whether rows were mean-centred before every measure.
     n_positions : int
         Rows of each table.
-    k : int
-        Components whose spans were compared.
+    params : dict
+        The settings of :func:`compare` (``n_components``, ``center``).
     cka_debiased : float
         Debiased linear CKA (see :func:`debiased_cka`): about 0 for independent tables.
     null : CkaNull or None
@@ -136,27 +141,15 @@ class Comparison:
     cka: float
     principal_angles: np.ndarray
     procrustes_error: float | None
-    centered: bool
     n_positions: int
-    k: int
     cka_debiased: float = float("nan")
     null: CkaNull | None = None
+    params: dict = field(default_factory=dict)
 
     @property
     def degrees(self) -> np.ndarray:
         """`principal_angles` in degrees, ndarray of shape (k,)."""
         return np.degrees(self.principal_angles)
-
-    def settings(self) -> dict[str, object]:
-        """The settings of every measure, in the exports' keys."""
-        out: dict[str, object] = {
-            "centered": self.centered,
-            "k": self.k,
-            "n_permutations": 0 if self.null is None else self.null.n_permutations,
-        }
-        if self.null is not None:
-            out |= {"seed": self.null.seed, "cka_null": self.null.procedure()}
-        return out
 
     def metrics(self) -> dict[str, float | None]:
         """CKA, the mean and largest principal angle (degrees) and the Procrustes error."""
@@ -170,8 +163,8 @@ class Comparison:
             "procrustes_error": self.procrustes_error,
         }
 
-    def table(self) -> pd.DataFrame:
-        """The measures in one row, as exported: both CKAs and their null, Procrustes error, k."""
+    def to_frame(self) -> pd.DataFrame:
+        """The measures in one row, as exported: both CKAs and their null, Procrustes error."""
         import pandas as pd
 
         null = self.null.summary() if self.null is not None else {}
@@ -182,7 +175,6 @@ class Comparison:
                     "cka_debiased": self.cka_debiased,
                     **null,
                     "procrustes_error": self.procrustes_error,
-                    "k": self.k,
                 }
             ]
         )
@@ -193,7 +185,7 @@ class Comparison:
 
         return pd.DataFrame(
             {
-                "angle": np.arange(1, self.k + 1),
+                "angle": np.arange(1, len(self.principal_angles) + 1),
                 "radians": self.principal_angles,
                 "degrees": self.degrees,
             }
@@ -201,12 +193,13 @@ class Comparison:
 
 
 def largest_k(first: tuple[int, int], second: tuple[int, int]) -> int:
-    """Most components two tables of these shapes (same length) can compare, at most `MAX_K`.
+    """Most components two tables of these shapes (same length) can compare, at most
+    `MAX_COMPONENTS`.
 
     >>> largest_k((100, 16), (100, 24)), largest_k((1024, 768), (1024, 768))
     (16, 64)
     """
-    return min(first[0] - 1, first[1], second[1], MAX_K)
+    return min(first[0] - 1, first[1], second[1], MAX_COMPONENTS)
 
 
 def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
@@ -528,11 +521,12 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     return _procrustes(_nuclear_norm(cross), *sq_norms)
 
 
+@records_params
 def compare(
     x: np.ndarray,
     y: np.ndarray,
     *,
-    k: int = K,
+    n_components: int = 10,
     center: bool = True,
     n_permutations: int = 200,
     seed: int = 0,
@@ -554,8 +548,8 @@ def compare(
     ----------
     x : ndarray of shape (n_positions, d_x)
     y : ndarray of shape (n_positions, d_y)
-    k : int
-        Principal components over positions whose spans are compared.
+    n_components : int
+        k, the principal components over positions whose spans are compared.
     center : bool
         Remove each table's mean row before every measure.
     n_permutations : int
@@ -566,11 +560,12 @@ def compare(
     Examples
     --------
     >>> x = np.random.default_rng(0).standard_normal((30, 6))
-    >>> c = compare(x, x[:, ::-1], k=3, n_permutations=0)
+    >>> c = compare(x, x[:, ::-1], n_components=3, n_permutations=0)
     >>> round(c.cka, 12), bool(np.allclose(c.principal_angles, 0, atol=1e-6))
     (1.0, True)
     """
     _check_same_length(x, y)
+    k = n_components
     null = (
         cka_null(x, y, n_permutations=n_permutations, seed=seed, center=center)
         if n_permutations
@@ -596,9 +591,7 @@ def compare(
         cka=cka,
         principal_angles=np.sort(subspace_angles(ux, uy)),
         procrustes_error=_procrustes(nuclear, sq_norm_x, sq_norm_y) if same_width else None,
-        centered=center,
         n_positions=len(x),
-        k=k,
         cka_debiased=null.observed_cka_debiased if null is not None else debiased_cka(x, y),
         null=null,
     )

@@ -88,9 +88,9 @@ def test_the_offset_tab_shows_the_profile_and_scores():
         "translation invariance",
         "monotonicity ρ",
         "falls until k",
-        "length (½)",
+        "similarity length (1/e)",
         "length (0)",
-        "ringing",
+        "sign changes / ringing peaks",
     }
     assert all(m.help for m in at.metric)
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 import posviz
-from posviz import hub, simulate
+from posviz import gather, hub, simulate
 from posviz.cli import SERVED_TABLE
+from posviz.collection import Member
 from posviz.embedding import Embedding
 from posviz.ui.text import literal
 
@@ -41,15 +45,25 @@ def current(slot: str = PRIMARY) -> Embedding:
     return st.session_state[slot]
 
 
+def upload_limit() -> int:
+    """This server's upload limit in bytes (server.maxUploadSize, in MB): also the most any
+    read from the Hub may fetch, whoever asks (Data page, link, Collection, posviz serve)."""
+    return st.get_option("server.maxUploadSize") * 10**6
+
+
 def _served() -> Embedding | None:
     """The table `posviz serve PATH` names in the environment, loaded as an upload would be."""
     ref = os.environ.get(SERVED_TABLE)
     if not ref:
         return None
     try:
-        table = posviz.load(ref)
+        table = hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else posviz.load(ref)
     except ValueError as error:  # LoadError included: the file changed since the server started
-        st.warning(f"{literal(ref)} was not opened ({literal(error)}); showing the default table.")
+        # The name only: `ref` is the path on the server, not the visitor's business.
+        name = ref if hub.is_hub_ref(ref) else Path(ref).name
+        st.warning(
+            f"{literal(repr(name))} was not opened ({literal(error)}); showing the default table."
+        )
         return None
     if hub.is_hub_ref(ref):  # a model can be named in a link; a server's file cannot
         model = hub.parse_ref(ref)
@@ -140,9 +154,64 @@ def _from_hub(params: Any) -> Embedding | None:
                 row_start=int(start or 0),
                 row_stop=int(stop) if stop else None,
                 grid=(int(height), int(width)) if width else None,
+                max_bytes=upload_limit(),
             )
     except ValueError as error:  # LoadError included
         st.warning(
             f"The link's model was not loaded ({literal(error)}); showing the default table."
         )
         return None
+
+
+# --- the collection -------------------------------------------------------------------------
+
+#: The Collection page's members (list of Member) and the version of its label editor (a new
+#: version redraws the editor with the members as they are now).
+COLLECTION, COLLECTION_EDITOR = "posviz.collection", "posviz.collection.editor"
+_COLLECTION_BYTES = "posviz.collection.bytes"
+
+
+class _Held:
+    """Bytes one session's collection holds; it lives as long as the session's state does."""
+
+    nbytes = 0
+
+
+#: Every live session's tally: a session that ends takes its tally with it.
+_SESSIONS: weakref.WeakSet[_Held] = weakref.WeakSet()
+
+
+def collection() -> list[Member]:
+    """This session's collection (empty at first)."""
+    return st.session_state.setdefault(COLLECTION, [])
+
+
+def editor_version() -> int:
+    return st.session_state.setdefault(COLLECTION_EDITOR, 0)
+
+
+def set_collection(members: Sequence[Member], *, redraw: bool = True) -> None:
+    """Make `members` this session's collection; `redraw` the label editor with them."""
+    st.session_state[COLLECTION] = list(members)
+    if redraw:
+        st.session_state[COLLECTION_EDITOR] = editor_version() + 1
+    _tally().nbytes = gather.held_bytes(members)
+
+
+def _tally() -> _Held:
+    held = st.session_state.setdefault(_COLLECTION_BYTES, _Held())
+    _SESSIONS.add(held)
+    return held
+
+
+def server_collection_bytes() -> int:
+    """Bytes of tables every live session's collection holds, this one's included."""
+    _tally().nbytes = gather.held_bytes(collection())  # members a test or a link put there
+    return sum(held.nbytes for held in list(_SESSIONS))
+
+
+def add_to_collection(requests: Sequence[gather.Request]) -> None:
+    """Load `requests` into this session's collection if they fit its and the server's
+    budgets (see :func:`posviz.gather.gather`); else raise LoadError, loading none."""
+    members = gather.gather(requests, collection(), server_bytes=server_collection_bytes())
+    set_collection(members)

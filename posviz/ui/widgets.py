@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import html
+import inspect
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,20 +16,24 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import compare, datadir, export, figures, hub, io, simulate
+from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
-from posviz.spectrum import Spectrum
-from posviz.ui import cache, state
+from posviz.spectrum import Spectrum, spectrum
+from posviz.ui import cache, pages, state
 from posviz.ui.text import literal
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: The centring every core function defaults to (one default: `center: bool = True`).
+CENTER = defaults(spectrum)["center"]
 
 
 def center_toggle() -> bool:
     """The centring choice, shared by every page that offers it and kept across page switches."""
     return st.toggle(
         "Mean-centre rows",
-        value=True,
+        value=CENTER,
         key="posviz.center",
         persist_state="session",
         bind="query-params",
@@ -55,7 +60,7 @@ def sidebar_card() -> None:
             f"{literal(table.dtype)}  \n{table.describe_rows()}"
         )
         st.caption(literal(table.source))
-        center = st.session_state.get("posviz.center", True)
+        center = st.session_state.get("posviz.center", CENTER)
         st.download_button(
             "Report (HTML)",
             data=lambda: _report(table, center=center),
@@ -106,6 +111,12 @@ def tabs_drawn_when_open(labels: list[str], *, key: str) -> Sequence[Any]:
     opens it again.
     """
     return st.tabs(labels, key=key, on_change="rerun", bind="query-params")
+
+
+def page_tabs(name: str) -> Sequence[Any]:
+    """The tabs of page `name` as the page registry lists them, drawn when open; the open tab
+    is kept under ``<name>.section`` (and in the URL)."""
+    return tabs_drawn_when_open(list(pages.page(name).tabs), key=f"{name}.section")
 
 
 def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
@@ -178,9 +189,23 @@ def _render(fig: go.Figure, fmt: str) -> bytes:
     return figures.export.figure_image(fig, fmt)
 
 
-def show_numbers(frame: pd.DataFrame, *, name: str, settings: dict[str, Any]) -> None:
-    """Show a table of numbers with CSV and JSON downloads that carry `settings`."""
-    st.dataframe(frame, hide_index=True, width="stretch")
+def show_numbers(
+    frame: pd.DataFrame,
+    *,
+    name: str,
+    settings: dict[str, Any],
+    shown: pd.DataFrame | None = None,
+    pinned: str | None = None,
+) -> None:
+    """Show a table of numbers with CSV and JSON downloads that carry `settings`.
+
+    `shown` is drawn instead of `frame` when the screen needs text where the files keep
+    numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
+    """
+    config = {pinned: st.column_config.Column(pinned=True)} if pinned else None
+    st.dataframe(
+        frame if shown is None else shown, hide_index=True, width="stretch", column_config=config
+    )
     left, right = st.columns(2)
     left.download_button(
         "CSV",
@@ -229,26 +254,17 @@ def _simulate_form(slot: str) -> None:
         left, right = st.columns(2)
         options: dict[str, Any] = {}
 
-        def option(column: Any, name: str, value: float, **kwargs: Any) -> None:
-            # Bounds from the one definition the link parser uses too.
-            p = simulate.PARAMETERS[name]
-            options[name] = column.number_input(p.label, p.low, p.high, value, **kwargs)
-
-        if kind == "2-D grid (ViT)":
-            option(left, "height", 14)
-            option(right, "width", 14)
-            option(left, "prefix_tokens", 1)
-        else:
-            option(left, "n_positions", 1024)
-        option(right, "d_model", 768, step=4)
-        if kind in ("sinusoidal", "2-D grid (ViT)"):
-            option(left, "base", 10000.0, format="%g")
-        if kind == "learned-like":
-            option(left, "n_frequencies", 24)
-            option(right, "noise", 0.1, format="%g")
-            option(left, "boundary", 4.0)
-        if kind != "sinusoidal":
-            option(right, "seed", 0)
+        # One input per argument of the generator, at its default: the signature is the one
+        # place a default lives; the bounds are the link parser's (simulate.PARAMETERS).
+        arguments = inspect.signature(simulate.GENERATORS[kind]).parameters.values()
+        for i, argument in enumerate(arguments):
+            p = simulate.PARAMETERS[argument.name]
+            style = {"step": 4} if argument.name == "d_model" else {}
+            if isinstance(argument.default, float):
+                style = {"format": "%g"}
+            options[argument.name] = (left, right)[i % 2].number_input(
+                p.label, p.low, p.high, argument.default, **style
+            )
         if st.form_submit_button("Simulate", type="primary"):
             try:
                 state.set_simulated(kind, options, slot)
@@ -270,7 +286,7 @@ def _upload(slot: str) -> None:
 
 
 @st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
-def _shared_files(root: Path) -> list[str]:
+def shared_files(root: Path) -> list[str]:
     # Cached briefly: every rerun of the Data page draws all tabs, and a network mount is slow.
     return datadir.list_files(root)
 
@@ -278,7 +294,7 @@ def _shared_files(root: Path) -> list[str]:
 def _shared_folder(slot: str, root: Path) -> None:
     """Pick a file of the read-only folder the server mounts; it is read from disk, lazily."""
     try:
-        files = _shared_files(root)
+        files = shared_files(root)
     except LoadError as error:
         st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return
@@ -302,7 +318,17 @@ def _shared_folder(slot: str, root: Path) -> None:
     _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
 
 
-@st.cache_data(ttl=600, max_entries=64, show_spinner="Reading the model's headers from the Hub…")
+#: Bytes of opened models kept, shared by all sessions. A model's heads are at most
+#: io.MAX_HEADER_BYTES (8 MiB) together, its config.json usually a few kB: a few dozen models.
+HUB_MODELS_SIZE = "256MB"
+
+
+@st.cache_data(
+    ttl=600,
+    max_entries=64,
+    max_size=HUB_MODELS_SIZE,
+    show_spinner="Reading the model's headers from the Hub…",
+)
 def _hub_model(repo: str, revision: str) -> hub.HubModel:
     # Cached for a while: every rerun draws all tabs, and resolving a branch costs a request.
     return hub.open_model(repo, revision)
@@ -330,12 +356,20 @@ def _hub(slot: str) -> None:
         )
         if st.form_submit_button("Open", type="primary"):
             st.session_state[f"{slot}.hub.opened"] = (repo.strip(), revision.strip() or "main")
+            st.session_state.pop(f"{slot}.hub.failed", None)
     opened = st.session_state.get(f"{slot}.hub.opened")
     if not opened or not opened[0]:
+        return
+    # A failure is not cached by Streamlit: kept here, it is shown again on every rerun
+    # without asking the Hub again, until Open is pressed.
+    failed = st.session_state.get(f"{slot}.hub.failed")
+    if failed is not None and failed[0] == opened:
+        st.error(failed[1], icon=":material/error:")
         return
     try:
         model = _hub_model(*opened)
     except LoadError as error:
+        st.session_state[f"{slot}.hub.failed"] = (opened, literal(error))
         st.error(literal(error), icon=":material/error:")
         return
     if reason := model.no_table_reason():
@@ -429,7 +463,7 @@ def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, An
             bar.progress(percent / 100, text=f"{_size(done)} of {_size(total)}")
 
     try:
-        return hub.load_model(source, progress=progress, **options)
+        return hub.load_model(source, progress=progress, max_bytes=state.upload_limit(), **options)
     finally:
         bar.empty()
 
@@ -437,7 +471,7 @@ def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, An
 def _travel_note(model: hub.HubModel, name: str) -> bool:
     """Say what fetching tensor `name` will cost; False when it is above the upload limit."""
     nbytes = model.span(name)[1] - model.span(name)[0]
-    limit = st.get_option("server.maxUploadSize") * 10**6
+    limit = state.upload_limit()
     if nbytes > limit:
         st.error(
             f"{literal(name)} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
