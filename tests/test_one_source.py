@@ -243,7 +243,15 @@ def test_boundary_exports_are_the_reports_tables(downloads):
     settings = page["change_points"][1]["params"]
     assert settings == {
         name: fitted[name]
-        for name in ("top_k", "hampel_window", "threshold", "statistic", "max_changes", "min_size")
+        for name in (
+            "top_k",
+            "hampel_window",
+            "threshold",
+            "statistic",
+            "max_changes",
+            "min_size",
+            "alpha",
+        )
     }
     summary = page["boundary_summary"][1]["params"]
     assert summary == {"top_k": fitted["top_k"], "boundary_size": fitted["boundary_size"]}
