@@ -79,6 +79,8 @@ def same(a: object, b: object) -> bool:
         )
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, np.ndarray):
         return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
     return a == b or (a != a and b != b)

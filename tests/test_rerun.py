@@ -49,8 +49,8 @@ def test_a_summary_reruns_to_the_same_numbers(saved, capsys):
     assert code == 0, out
     assert "spectrum k90: exported" in out
     assert "spectrum singular_values[9]: exported" in out
-    # 10 metrics and the first 10 singular values, each compared.
-    assert out.splitlines()[-1].startswith("20 of 20 numbers recomputed exactly from table")
+    # 12 metrics and the first 10 singular values, each compared.
+    assert out.splitlines()[-1].startswith("22 of 22 numbers recomputed exactly from table")
 
 
 def test_an_edited_number_is_reported_and_exits_1(saved, capsys):
