@@ -179,7 +179,8 @@ def _report(args: argparse.Namespace) -> int:
 def _rerun(args: argparse.Namespace) -> int:
     from posviz._rerun import read_export, rerun  # the pipeline: not for `summary`
 
-    result = rerun(read_export(args.export), tables=args.table, base=Path(args.export).parent)
+    export = read_export(args.export)
+    result = rerun(export, tables=args.table, base=Path(args.export).parent)
     for check in result.checks:
         verdict = "equal" if check.equal else "DIFFERS"
         print(
@@ -188,6 +189,7 @@ def _rerun(args: argparse.Namespace) -> int:
         )
     differing = len(result.differing)
     tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
+    tables = tables or export["provenance"]["config"]  # a scheme's: from its config.json
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
         f"from {tables}" + (f"; {differing} differ" if differing else "")

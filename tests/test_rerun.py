@@ -17,6 +17,7 @@ from posviz import simulate
 from posviz._rerun import read_export
 from posviz.cli import main
 from posviz.embedding import LoadError
+from posviz.scheme_presets import PRESETS
 from tests import fakehub
 from tests.fakehub import FakeHub
 
@@ -253,3 +254,118 @@ def test_a_simulated_table_is_made_again_from_its_source(table):
     if table.name in ("learned_like", "gaussian"):
         with pytest.raises(LoadError, match="sha256"):
             posviz.rerun(data)
+
+
+# --- position schemes: the config.json a record names, read again -----------------------------
+
+LLAMA = "meta-llama/Llama-3.1-8B"
+
+
+def config_file(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PRESETS[name], indent=2))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "numbers"),
+    [
+        (LLAMA, ["inv_freq[63]", "bands.divided", "attention_factor", "table.numbers.k90"]),
+        ("bigscience/bloom", ["slopes[111]", "n_heads"]),  # ALiBi, 112 heads
+        ("google-t5/t5-small", ["buckets.encoder[0]", "buckets.decoder[256]", "max_distance"]),
+    ],
+)
+def test_a_scheme_summary_reruns_from_its_config(tmp_path, capsys, name, numbers):
+    path = config_file(tmp_path, name)
+    export = write(tmp_path / "s.json", capsys, "summary", str(path), "--json", "--positions", "64")
+    assert json.loads(export.read_text())["analysis"] == "scheme_record"
+    code, out = rerun(capsys, export)
+    assert code == 0, out
+    checked = {line.split(":")[0].removeprefix("scheme_record ") for line in out.splitlines()}
+    assert set(numbers) <= checked
+    assert out.splitlines()[-1].endswith(f"numbers recomputed exactly from {path}")
+
+
+def test_an_edited_scheme_number_exits_1(tmp_path, capsys):
+    path = config_file(tmp_path, LLAMA)
+    export = write(tmp_path / "s.json", capsys, "summary", str(path), "--json", "--positions", "64")
+    data = json.loads(export.read_text())
+    data["inv_freq"][40] *= 1 + 1e-12
+    data["table"]["numbers"]["k90"] += 1
+    export.write_text(json.dumps(data))
+    code, out = rerun(capsys, export)
+    assert code == 1
+    differing = [line.split(":")[0] for line in out.splitlines() if line.endswith("DIFFERS")]
+    assert differing == ["scheme_record inv_freq[40]", "scheme_record table.numbers.k90"]
+
+
+def test_a_changed_or_missing_config_exits_2(tmp_path, capsys):
+    path = config_file(tmp_path, LLAMA)
+    export = write(tmp_path / "s.json", capsys, "summary", str(path), "--json")
+    path.write_text(json.dumps(PRESETS[LLAMA]))  # the same settings, other bytes
+    code, out = rerun(capsys, export)
+    assert code == 2
+    assert "config.json read from" in out
+    assert "is not the one exported: its sha256" in out
+    path.unlink()
+    code, out = rerun(capsys, export)
+    assert code == 2
+    assert "config.json was not found" in out
+
+
+@pytest.mark.parametrize(
+    ("state", "name"),
+    [
+        ({"schemes.section": "Numbers"}, "rotary_frequencies"),
+        ({"schemes.preset": "bigscience/bloom", "schemes.alibi": "Numbers"}, "alibi_slopes"),
+    ],
+)
+def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
+    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    for suffix in ("json", "csv"):
+        export = tmp_path / f"{name}.{suffix}"
+        export.write_text(downloads[f"{name}.{suffix}"]())
+        code, out = rerun(capsys, export)
+        assert code == 0, out
+        assert "DIFFERS" not in out
+    data = json.loads(export.with_suffix(".json").read_text())
+    assert data["provenance"]["config"].startswith("preset:")
+    column = "inv_freq" if name == "rotary_frequencies" else "slope"
+    data["columns"][column][3] /= 2
+    assert [c.name for c in posviz.rerun(data).differing] == [f"{column}[3]"]
+
+
+def test_the_gemma_sliding_layers_rerun_with_their_own_base(downloads, tmp_path, capsys):
+    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    at.session_state["schemes.preset"] = "google/gemma-3-4b-it"
+    at.session_state["schemes.layer"] = "sliding_attention"
+    at.session_state["schemes.section"] = "Numbers"
+    at.run()
+    data = json.loads(downloads["rotary_frequencies.json"]())
+    assert data["provenance"]["layer_type"] == "sliding_attention"
+    assert data["params"] == {"context": at.session_state["schemes.context"]}
+    # Pair 1 of head_dim 256 rotates at the sliding layers' local base 10000 (the full layers'
+    # is 1e6): 10000^(-2/256).
+    assert data["columns"]["inv_freq"][1] == pytest.approx(1e4 ** (-2 / 256), rel=1e-15)
+    assert posviz.rerun(data).ok
+
+
+def test_a_hub_scheme_summary_reruns_at_its_commit(fake_hub, tmp_path, capsys):
+    config = json.dumps(PRESETS[LLAMA]).encode()
+    fake_hub.add(LLAMA, {"config.json": config})
+    export = write(tmp_path / "s.json", capsys, "summary", f"hf:{LLAMA}", "--json")
+    provenance = json.loads(export.read_text())["provenance"]
+    commit = fake_hub.repos[LLAMA, "main"].commit
+    assert provenance["config"] == f"hf:{LLAMA}@{commit}"
+    # The branch moves on (another rope_theta); the export names the commit it was made at.
+    moved = {**PRESETS[LLAMA], "rope_theta": 10000.0}
+    fake_hub.add(LLAMA, {"config.json": json.dumps(moved).encode(), "README.md": b"v2"})
+    before = len(fake_hub.log)
+    code, out = rerun(capsys, export)
+    assert code == 0, out
+    assert "table.numbers.k99" in out
+    assert any(commit in sent.path for sent in fake_hub.log[before:])

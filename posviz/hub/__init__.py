@@ -11,6 +11,7 @@ the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -245,7 +246,8 @@ def open_config(repo: str, revision: str = "main") -> ConfigFile:
     url = client._file_url(ref.repo, commit, "config.json")
     data = client._get_bytes(url, what=what, limit=MAX_CONFIG_BYTES)
     config = parse_config(data, what=what)
-    return ConfigFile(ref.repo, ref.revision, commit, config, tuple(files), len(data))
+    sha256 = hashlib.sha256(data).hexdigest()
+    return ConfigFile(ref.repo, ref.revision, commit, config, tuple(files), len(data), sha256)
 
 
 def open_model_at(opened: ConfigFile) -> HubModel:
