@@ -137,11 +137,16 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _told(step: str, done: int, total: int) -> None:
+    """The report's progress on stderr (stdout stays the result): the step and what is left."""
+    print(f"report: {step} (step {done + 1} of {total})", file=sys.stderr, flush=True)
+
+
 def _report(args: argparse.Namespace) -> int:
     from posviz.report import build_report  # plotly and every analysis: not for `summary`
 
     table = _load(args)
-    html = build_report(table, center=not args.no_center, seed=args.seed)
+    html = build_report(table, center=not args.no_center, seed=args.seed, progress=_told)
     with open(args.output, "w", encoding="utf-8") as out:
         out.write(html)
     print(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 import json
+import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -13,7 +15,7 @@ import plotly.graph_objects as go
 from posviz import boundary, components, figures, pipeline, probes
 from posviz.collection import METRIC_DEFINITIONS, Collection
 from posviz.embedding import Embedding
-from posviz.export import export_settings
+from posviz.export import column_label, export_settings
 from posviz.similarity import SCORE_DEFINITIONS
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
@@ -39,13 +41,37 @@ class Section:
     figures: list[go.Figure] = field(default_factory=list)
 
 
+#: Told before each section: ``progress(section title, sections done, sections in all)``.
+Progress = Callable[[str, int, int], None]
+
+
+def memo() -> pipeline.Run:
+    """A runner that computes each (step, table, settings) once: a report asks for the same
+    principal components three times and the per-position statistics four times."""
+    results: dict[bytes, object] = {}
+
+    def run(step: Callable[..., object], /, *tables: Embedding, **settings: object) -> object:
+        key = pickle.dumps((step.__name__, [t.sha256 for t in tables], sorted(settings.items())))
+        if key not in results:
+            results[key] = step(*tables, run=run, **settings)
+        return results[key]
+
+    return run
+
+
 def report_sections(
-    table: Embedding, *, center: bool = True, k: int = components.K, seed: int = 0
+    table: Embedding,
+    *,
+    center: bool = True,
+    k: int = components.K,
+    seed: int = 0,
+    run: pipeline.Run | None = None,
+    progress: Progress | None = None,
 ) -> list[Section]:
     """Compute every analysis of `table` with the app's defaults and the given options.
 
-    Each section runs the pipeline's steps (posviz.pipeline), uncached: the same chain and
-    defaults the pages run, so the same settings give the page's numbers.
+    Each section runs the pipeline's steps (posviz.pipeline): the same chain and defaults the
+    pages run, so the same settings give the page's numbers.
 
     Parameters
     ----------
@@ -56,18 +82,30 @@ def report_sections(
         Principal components to show and fit.
     seed : int
         Seed of the shuffled controls and the probes.
+    run : callable, optional
+        How a step is run: the app passes its cached runner, so what a page computed is not
+        computed again; by default each result is computed once for this report (:func:`memo`).
+    progress : callable, optional
+        Called before each section (the app's progress bar, the CLI's status line).
     """
-    return [
-        spectrum_section(table, center=center),
-        similarity_section(table, center=center),
-        components_section(table, center=center, k=k, seed=seed),
-        boundaries_section(table),
-        probes_section(table, seed=seed),
+    run = run or memo()
+    sections: list[tuple[str, Callable[[], Section]]] = [
+        ("Spectrum", lambda: spectrum_section(table, center=center, run=run)),
+        ("Similarity", lambda: similarity_section(table, center=center, run=run)),
+        ("Components", lambda: components_section(table, center=center, k=k, seed=seed, run=run)),
+        ("Boundaries", lambda: boundaries_section(table, run=run)),
+        ("Probes", lambda: probes_section(table, seed=seed, run=run)),
     ]
+    done = []
+    for title, make in sections:
+        if progress:
+            progress(title, len(done), len(sections))
+        done.append(make())
+    return done
 
 
-def spectrum_section(table: Embedding, *, center: bool) -> Section:
-    s = pipeline.spectrum(table, center=center)
+def spectrum_section(table: Embedding, *, center: bool, run: pipeline.Run) -> Section:
+    s = run(pipeline.spectrum, table, center=center)
     return Section(
         "Spectrum",
         "How low-rank the table is. "
@@ -78,10 +116,10 @@ def spectrum_section(table: Embedding, *, center: bool) -> Section:
     )
 
 
-def similarity_section(table: Embedding, *, center: bool) -> Section:
-    overview = pipeline.similarity_map(table, center=center, max_side=REPORT_MAX_SIDE)
-    profile = pipeline.offset_profile(table, center=center)
-    scores = pipeline.offset_scores(table, center=center)
+def similarity_section(table: Embedding, *, center: bool, run: pipeline.Run) -> Section:
+    overview = run(pipeline.similarity_map, table, center=center, max_side=REPORT_MAX_SIDE)
+    profile = run(pipeline.offset_profile, table, center=center)
+    scores = run(pipeline.offset_scores, table, center=center)
     return Section(
         "Similarity",
         "Cosine similarity between positions, and its mean and spread over all pairs at "
@@ -97,11 +135,13 @@ def similarity_section(table: Embedding, *, center: bool) -> Section:
     )
 
 
-def components_section(table: Embedding, *, center: bool, k: int, seed: int) -> Section:
+def components_section(
+    table: Embedding, *, center: bool, k: int, seed: int, run: pipeline.Run
+) -> Section:
     k = min(k, components.max_components(table.shape, center=center))
-    pcs = pipeline.principal_components(table, k=k, center=center)
-    fits = pipeline.fit_sinusoids(table, k=k, center=center)
-    likeness = pipeline.sinusoid_likeness(table, k=k, center=center, seed=seed)
+    pcs = run(pipeline.principal_components, table, k=k, center=center)
+    fits = run(pipeline.fit_sinusoids, table, k=k, center=center)
+    likeness = run(pipeline.sinusoid_likeness, table, k=k, center=center, seed=seed)
     return Section(
         "Components",
         "Principal components over position and a sinusoid fitted to each. "
@@ -116,13 +156,18 @@ def components_section(table: Embedding, *, center: bool, k: int, seed: int) -> 
     )
 
 
-def boundaries_section(table: Embedding) -> Section:
+def boundaries_section(table: Embedding, *, run: pipeline.Run) -> Section:
     settings = boundary.defaults(table.shape)
-    stats = pipeline.position_statistics(table, top_k=settings["top_k"])
-    flags = pipeline.outliers(
-        table, top_k=settings["top_k"], window=settings["window"], threshold=settings["threshold"]
+    stats = run(pipeline.position_statistics, table, top_k=settings["top_k"])
+    flags = run(
+        pipeline.outliers,
+        table,
+        top_k=settings["top_k"],
+        window=settings["window"],
+        threshold=settings["threshold"],
     )
-    changes = pipeline.change_points(
+    changes = run(
+        pipeline.change_points,
         table,
         top_k=settings["top_k"],
         window=settings["window"],
@@ -131,7 +176,7 @@ def boundaries_section(table: Embedding) -> Section:
         max_changes=settings["max_changes"],
         min_size=settings["min_size"],
     )
-    summary = pipeline.boundary_summary(table, top_k=settings["top_k"], k=settings["k"])
+    summary = run(pipeline.boundary_summary, table, top_k=settings["top_k"], k=settings["k"])
     return Section(
         "Boundaries",
         " ".join(
@@ -152,8 +197,8 @@ def boundaries_section(table: Embedding) -> Section:
     )
 
 
-def probes_section(table: Embedding, *, seed: int) -> Section:
-    probe = pipeline.probe_with_controls(table, seed=seed)
+def probes_section(table: Embedding, *, seed: int, run: pipeline.Run) -> Section:
+    probe = run(pipeline.probe_with_controls, table, seed=seed)
     return Section(
         "Probes",
         " ".join([probes.ABOUT, probe.procedure(), *probes.METRIC_DEFINITIONS.values()]),
@@ -163,16 +208,28 @@ def probes_section(table: Embedding, *, seed: int) -> Section:
 
 
 def build_report(
-    table: Embedding, *, center: bool = True, k: int = components.K, seed: int = 0
+    table: Embedding,
+    *,
+    center: bool = True,
+    k: int = components.K,
+    seed: int = 0,
+    run: pipeline.Run | None = None,
+    progress: Progress | None = None,
 ) -> str:
     """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
 
     Every setting that changed a number is listed at the top and in a JSON block
-    (``<script id="posviz-settings" type="application/json">``).
+    (``<script id="posviz-settings" type="application/json">``). `run` and `progress` as for
+    :func:`report_sections`; the page itself is the last step.
     """
     settings = export_settings(table, centered=center, k=k, seed=seed)
     title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
-    return _page(title, settings, report_sections(table, center=center, k=k, seed=seed))
+    # One step more than the sections: writing the page (plotly's JSON of every figure).
+    told = progress and (lambda step, done, total: progress(step, done, total + 1))
+    sections = report_sections(table, center=center, k=k, seed=seed, run=run, progress=told)
+    if progress:
+        progress("writing the page", len(sections), len(sections) + 1)
+    return _page(title, settings, sections)
 
 
 def build_collection_report(c: Collection) -> str:
@@ -211,7 +268,7 @@ def _page(title: str, settings: dict[str, object], sections: list[Section]) -> s
         body.append(f"<p class='note'>{html.escape(section.note)}</p>")
         for caption, frame in section.tables.items():
             body.append(f"<h3>{html.escape(caption)}</h3>")
-            body.append(frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0))
+            body.append(_table_html(frame))
         for fig in section.figures:
             body.append(
                 fig.to_html(full_html=False, include_plotlyjs=first, config={"responsive": True})
@@ -228,7 +285,9 @@ def _page(title: str, settings: dict[str, object], sections: list[Section]) -> s
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }}
-th, td {{ padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }}
+th, td {{ padding: 0.2em 0.6em; border-bottom: 1px solid #ddd; text-align: left; }}
+th {{ vertical-align: bottom; }}
+.numbers {{ max-width: 100%; overflow-x: auto; }}
 .note {{ color: #555; }} section {{ margin-top: 2.5em; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
@@ -238,6 +297,26 @@ th, td {{ padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left;
 {"".join(body)}
 </body></html>
 """
+
+
+def _table_html(frame: pd.DataFrame) -> str:
+    """A table of numbers that fits the page: "none" when it has no rows, headers that wrap
+    (labels, not keys), and a text column that repeats one value (a setting, such as the
+    probes' model) stated once beneath it instead of in every row."""
+    if frame.empty:
+        return "<p class='none'>none</p>"
+    repeated = [
+        name
+        for name in frame.columns
+        if len(frame) > 1
+        and not pd.api.types.is_numeric_dtype(frame[name])
+        and frame[name].nunique() == 1
+    ]
+    shown = frame.drop(columns=repeated).rename(columns=column_label)
+    table = shown.to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0)
+    stated = "; ".join(f"{column_label(name)}: {frame[name].iloc[0]}" for name in repeated)
+    note = f"<p class='note'>In every row, {html.escape(stated)}.</p>" if repeated else ""
+    return f"<div class='numbers'>{table}</div>{note}"
 
 
 def _script_json(value: object) -> str:

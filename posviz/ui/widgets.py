@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import html
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,28 +56,59 @@ def sidebar_card() -> None:
         )
         st.caption(literal(table.source))
         center = st.session_state.get("posviz.center", True)
-        st.download_button(
+        made = (table.sha256, center)
+        if st.button(
             "Report (HTML)",
-            data=lambda: _report(table, center=center),
-            file_name=f"posviz-report-{table.sha256[:8]}.html",
-            mime="text/html",
-            key="download.report",
+            key="make.report",
             icon=":material/summarize:",
             help="Every analysis of this table on one standalone page that opens offline "
-            f"({'rows mean-centred' if center else 'uncentred'}, seed 0).",
+            f"({'rows mean-centred' if center else 'uncentred'}, seed 0). What the pages "
+            "already computed is reused.",
+        ):
+            bar = st.progress(0.0)
+            page = _report(table, center=center, progress=_progress_bar(bar, "Report"))
+            bar.empty()
+            st.session_state[REPORT] = (made, page)
+        kept = st.session_state.get(REPORT)
+        if kept and kept[0] == made:
+            st.download_button(
+                "Download the report",
+                data=lambda: kept[1],  # sent when clicked, not with every rerun
+                file_name=f"posviz-report-{table.sha256[:8]}.html",
+                mime="text/html",
+                key="download.report",
+                icon=":material/download:",
+                on_click="ignore",
+            )
+
+
+#: The last report made in this session: ((sha256, center), its HTML).
+REPORT = "posviz.report"
+
+
+def _progress_bar(bar: Any, work: str) -> Callable[[str, int, int], None]:
+    """A `progress(step, done, total)` that moves `bar` and names the step and what is left."""
+
+    def told(step: str, done: int, total: int) -> None:
+        left = total - done - 1
+        bar.progress(
+            done / total,
+            text=f"{work}: {step} (step {done + 1} of {total}"
+            + (f", {left} more after it)" if left else ", the last)"),
         )
 
+    return told
 
-def _report(table: Embedding, *, center: bool) -> str:
-    """The report, or a page saying why it could not be made.
 
-    Built when the button is clicked, outside any script run, so a failure cannot reach the
-    page: without this the button would do nothing at all.
-    """
+def _report(
+    table: Embedding, *, center: bool, progress: Callable[[str, int, int], None] | None = None
+) -> str:
+    """The report, or a page saying why it could not be made (a failure in one analysis must
+    not take the page down); every step asked of the session's cache first."""
     from posviz.report import build_report  # on click: it loads pandas and every analysis
 
     try:
-        return build_report(table, center=center)
+        return build_report(table, center=center, run=cache.run, progress=progress)
     except Exception as error:  # whatever failed, the downloaded file says so
         return (
             "<!doctype html><meta charset='utf-8'><title>posviz report failed</title>"
