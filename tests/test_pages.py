@@ -74,6 +74,9 @@ def test_numbers_are_drawn_once_their_expander_opens(page):
     assert not at.exception, at.exception
     assert len(at.dataframe) > closed
     assert any(e.label.startswith("Numbers") for e in at.expander)
+    # On screen, labels; the CSV and JSON keep the keys (tests/test_export.py).
+    headers = [c for frame in at.dataframe for c in frame.value.columns]
+    assert not [c for c in headers if "_" in c], headers
 
 
 def test_app_opens_on_the_spectrum_of_a_simulated_table():

@@ -210,8 +210,9 @@ def _render(fig: go.Figure, fmt: str) -> bytes:
 
 
 def show_numbers(frame: pd.DataFrame, *, name: str, settings: dict[str, Any]) -> None:
-    """Show a table of numbers with CSV and JSON downloads that carry `settings`."""
-    st.dataframe(frame, hide_index=True, width="stretch")
+    """Show a table of numbers, headed by labels, with CSV and JSON downloads that carry
+    `settings` and the columns' keys."""
+    st.dataframe(frame.rename(columns=export.column_label), hide_index=True, width="stretch")
     left, right = st.columns(2)
     left.download_button(
         "CSV",
