@@ -197,7 +197,9 @@ def _trim_hint(args: argparse.Namespace, table: Embedding) -> str:
     """A --drop-prefix suggestion when the rows look like they start with non-positions."""
     if args.drop_prefix:
         return ""
-    (info,) = [i for i in _tensors(args.path) if i.name == table.name]
+    infos = _tensors(args.path)
+    # A single-array file's table is named after the file, not after its one array.
+    (info,) = infos if len(infos) == 1 else [i for i in infos if i.name == table.name]
     trim = suggest_trim(info.name, info.shape)
     if not trim.row_start:
         return ""
