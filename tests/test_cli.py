@@ -66,7 +66,11 @@ def test_summary_json_matches_the_sinusoid_oracle(
 ) -> None:
     record = summary_json(capsys, str(sinusoid), *flags)
     assert list(record) == KEYS
-    assert (record["shape"], record["dtype"], record["tensor"]) == ([512, 768], "float64", "sinusoid")
+    assert (record["shape"], record["dtype"], record["tensor"]) == (
+        [512, 768],
+        "float64",
+        "sinusoid",
+    )
     assert [record[f"k{level}"] for level in (50, 80, 90, 95, 99)] == ks
     assert [
         round(record[key], 2) for key in ("effective_rank", "stable_rank", "participation_ratio")

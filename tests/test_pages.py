@@ -176,11 +176,13 @@ def test_upload_then_switch_page_shows_the_uploaded_table():
         ("sinusoid.npy", npy_bytes(table), "application/octet-stream")
     ).run()
     assert not at.exception
-    next(b for b in at.button if b.label == "Load").click().run()
-    assert not at.exception, at.exception
+    # One candidate in the file: loaded without a click on Load, named after the file.
     loaded = at.session_state["posviz.table"]
-    assert loaded.shape == (512, 768)
-    assert loaded.source == "sinusoid.npy"
+    assert (loaded.name, loaded.source, loaded.shape) == ("sinusoid", "sinusoid.npy", (512, 768))
+    assert "Loaded sinusoid (rows 0-511 of 512)." in [s.value for s in at.success]
+    next(b for b in at.button if b.label == "Load").click().run()  # again: the same table
+    assert not at.exception, at.exception
+    assert at.session_state["posviz.table"].sha256 == loaded.sha256
     at.switch_page("pages/spectrum.py").run()
     assert not at.exception
     shown = {m.label: m.value for m in at.metric}

@@ -429,8 +429,14 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
             disabled=trim.grid is None,
         )
         allowed = _travel_note(source, name) if remote else True
-        if not st.form_submit_button("Load", type="primary", disabled=not allowed):
-            return
+        clicked = st.form_submit_button("Load", type="primary", disabled=not allowed)
+    # A file with one candidate loads at once, with the form's defaults, once per file; a
+    # model on the Hub waits for its click (the note above says what will travel).
+    seen = (filename, name, info.shape, len(source) if isinstance(source, bytes) else source)
+    automatic = not remote and len(usable) == 1 and st.session_state.get(f"{key}.loaded") != seen
+    if not (clicked or automatic):
+        return
+    st.session_state[f"{key}.loaded"] = seen
     options = {
         "tensor": name,
         "row_start": int(start),
