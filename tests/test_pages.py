@@ -167,6 +167,19 @@ def test_a_link_opens_a_spectrum_tab():
     assert shown[0].startswith("Relative reconstruction error")
 
 
+def test_the_simulate_form_shows_how_the_loaded_table_was_made():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update({"sim": "sinusoidal", "n_positions": "256", "d_model": "64"})
+    at.run()
+    at.switch_page("pages/data.py").run()
+    assert at.selectbox(key="posviz.table.kind").value == "sinusoidal"
+    assert {n.label: n.value for n in at.number_input}["Positions"] == 256
+    # The default table is learned-like, and the form says so.
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    assert at.selectbox(key="posviz.table.kind").value == "learned-like"
+
+
 def test_upload_then_switch_page_shows_the_uploaded_table():
     table = simulate.sinusoidal_table(512, 768).astype(np.float32)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()

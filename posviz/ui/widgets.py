@@ -256,7 +256,14 @@ def table_loader(slot: str = state.PRIMARY) -> None:
 
 
 def _simulate_form(slot: str) -> None:
-    kind = st.selectbox("Generator", list(simulate.GENERATORS), key=f"{slot}.kind")
+    # Opened on the loaded table's generator and options when it was simulated.
+    made, given = state.simulation(slot) or (None, {})
+    kinds = list(simulate.GENERATORS)
+    kind = st.selectbox(
+        "Generator", kinds, index=kinds.index(made) if made else 0, key=f"{slot}.kind"
+    )
+    if kind != made:
+        given = {}
     with st.form(f"{slot}.simulate"):
         left, right = st.columns(2)
         options: dict[str, Any] = {}
@@ -264,6 +271,7 @@ def _simulate_form(slot: str) -> None:
         def option(column: Any, name: str, value: float, **kwargs: Any) -> None:
             # Bounds from the one definition the link parser uses too.
             p = simulate.PARAMETERS[name]
+            value = type(value)(given.get(name, value))
             options[name] = column.number_input(p.label, p.low, p.high, value, **kwargs)
 
         if kind == "2-D grid (ViT)":
