@@ -8,7 +8,9 @@ from posviz.ui.widgets import freeze_imports, sidebar_card
 
 HERE = Path(__file__).parent
 
-st.set_page_config(page_title="posviz", page_icon=":material/ssid_chart:", layout="wide")
+# A file, not ":material/...": Streamlit fetches a Material favicon from fonts.gstatic.com,
+# and nothing the app shows may leave the server's host.
+st.set_page_config(page_title="posviz", page_icon=HERE / "posviz/ui/favicon.png", layout="wide")
 freeze_imports()
 page = st.navigation(
     [

@@ -201,7 +201,8 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     center = widgets.center_toggle()
     progress = st.progress(0.0)
     for i, m in enumerate(loaded):
-        progress.progress(i / len(loaded), text=f"Analysing {m.label} ({i + 1} of {len(loaded)})…")
+        text = f"Analysing {literal(m.label)} ({i + 1} of {len(loaded)})…"
+        progress.progress(i / len(loaded), text=text)
         cache.table_summary(m.table, center=center)
     progress.empty()
     result = cache.collection(

@@ -169,6 +169,82 @@ def test_a_large_mosaic_asked_as_a_picture_has_its_gaps_transparent():
     assert np.abs(pixels[..., :3].reshape(-1, 3)[cells] - expected).max() <= 1
 
 
+# --- labels stay text -----------------------------------------------------------------------
+
+#: Labels that plotly would draw as markup: a CSS url() that fetches a host, and a link.
+HOSTILE = (
+    '<span style="background:url(http://x/y)">a</span>',
+    '<a href="http://x/y">b</a> & c',
+)
+#: The markup the house layout itself writes.
+HOUSE_TAGS = {"<br>", "<sup>", "</sup>", "<extra>", "</extra>"}
+
+
+def strings(value: object) -> list[str]:
+    """Every string in a figure's JSON tree (titles, names, hovers, texts, tick texts)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+def assert_labels_literal(fig, labels=HOSTILE) -> None:
+    import re
+
+    text = strings(fig.to_plotly_json())
+    tags = {tag for s in text for tag in re.findall(r"<[^<>]*>", s)}
+    assert tags <= HOUSE_TAGS, tags - HOUSE_TAGS
+    escaped = [figures.layout.escape(label) for label in labels]
+    for label in escaped:  # every label still there, as the characters typed
+        assert any(label in s for s in text), label
+
+
+def test_escape_turns_markup_into_its_characters():
+    assert figures.layout.escape("a<b>&amp;") == "a&lt;b&gt;&amp;amp;"
+    assert figures.layout.escape("step 1000") == "step 1000"
+
+
+def test_labels_of_compare_and_resample_figures_stay_text():
+    from posviz.similarity import offset_profile
+
+    tables = [learned_like(64, 16, seed=s).values for s in (0, 1)]
+    named = dict(zip(HOSTILE, tables, strict=True))
+    compare = figures.compare
+    assert_labels_literal(compare.spectra_overlay({k: spectrum(v) for k, v in named.items()}))
+    assert_labels_literal(compare.cumulative_overlay({k: spectrum(v) for k, v in named.items()}))
+    assert_labels_literal(compare.offset_overlay({k: offset_profile(v) for k, v in named.items()}))
+    maps = {k: similarity_map(v) for k, v in named.items()}
+    assert_labels_literal(compare.similarity_pair(maps, difference=True))
+    grids = {k: grid_similarity(learned_like(16, 8, seed=0).values, grid=(4, 4)) for k in HOSTILE}
+    assert_labels_literal(figures.resample.mosaic_pair(grids))
+
+
+def test_labels_of_collection_figures_and_report_stay_text():
+    from posviz.collection import Member, analyse
+    from posviz.report import build_collection_report
+
+    labels = [f"{HOSTILE[0]} step{100 * (i + 1)}" for i in range(2)] + [f"{HOSTILE[1]} step300"]
+    members = [Member(label, learned_like(64, 16, seed=i)) for i, label in enumerate(labels)]
+    c = analyse(members)
+    assert c.ordered  # so the over-training figure is built too
+    collection = figures.collection
+    for build in (
+        collection.metrics_over_step,
+        collection.collection_cumulative,
+        collection.collection_offsets,
+        collection.similarity_grid,
+        collection.cka_map,
+    ):
+        assert_labels_literal(build(c), labels)
+    page = build_collection_report(c)  # plotly.js inlined holds markup of its own
+    assert '<span style="background' not in page
+    assert '<a href="http://x/y">' not in page
+    assert figures.layout.escape(HOSTILE[0]) in page
+
+
 # --- log axes: decades labelled, minor ticks unlabelled ------------------------------------
 
 

@@ -9,7 +9,15 @@ from plotly.subplots import make_subplots
 
 from posviz.collection import Collection
 from posviz.figures.compare import cumulative_overlay, offset_overlay
-from posviz.figures.layout import DIVERGING, TEMPLATE, base_figure, center_label, f32, log_axis
+from posviz.figures.layout import (
+    DIVERGING,
+    TEMPLATE,
+    base_figure,
+    center_label,
+    escape,
+    f32,
+    log_axis,
+)
 
 #: Panels of :func:`metrics_over_step`: every number of a collection's metrics table.
 STEP_METRICS = (
@@ -101,7 +109,7 @@ def metrics_over_step(c: Collection) -> go.Figure:
             mode="lines+markers",
             marker={"size": 5},
             line={"color": "rgb(31, 119, 180)"},
-            text=[r["label"] for r in rows],
+            text=[escape(r["label"]) for r in rows],
             name=metric,
             hovertemplate=f"%{{text}}<br>{unit} %{{x:,}}<br>{metric}=%{{y:.4g}}<extra></extra>",
             row=row + 1,
@@ -127,12 +135,14 @@ def metrics_over_step(c: Collection) -> go.Figure:
 
 def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
     """Every table's cosine-similarity overview, one small panel each, on one colour scale."""
-    shown = [(m, s.overview) for m, s in zip(c.members, c.summaries, strict=True) if s]
+    shown = [
+        (escape(m.label), s.overview) for m, s in zip(c.members, c.summaries, strict=True) if s
+    ]
     n_rows = -(-len(shown) // cols)
     fig = make_subplots(
         rows=n_rows,
         cols=cols,
-        subplot_titles=[m.label for m, _ in shown],
+        subplot_titles=[label for label, _ in shown],
         vertical_spacing=0.12 / n_rows,
         horizontal_spacing=0.04,
     )
@@ -147,15 +157,15 @@ def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
         coloraxis={"colorscale": DIVERGING, "cmin": -largest, "cmax": largest},
         coloraxis_colorbar={"title": {"text": "cosine"}},
     )
-    for i, (m, o) in enumerate(shown):
+    for i, (label, o) in enumerate(shown):
         row, col = divmod(i, cols)
         fig.add_heatmap(
             x=f32(o.col_positions),
             y=f32(o.row_positions),
             z=f32(o.values),
             coloraxis="coloraxis",
-            name=m.label,
-            hovertemplate=f"{m.label}<br>i≈%{{y}}, j≈%{{x}}<br>%{{z:.3f}}<extra></extra>",
+            name=label,
+            hovertemplate=f"{label}<br>i≈%{{y}}, j≈%{{x}}<br>%{{z:.3f}}<extra></extra>",
             row=row + 1,
             col=col + 1,
         )
@@ -183,7 +193,7 @@ def cka_map(c: Collection) -> go.Figure:
             hoverinfo="skip",
             name="training path",
         )
-    labels = [m.label for m in c.loaded]
+    labels = [escape(m.label) for m in c.loaded]
     fig.add_scatter(
         x=f32(c.coordinates[:, 0]),
         y=f32(c.coordinates[:, 1]),

@@ -13,6 +13,7 @@ from posviz.figures.layout import (
     TEMPLATE,
     base_figure,
     center_label,
+    escape,
     f32,
     log_axis,
 )
@@ -37,6 +38,7 @@ def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
     eps = np.finfo(np.float32).eps
     ks, shares = [], []
     for name, s in spectra.items():
+        name = escape(name)
         floor = max(s.floor, s.singular_values[0] * np.sqrt(min(s.shape)) * eps)
         shown = s.singular_values >= floor
         k = np.arange(1, len(shown) + 1)[shown]
@@ -65,7 +67,7 @@ def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
     )
     fig.update_xaxes(**log_axis(np.arange(1, max(len(s.cumulative) for s in spectra.values()) + 1)))
     for name, s in spectra.items():
-        k90 = s.k_at(0.9)
+        name, k90 = escape(name), s.k_at(0.9)
         fig.add_scatter(
             x=np.arange(1, len(s.cumulative) + 1),
             y=f32(s.cumulative),
@@ -86,6 +88,7 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
         f"mean {first.metric} s(i, i+k)",
     )
     for name, p in profiles.items():
+        name = escape(name)
         fig.add_scatter(
             x=p.offsets,
             y=f32(p.mean),
@@ -98,7 +101,7 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
 
 def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
     """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
-    names, pair = list(maps), list(maps.values())
+    names, pair = [escape(name) for name in maps], list(maps.values())
     metric, block = pair[0].metric, max(m.block for m in pair)
     titles = [*names, f"{names[1]} − {names[0]}"] if difference else names
     fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
@@ -119,7 +122,7 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
     colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
     title = {"side": "top", "text": f"{metric} similarity"}
     fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3, "title": title}})
-    for col, (name, m) in enumerate(maps.items(), start=1):
+    for col, (name, m) in enumerate(zip(names, pair, strict=True), start=1):
         fig.add_heatmap(
             x=f32(m.col_positions),
             y=f32(m.row_positions),

@@ -15,6 +15,22 @@ DIVERGING = "RdBu_r"
 PIXEL_CELLS = "fast"
 
 
+def escape(text: object) -> str:
+    """`text` as plotly shows it: its characters, never markup.
+
+    plotly.js reads titles, legends, hovers, tick and marker texts as a subset of HTML
+    (``<a href>``, ``<span style>``, whose CSS ``url(...)`` makes the browser fetch any host);
+    with ``&``, ``<`` and ``>`` as entities it draws them as typed. Apply it to every label,
+    file name and tensor name before it goes into a figure.
+
+    Examples
+    --------
+    >>> escape('<a href="x">A&B</a>')
+    '&lt;a href="x"&gt;A&amp;B&lt;/a&gt;'
+    """
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def center_label(center: bool) -> str:
     """How titles name the centring choice."""
     return "rows mean-centred" if center else "uncentred"

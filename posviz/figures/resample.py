@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from posviz.figures.layout import DIVERGING, TEMPLATE, center_label, f32
+from posviz.figures.layout import DIVERGING, TEMPLATE, center_label, escape, f32
 from posviz.figures.similarity import grid_mosaic
 from posviz.similarity import GridSimilarity
 
@@ -16,8 +16,8 @@ def mosaic_pair(grids: dict[str, GridSimilarity]) -> go.Figure:
     Tile (r, c) shows the cosine of patch (r, c) with every patch; ticks name the patch of
     each tile (evenly subsampled tiles on large grids).
     """
-    names, pair = list(grids), list(grids.values())
-    titles = [f"{name}: {g.grid[0]} x {g.grid[1]}" for name, g in grids.items()]
+    names, pair = [escape(name) for name in grids], list(grids.values())
+    titles = [f"{name}: {g.grid[0]} x {g.grid[1]}" for name, g in zip(names, pair, strict=True)]
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.06)
     fig.update_layout(
         template=TEMPLATE,

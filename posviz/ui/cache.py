@@ -5,13 +5,17 @@ gets it through :func:`run`, so that one is cached too. Built figures are kept a
 (`figure`), keyed by a digest of the results they draw.
 
 Streamlit hashes large arrays by sampling them (two tables could collide), so every step
-takes whole Embeddings and `hash_funcs` reduces each to its sha256. Each cached function
+takes whole Embeddings and `hash_funcs` reduces each to its sha256: all that a result computed
+from the values depends on. A result that holds the table itself (a resampled table keeps its
+name, source and prefix rows; a collection its tables) is keyed by every field of it
+(`_whole`), so that a session never gets another's. Each cached function
 keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, or for resampled tables the latest
 TABLE_ENTRIES, shared by all sessions, so memory levels off as users come and go.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pickle
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import streamlit as st
 
 from posviz import collection as _collection
@@ -40,6 +45,22 @@ def cached(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     )
 
 
+def _whole(table: Embedding) -> str:
+    """A digest of every field of `table` (the values by their sha256): the key of results
+    that carry the table's provenance and prefix rows, not only numbers computed from it."""
+    digest = hashlib.sha256()
+    for f in dataclasses.fields(table):
+        value = getattr(table, f.name)
+        if f.name == "values":
+            continue  # in sha256
+        if isinstance(value, np.ndarray):
+            digest.update(f"{f.name}:{value.dtype.str}{value.shape}:".encode())
+            digest.update(value.tobytes())
+        else:
+            digest.update(f"{f.name}:{value!r};".encode())
+    return digest.hexdigest()
+
+
 #: Resampled tables kept per resampling function (see `cached_table`).
 TABLE_ENTRIES = 2
 
@@ -50,11 +71,12 @@ def cached_table(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., A
     `st.cache_data` stores a pickled copy and returns a new copy on every hit: two to three
     copies of a result as large as the table or larger. An Embedding is read-only, so one
     object can be shared; `st.cache_resource` has no byte bound, so entries are bounded by
-    count: at most `TABLE_ENTRIES` tables of at most MAX_ELEMENTS values each.
+    count: at most `TABLE_ENTRIES` tables of at most MAX_ELEMENTS values each. Keyed by
+    `_whole`: the result keeps the input's name, source and prefix rows.
     """
     return st.cache_resource(
         max_entries=TABLE_ENTRIES,
-        hash_funcs={Embedding: attrgetter("sha256")},
+        hash_funcs={Embedding: _whole},
         show_spinner=spinner,
     )
 
@@ -115,7 +137,7 @@ table_summary = _step(pipeline.table_summary, "Summarising the table…")
 
 @st.cache_resource(
     max_entries=4,
-    hash_funcs={Embedding: attrgetter("sha256")},
+    hash_funcs={Embedding: _whole},  # the collection holds the tables themselves
     show_spinner="Comparing the tables by CKA…",
 )
 def collection(

@@ -1,0 +1,59 @@
+"""The app's shared caches never hand one session's table (name, source, prefix rows) to
+another that holds the same values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from posviz.embedding import Embedding
+from posviz.ui import cache
+
+RNG = np.random.default_rng(0)
+#: Two sources of the same 64 analysed rows: a private model with a class-token row in front,
+#: and a public file without.
+VALUES = RNG.standard_normal((64, 16)).astype(np.float32)
+PRIVATE = Embedding.from_array(
+    np.vstack([np.full((1, 16), 7.0, np.float32), VALUES]),
+    name="secret.cls_and_positions",
+    source="hf:acme/private-model@main",
+    row_start=1,
+)
+PUBLIC = Embedding.from_array(VALUES, name="wpe.weight", source="public.npy")
+
+
+def test_a_resampled_table_is_the_callers_own():
+    assert PRIVATE.sha256 == PUBLIC.sha256  # the values' digest cannot tell them apart
+    first = cache.resample_length(PRIVATE, n_positions=80)
+    second = cache.resample_length(PUBLIC, n_positions=80)
+    assert (first.name, first.row_start) == ("secret.cls_and_positions", 1)
+    np.testing.assert_array_equal(first.prefix, np.full((1, 16), 7.0))
+    # The second session gets its own table: its name and source, no class-token row.
+    assert (second.name, second.row_start, second.prefix.shape) == ("wpe.weight", 0, (0, 16))
+    assert second.source.startswith("public.npy → ")
+    np.testing.assert_array_equal(second.values, first.values)
+    assert "private" not in str(second.settings())
+
+
+def test_a_grid_resampling_keeps_the_callers_table():
+    grid = RNG.standard_normal((16, 8)).astype(np.float32)
+    with_cls = Embedding.from_array(
+        np.vstack([np.ones((1, 8), np.float32), grid]),
+        name="vit.pos",
+        source="private.safetensors",
+        row_start=1,
+        grid=(4, 4),
+    )
+    plain = Embedding.from_array(grid, name="pos", source="public.npy", grid=(4, 4))
+    assert cache.resample_grid(with_cls, grid=(6, 6)).row_start == 1
+    again = cache.resample_grid(plain, grid=(6, 6))
+    assert (again.name, again.row_start, again.n_source_rows) == ("pos", 0, 36)
+
+
+def test_a_collection_holds_the_callers_tables():
+    def build(table: Embedding):
+        other = Embedding.from_array(VALUES[::-1], name="b", source="b.npy")
+        return cache.collection(("a", "b"), (table, other), (None, None), center=True)
+
+    first, second = build(PRIVATE), build(PUBLIC)
+    assert first.members[0].table is PRIVATE
+    assert second.members[0].table is PUBLIC
