@@ -118,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except LoadError as exc:
-        print(f"posviz {args.command}: {exc}", file=sys.stderr)
+        detail = getattr(exc, "detail", "")  # the Hub's technical cause, when it has one
+        print(
+            f"posviz {args.command}: {exc}" + (f"\n  ({detail})" if detail else ""), file=sys.stderr
+        )
         return 2
 
 

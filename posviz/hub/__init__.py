@@ -23,13 +23,14 @@ from posviz import io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
-from posviz.hub.client import Progress
+from posviz.hub.client import Progress, Unreachable
 from posviz.hub.config import no_table_reason, position_scheme
 
 __all__ = [
     "SUGGESTED_MODELS",
     "HubModel",
     "Reference",
+    "Unreachable",
     "cache_dir",
     "enabled",
     "is_cached",

@@ -375,6 +375,9 @@ def _hub(slot: str) -> None:
         return
     try:
         model = _hub_model(*opened)
+    except hub.Unreachable as error:
+        _hub_unreachable(*opened, error, shared="POSVIZ_DATA_DIR" in os.environ)
+        return
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return
@@ -383,6 +386,20 @@ def _hub(slot: str) -> None:
     _pick_and_load(
         model, f"{model.label} (commit {model.commit[:12]})", slot=slot, key=f"{slot}.hub"
     )
+
+
+def _hub_unreachable(repo: str, revision: str, error: hub.Unreachable, *, shared: bool) -> None:
+    """What the user typed, what happened and what they can do now; the cause one click away."""
+    instead = "the **Upload a file** tab" + (" or the **Shared folder** tab" if shared else "")
+    st.error(
+        f"You asked for the model **{literal(repo)}** at revision **{literal(revision)}**. "
+        f"The Hugging Face Hub ({literal(error.host)}) could not be reached from this server, "
+        "so nothing was loaded and the current table stays. To use this model now, get its "
+        f"`model.safetensors` file another way and open it on {instead}; or try again later.",
+        icon=":material/cloud_off:",
+    )
+    with st.expander("Technical detail"):
+        st.code(f"{error}\n{error.detail}", language=None, wrap_lines=True)
 
 
 def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str, key: str) -> None:
