@@ -91,6 +91,11 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
     expected = spectrum(default.values).singular_values
     np.testing.assert_allclose(drawn, expected[: len(drawn)], rtol=1e-6)
     assert any(literal("learned_like") in md.value for md in at.sidebar.markdown)
+    # Effective rank and "99% in k components" count different things: each says what.
+    counts = spectrum(default.values).metrics()
+    (explained,) = [c.value for c in at.caption if "Effective rank" in c.value]
+    assert f"**Effective rank {counts['effective_rank']:.1f}**" in explained
+    assert f"**99% in {counts['k99']} components**" in explained
 
 
 def _spectrum_page_and_card() -> None:
