@@ -284,8 +284,8 @@ def _page(title: str, settings: dict[str, object], sections: list[Section]) -> s
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }}
-th, td {{ padding: 0.2em 0.6em; border-bottom: 1px solid #ddd; text-align: left; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.8em; }}
+th, td {{ padding: 0.2em 0.45em; border-bottom: 1px solid #ddd; text-align: left; }}
 th {{ vertical-align: bottom; }}
 .numbers {{ max-width: 100%; overflow-x: auto; }}
 .note {{ color: #555; }} section {{ margin-top: 2.5em; }}
