@@ -30,7 +30,7 @@ from posviz import collection, similarity, simulate, spectrum
 def reference(values: np.ndarray) -> None:
     """One table's cold Spectrum + Similarity page core calls, with those pages' defaults."""
     spectrum.spectrum(values, center=True)
-    similarity.similarity_map(values, metric="cosine", center=True, max_side=similarity.MAX_SIDE)
+    similarity.similarity_map(values, metric="cosine", center=True)
     n = len(values)
     similarity.offset_profile(values, metric="cosine", center=True, max_offset=min(n - 1, 1024))
 

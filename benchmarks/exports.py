@@ -27,7 +27,7 @@ def timed(f) -> tuple[float, object]:
 
 def main() -> int:
     table = simulate.learned_like(1024, 768, seed=0)
-    settings = export.export_settings(table, centered=True)
+    settings = export.header("spectrum", {"center": True}, table)
     sections = report_sections(table)
     print(f"{'export':>44} {'seconds':>8} {'MB':>7}")
     for section in sections:

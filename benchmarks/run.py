@@ -53,11 +53,13 @@ from posviz import (  # noqa: E402
 )
 from posviz.components import KRYLOV_MIN_SIZE  # noqa: E402
 from posviz.embedding import Embedding  # noqa: E402
+from posviz.ui import pages  # noqa: E402
 
 ANALYSES = (boundary, compare, components, probes, resample, similarity, spectrum)
 SIZES = ["512x768", "1024x768", "2048x2048", "8192x4096", "50257x768"]
 EIGEN_SIZES = ["1024x768", "2048x1024", "4096x4096", "8192x4096"]
-PAGES = ["spectrum", "similarity", "components", "boundaries", "compare", "resample"]
+#: The pages that analyse the current table (the Data and Collection pages do not).
+PAGES = [p.name for p in pages.PAGES if p.name not in ("data", "collection")]
 
 
 class ComputeClock:
@@ -177,7 +179,7 @@ def krylov_vs_dense(n: int, d: int, repeats: int = 3) -> list[dict]:
                 for path, smallest in (("krylov", 0), ("dense", 2**62)):
                     components.KRYLOV_MIN_SIZE = smallest
                     start = time.perf_counter()
-                    results[path] = components.principal_components(values, k=6)
+                    results[path] = components.principal_components(values, n_components=6)
                     times[path].append(time.perf_counter() - start)
         finally:
             components._lanczos_pairs = certify

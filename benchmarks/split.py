@@ -57,7 +57,7 @@ import streamlit as st  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from posviz.ui import cache  # noqa: E402
+from posviz.ui import cache, pages  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import browser as app_browser  # noqa: E402  (benchmarks/browser.py: its server and timed tab)
@@ -69,14 +69,7 @@ CELL_TYPES = {"heatmap", "contour", "image", "surface"}
 GL_TYPES = {"scattergl", "scatter3d", "surface", "mesh3d", "splom", "scatterpolargl", "heatmapgl"}
 
 #: Page titles in the app's sidebar.
-TITLES = {
-    "spectrum": "Spectrum",
-    "similarity": "Similarity",
-    "components": "Components",
-    "boundaries": "Boundaries & probes",
-    "compare": "Compare",
-    "resample": "Resample",
-}
+TITLES = {p.name: p.title for p in pages.PAGES}
 #: Per page: the view a visitor gets, then the steps that show each hidden chart: a label and
 #: the session state that opens it (a tab's key holds its label, an expander's or a toggle's
 #: key its open state). Steps accumulate, in order.

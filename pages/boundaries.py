@@ -6,6 +6,7 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 import streamlit as st
 
 from posviz import boundary, export, figures, io, probes
+from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
 
@@ -53,8 +54,8 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     window = st.number_input(
         "Window (± positions)",
         1,
-        most["window"],
-        default["window"],
+        most["hampel_window"],
+        default["hampel_window"],
         key="boundaries.window",
         bind="query-params",
         help="Each position is compared with the median of the 2w + 1 positions around it "
@@ -68,7 +69,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         step=0.5,
         key="boundaries.threshold",
         bind="query-params",
-        help=boundary.ROBUST_Z,
+        help=boundary.DEFINITIONS["robust_z"],
     )
     top_k = st.number_input(
         "Residual after top-k PCs (0 = off)",
@@ -76,17 +77,17 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         most["top_k"],
         default["top_k"],
         key="boundaries.top_k",
-        help=boundary.STATISTICS["residual_norm"],
+        help=boundary.DEFINITIONS["residual_norm"],
     )
     edge = st.number_input(
         "Boundary size k",
         1,
-        most["k"],
-        default["k"],
+        most["boundary_size"],
+        default["boundary_size"],
         key="boundaries.edge",
         help="The summary compares the first k and last k positions with the middle.",
     )
-    flags = cache.outliers(table, top_k=top_k, window=window, threshold=threshold)
+    flags = cache.outliers(table, top_k=top_k, hampel_window=window, threshold=threshold)
     statistic = st.selectbox(
         "Change points on",
         flags.statistics,
@@ -108,7 +109,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
 changes = cache.change_points(
     table,
     top_k=top_k,
-    window=window,
+    hampel_window=window,
     threshold=threshold,
     statistic=statistic,
     max_changes=max_changes,
@@ -136,12 +137,13 @@ def show_probes(table: Embedding) -> None:
     Their settings keep their values while another tab is open (persist_state="page"):
     Streamlit forgets the widgets a run does not draw.
     """
+    default = defaults(probes.probe_with_controls)
     columns = st.columns(5)
     seed = columns[0].number_input(
         "Seed",
         0,
         2**31 - 1,
-        probes.SEED,
+        default["seed"],
         key="probes.seed",
         bind="query-params",
         persist_state="page",
@@ -150,7 +152,7 @@ def show_probes(table: Embedding) -> None:
         "Rows probed at most",
         10,
         65536,
-        probes.MAX_ROWS,
+        default["max_rows"],
         step=256,
         key="probes.max_rows",
         persist_state="page",
@@ -160,7 +162,7 @@ def show_probes(table: Embedding) -> None:
         "Training pairs per fold",
         100,
         20000,
-        probes.N_PAIRS,
+        default["n_pairs"],
         step=100,
         key="probes.n_pairs",
         persist_state="page",
@@ -169,7 +171,7 @@ def show_probes(table: Embedding) -> None:
         "Repeated splits",
         2,
         10,
-        probes.REPEATS,
+        default["repeats"],
         key="probes.repeats",
         persist_state="page",
         help="The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); "
@@ -178,7 +180,7 @@ def show_probes(table: Embedding) -> None:
     protocol = columns[4].selectbox(
         "Absolute probe",
         list(probes.PROTOCOLS),
-        index=list(probes.PROTOCOLS).index(probes.PROTOCOL),
+        index=list(probes.PROTOCOLS).index(default["protocol"]),
         key="probes.protocol",
         persist_state="page",
         help=" ".join(f"{name}: {text}." for name, text in probes.PROTOCOLS.items()),
@@ -186,26 +188,26 @@ def show_probes(table: Embedding) -> None:
     report = cache.probe_with_controls(
         table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
     )
-    probe_settings = export.export_settings(table, **report.settings())
+    probe_settings = export.header("probe_with_controls", report.params, table)
     columns = st.columns(3)
     absolute = report.absolute["table"]
     columns[0].metric(
         "Absolute MAE (positions)",
         f"{absolute.mae:.2f} ± {absolute.mae_sd_folds:.2f}",
-        help=probes.METRIC_DEFINITIONS["mae"],
+        help=probes.DEFINITIONS["mae"],
     )
     controls = probes.CONTROLS[1:]
     columns[0].caption(
         f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f}"
         + "".join(f" · {c}: skill {report.absolute[c].skill:.3f}" for c in controls)
     )
-    columns[1].metric("Absolute R²", f"{absolute.r2:.3f}", help=probes.METRIC_DEFINITIONS["r2"])
+    columns[1].metric("Absolute R²", f"{absolute.r2:.3f}", help=probes.DEFINITIONS["r2"])
     columns[1].caption(" · ".join(f"{c}: {report.absolute[c].r2:.3f}" for c in controls))
     relative = report.relative["table"]
     columns[2].metric(
         "Relative error rate",
         f"{relative.error_rate:.3f} ± {relative.error_rate_sd:.3f}",
-        help=probes.METRIC_DEFINITIONS["error_rate"],
+        help=probes.DEFINITIONS["error_rate"],
     )
     columns[2].caption(
         f"chance {probes.RELATIVE_CHANCE:g}"
@@ -217,12 +219,10 @@ def show_probes(table: Embedding) -> None:
         name="probe_predictions",
         settings=probe_settings,
     )
-    widgets.show_numbers(report.table(), name="probes", settings=probe_settings)
+    widgets.show_numbers(report.to_frame(), name="probes", settings=probe_settings)
 
 
-positions, tables, probed = widgets.tabs_drawn_when_open(
-    ["Positions", "Tables", "Probes"], key="boundaries.section"
-)
+positions, tables, probed = widgets.page_tabs("boundaries")
 with positions:
     if positions.open:
         if flagged:
@@ -236,7 +236,7 @@ with positions:
         widgets.show_figure(
             cache.figure(figures.boundary.position_statistics, stats, flags, changes),
             name="position_statistics",
-            settings=export.export_settings(table, **changes.settings()),
+            settings=export.header("change_points", changes.params, table),
         )
         st.caption(
             "Positions are 0-based rows of the analysed table "
@@ -244,7 +244,7 @@ with positions:
             "panel's statistic (the cosine panel flags on the more similar neighbour). Dashed "
             f"lines: change points on {statistic}. "
             + " ".join(
-                f"**{name}**: {boundary.STATISTICS[name]}" for name in stats.flagging_curves()
+                f"**{name}**: {boundary.DEFINITIONS[name]}" for name in stats.flagging_curves()
             )
         )
         st.caption("The flags, change points and boundary summary as tables: the Tables tab.")
@@ -254,25 +254,25 @@ with tables:
         with left:
             st.subheader("Flagged positions")
             widgets.show_numbers(
-                flags.table(),
+                flags.to_frame(),
                 name="flagged_positions",
-                settings=export.export_settings(table, **flags.settings()),
+                settings=export.header("outliers", flags.params, table),
             )
             st.subheader("Change points")
             st.caption(changes.procedure())
             widgets.show_numbers(
-                changes.table(),
+                changes.to_frame(),
                 name="change_points",
-                settings=export.export_settings(table, **changes.settings()),
+                settings=export.header("change_points", changes.params, table),
             )
         with right:
             st.subheader("Near the boundaries")
-            summary = cache.boundary_summary(table, top_k=top_k, k=edge)
+            summary = cache.boundary_summary(table, top_k=top_k, boundary_size=edge)
             st.caption(summary.procedure())
             widgets.show_numbers(
-                summary.table(),
+                summary.to_frame(),
                 name="boundary_summary",
-                settings=export.export_settings(table, **summary.settings()),
+                settings=export.header("boundary_summary", summary.params, table),
             )
 with probed:
     if probed.open:

@@ -1,50 +1,38 @@
 """Collection: many tables side by side, a model zoo or one model's checkpoints over training."""
 
-import fnmatch
-import itertools
 import os
-from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable
+from pathlib import Path
 
+import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import datadir, export, figures, hub, io, simulate
-from posviz.collection import (
-    MAX_TABLES,
-    METRIC_DEFINITIONS,
-    Member,
-    member,
-    members_table,
-    order,
-)
+from posviz import _params, export, figures, gather, hub, io, simulate
+from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, members_table
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
-from posviz.similarity import MAX_SIDE, METRIC
-from posviz.ui import cache, widgets
+from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
-#: The session's members (list of Member) and the version of its label editor.
-MEMBERS, EDITOR = "posviz.collection", "posviz.collection.editor"
+BUDGET, RUN = _params.defaults(gather.gather), _params.defaults(gather.example_run)
 
 
-def add(new: list[Member]) -> None:
-    """Append members (a table already held under the same label is skipped), up to 32."""
-    members = st.session_state[MEMBERS]
-    held = {(m.label, m.table.sha256 if m.table else None) for m in members}
-    fresh = [m for m in new if (m.label, m.table.sha256 if m.table else None) not in held]
-    room = MAX_TABLES - len(members)
-    if len(fresh) > room:
-        st.warning(
-            f"A collection holds at most {MAX_TABLES} tables: {len(fresh) - room} not added."
-        )
-    st.session_state[MEMBERS] = list(order(members + fresh[:room]))
-    st.session_state[EDITOR] += 1
+def add(requests: list[gather.Request]) -> bool:
+    """Add the requested tables if they fit the budgets; else say which budget, loading none."""
+    try:
+        state.add_to_collection(requests)
+    except LoadError as error:
+        st.error(literal(error), icon=":material/block:")
+        return False
+    return True
 
 
 def loading_options(key: str) -> tuple[str | None, int]:
     """The tensor name (blank: detected) and leading rows to drop, for every file of a batch."""
     left, right = st.columns(2)
-    tensor = left.text_input("Tensor (blank: detected by name and shape)", key=f"{key}.tensor")
+    tensor = left.text_input(
+        "Tensor (blank: detected by name and shape)", key=f"{key}.tensor", max_chars=500
+    )
     drop = right.number_input("Drop leading rows", 0, 4096, 0, key=f"{key}.drop")
     return tensor.strip() or None, int(drop)
 
@@ -61,53 +49,37 @@ def from_uploads() -> None:
     if files and st.button(f"Add {len(files)} uploaded files", key="collection.upload.add"):
         add(
             [
-                member(
-                    _stem(f.name),
-                    lambda f=f: io.load(f.getvalue(), f.name, tensor=tensor, row_start=drop),
+                gather.file_request(
+                    gather.stem(f.name), f.getvalue(), f.name, tensor=tensor, row_start=drop
                 )
                 for f in files
             ]
         )
 
 
-def _stem(name: str) -> str:
-    path = PurePosixPath(name)
-    return str(path.with_suffix("")) if path.suffix.lower() in datadir.EXTENSIONS else name
-
-
-@st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
-def _shared_files(root: Path) -> list[str]:
-    return datadir.list_files(root)
-
-
 def from_shared_folder(root: Path) -> None:
     try:
-        files = _shared_files(root)
+        files = widgets.shared_files(root)
     except LoadError as error:
         st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return
-    folders = sorted({str(PurePosixPath(f).parent) for f in files})
     left, right = st.columns(2)
-    folder = left.selectbox("Subfolder", folders, key="collection.shared.folder")
-    pattern = right.text_input("Files matching", "*", key="collection.shared.pattern")
-    matches = [
-        f
-        for f in files
-        if PurePosixPath(f).is_relative_to(folder)
-        and fnmatch.fnmatch(PurePosixPath(f).name, pattern)
-    ]
+    folder = left.selectbox("Subfolder", gather.folders(files), key="collection.shared.folder")
+    pattern = right.text_input(
+        "Files matching", "*", key="collection.shared.pattern", max_chars=gather.MAX_PATTERN
+    )
+    matches = gather.matching(files, folder, pattern)
     tensor, drop = loading_options("collection.shared")
     st.caption(f"{len(matches)} matching files under {literal(folder)} (subfolders included).")
-    if matches and st.button(f"Add {len(matches)} files", key="collection.shared.add"):
-        add(
-            [
-                member(
-                    _stem(f),
-                    lambda f=f: io.load(datadir.resolve(root, f), f, tensor=tensor, row_start=drop),
-                )
-                for f in matches
-            ]
-        )
+    if matches and st.button(
+        f"Add {len(matches)} files",
+        key="collection.shared.add",
+        disabled=len(matches) > MAX_TABLES,  # each costs a header read before the count check
+        help=f"A collection holds at most {MAX_TABLES} tables: narrow the pattern."
+        if len(matches) > MAX_TABLES
+        else None,
+    ):
+        add([gather.shared_request(root, f, tensor=tensor, row_start=drop) for f in matches])
 
 
 def from_simulations() -> None:
@@ -116,30 +88,29 @@ def from_simulations() -> None:
         "Generator", kinds, index=kinds.index("learned-like"), key="collection.sim.kind"
     )
     left, middle, right = st.columns(3)
-    lengths = left.text_input("Positions (comma-separated)", "512", key="collection.sim.n")
-    seeds = middle.text_input("Seeds (comma-separated)", "0, 1, 2", key="collection.sim.seeds")
-    d_model = right.number_input("Dimensions", 4, 8192, 256, step=4, key="collection.sim.d")
+    lengths = left.text_input(
+        "Positions (comma-separated)", "512", key="collection.sim.n", max_chars=200
+    )
+    seeds = middle.text_input(
+        "Seeds (comma-separated)", "0, 1, 2", key="collection.sim.seeds", max_chars=200
+    )
+    width = simulate.PARAMETERS["d_model"]
+    d_model = right.number_input(
+        width.label, width.low, width.high, 256, step=4, key="collection.sim.d"
+    )
     if st.button("Add simulations", key="collection.sim.add"):
         try:
-            ns = [int(v) for v in lengths.split(",") if v.strip()]
-            seed_list = [int(v) for v in seeds.split(",") if v.strip()]
-        except ValueError:
-            st.error("Positions and seeds are whole numbers separated by commas, e.g. 256, 512.")
-            return
-        generator = simulate.GENERATORS[kind]
-        if kind == "sinusoidal":  # deterministic: a seed changes nothing
-            seed_list = [None]
-        add(
-            [
-                member(
-                    f"{kind} n={n}" + ("" if seed is None else f" seed={seed}"),
-                    lambda n=n, seed=seed: generator(
-                        n, d_model, **({} if seed is None else {"seed": seed})
-                    ),
+            ns, seed_list = (
+                gather.parse_numbers(text, p.label, low=p.low, high=p.high)
+                for text, p in (
+                    (lengths, simulate.PARAMETERS["n_positions"]),
+                    (seeds, simulate.PARAMETERS["seed"]),
                 )
-                for n, seed in itertools.product(ns, seed_list)
-            ]
-        )
+            )
+        except ValueError as error:
+            st.error(literal(error))
+            return
+        add(gather.simulation_requests(kind, ns, seed_list, d_model=d_model))
 
 
 def from_hub() -> None:
@@ -148,57 +119,67 @@ def from_hub() -> None:
         "Model ids, one per line (REPO or REPO@REVISION)",
         placeholder="openai-community/gpt2\nEleutherAI/pythia-70m@step1000",
         key="collection.hub.refs",
+        max_chars=4000,
     )
     left, right = st.columns(2)
-    repo = left.text_input("…or one repo", key="collection.hub.repo")
+    repo = left.text_input("…or one repo", key="collection.hub.repo", max_chars=200)
     revisions = right.text_input(
         "at these revisions (comma-separated)",
         placeholder="step1000, step2000, step4000",
         key="collection.hub.revisions",
+        max_chars=2000,
     )
-    lines = [line.strip() for line in refs.splitlines() if line.strip()]
-    if repo.strip():
-        lines += [f"{repo.strip()}@{r.strip()}" for r in revisions.split(",") if r.strip()]
+    try:
+        lines = gather.hub_lines(refs, repo, revisions)
+    except ValueError as error:
+        st.error(literal(error))
+        return
     if lines and st.button(f"Add {len(lines)} models", key="collection.hub.add"):
-        add(
-            [
-                member(
-                    line,
-                    lambda line=line: hub.load(line if hub.is_hub_ref(line) else f"hf:{line}"),
-                )
-                for line in lines
-            ]
-        )
+        add([gather.hub_request(line) for line in lines])
 
 
-def edit_members() -> list[Member]:
+def edit_members(members: list[Member]) -> list[Member]:
     """The members as an editable table: labels can be changed, rows removed."""
-    members = st.session_state[MEMBERS]
-    frame = members_table(members)
-    frame.insert(0, "keep", True)  # the editor's remove box
     edited = st.data_editor(
-        frame,
+        members_table(members),
         hide_index=True,
         width="stretch",
+        height=35 * min(len(members) + 1, 7) + 3,  # scrolls beyond 6 rows: the charts stay near
         disabled=["step", "table", "status"],
-        key=f"collection.editor.{st.session_state[EDITOR]}",
-        column_config={"step": st.column_config.NumberColumn(help="Read from the label.")},
+        key=f"collection.editor.{state.editor_version()}",
+        column_config={
+            "keep": st.column_config.CheckboxColumn(help="Untick to remove the table."),
+            "label": st.column_config.TextColumn(pinned=True),
+            "step": st.column_config.TextColumn(help="Read from the label; - for none."),
+        },
     )
-    members = [
-        replace(m, label=str(label).strip() or m.label)
-        for m, label in zip(members, edited["label"], strict=True)
-    ]
-    if not edited["keep"].all():
-        st.session_state[MEMBERS] = [m for m, k in zip(members, edited["keep"], strict=True) if k]
-        st.session_state[EDITOR] += 1
+    kept = gather.edited(members, edited["label"], edited["keep"])
+    if len(kept) < len(members):
+        state.set_collection(kept)
         st.rerun()
-    st.session_state[MEMBERS] = members
-    return members
+    state.set_collection(kept, redraw=False)
+    return kept
+
+
+def example() -> None:
+    """The one-click example, offered while the collection cannot show anything yet."""
+    if st.button(
+        "Try an example: a simulated training run",
+        key="collection.example",
+        type="primary",
+        icon=":material/play_arrow:",
+        help=f"One learned-like table ({RUN['n_positions']} x {RUN['d_model']}, seed "
+        f"{RUN['seed']}) at {len(RUN['steps'])} training steps: its noise falls and its end "
+        "rows move apart as training goes on.",
+    ) and add(gather.example_run()):
+        st.rerun()
 
 
 def show(members: list[Member], loaded: list[Member]) -> None:
     """The collection's numbers and charts (a function: st.stop would end app.py's sidebar)."""
-    center = widgets.center_toggle()
+    left, right = st.columns([1, 3], vertical_alignment="center")
+    with left:
+        center = widgets.center_toggle()
     progress = st.progress(0.0)
     for i, m in enumerate(loaded):
         text = f"Analysing {literal(m.label)} ({i + 1} of {len(loaded)})…"
@@ -211,9 +192,9 @@ def show(members: list[Member], loaded: list[Member]) -> None:
         tuple(m.error for m in members),
         center=center,
     )
-    settings = result.settings()
+    settings = result.header()
     held = sorted({m.table.values.dtype.name for m in loaded})
-    st.caption(
+    right.caption(
         result.describe()
         + f"; the collection holds {result.nbytes / 2**20:.1f} MiB of tables ({', '.join(held)})."
     )
@@ -222,71 +203,55 @@ def show(members: list[Member], loaded: list[Member]) -> None:
             refusal = f"**{literal(m.label)}** was refused: {literal(m.error)}"
             st.warning(refusal, icon=":material/block:")
 
-    st.subheader("Metrics")
-    widgets.show_numbers(result.table(), name="collection_metrics", settings=settings)
-    with st.expander("Definitions"):
-        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in METRIC_DEFINITIONS.items()))
-
-    if result.ordered:
-        st.subheader("Over training")
+    def draw(build: Callable[[Collection], go.Figure], name: str) -> None:
         widgets.show_figure(
-            figures.collection.metrics_over_step(result),
-            name="collection_over_step",
-            settings=settings,
+            cache.figure(build, result, digest=result.digest), name=name, settings=settings
         )
 
-    st.subheader("Spectra and offset profiles")
-    left, right = st.columns(2)
-    with left:
-        widgets.show_figure(
-            figures.collection.collection_cumulative(result),
-            name="collection_cumulative",
-            settings=settings,
-        )
-    with right:
-        widgets.show_figure(
-            figures.collection.collection_offsets(result),
-            name="collection_offsets",
-            settings=settings,
-        )
-
-    st.subheader("Similarity maps")
-    widgets.show_figure(
-        figures.collection.similarity_grid(result), name="collection_similarity", settings=settings
-    )
-
-    st.subheader("One table at a time" + (" through training" if result.ordered else ""))
-    labels = [m.label for m in result.loaded]
-    label = st.select_slider("Table", labels, key="collection.walk") if result.ordered else None
-    label = label or st.selectbox("Table", labels, key="collection.pick")
-    table = result.loaded[labels.index(label)].table
-    spectrum = result.summary(label).spectrum  # computed for the metrics table already
-    left, right = st.columns(2)
-    with left:
-        overview = cache.similarity_map(table, metric=METRIC, center=center, max_side=MAX_SIDE)
-        widgets.show_figure(
-            figures.similarity.similarity_heatmap(overview),
-            name="collection_heatmap",
-            settings=export.export_settings(table, **overview.settings(), label=label),
-        )
-    with right:
-        widgets.show_figure(
-            figures.spectrum.singular_values(spectrum),
-            name="collection_spectrum",
-            settings=export.export_settings(table, **spectrum.settings(), label=label),
-        )
-
-    st.subheader("Map of the tables")
-    widgets.show_figure(
-        figures.collection.cka_map(result), name="collection_cka_map", settings=settings
-    )
-    st.caption(
-        f"Linear CKA compares the tables on their common positions: the first "
-        f"{result.common_positions:,} rows of each (the shortest table's length), any widths. "
-        "Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and scale."
-    )
-    with st.expander("CKA between every pair"):
-        widgets.show_numbers(result.cka_table(), name="collection_cka", settings=settings)
+    metrics, over, spectra, offsets, maps, one, cka = widgets.page_tabs("collection")
+    with metrics:
+        if metrics.open:
+            widgets.show_numbers(
+                result.to_frame(),
+                name="collection_metrics",
+                settings=settings,
+                shown=result.shown_table(),
+                pinned="label",
+            )
+            with st.expander("Definitions"):
+                st.markdown("\n".join(f"- **{k}**: {v}" for k, v in DEFINITIONS.items()))
+    with over:
+        if over.open and result.ordered:
+            draw(figures.collection.metrics_over_step, "collection_over_step")
+        elif over.open:
+            st.info(
+                "Over training needs a step in every loaded table's label (step1000, "
+                "checkpoint-2000, epoch3, run-1k); edit the labels above to add them.",
+                icon=":material/info:",
+            )
+    with spectra:
+        if spectra.open:
+            draw(figures.collection.collection_cumulative, "collection_cumulative")
+    with offsets:
+        if offsets.open:
+            draw(figures.collection.collection_offsets, "collection_offsets")
+    with maps:
+        if maps.open:
+            draw(figures.collection.similarity_grid, "collection_similarity")
+    with one:
+        if one.open:
+            one_table(result, center=center)
+    with cka:
+        if cka.open:
+            draw(figures.collection.cka_map, "collection_cka_map")
+            st.caption(
+                f"Linear CKA compares the tables on their common positions: the first "
+                f"{result.common_positions:,} rows of each (the shortest table's length), any "
+                "widths. Distances are sqrt(2 − 2·CKA): 0 for tables equal up to rotation and "
+                "scale."
+            )
+            with st.expander("CKA between every pair"):
+                widgets.show_numbers(result.cka_table(), name="collection_cka", settings=settings)
 
     st.download_button(
         "Collection report (HTML)",
@@ -298,34 +263,63 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     )
 
 
+def one_table(result: Collection, *, center: bool) -> None:
+    """One table's similarity map and spectrum, picked (walked through training) by label."""
+    labels = [m.label for m in result.loaded]
+    label = st.select_slider("Table", labels, key="collection.walk") if result.ordered else None
+    label = label or st.selectbox("Table", labels, key="collection.pick")
+    table = result.loaded[labels.index(label)].table
+    spectrum = result.summary(label).spectrum  # computed for the metrics table already
+    overview = cache.similarity_map(table, center=center)
+    left, right = st.columns(2)
+    with left:
+        widgets.show_figure(
+            cache.figure(figures.similarity.similarity_heatmap, overview),
+            name="collection_heatmap",
+            settings={**export.header("similarity_map", overview.params, table), "label": label},
+        )
+    with right:
+        widgets.show_figure(
+            cache.figure(figures.spectrum.singular_values, spectrum),
+            name="collection_spectrum",
+            settings={**export.header("spectrum", spectrum.params, table), "label": label},
+        )
+
+
 st.title("Collection")
 st.caption(
     f"2 to {MAX_TABLES} tables side by side: a set of models, or one model's checkpoints. When "
     "every label names a step (step1000, checkpoint-2000, global_step300, epoch3, run-1k), the "
     "tables are ordered by it and the over-training views appear."
 )
-st.session_state.setdefault(MEMBERS, [])
-st.session_state.setdefault(EDITOR, 0)
+members = state.collection()
 shared = os.environ.get("POSVIZ_DATA_DIR")
 sources = {"Upload files": from_uploads, "Simulate": from_simulations}
 if shared:
     sources["Shared folder"] = lambda: from_shared_folder(Path(shared))
 if hub.enabled():  # POSVIZ_HUB=off: no tab
     sources["Hugging Face Hub"] = from_hub
-with st.expander("Add tables", expanded=len(st.session_state[MEMBERS]) < 2, icon=":material/add:"):
+with st.expander("Add tables", expanded=len(members) < 2, icon=":material/add:"):
+    st.caption(
+        f"A collection holds at most {BUDGET['max_tables']} tables and "
+        f"{BUDGET['max_bytes'] / 2**20:,.0f} MiB of them; the collections of everyone on this "
+        f"server together {BUDGET['max_server_bytes'] / 2**20:,.0f} MiB. Sizes are read from "
+        "the files' headers first: a request over a budget loads nothing."
+    )
     for tab, source in zip(st.tabs(list(sources)), sources.values(), strict=True):
         with tab:
             source()
 
-members = edit_members()
-if st.session_state[MEMBERS] and st.button("Remove all", key="collection.clear"):
-    st.session_state[MEMBERS] = []
-    st.session_state[EDITOR] += 1
-    st.rerun()
-
+members = state.collection()
+if members:
+    members = edit_members(members)
+    if st.button("Remove all", key="collection.clear"):
+        state.set_collection([])
+        st.rerun()
 
 loaded = [m for m in members if m.table is not None]
 if len(loaded) < 2:
-    st.info("Add at least two loadable tables to compare them.")
+    st.info("Add at least two loadable tables to compare them, or try the example.")
+    example()
 else:
     show(members, loaded)

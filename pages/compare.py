@@ -3,25 +3,16 @@
 import streamlit as st
 
 from posviz import compare, export, figures, resample, similarity
+from posviz._params import defaults
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each similarity heatmap: three side by side get about 320 pixels each on a
 #: laptop screen, so more cells would not show (and would cost every visit to send and draw).
 HEATMAP_SIDE = 320
-DEFINITIONS = {
-    "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
-    "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
-    "rotation and/or scaling of the other, 0 when their dimensions are uncorrelated.",
-    "angles": "Principal angles between the spans of the top-k principal components over "
-    "positions (left singular vectors, one value per position) of the two tables "
-    "(scipy.linalg.subspace_angles). 0° = the same k-dimensional positional signal.",
-    "procrustes": "‖Ŷ R − X̂‖_F with X̂ = X/‖X‖_F, Ŷ = Y/‖Y‖_F and R the orthogonal matrix "
-    "minimising it (the residual of scipy.linalg.orthogonal_procrustes, computed as "
-    "√(2 − 2‖ŶᵀX̂‖_*): exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. Needs "
-    "equal widths.",
-    "metric": "Cosine: ⟨x_i, x_j⟩ / (‖x_i‖ ‖x_j‖). Dot: ⟨x_i, x_j⟩.",
-}
+
+#: The resampling that matches the second table's length to the first's (the core's default).
+RESAMPLE = defaults(resample.resample_length)
 
 st.title("Compare")
 first, second = state.current(), state.current(state.SECOND)
@@ -45,25 +36,20 @@ with options[0]:
 metric = options[1].selectbox(
     "Similarity",
     similarity.SIMILARITIES,
-    index=similarity.SIMILARITIES.index(similarity.METRIC),
+    index=similarity.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
     key="compare.metric",
-    help=DEFINITIONS["metric"],
+    help=compare.DEFINITIONS["metric"],
 )
 shortest = min(first.shape[0], second.shape[0])
 max_offset = options[2].number_input(
     "Largest offset",
     1,
     shortest - 1,
-    similarity.largest_offset(shortest, compare.MAX_OFFSET),
+    similarity.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
     key="compare.max_offset",
     help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
 )
 names = {"first": first, "second": second}
-# The profiles' settings (the keys OffsetProfile.settings gives) without computing them: only
-# their tab needs the profiles.
-settings = export.export_settings(
-    first, second=second.settings(), metric=metric, centered=center, max_offset=max_offset
-)
 
 matched = second
 if first.shape[0] != second.shape[0]:
@@ -71,15 +57,13 @@ if first.shape[0] != second.shape[0]:
         f"Resample the second table to {first.shape[0]} positions",
         value=True,
         key="compare.match",
-        help=f"{resample.METHOD.capitalize()} interpolation, "
-        f"{resample.POSITION_RULES[resample.POSITIONS]} (the Resample page offers more methods "
+        help=f"{RESAMPLE['method'].capitalize()} interpolation, "
+        f"{resample.POSITION_RULES[RESAMPLE['positions']]} (the Resample page offers more methods "
         "and sends its result here). Needed for the difference map and the "
         "position-by-position measures (the Similarity maps and CKA tabs).",
     )
     if match:
         matched = cache.resample_length(second, n_positions=first.shape[0])
-        settings["second_resampled_to"] = first.shape[0]
-        settings["second_resampled"] = matched.source
 same_length = first.shape[0] == matched.shape[0]
 
 
@@ -97,31 +81,33 @@ def same_positions() -> None:
         "Components k",
         1,
         k_max,
-        min(compare.K, k_max),
+        min(defaults(compare.compare)["n_components"], k_max),
         key="compare.k",
         help="Top principal components over positions whose spans are compared.",
     )
     try:
-        result = cache.compare(first, matched, k=k, center=center)
+        result = cache.compare(first, matched, n_components=k, center=center)
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return
-    settings.update(result.settings())
+    settings = export.header("compare", result.params, first, matched)
     measures = result.metrics()
     columns = st.columns(4)
-    columns[0].metric("linear CKA", f"{result.cka:.4f}", help=DEFINITIONS["cka"])
+    columns[0].metric("linear CKA", f"{result.cka:.4f}", help=compare.DEFINITIONS["cka"])
     columns[1].metric(
-        "mean principal angle", f"{measures['mean_angle_degrees']:.2f}°", help=DEFINITIONS["angles"]
+        "mean principal angle",
+        f"{measures['mean_angle_degrees']:.2f}°",
+        help=compare.DEFINITIONS["angles"],
     )
     columns[2].metric(
         "largest principal angle",
         f"{measures['max_angle_degrees']:.2f}°",
-        help=DEFINITIONS["angles"],
+        help=compare.DEFINITIONS["angles"],
     )
     columns[3].metric(
         "Procrustes error",
         "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
-        help=DEFINITIONS["procrustes"],
+        help=compare.DEFINITIONS["procrustes"],
     )
     widgets.show_figure(
         cache.figure(figures.compare.comparison_angles, result),
@@ -130,19 +116,17 @@ def same_positions() -> None:
     )
     with widgets.expander_drawn_when_open("Numbers", key="compare.numbers") as opened:
         if opened:
-            widgets.show_numbers(result.table(), name="compare_measures", settings=settings)
+            widgets.show_numbers(result.to_frame(), name="compare_measures", settings=settings)
             widgets.show_numbers(
                 result.angles_table(), name="compare_principal_angles", settings=settings
             )
 
 
-spectra_tab, offsets_tab, maps_tab, same_tab = widgets.tabs_drawn_when_open(
-    ["Spectra", "Similarity vs offset", "Similarity maps", "CKA, angles, Procrustes"],
-    key="compare.section",
-)
+spectra_tab, offsets_tab, maps_tab, same_tab = widgets.page_tabs("compare")
 with spectra_tab:
     if spectra_tab.open:
         spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
+        settings = export.header("spectrum", spectra["first"].params, first, second)
         widgets.show_spectra(spectra, page="compare", settings=settings)
 with offsets_tab:
     if offsets_tab.open:
@@ -153,7 +137,7 @@ with offsets_tab:
         widgets.show_figure(
             cache.figure(figures.compare.offset_overlay, profiles),
             name="compare_offsets",
-            settings=settings,
+            settings=export.header("offset_profile", profiles["first"].params, first, second),
         )
 with maps_tab:
     if maps_tab.open:
@@ -164,7 +148,7 @@ with maps_tab:
         widgets.show_figure(
             cache.figure(figures.compare.similarity_pair, maps, difference=same_length),
             name="compare_similarity",
-            settings=settings,
+            settings=export.header("similarity_map", maps["first"].params, first, matched),
         )
         if max(m.block for m in maps.values()) > 1:
             st.caption(

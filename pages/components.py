@@ -3,6 +3,7 @@
 import streamlit as st
 
 from posviz import components, export, figures
+from posviz._params import defaults
 from posviz.ui import cache, state, widgets
 
 st.title("Components")
@@ -15,13 +16,13 @@ k = st.number_input(
     "Principal components k",
     1,
     top,
-    min(components.K, top),
+    min(defaults(components.principal_components)["n_components"], top),
     key="components.k",
     bind="query-params",
     help="How many leading principal components to show and fit (at most 20).",
 )
-pc = cache.principal_components(table, k=k, center=center)
-settings = export.export_settings(table, **pc.settings())
+pc = cache.principal_components(table, n_components=k, center=center)
+settings = export.header("principal_components", pc.params, table)
 if table.grid:
     st.caption(
         f"2-D grid {table.grid[0]} x {table.grid[1]}: position p is patch (p // "
@@ -30,9 +31,7 @@ if table.grid:
 
 # Only the open tab is built. Its widgets keep their values while another tab is open
 # (persist_state="page"): a closed tab's widgets are not drawn, and Streamlit forgets those.
-over_position, path, fits_tab, span = widgets.tabs_drawn_when_open(
-    ["Over position", "Path", "Sinusoid fits", "Sinusoid span"], key="components.section"
-)
+over_position, path, fits_tab, span = widgets.page_tabs("components")
 numbers = list(range(1, k + 1))
 
 
@@ -133,7 +132,7 @@ with over_position:
         # One "Numbers" key in every tab: opened once, each tab shows its own tables.
         with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
             if opened:
-                widgets.show_numbers(pc.table(), name="pc_projections", settings=settings)
+                widgets.show_numbers(pc.to_frame(), name="pc_projections", settings=settings)
 
 with path:
     if path.open:
@@ -141,12 +140,12 @@ with path:
 
 with fits_tab:
     if fits_tab.open:
-        fits = cache.fit_sinusoids(table, k=k, center=center)
-        fit_settings = export.export_settings(table, **fits.settings())
+        fits = cache.fit_sinusoids(table, n_components=k, center=center)
+        fit_settings = export.header("fit_sinusoids", fits.params, table)
         st.metric(
             "Median R² of the top-k fits",
             f"{fits.median_r2:.4f}",
-            help=components.R2_DEFINITION,
+            help=components.DEFINITIONS["r2"],
         )
         widgets.show_figure(
             cache.figure(figures.components.sinusoid_fits, pc, fits),
@@ -154,9 +153,10 @@ with fits_tab:
             settings=fit_settings,
         )
         st.caption(
-            f"Frequencies in cycles over the table's {n:,} positions. {components.R2_DEFINITION}"
+            f"Frequencies in cycles over the table's {n:,} positions. "
+            + components.DEFINITIONS["r2"]
         )
-        widgets.show_numbers(fits.table(), name="sinusoid_fits", settings=fit_settings)
+        widgets.show_numbers(fits.to_frame(), name="sinusoid_fits", settings=fit_settings)
         with widgets.expander_drawn_when_open(
             "Periodogram: each PC's share of variance per frequency",
             key="components.periodogram",
@@ -164,19 +164,20 @@ with fits_tab:
             if opened:
                 periodogram_section(fits)
                 widgets.show_numbers(
-                    fits.periodogram_table(), name="periodogram", settings=settings
+                    fits.periodogram_table(), name="periodogram", settings=fit_settings
                 )
 
 with span:
     if span.open:
         st.markdown("**Is the component span a span of low-frequency sinusoids?**")
         nyquist = n // 2
+        likeness_defaults = defaults(components.sinusoid_likeness)
         left, middle, right = st.columns(3)
         m = left.number_input(
             "Sinusoid frequencies m",
             1,
             nyquist,
-            min(components.N_FREQUENCIES, nyquist),
+            min(likeness_defaults["n_frequencies"], nyquist),
             key="components.m",
             persist_state="page",
             help="Basis cos/sin(π f p / n) for f = 1..m (f / 2 cycles over the table): 2m vectors.",
@@ -185,22 +186,27 @@ with span:
             "Shuffles",
             1,
             1000,
-            components.N_SHUFFLES,
+            likeness_defaults["n_shuffles"],
             key="components.shuffles",
             persist_state="page",
             help="Row shuffles of the table for the chance level.",
         )
         seed = right.number_input(
-            "Seed", 0, 2**31 - 1, components.SEED, key="components.seed", bind="query-params"
+            "Seed",
+            0,
+            2**31 - 1,
+            likeness_defaults["seed"],
+            key="components.seed",
+            bind="query-params",
         )
         likeness = cache.sinusoid_likeness(
-            table, k=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
+            table, n_components=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
         )
-        like_settings = export.export_settings(table, **likeness.settings())
-        row = likeness.table().iloc[0]
+        like_settings = export.header("sinusoid_likeness", likeness.params, table)
+        row = likeness.to_frame().iloc[0]
         table_col, chance_col, p_col = st.columns(3)
         table_col.metric(
-            "Mean cos², table", f"{row.mean_cos2:.4f}", help=components.LIKENESS_DEFINITION
+            "Mean cos², table", f"{row.mean_cos2:.4f}", help=components.DEFINITIONS["likeness"]
         )
         chance_col.metric(
             "Mean cos², shuffled rows",
@@ -229,7 +235,7 @@ with span:
         with widgets.expander_drawn_when_open("Numbers", key="components.numbers") as opened:
             if opened:
                 widgets.show_numbers(
-                    likeness.table(), name="sinusoid_likeness", settings=like_settings
+                    likeness.to_frame(), name="sinusoid_likeness", settings=like_settings
                 )
                 widgets.show_numbers(
                     likeness.angles_table(), name="principal_angles", settings=like_settings

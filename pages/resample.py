@@ -3,17 +3,13 @@
 import streamlit as st
 
 from posviz import compare, export, figures, io, resample, similarity
+from posviz._params import defaults
 from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each patch mosaic: two side by side stay under ~2.5 MB of figure.
 MOSAIC_SIDE = 400
-#: How each method rounds, where it differs from weighted sums in the table's dtype.
-ROUNDING = {
-    "cubic": "splines fitted in float64 and rounded once to it.",
-    "tile": "rows copied as they are.",
-}
 
 st.title("Resample")
 table = state.current()
@@ -22,6 +18,7 @@ n, d = table.shape
 longest = MAX_ELEMENTS // d
 
 if table.grid is not None:
+    default = defaults(resample.resample_grid)
     height, width = table.grid
     st.markdown(
         f"A {height} x {width} patch grid"
@@ -33,21 +30,22 @@ if table.grid is not None:
     method = right.selectbox(
         "Method",
         resample.GRID_METHODS,
-        index=resample.GRID_METHODS.index(resample.GRID_METHOD),
+        index=resample.GRID_METHODS.index(default["method"]),
         key="resample.grid_method",
     )
     antialias = last.checkbox(
         "Antialias",
-        value=resample.ANTIALIAS,
+        value=default["antialias"],
         key="resample.antialias",
         help="PyTorch's antialias=True (timm's resample_abs_pos_embed default): Pillow-style "
         "kernels (bicubic a = -0.5) stretched by the scale factor when shrinking. Off: the "
         "plain kernels (bicubic: Keys a = -0.75, half-pixel centres, border clamped). Both "
         "match torch.nn.functional.interpolate(align_corners=False) to float rounding.",
     )
-    options = {"grid": (new_height, new_width), "method": method, "antialias": antialias}
+    options = {"new_grid": (new_height, new_width), "method": method, "antialias": antialias}
     compute = cache.resample_grid
 else:
+    default = defaults(resample.resample_length)
     left, middle, right = st.columns(3)
     n_new = left.number_input(
         "New length L'",
@@ -60,28 +58,28 @@ else:
     method = middle.selectbox(
         "Method",
         resample.LENGTH_METHODS,
-        index=resample.LENGTH_METHODS.index(resample.METHOD),
+        index=resample.LENGTH_METHODS.index(default["method"]),
         key="resample.method",
         help="linear: between neighbouring rows; cubic: scipy CubicSpline (not-a-knot) "
         "through all rows; tile: Longformer's copy of the table end to end.",
     )
     if method == "tile":
-        positions = resample.POSITIONS
+        positions = default["positions"]
         reserved = right.number_input(
             "Reserved rows",
             0,
             n - 2,
-            resample.RESERVED,
+            default["reserved"],
             key="resample.reserved",
             help="Leading rows copied once and not repeated (RoBERTa's offset of 2 when "
             "those rows were not trimmed on loading).",
         )
     else:
-        reserved = resample.RESERVED
+        reserved = default["reserved"]
         positions = right.radio(
             "Positions read",
             list(resample.POSITION_RULES),
-            index=list(resample.POSITION_RULES).index(resample.POSITIONS),
+            index=list(resample.POSITION_RULES).index(default["positions"]),
             format_func=resample.POSITION_RULES.get,
             key="resample.positions",
             help="New row p is the old table read at x. 'scaled' is Position Interpolation: "
@@ -102,14 +100,10 @@ except ValueError as error:
     st.stop()
 
 center = widgets.center_toggle()
-settings = export.export_settings(table, resampled=result.source, centered=center, **options)
+# The resampling's params, the original's provenance, then the result's.
+settings = export.header(compute.__name__, options, table, result)
 st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
-rounding = ROUNDING.get(
-    method,
-    "weighted sums of rows in that dtype, to a few units of its last digit "
-    "(float32: ~1e-6 of the values' magnitude).",
-)
-st.caption(f"Computed and kept in the table's dtype, {table.values.dtype}: {rounding}")
+st.caption(resample.rounding_note(method, table.values.dtype))
 
 buttons = st.columns(2)
 buttons[0].button(
@@ -129,16 +123,16 @@ buttons[1].button(
 
 st.header("Before and after", divider=True)
 # Only the open tab is built and sent to the browser.
-spectrum_tab, similarity_tab = widgets.tabs_drawn_when_open(
-    ["Spectrum", "Similarity"], key="resample.section"
-)
+spectrum_tab, similarity_tab = widgets.page_tabs("resample")
 with spectrum_tab:
     if spectrum_tab.open:
         spectra = {
             "original": cache.spectrum(table, center=center),
             "resampled": cache.spectrum(result, center=center),
         }
-        widgets.show_spectra(spectra, page="resample", settings=settings)
+        widgets.show_spectra(
+            spectra, page="resample", settings={**settings, "spectrum": spectra["original"].params}
+        )
 with similarity_tab:
     if similarity_tab.open:
         if table.grid is not None:
@@ -165,7 +159,7 @@ with similarity_tab:
                 name: cache.offset_profile(
                     t,
                     center=center,
-                    max_offset=similarity.largest_offset(t.shape[0], compare.MAX_OFFSET),
+                    max_offset=similarity.largest_offset(t.shape[0], compare.OVERLAY_MAX_OFFSET),
                 )
                 for name, t in {"original": table, "resampled": result}.items()
             }
@@ -173,15 +167,11 @@ with similarity_tab:
                 cache.figure(figures.compare.offset_overlay, profiles),
                 name="resample_offsets",
                 # Each table's own largest offset, up to the cap: the export states the cap.
-                settings={
-                    **settings,
-                    "metric": similarity.METRIC,
-                    "max_offset": compare.MAX_OFFSET,
-                },
+                settings={**settings, "offset_profile": profiles["original"].params},
             )
             st.caption(
-                f"Offsets up to {compare.MAX_OFFSET} in each table's own positions: a table "
-                "stretched by L'/L falls off L'/L times more slowly."
+                f"Offsets up to {compare.OVERLAY_MAX_OFFSET} in each table's own positions: a "
+                "table stretched by L'/L falls off L'/L times more slowly."
             )
 
 st.header("Download", divider=True)

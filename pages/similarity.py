@@ -6,14 +6,17 @@ Positions the Boundaries page flagged on this table are marked on the heatmap ed
 import streamlit as st
 
 from posviz import export, figures, io, similarity
-from posviz.similarity import MAX_SIDE, METRICS
+from posviz._params import defaults
+from posviz.similarity import METRICS
 from posviz.ui import cache, state, widgets
+
+MAP = defaults(similarity.similarity_map)
 
 METRIC_HELP = (
     "cosine: ⟨a, b⟩ / (|a| |b|), 0 with a zero row (e.g. a zeroed class token), not NaN. "
     "dot: ⟨a, b⟩. Euclidean: |a − b|."
 )
-#: The scores shown, by label: the columns of OffsetScores.table() each label stands for.
+#: The scores shown, by label: the columns of OffsetScores.to_frame() each label stands for.
 SCORES = {
     "translation invariance": ("translation_invariance",),
     "monotonicity ρ": ("monotonicity",),
@@ -32,7 +35,7 @@ left, right = st.columns([2, 1])
 metric = left.radio(
     "Measure",
     METRICS,
-    index=METRICS.index(similarity.METRIC),
+    index=METRICS.index(MAP["metric"]),
     format_func={
         "cosine": "cosine similarity",
         "dot": "dot product",
@@ -68,7 +71,11 @@ def zoom_window() -> None:
     """A fragment: moving the window redraws only its heatmap."""
     row_col, col_col, size_col = st.columns(3)
     size = size_col.number_input(
-        "Window size (positions)", 2, min(n, MAX_SIDE), min(n, 256), key="similarity.zoom_size"
+        "Window size (positions)",
+        2,
+        min(n, MAP["max_side"]),
+        min(n, 256),
+        key="similarity.zoom_size",
     )
     row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
     col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
@@ -78,7 +85,7 @@ def zoom_window() -> None:
     widgets.show_figure(
         cache.figure(figures.similarity.similarity_heatmap, window, highlight=flags),
         name="similarity_zoom",
-        settings=export.export_settings(table, **window.settings()),
+        settings=export.header("similarity_map", window.params, table),
     )
 
 
@@ -102,7 +109,7 @@ def position_section() -> None:
             figures.similarity.position_profile, row, position=position, neighbours=neighbours
         ),
         name="position_profile",
-        settings={**export.export_settings(table, **row.settings()), "position": position},
+        settings={**export.header("similarity_map", row.params, table), "position": position},
     )
 
 
@@ -117,10 +124,7 @@ if not table.grid and layout and layout.row_start:
 
 # Settings inside the tabs persist on the page (persist_state): a closed tab's widgets are not
 # drawn, and would fall back to their defaults when it is opened again.
-pairs, offsets, one, grids = widgets.tabs_drawn_when_open(
-    ["Position x position", "Similarity vs offset", "One position vs all", "2-D grid"],
-    key="similarity.section",
-)
+pairs, offsets, one, grids = widgets.page_tabs("similarity")
 with pairs:
     if pairs.open:
         overview = cache.similarity_map(table, metric=metric, center=center)
@@ -130,7 +134,7 @@ with pairs:
                 figures.similarity.similarity_heatmap, overview, highlight=flags, picture=picture
             ),
             name="similarity_heatmap",
-            settings=export.export_settings(table, **overview.settings()),
+            settings=export.header("similarity_map", overview.params, table),
         )
         if picture:
             st.caption(figures.similarity.PICTURE_NOTE)
@@ -146,8 +150,8 @@ with pairs:
         if not overview.exact:
             block = overview.block
             st.caption(
-                f"{n:,} positions a side is more than {MAX_SIDE} cells: each cell is the exact "
-                f"{'root mean square' if metric == 'euclidean' else 'mean'} over a "
+                f"{n:,} positions a side is more than {MAP['max_side']} cells: each cell is "
+                f"the exact {'root mean square' if metric == 'euclidean' else 'mean'} over a "
                 f"{block} x {block} block of positions (not a sample); axes are positions (block "
                 "centres). Open the exact window below to see every pair."
             )
@@ -158,7 +162,7 @@ with pairs:
                     zoom_window()
 with offsets:
     if offsets.open:
-        measure = metric if metric in similarity.SIMILARITIES else similarity.METRIC
+        measure = metric if metric in similarity.SIMILARITIES else MAP["metric"]
         if metric == "euclidean":
             st.caption(
                 f"Offset profile and scores need a similarity: they use {measure} similarity."
@@ -181,13 +185,17 @@ with offsets:
                 "Monotonicity window (offsets)",
                 2,
                 max_offset,
-                min(similarity.WINDOW, max_offset),
+                min(defaults(similarity.offset_scores)["monotonicity_window"], max_offset),
                 key="similarity.window",
                 persist_state="page",
                 help="Offsets k = 1..window over which the Spearman correlation is taken.",
             )
             scores = cache.offset_scores(
-                table, metric=measure, center=center, max_offset=max_offset, window=window
+                table,
+                metric=measure,
+                center=center,
+                max_offset=max_offset,
+                monotonicity_window=window,
             )
             values = {
                 "translation invariance": f"{scores.translation_invariance:.4f}",
@@ -204,13 +212,17 @@ with offsets:
             # Two rows of three: six metrics in one row truncate their labels.
             columns = [*st.columns(3), *st.columns(3)]
             for column, (label, value) in zip(columns, values.items(), strict=True):
-                meaning = " ".join(similarity.SCORE_DEFINITIONS[name] for name in SCORES[label])
+                meaning = " ".join(similarity.DEFINITIONS[name] for name in SCORES[label])
                 column.metric(label, value, help=meaning)
             st.caption(
                 f"Monotonicity ρ over offsets 1..{window}: −1 = similarity falls with every "
                 "step, 0 = no trend, +1 = it rises."
             )
-        offset_settings = export.export_settings(table, **(scores or profile).settings())
+        offset_settings = (
+            export.header("offset_scores", scores.params, table)
+            if scores is not None
+            else export.header("offset_profile", profile.params, table)
+        )
         widgets.show_figure(
             cache.figure(figures.similarity.offset_profile, profile, scores),
             name="offset_profile",
@@ -220,10 +232,10 @@ with offsets:
             if opened:
                 if scores is not None:
                     widgets.show_numbers(
-                        scores.table(), name="similarity_scores", settings=offset_settings
+                        scores.to_frame(), name="similarity_scores", settings=offset_settings
                     )
                 widgets.show_numbers(
-                    profile.table(), name="offset_profile", settings=offset_settings
+                    profile.to_frame(), name="offset_profile", settings=offset_settings
                 )
 with one:
     if one.open:
@@ -261,12 +273,13 @@ with grids:
         if height is not None:
             grid = (height, n // height)
             patches = cache.grid_similarity(table, grid=grid, center=center)
-            grid_settings = export.export_settings(table, **patches.settings())
+            grid_settings = export.header("grid_similarity", patches.params, table)
             if patches.subsampled:
                 st.caption(
                     f"{len(patches.tile_rows)} x {len(patches.tile_cols)} tiles for evenly "
-                    f"spaced patches (of {grid[0]} x {grid[1]}): at most {similarity.MAX_TILES} a "
-                    f"side, and at most {MAX_SIDE} cells a side."
+                    f"spaced patches (of {grid[0]} x {grid[1]}): at most "
+                    f"{patches.params['max_tiles']} a side, and at most "
+                    f"{patches.params['max_side']} cells a side."
                 )
             cells = figures.similarity.grid_mosaic(patches)[0].size
             picture = as_picture(cells, key="similarity.grid_exact_cells")

@@ -11,7 +11,7 @@ table = state.current()
 widgets.table_caption(table)
 center = widgets.center_toggle()
 result = cache.spectrum(table, center=center)
-settings = export.export_settings(table, **result.settings())
+settings = export.header("spectrum", result.params, table)
 metrics = result.metrics()
 
 if not result.has_variance:
@@ -38,9 +38,7 @@ if result.has_variance:
         "variance σ²; the tail hardly counts there."
     )
 
-values, variance, error = widgets.tabs_drawn_when_open(
-    ["Singular values", "Explained variance", "Reconstruction error"], key="spectrum.section"
-)
+values, variance, error = widgets.page_tabs("spectrum")
 with values:
     if values.open:
         widgets.show_figure(
@@ -71,4 +69,4 @@ with error:
 with widgets.expander_drawn_when_open("Numbers", key="spectrum.numbers") as opened:
     if opened:
         widgets.show_numbers(result.metrics_table(), name="spectrum_metrics", settings=settings)
-        widgets.show_numbers(result.table(), name="singular_values", settings=settings)
+        widgets.show_numbers(result.to_frame(), name="singular_values", settings=settings)

@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["defaults", "keyword_names", "records_params", "split_params"]
+__all__ = ["as_recorded", "defaults", "keyword_names", "records_params", "split_params"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -65,12 +65,31 @@ def split_params(
     )
 
 
+def as_recorded(value: Any) -> Any:
+    """`value` as a result records it: lists as tuples (also inside dicts).
+
+    JSON turns a tuple setting (``grid=(14, 14)``) into a list; recorded as a tuple either
+    way, a result read back from an export and called again is equal to the original.
+
+    Examples
+    --------
+    >>> as_recorded({"grid": [14, 14], "rows": None})
+    {'grid': (14, 14), 'rows': None}
+    """
+    if isinstance(value, list | tuple):
+        return tuple(as_recorded(v) for v in value)
+    if isinstance(value, dict):
+        return {k: as_recorded(v) for k, v in value.items()}
+    return value
+
+
 def records_params(func: Callable[P, R]) -> Callable[P, R]:
     """Decorate a core function so its result's ``params`` are the settings it was called with.
 
     The result must be a frozen dataclass with a ``params: dict`` field (default empty). The
     upstream results among the positional arguments lend their params first, so a chained
-    result carries every setting of its chain; the function's own settings win.
+    result carries every setting of its chain; the function's own settings win. Settings are
+    recorded by :func:`as_recorded` (a list given for a tuple is recorded as the tuple).
 
     Examples
     --------
@@ -98,7 +117,8 @@ def records_params(func: Callable[P, R]) -> Callable[P, R]:
         upstream: dict[str, Any] = {}
         for arg in args:
             upstream.update(getattr(arg, "params", None) or {})
-        params = {**upstream, **{name: bound.arguments[name] for name in names}}
+        own = {name: as_recorded(bound.arguments[name]) for name in names}
+        params = {**upstream, **own}
         return dataclasses.replace(result, params=params)  # type: ignore[type-var]
 
     return wrapper

@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
+from posviz import _params
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
+from posviz._params import records_params
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "BOUNDARY_K",
-    "CHANGE_STATISTIC",
-    "MAX_CHANGES",
-    "MIN_SIZE",
-    "ROBUST_Z",
-    "STATISTICS",
-    "THRESHOLD",
-    "TOP_K",
-    "WINDOW",
+    "DEFINITIONS",
     "BoundarySummary",
     "ChangePoints",
     "Outliers",
@@ -38,18 +32,12 @@ __all__ = [
     "position_statistics",
 ]
 
-#: Defaults of the settings, for the functions below, the page and the report. `defaults`
-#: fits those that depend on the table's length to it.
-TOP_K = 0
-WINDOW = 16
-THRESHOLD = 8.0
-BOUNDARY_K = 8
-CHANGE_STATISTIC = "norm"
-MAX_CHANGES = 3
-MIN_SIZE = 16
 
-#: Statistics that flag outliers, with their definitions (the page shows these as tooltips).
-STATISTICS = {
+#: 1.4826 * MAD estimates the standard deviation of normally distributed data.
+MAD_TO_SD = 1.4826
+#: The statistics that flag outliers and the score flags are set on, in words (the page's
+#: tooltips, the report).
+DEFINITIONS = {
     "norm": "‖e_p‖: Euclidean norm of the row.",
     "neighbour_cos": "max(cos(e_p, e_p-1), cos(e_p, e_p+1)): similarity to the more similar "
     "neighbour, so a row is odd only when it is unlike both neighbours (a row next to an odd "
@@ -58,15 +46,9 @@ STATISTICS = {
     "residual_norm": "‖(e_p − ē)(I − V_k V_kᵀ)‖: norm of the centred row after removing its "
     "projection on the top-k principal directions V_k: what the smooth low-rank structure "
     "does not explain.",
+    "robust_z": f"Robust z = (x − window median) / ({MAD_TO_SD} · MAD of the window): the "
+    f"Hampel identifier. {MAD_TO_SD} · MAD estimates the standard deviation of normal data.",
 }
-
-#: 1.4826 * MAD estimates the standard deviation of normally distributed data.
-MAD_TO_SD = 1.4826
-#: The score flags are set on, in words (the page's help, the report).
-ROBUST_Z = (
-    f"Robust z = (x − window median) / ({MAD_TO_SD} · MAD of the window): the Hampel "
-    f"identifier. {MAD_TO_SD} · MAD estimates the standard deviation of normal data."
-)
 
 #: A statistic that varies less than this share of its typical size inside a window is
 #: treated as constant: float32 rounding alone is ~1e-7 relative.
@@ -88,7 +70,8 @@ class PositionStatistics:
     residual_norm : ndarray of shape (n_positions,) or None
         Norm of the centred row outside the top-`top_k` principal directions; None when
         ``top_k == 0``.
-    top_k : int
+    params : dict
+        The settings of :func:`position_statistics` (``top_k``).
     """
 
     norm: np.ndarray
@@ -96,7 +79,7 @@ class PositionStatistics:
     cos_next: np.ndarray
     dist_to_mean: np.ndarray
     residual_norm: np.ndarray | None
-    top_k: int
+    params: dict = field(default_factory=dict)
 
     @property
     def neighbour_cos(self) -> np.ndarray:
@@ -104,7 +87,7 @@ class PositionStatistics:
         return np.fmax(self.cos_prev, self.cos_next)
 
     def flagging_curves(self) -> dict[str, np.ndarray]:
-        """The curves outliers are flagged on, by their names in :data:`STATISTICS`."""
+        """The curves outliers are flagged on, by their names in :data:`DEFINITIONS`."""
         curves = {
             "norm": self.norm,
             "neighbour_cos": self.neighbour_cos,
@@ -114,12 +97,9 @@ class PositionStatistics:
             curves["residual_norm"] = self.residual_norm
         return curves
 
-    def settings(self) -> dict[str, object]:
-        """The settings, in the keys of the exports."""
-        return {"top_k": self.top_k}
 
-
-def position_statistics(values: np.ndarray, *, top_k: int = TOP_K) -> PositionStatistics:
+@records_params
+def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatistics:
     """Norm, neighbour cosines, distance to the mean row and (optionally) residual norm.
 
     Parameters
@@ -176,7 +156,6 @@ def position_statistics(values: np.ndarray, *, top_k: int = TOP_K) -> PositionSt
         cos_next=np.concatenate([cos, nan]),
         dist_to_mean=np.concatenate(dist),
         residual_norm=residual,
-        top_k=top_k,
     )
 
 
@@ -240,11 +219,9 @@ class Outliers:
         Robust z-score ``(value - median) / (1.4826 * MAD)``.
     flagged : ndarray of bool, shape (n_statistics, n_positions)
         ``abs(z) > threshold``.
-    window : int
-        Half-width of the sliding window, in positions.
-    threshold : float
-    top_k : int
-        Of the :class:`PositionStatistics` flagged.
+    params : dict
+        The settings of :func:`outliers` (``hampel_window``, ``threshold``) and of the
+        statistics flagged.
     """
 
     statistics: tuple[str, ...]
@@ -252,18 +229,15 @@ class Outliers:
     median: np.ndarray
     z: np.ndarray
     flagged: np.ndarray
-    window: int
-    threshold: float
-    top_k: int
+    params: dict = field(default_factory=dict)
 
     @property
     def rule(self) -> str:
         """When a position is flagged, in words."""
-        return f"|robust z| > {self.threshold:g} in a window of ±{self.window} positions"
-
-    def settings(self) -> dict[str, object]:
-        """The settings, with the statistics', in the keys of the exports."""
-        return {"top_k": self.top_k, "window": self.window, "threshold": self.threshold}
+        return (
+            f"|robust z| > {self.params['threshold']:g} in a window of "
+            f"±{self.params['hampel_window']} positions"
+        )
 
     @property
     def positions(self) -> np.ndarray:
@@ -285,7 +259,7 @@ class Outliers:
             for i in order
         ]
 
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """:meth:`records` as a frame (with its columns even when nothing is flagged)."""
         import pandas as pd
 
@@ -301,8 +275,9 @@ class Outliers:
         return np.where(self.flagged[i], self.median[i], self.values[i])
 
 
+@records_params
 def outliers(
-    stats: PositionStatistics, *, window: int = WINDOW, threshold: float = THRESHOLD
+    stats: PositionStatistics, *, hampel_window: int = 16, threshold: float = 8.0
 ) -> Outliers:
     """Flag positions whose statistics are far from their sliding-window median.
 
@@ -310,7 +285,7 @@ def outliers(
     ----------
     stats : PositionStatistics
         Its :meth:`~PositionStatistics.flagging_curves` are scored.
-    window : int
+    hampel_window : int
         Half-width of the window (see :func:`hampel`).
     threshold : float
         Flag where the robust z-score exceeds this in absolute value.
@@ -319,11 +294,13 @@ def outliers(
     --------
     >>> rows = np.c_[np.cos(np.arange(50.0)), np.sin(np.arange(50.0))]
     >>> rows[0] *= 3.0
-    >>> outliers(position_statistics(rows), window=8).positions.tolist()
+    >>> outliers(position_statistics(rows), hampel_window=8).positions.tolist()
     [0]
     """
     curves = stats.flagging_curves()
-    scores = [hampel(np.asarray(c, dtype=np.float64), window=window) for c in curves.values()]
+    scores = [
+        hampel(np.asarray(c, dtype=np.float64), window=hampel_window) for c in curves.values()
+    ]
     z = np.array([s[0] for s in scores])
     return Outliers(
         statistics=tuple(curves),
@@ -331,9 +308,6 @@ def outliers(
         median=np.array([s[1] for s in scores]),
         z=z,
         flagged=np.abs(z) > threshold,
-        window=window,
-        threshold=threshold,
-        top_k=stats.top_k,
     )
 
 
@@ -345,55 +319,58 @@ class BoundarySummary:
     ----------
     statistics : tuple of str
     first, middle, last : ndarray of shape (n_statistics,)
-        Means over positions ``0..k-1``, ``k..n-k-1`` and ``n-k..n-1``.
-    k : int
-    top_k : int
-        Of the :class:`PositionStatistics` summarised.
+        Means over positions ``0..k-1``, ``k..n-k-1`` and ``n-k..n-1``, k the setting
+        ``boundary_size``.
+    params : dict
+        The settings of :func:`boundary_summary` and of the statistics summarised.
     """
 
     statistics: tuple[str, ...]
     first: np.ndarray
     middle: np.ndarray
     last: np.ndarray
-    k: int
-    top_k: int
-
-    def settings(self) -> dict[str, object]:
-        """The settings, with the statistics', in the keys of the exports."""
-        return {"top_k": self.top_k, "boundary_k": self.k}
+    params: dict = field(default_factory=dict)
 
     def procedure(self) -> str:
         """What the summary compares, in words."""
-        return f"Mean over the first {self.k}, the middle, and the last {self.k} positions."
+        k = self.params["boundary_size"]
+        return f"Mean over the first {k}, the middle, and the last {k} positions."
 
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per statistic: its means over the first k, the middle and the last k."""
         import pandas as pd
 
+        k = self.params["boundary_size"]
         return pd.DataFrame(
             {
                 "statistic": self.statistics,
-                f"first_{self.k}": self.first,
+                f"first_{k}": self.first,
                 "middle": self.middle,
-                f"last_{self.k}": self.last,
+                f"last_{k}": self.last,
             }
         )
 
 
-def boundary_summary(stats: PositionStatistics, *, k: int = BOUNDARY_K) -> BoundarySummary:
-    """Compare the first and last `k` positions with the middle of the table, on each of the
-    statistics' :meth:`~PositionStatistics.flagging_curves`.
+@records_params
+def boundary_summary(stats: PositionStatistics, *, boundary_size: int = 8) -> BoundarySummary:
+    """Compare the first and last `boundary_size` positions with the middle of the table, on
+    each of the statistics' :meth:`~PositionStatistics.flagging_curves`.
 
     Examples
     --------
     >>> rows = np.c_[[3.0, 0, 0, 0, 0], [4.0, 1, 1, 1, 3]]  # norms 5, 1, 1, 1, 3
-    >>> boundary_summary(position_statistics(rows), k=1).table().to_dict("records")[0]
+    >>> summary = boundary_summary(position_statistics(rows), boundary_size=1)
+    >>> summary.to_frame().to_dict("records")[0]
     {'statistic': 'norm', 'first_1': 5.0, 'middle': 1.0, 'last_1': 3.0}
     """
     curves = stats.flagging_curves()
     n = len(stats.norm)
+    k = boundary_size
     if not 1 <= k < n / 2:
-        msg = f"k must be in 1..{(n - 1) // 2} so a middle remains for {n} positions, got {k}."
+        msg = (
+            f"boundary_size must be in 1..{(n - 1) // 2} so a middle remains for {n} "
+            f"positions, got {k}."
+        )
         raise ValueError(msg)
     stacked = np.array([np.asarray(c, dtype=np.float64) for c in curves.values()])
     return BoundarySummary(
@@ -401,8 +378,6 @@ def boundary_summary(stats: PositionStatistics, *, k: int = BOUNDARY_K) -> Bound
         first=stacked[:, :k].mean(axis=1),
         middle=stacked[:, k : n - k].mean(axis=1),
         last=stacked[:, n - k :].mean(axis=1),
-        k=k,
-        top_k=stats.top_k,
     )
 
 
@@ -423,11 +398,9 @@ class ChangePoints:
         Noise level estimated from first differences, ``1.4826 * MAD(diff) / sqrt(2)``.
     penalty : float
         Smallest reduction in squared deviations a split needed, ``2 sigma^2 log n`` (BIC).
-    max_changes, min_size : int
-    statistic : str
-        The curve searched, one of the outliers' statistics.
-    flag_settings : dict
-        :meth:`Outliers.settings` of the outliers whose cleaned curve was searched.
+    params : dict
+        The settings of :func:`change_points` and of the outliers whose cleaned curve was
+        searched.
     """
 
     positions: np.ndarray
@@ -436,21 +409,9 @@ class ChangePoints:
     segment_means: np.ndarray
     sigma: float
     penalty: float
-    max_changes: int
-    min_size: int
-    statistic: str
-    flag_settings: dict[str, object]
+    params: dict = field(default_factory=dict)
 
-    def settings(self) -> dict[str, object]:
-        """The settings, with the outliers', in the keys of the exports."""
-        return {
-            **self.flag_settings,
-            "change_statistic": self.statistic,
-            "max_changes": self.max_changes,
-            "min_segment": self.min_size,
-        }
-
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per change point: where, the shift of the mean, the share of variance."""
         import pandas as pd
 
@@ -461,19 +422,21 @@ class ChangePoints:
     def procedure(self) -> str:
         """How the change points were found, in words."""
         return (
-            f"Binary segmentation for changes in mean on {self.statistic}: each step makes the "
-            f"split that most reduces squared deviations, into segments of at least "
-            f"{self.min_size} positions, until {self.max_changes} changes or until the "
+            f"Binary segmentation for changes in mean on {self.params['statistic']}: each step "
+            f"makes the split that most reduces squared deviations, into segments of at least "
+            f"{self.params['min_size']} positions, until {self.params['max_changes']} changes "
+            f"or until the "
             f"reduction is below 2σ² log n (BIC; σ = {self.sigma:.3g} from first differences)."
         )
 
 
+@records_params
 def change_points(
     flags: Outliers,
     *,
-    statistic: str = CHANGE_STATISTIC,
-    max_changes: int = MAX_CHANGES,
-    min_size: int = MIN_SIZE,
+    statistic: str = "norm",
+    max_changes: int = 3,
+    min_size: int = 16,
 ) -> ChangePoints:
     """Find level shifts of a statistic by greedy binary segmentation (least squares, BIC stop).
 
@@ -530,10 +493,6 @@ def change_points(
         segment_means=means,
         sigma=float(sigma),
         penalty=float(penalty),
-        max_changes=max_changes,
-        min_size=min_size,
-        statistic=statistic,
-        flag_settings=flags.settings(),
     )
 
 
@@ -560,29 +519,33 @@ def limits(shape: tuple[int, int]) -> dict[str, int]:
     Examples
     --------
     >>> limits((20, 6))
-    {'top_k': 5, 'window': 10, 'k': 9, 'min_size': 10}
+    {'top_k': 5, 'hampel_window': 10, 'boundary_size': 9, 'min_size': 10}
     """
     n, d = shape
     half = max(1, n // 2)
-    return {"top_k": min(n, d) - 1, "window": half, "k": max(1, (n - 1) // 2), "min_size": half}
+    return {
+        "top_k": min(n, d) - 1,
+        "hampel_window": half,
+        "boundary_size": max(1, (n - 1) // 2),
+        "min_size": half,
+    }
 
 
 def defaults(shape: tuple[int, int]) -> dict[str, object]:
-    """The default settings for a table of this shape: each constant, within its :func:`limits`.
+    """The default settings of the boundary functions for a table of this shape: each
+    signature's default, within its :func:`limits`.
 
     Examples
     --------
     >>> d = defaults((20, 6))
-    >>> d["window"], d["k"], d["min_size"], d["threshold"]
+    >>> d["hampel_window"], d["boundary_size"], d["min_size"], d["threshold"]
     (10, 8, 10, 8.0)
     """
     most = limits(shape)
-    return {
-        "top_k": min(TOP_K, most["top_k"]),
-        "window": min(WINDOW, most["window"]),
-        "threshold": THRESHOLD,
-        "k": min(BOUNDARY_K, most["k"]),
-        "statistic": CHANGE_STATISTIC,
-        "max_changes": MAX_CHANGES,
-        "min_size": min(MIN_SIZE, most["min_size"]),
+    found = {
+        **_params.defaults(position_statistics),
+        **_params.defaults(outliers),
+        **_params.defaults(boundary_summary),
+        **_params.defaults(change_points),
     }
+    return {name: min(value, most.get(name, value)) for name, value in found.items()}

@@ -80,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a standalone HTML report of the table read from PATH.",
     )
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML to write")
-    report.add_argument("--seed", type=int, default=0, help="seed of controls and probes")
+    report.add_argument(
+        "--seed", type=int, help="seed of controls and probes (default: the analyses' own, 0)"
+    )
     report.set_defaults(run=_report, run_many=_collection_report)
     serve = commands.add_parser(
         "serve",
@@ -125,13 +127,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _centring(args: argparse.Namespace) -> dict[str, bool]:
+    """The centring asked for: the core's default unless --no-center."""
+    return {"center": False} if args.no_center else {}
+
+
 def _summary(args: argparse.Namespace) -> int:
+    from posviz.export import header
+
     table = _load(args)
-    result = spectrum(table.values, center=not args.no_center)
+    result = spectrum(table.values, **_centring(args))
     if args.json:
-        record = {"shape": list(table.shape), "dtype": table.dtype, "tensor": table.name}
-        record |= result.metrics()
-        record["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
+        numbers = result.metrics()
+        numbers["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
+        record = {**header("spectrum", result.params, table), "numbers": numbers}
         if not result.has_variance:  # the metrics above are null
             record["undefined"] = NO_VARIANCE
         print(json.dumps(record, allow_nan=False))
@@ -149,7 +158,7 @@ def _report(args: argparse.Namespace) -> int:
     from posviz.report import build_report  # plotly and every analysis: not for `summary`
 
     table = _load(args)
-    html = build_report(table, center=not args.no_center, seed=args.seed, progress=_told)
+    html = build_report(table, **_centring(args), seed=args.seed, progress=_told)
     with open(args.output, "w", encoding="utf-8") as out:
         out.write(html)
     print(
@@ -219,7 +228,7 @@ def _describe(table: Embedding, result: Spectrum, *, hint: str) -> str:
     ks = " / ".join(str(metrics[f"k{round(t * 100)}"]) for t in THRESHOLDS)
     centring = (
         "mean row subtracted first (PCA); --no-center to skip"
-        if result.centered
+        if result.params["center"]
         else "not centred (--no-center): raw table"
     )
     values = "  ".join(f"{v:.4g}" for v in result.singular_values[:N_SINGULAR_VALUES])
@@ -251,13 +260,13 @@ def _collection(args: argparse.Namespace) -> Collection:
         )
         for path in args.path
     ]
-    return analyse(members, center=not args.no_center)
+    return analyse(members, **_centring(args))
 
 
 def _collection_summary(args: argparse.Namespace) -> int:
     c = _collection(args)
     if not args.json:
-        print(c.table(refused=False).set_index("label").T.to_string())
+        print(c.to_frame(refused=False).set_index("label").T.to_string())
         for m in c.members:
             if m.error:
                 print(f"refused {m.label}: {m.error}")
@@ -269,7 +278,7 @@ def _collection_summary(args: argparse.Namespace) -> int:
         for key, value in record.items():
             if isinstance(value, float) and not math.isfinite(value):
                 record[key] = None  # NaN is not JSON
-    print(json.dumps(records))
+    print(json.dumps({**c.header(), "records": records}))
     return 0
 
 

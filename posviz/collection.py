@@ -9,25 +9,19 @@ defaults, and the tables are placed on a 2-D map by their pairwise linear CKA.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from posviz import __version__, _linalg
+from posviz._params import defaults, records_params
 from posviz.boundary import position_statistics
-from posviz.components import (
-    N_FREQUENCIES,
-    N_SHUFFLES,
-    SEED,
-    K,
-    max_components,
-    principal_components,
-    sinusoid_likeness,
-)
+from posviz.components import max_components, principal_components, sinusoid_likeness
 from posviz.embedding import Embedding, LoadError
 from posviz.similarity import (
     MAX_OFFSET,
@@ -43,8 +37,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "DEFINITIONS",
     "MAX_TABLES",
-    "METRIC_DEFINITIONS",
     "Collection",
     "Member",
     "Step",
@@ -146,14 +140,21 @@ def member(label: str, load: Callable[[], Embedding]) -> Member:
         return Member(label, error=str(error))
 
 
+def _step_text(step: Step | None) -> str:
+    """A step as the page shows it: its number, or "-" for a label without one."""
+    return "-" if step is None else f"{step.value:,}"
+
+
 def members_table(members: Sequence[Member]) -> pd.DataFrame:
-    """One row per member: its label, the step it names, what it holds, loaded or refused."""
+    """One row per member, as the page's editor shows it: a "keep" box (ticked), its label,
+    the step it names ("-": none), what it holds, loaded or refused."""
     import pandas as pd
 
     return pd.DataFrame(
         {
+            "keep": [True] * len(members),
             "label": [m.label for m in members],
-            "step": [m.step.value if m.step else None for m in members],
+            "step": [_step_text(m.step) for m in members],
             "table": [
                 f"{m.table.name} {m.table.shape[0]} x {m.table.shape[1]} ({m.table.dtype})"
                 if m.table
@@ -191,22 +192,28 @@ class TableSummary:
     Attributes
     ----------
     metrics : dict of str to number or None
-        See :data:`METRIC_DEFINITIONS`.
+        See :data:`DEFINITIONS`.
     spectrum : Spectrum
     profile : OffsetProfile
         Mean cosine similarity against offset, up to `MAX_OFFSET`.
     overview : SimilarityMap
         Cosine similarity map, block means at most `OVERVIEW_SIDE` cells a side.
+    params : dict
+        The settings of :func:`table_summary` (``center``).
     """
 
     metrics: dict[str, float | int | None]
     spectrum: Spectrum
     profile: OffsetProfile
     overview: SimilarityMap
+    params: dict = field(default_factory=dict)
 
 
+#: The settings of the sinusoid likeness each summary computes: the Components page's defaults.
+_PC = defaults(principal_components)
+_LIKENESS = defaults(sinusoid_likeness)
 #: Every number of a collection's metrics table beyond shape and rows, defined.
-METRIC_DEFINITIONS = {
+DEFINITIONS = {
     "k50 .. k99": "Fewest principal components explaining 50/80/90/95/99% of the variance.",
     "effective_rank": "exp(entropy of σ_i / Σσ_j) (Roy & Vetterli 2007).",
     "stable_rank": "Σσ_i² / σ_1².",
@@ -218,15 +225,16 @@ METRIC_DEFINITIONS = {
     "similarity_length": "First offset k with mean cosine similarity m(k) < 1/e (None: not "
     f"within the first {MAX_OFFSET} offsets).",
     "translation_invariance": "Share of the variance of s(i, j) explained by the offset alone.",
-    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-{K} PC "
-    f"trajectories and cos/sin(π f p / n), f = 1..{N_FREQUENCIES} (the Components page's "
-    "defaults).",
-    "shuffled_mean_cos2, sinusoid_p_value": f"The same after shuffling rows ({N_SHUFFLES} "
-    f"seeded shuffles, seed {SEED}): the chance level, and the share of shuffles at least as "
-    "sinusoid-like.",
+    "sinusoid_mean_cos2": f"Mean cos² of the principal angles between the top-"
+    f"{_PC['n_components']} PC trajectories and cos/sin(π f p / n), f = 1.."
+    f"{_LIKENESS['n_frequencies']} (the Components page's defaults).",
+    "shuffled_mean_cos2, sinusoid_p_value": f"The same after shuffling rows "
+    f"({_LIKENESS['n_shuffles']} seeded shuffles, seed {_LIKENESS['seed']}): the chance level, "
+    "and the share of shuffles at least as sinusoid-like.",
 }
 
 
+@records_params
 def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
     """A table's headline numbers by the single-table pages' core functions and defaults.
 
@@ -248,9 +256,9 @@ def table_summary(values: np.ndarray, *, center: bool = True) -> TableSummary:
     stats = position_statistics(values)
     norm, cos = stats.norm, stats.neighbour_cos
     median = float(np.median(norm))
-    k = min(K, max_components((n, d), center=center))
+    k = min(_PC["n_components"], max_components((n, d), center=center))
     # The core's defaults, as on the Components page (which caps k and the frequencies alike).
-    likeness = sinusoid_likeness(principal_components(values, k=k, center=center))
+    likeness = sinusoid_likeness(principal_components(values, n_components=k, center=center))
     metrics = {
         **s.metrics(),
         "first_norm_ratio": float(norm[0] / median) if median > 0 else None,
@@ -389,24 +397,33 @@ class Collection:
         order = f"ordered by {self.loaded[0].step.unit}" if self.ordered else "a set of models"
         return f"{len(self.loaded)} tables, {order}"
 
-    def settings(self) -> dict[str, object]:
-        """Every choice that changed a number, for exports."""
+    def header(self) -> dict[str, object]:
+        """The header of the collection's exports: the analysis of each table and its params,
+        every member's provenance (or why it was refused), and how the tables were compared."""
+        return {
+            "analysis": "table_summary",
+            "params": {"center": self.center},
+            "provenance": [
+                {"label": m.label, **(m.table.provenance() if m.table else {"error": m.error})}
+                for m in self.members
+            ],
+            "collection": self.procedure(),
+        }
+
+    def procedure(self) -> dict[str, object]:
+        """How the collection's numbers were made, in words, beside the summaries' params."""
         return {
             "posviz_version": __version__,
-            "centered": self.center,
             "ordered_by": (self.loaded[0].step.unit if self.ordered else None),
             "offset_profile": f"cosine, offsets 0..min(n - 1, {MAX_OFFSET})",
             "similarity_length": "first offset with mean cosine similarity < 1/e",
-            "sinusoid_likeness": f"top-{K} PCs vs cos/sin(pi f p / n), f = 1..min("
-            f"{N_FREQUENCIES}, n // 2), {N_SHUFFLES} row shuffles, seed {SEED}",
+            "sinusoid_likeness": f"top-{_PC['n_components']} PCs vs cos/sin(pi f p / n), f = "
+            f"1..min({_LIKENESS['n_frequencies']}, n // 2), {_LIKENESS['n_shuffles']} row "
+            f"shuffles, seed {_LIKENESS['seed']}",
             "boundary_statistics": "uncentred rows",
             "cka": f"linear CKA on the common first {self.common_positions} positions "
             f"({'each table mean-centred over them' if self.center else 'uncentred'})",
             "map": f"classical MDS of sqrt(2 - 2 CKA); 2-D share {self.map_share:.4f}",
-            "tables": [
-                {"label": m.label, **(m.table.settings() if m.table else {"error": m.error})}
-                for m in self.members
-            ],
         }
 
     def records(self) -> list[dict[str, object]]:
@@ -429,7 +446,7 @@ class Collection:
             )
         return out
 
-    def table(self, *, refused: bool = True) -> pd.DataFrame:
+    def to_frame(self, *, refused: bool = True) -> pd.DataFrame:
         """:meth:`records` as a frame, shape as two columns (sortable), the error last.
 
         Without the refused members' rows (and the error column) if not `refused`.
@@ -442,6 +459,20 @@ class Collection:
         frame.insert(7, "d_model", [s[1] if s else None for s in shape])
         frame["error"] = frame.pop("error")  # long messages: last
         return frame if refused else frame.drop(columns="error")
+
+    def shown_table(self) -> pd.DataFrame:
+        """:meth:`table` as the page shows it: the step as text, "-" where a label has none
+        (the exports keep numbers and null)."""
+        frame = self.to_frame()
+        frame["step"] = [_step_text(m.step) for m in self.members]
+        return frame
+
+    @property
+    def digest(self) -> str:
+        """A digest of what the collection was made of (labels, tables' sha256, refusals,
+        centring): equal digests, equal results."""
+        parts = [(m.label, m.table.sha256 if m.table else None, m.error) for m in self.members]
+        return hashlib.blake2b(repr((parts, self.center)).encode()).hexdigest()
 
     def cka_table(self) -> pd.DataFrame:
         """:attr:`cka` with the loaded tables' labels: a column "table", then one per table."""

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.linalg import eigh, subspace_angles, svdvals
 
 from posviz._linalg import centered, float64_blocks, gram, tall_times
+from posviz._params import records_params
 from posviz.spectrum import Spectrum
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "MAX_K",
-    "MAX_OFFSET",
+    "DEFINITIONS",
+    "MAX_COMPONENTS",
+    "OVERLAY_MAX_OFFSET",
     "Comparison",
-    "K",
     "compare",
     "largest_k",
     "linear_cka",
@@ -28,13 +29,26 @@ __all__ = [
 ]
 
 
-#: Principal components over positions whose spans are compared.
-K = 10
 #: Most components offered: the angles beyond are rarely read and each costs an eigenvector.
-MAX_K = 64
+MAX_COMPONENTS = 64
 #: Largest offset of the two tables' overlaid offset profiles (Compare, and Resample's before
 #: and after): their spread over i costs n_positions x k x d_model each.
-MAX_OFFSET = 512
+OVERLAY_MAX_OFFSET = 512
+
+#: What each of the Compare page's measures is, for its help texts and the report.
+DEFINITIONS = {
+    "cka": "Linear CKA (Kornblith et al. 2019): ‖Xᵀ Y‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F) of the tables "
+    "with their mean rows removed (uncentred: the RV coefficient). 1 when one table is a "
+    "rotation and/or scaling of the other, 0 when their dimensions are uncorrelated.",
+    "angles": "Principal angles between the spans of the top-k principal components over "
+    "positions (left singular vectors, one value per position) of the two tables "
+    "(scipy.linalg.subspace_angles). 0° = the same k-dimensional positional signal.",
+    "procrustes": "‖Ŷ R − X̂‖_F with X̂ = X/‖X‖_F, Ŷ = Y/‖Y‖_F and R the orthogonal matrix "
+    "minimising it (the residual of scipy.linalg.orthogonal_procrustes, computed as "
+    "√(2 − 2‖ŶᵀX̂‖_*): exact to ~1e-6). 0 for a rotated or scaled copy, at most 2. Needs "
+    "equal widths.",
+    "metric": "Cosine: ⟨x_i, x_j⟩ / (‖x_i‖ ‖x_j‖). Dot: ⟨x_i, x_j⟩.",
+}
 
 
 @dataclass(frozen=True)
@@ -52,29 +66,22 @@ class Comparison:
     procrustes_error : float or None
         ``min_R ||Y R / ||Y||_F - X / ||X||_F||_F`` over orthogonal R, in [0, 2], to about
         1e-6 absolute (see :func:`procrustes_error`); None when the widths differ.
-    centered : bool
-        Whether rows were mean-centred before every measure.
     n_positions : int
         Rows of each table.
-    k : int
-        Components whose spans were compared.
+    params : dict
+        The settings of :func:`compare` (``n_components``, ``center``).
     """
 
     cka: float
     principal_angles: np.ndarray
     procrustes_error: float | None
-    centered: bool
     n_positions: int
-    k: int
+    params: dict = field(default_factory=dict)
 
     @property
     def degrees(self) -> np.ndarray:
         """`principal_angles` in degrees, ndarray of shape (k,)."""
         return np.degrees(self.principal_angles)
-
-    def settings(self) -> dict[str, object]:
-        """The settings of every measure, in the exports' keys."""
-        return {"centered": self.centered, "k": self.k}
 
     def metrics(self) -> dict[str, float | None]:
         """CKA, the mean and largest principal angle (degrees) and the Procrustes error."""
@@ -85,13 +92,11 @@ class Comparison:
             "procrustes_error": self.procrustes_error,
         }
 
-    def table(self) -> pd.DataFrame:
-        """The measures in one row, as exported: CKA, Procrustes error and k."""
+    def to_frame(self) -> pd.DataFrame:
+        """The measures in one row, as exported: CKA and Procrustes error."""
         import pandas as pd
 
-        return pd.DataFrame(
-            {"cka": [self.cka], "procrustes_error": [self.procrustes_error], "k": [self.k]}
-        )
+        return pd.DataFrame({"cka": [self.cka], "procrustes_error": [self.procrustes_error]})
 
     def angles_table(self) -> pd.DataFrame:
         """One row per principal angle, smallest first: in radians and degrees."""
@@ -99,7 +104,7 @@ class Comparison:
 
         return pd.DataFrame(
             {
-                "angle": np.arange(1, self.k + 1),
+                "angle": np.arange(1, len(self.principal_angles) + 1),
                 "radians": self.principal_angles,
                 "degrees": self.degrees,
             }
@@ -107,12 +112,13 @@ class Comparison:
 
 
 def largest_k(first: tuple[int, int], second: tuple[int, int]) -> int:
-    """Most components two tables of these shapes (same length) can compare, at most `MAX_K`.
+    """Most components two tables of these shapes (same length) can compare, at most
+    `MAX_COMPONENTS`.
 
     >>> largest_k((100, 16), (100, 24)), largest_k((1024, 768), (1024, 768))
     (16, 64)
     """
-    return min(first[0] - 1, first[1], second[1], MAX_K)
+    return min(first[0] - 1, first[1], second[1], MAX_COMPONENTS)
 
 
 def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
@@ -269,7 +275,10 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     return _procrustes(_nuclear_norm(cross), *sq_norms)
 
 
-def compare(x: np.ndarray, y: np.ndarray, *, k: int = K, center: bool = True) -> Comparison:
+@records_params
+def compare(
+    x: np.ndarray, y: np.ndarray, *, n_components: int = 10, center: bool = True
+) -> Comparison:
     """CKA, principal angles of the top-k components and Procrustes error of two tables.
 
     The same as :func:`linear_cka`, :func:`position_components` (twice) with
@@ -286,19 +295,20 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = K, center: bool = True) ->
     ----------
     x : ndarray of shape (n_positions, d_x)
     y : ndarray of shape (n_positions, d_y)
-    k : int
-        Principal components over positions whose spans are compared.
+    n_components : int
+        k, the principal components over positions whose spans are compared.
     center : bool
         Remove each table's mean row before every measure.
 
     Examples
     --------
     >>> x = np.random.default_rng(0).standard_normal((30, 6))
-    >>> c = compare(x, x[:, ::-1], k=3)
+    >>> c = compare(x, x[:, ::-1], n_components=3)
     >>> round(c.cka, 12), bool(np.allclose(c.principal_angles, 0, atol=1e-6))
     (1.0, True)
     """
     _check_same_length(x, y)
+    k = n_components
     same_width = x.shape[1] == y.shape[1]
     if _tall(x, y):
         cross = _product(x, y, center=center)
@@ -319,9 +329,7 @@ def compare(x: np.ndarray, y: np.ndarray, *, k: int = K, center: bool = True) ->
         cka=cka,
         principal_angles=np.sort(subspace_angles(ux, uy)),
         procrustes_error=_procrustes(nuclear, sq_norm_x, sq_norm_y) if same_width else None,
-        centered=center,
         n_positions=len(x),
-        k=k,
     )
 
 

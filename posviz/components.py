@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,18 +11,13 @@ import scipy.optimize
 from scipy.linalg import blas
 
 from posviz._linalg import gram, tall_times
+from posviz._params import records_params
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "FIT",
-    "LIKENESS_DEFINITION",
-    "N_FREQUENCIES",
-    "N_SHUFFLES",
-    "R2_DEFINITION",
-    "SEED",
-    "K",
+    "DEFINITIONS",
     "PrincipalComponents",
     "SinusoidFits",
     "SubspaceLikeness",
@@ -34,28 +29,18 @@ __all__ = [
     "sinusoid_likeness",
 ]
 
-#: Principal components computed, shown and fitted unless asked otherwise.
-K = 6
-#: Sinusoid frequencies of the basis the component span is compared with.
-N_FREQUENCIES = 8
-#: Row shuffles of the chance level of that comparison, and the seed of the shuffles.
-N_SHUFFLES = 20
-SEED = 0
-#: The model fitted to each component, as exports state it.
-FIT = "a*cos(2*pi*f*p/n + phi) + c, least squares"
-#: What a fit's R² is and how the fit is found, for help texts and the report.
-R2_DEFINITION = (
-    "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
+#: The model fitted to each component, what a fit's R² is and how the fit is found, and what
+#: the sinusoid likeness measures: for help texts and the report.
+DEFINITIONS = {
+    "fit": "a*cos(2*pi*f*p/n + phi) + c, least squares",
+    "r2": "R² = 1 − Σ(s − fit)² / Σ(s − mean s)²: the share of the PC trajectory's variance about "
     "its mean explained by the best a·cos(2π f p / n + φ) + c: the global least-squares "
     "optimum over all f in [0, n/2] (exact residuals on a 1/16-bin grid, the 5 deepest dips "
-    "refined), not the periodogram peak, which can sit bins away."
-)
-#: What the sinusoid likeness measures, for help texts and the report.
-LIKENESS_DEFINITION = (
-    "Mean of cos² over the principal angles (scipy.linalg.subspace_angles) between the span of "
-    "the top-k PC trajectories and the span of cos/sin(π f p / n), f = 1..m: 1 when one span "
-    "lies in the other; about 2m / n for a random subspace."
-)
+    "refined), not the periodogram peak, which can sit bins away.",
+    "likeness": "Mean of cos² over the principal angles (scipy.linalg.subspace_angles) "
+    "between the span of the top-k PC trajectories and the span of cos/sin(π f p / n), "
+    "f = 1..m: 1 when one span lies in the other; about 2m / n for a random subspace.",
+}
 #: Points per periodogram bin of the zero-padded grid on which the least-squares error is
 #: computed exactly before refining: a least-squares dip is about one bin wide.
 _GRID_PER_BIN = 16
@@ -87,21 +72,17 @@ class PrincipalComponents:
     explained_variance : ndarray of shape (k,)
         Each component's share of the table's total variance: ``sigma_c^2 / ||X||_F^2``, the
         first k entries of :attr:`posviz.spectrum.Spectrum.explained_variance`.
-    centered : bool
-        Whether the mean row was subtracted first (PCA).
+    params : dict
+        The settings of :func:`principal_components` (``n_components``, ``center``).
     """
 
     scores: np.ndarray
     loadings: np.ndarray
     singular_values: np.ndarray
     explained_variance: np.ndarray
-    centered: bool
+    params: dict = field(default_factory=dict)
 
-    def settings(self) -> dict[str, object]:
-        """The choices behind these numbers, in the keys exports use."""
-        return {"centered": self.centered, "k": self.scores.shape[1]}
-
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """Each position's projection on every component: columns position, PC1..PCk."""
         import pandas as pd
 
@@ -115,16 +96,17 @@ def _signs(loadings: np.ndarray) -> np.ndarray:
     return np.where(largest < 0, -1.0, 1.0)
 
 
+@records_params
 def principal_components(
-    values: np.ndarray, *, k: int = K, center: bool = True
+    values: np.ndarray, *, n_components: int = 6, center: bool = True
 ) -> PrincipalComponents:
-    """Top-`k` principal components of a position table.
+    """Top-`n_components` principal components of a position table.
 
     Parameters
     ----------
     values : ndarray of shape (n_positions, d_model)
-    k : int
-        Number of components, ``1 <= k <=`` :func:`max_components`.
+    n_components : int
+        Number of components k, ``1 <= k <=`` :func:`max_components`.
     center : bool
         Subtract the mean row first (PCA). Stated wherever the result is shown.
 
@@ -142,18 +124,19 @@ def principal_components(
     Examples
     --------
     >>> x = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
-    >>> pc = principal_components(x, k=2, center=False)
+    >>> pc = principal_components(x, n_components=2, center=False)
     >>> pc.singular_values.tolist(), pc.explained_variance.tolist()
     ([2.8284271247461903, 1.4142135623730951], [0.8, 0.2])
     >>> pc.scores[:, 0].tolist()
     [2.0, -2.0, 0.0, 0.0]
     """
     n, d = values.shape
+    k = n_components
     top = max_components((n, d), center=center)
     if not 1 <= k <= top:
         msg = (
-            f"k={k} components asked of a {n} x {d} table"
-            f"{' (centred)' if center else ''}; choose k between 1 and {top}."
+            f"n_components={k} components asked of a {n} x {d} table"
+            f"{' (centred)' if center else ''}; choose n_components between 1 and {top}."
         )
         raise ValueError(msg)
     g = gram(values, center=center)
@@ -177,7 +160,6 @@ def principal_components(
         loadings=loadings,
         singular_values=sigma,
         explained_variance=lam / total,
-        centered=center,
     )
 
 
@@ -310,8 +292,8 @@ class SinusoidFits:
         The fitted sinusoids at every position.
     explained_variance : ndarray of shape (k,)
         Each fitted component's share of the table's variance (from the components fitted).
-    centered : bool
-        Whether those components were computed from mean-centred rows.
+    params : dict
+        The settings of the components fitted (see :func:`fit_sinusoids`).
     """
 
     power: np.ndarray
@@ -323,18 +305,14 @@ class SinusoidFits:
     r2: np.ndarray
     fitted: np.ndarray
     explained_variance: np.ndarray
-    centered: bool
+    params: dict = field(default_factory=dict)
 
     @property
     def median_r2(self) -> float:
         """Median R² over the components: how sinusoidal the top-k are as a whole."""
         return float(np.median(self.r2))
 
-    def settings(self) -> dict[str, object]:
-        """The components' settings and the model fitted, in the keys exports use."""
-        return {"centered": self.centered, "k": len(self.r2), "fit": FIT}
-
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per component: its variance share and its fitted sinusoid's parameters and R²."""
         import pandas as pd
 
@@ -420,6 +398,7 @@ def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int) -> f
     return best_f
 
 
+@records_params
 def fit_sinusoids(pc: PrincipalComponents) -> SinusoidFits:
     """Fit the best sinusoid to each component's trajectory: the global least-squares optimum.
 
@@ -442,7 +421,7 @@ def fit_sinusoids(pc: PrincipalComponents) -> SinusoidFits:
     --------
     >>> p = np.arange(64)
     >>> wave = 3 * np.cos(2 * np.pi * 2.25 * p / 64 + 0.5) + 1  # the only PC of this table:
-    >>> pc = principal_components(np.column_stack([wave, 0 * p]), k=1, center=False)
+    >>> pc = principal_components(np.column_stack([wave, 0 * p]), n_components=1, center=False)
     >>> fit = fit_sinusoids(pc)
     >>> fit.peak.tolist(), fit.frequency.round(6).tolist(), fit.amplitude.round(6).tolist()
     ([2], [2.25], [3.0])
@@ -479,7 +458,6 @@ def fit_sinusoids(pc: PrincipalComponents) -> SinusoidFits:
         r2=r2,
         fitted=fitted,
         explained_variance=pc.explained_variance,
-        centered=pc.centered,
     )
 
 
@@ -513,25 +491,20 @@ class SubspaceLikeness:
     shuffled : ndarray of shape (n_shuffles,)
         `mean_cos2` after shuffling the table's rows (seeded): the chance level.
     n_frequencies : int
-        m, the sinusoid basis' number of frequencies.
-    seed : int
-        Seed of the row shuffles.
+        m, the sinusoid basis' number of frequencies used (the setting, at most
+        ``n_positions // 2``).
     n_positions : int
         Positions of the trajectories.
-    k : int
-        Components whose span is compared.
-    centered : bool
-        Whether those components were computed from mean-centred rows.
+    params : dict
+        The settings of :func:`sinusoid_likeness` and of the components compared.
     """
 
     angles: np.ndarray
     mean_cos2: float
     shuffled: np.ndarray
     n_frequencies: int
-    seed: int
     n_positions: int
-    k: int
-    centered: bool
+    params: dict = field(default_factory=dict)
 
     @property
     def p_value(self) -> float:
@@ -558,17 +531,7 @@ class SubspaceLikeness:
         """ndarray of shape (len(angles),): cos² of each principal angle, smallest angle first."""
         return np.cos(self.angles[::-1]) ** 2
 
-    def settings(self) -> dict[str, object]:
-        """The components' settings and the comparison's, in the keys exports use."""
-        return {
-            "centered": self.centered,
-            "k": self.k,
-            "n_frequencies": self.n_frequencies,
-            "n_shuffles": len(self.shuffled),
-            "seed": self.seed,
-        }
-
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row: m, the table's mean cos², its shuffled-rows null (mean, spread), p-value."""
         import pandas as pd
 
@@ -605,12 +568,13 @@ class SubspaceLikeness:
         )
 
 
+@records_params
 def sinusoid_likeness(
     pc: PrincipalComponents,
     *,
-    n_frequencies: int = N_FREQUENCIES,
-    n_shuffles: int = N_SHUFFLES,
-    seed: int = SEED,
+    n_frequencies: int = 8,
+    n_shuffles: int = 20,
+    seed: int = 0,
 ) -> SubspaceLikeness:
     """Principal angles between the PC trajectories' span and low-frequency sinusoids.
 
@@ -637,7 +601,7 @@ def sinusoid_likeness(
     Examples
     --------
     >>> table = sinusoid_basis(100, 3)[:, :2] @ np.array([[3.0, 0.0, 1.0], [0.0, 2.0, 1.0]])
-    >>> pc = principal_components(table, k=2, center=False)
+    >>> pc = principal_components(table, n_components=2, center=False)
     >>> round(sinusoid_likeness(pc, n_frequencies=3, n_shuffles=5).mean_cos2, 12)
     1.0
     """
@@ -660,8 +624,5 @@ def sinusoid_likeness(
         mean_cos2=float(np.mean(np.cos(angles) ** 2)),
         shuffled=np.array(shuffled),
         n_frequencies=n_frequencies,
-        seed=seed,
         n_positions=n,
-        k=scores.shape[1],
-        centered=pc.centered,
     )

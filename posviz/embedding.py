@@ -286,15 +286,34 @@ class Embedding:
             text += f" ({' and '.join(trimmed)} trimmed)"
         return text
 
-    def settings(self) -> dict[str, object]:
-        """The facts about this table that every export must carry."""
-        return {
-            "tensor": self.name,
+    def provenance(self) -> dict[str, object]:
+        """Where this table came from, as every export carries it (never mixed with params).
+
+        A table read from the Hub (source ``hf:REPO@REVISION · commit SHA · FILE``) also
+        names its repo id and the commit it was read at, so it can be read again.
+
+        Examples
+        --------
+        >>> source = "hf:gpt2@main · commit " + "a" * 40 + " · model.safetensors"
+        >>> p = Embedding.from_array(np.eye(12, 2), name="wpe", source=source).provenance()
+        >>> p["tensor"], p["rows"], p["repo"], p["commit"] == "a" * 40
+        ('wpe', 'rows 0-11 of 12', 'gpt2', True)
+        """
+        from posviz import __version__  # posviz/__init__ imports this module first
+
+        out: dict[str, object] = {
             "source": self.source,
+            "tensor": self.name,
             "dtype": self.dtype,
             "shape": list(self.shape),
             "rows": self.describe_rows(),
             "row_start": self.row_start,
             "grid": list(self.grid) if self.grid else None,
             "sha256": self.sha256,
+            "posviz_version": __version__,
         }
+        parts = self.source.split(" · ")
+        if self.source.startswith("hf:") and len(parts) >= 3 and parts[1].startswith("commit "):
+            out["repo"] = parts[0].removeprefix("hf:").removeprefix("//").partition("@")[0]
+            out["commit"] = parts[1].removeprefix("commit ")
+        return out

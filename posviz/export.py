@@ -1,4 +1,10 @@
-"""What an export carries: the numbers plus every setting that changed them."""
+"""What an export carries: the numbers, the analysis and settings that made them, and the table.
+
+Every export (CSV ``#`` lines, JSON, the report, ``posviz summary --json``) opens with the
+same header, :func:`header`: ``{"analysis": <pipeline step>, "params": <its settings, by the
+core's argument names>, "provenance": <the table's provenance>}``. That is what
+``posviz rerun`` reads to recompute the numbers.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from posviz import __version__
 from posviz.embedding import Embedding
 
 if TYPE_CHECKING:
@@ -17,24 +22,39 @@ if TYPE_CHECKING:
 
 __all__ = [
     "column_label",
-    "export_settings",
+    "columns",
     "from_csv",
+    "header",
     "to_csv",
     "to_json",
 ]
 
 
-def export_settings(table: Embedding, **options: Any) -> dict[str, Any]:
-    """The header of every export: posviz version, the table's provenance and the options used.
+def header(analysis: str, params: dict[str, Any], *tables: Embedding) -> dict[str, Any]:
+    """The header of every export: which pipeline step, with which params, on which table.
+
+    Parameters
+    ----------
+    analysis : str
+        The name of the :mod:`posviz.pipeline` step that made the numbers.
+    params : dict
+        Its settings, as the result's ``params`` records them.
+    *tables : Embedding
+        The table (two for a comparison: their provenances as a list, in order).
 
     Examples
     --------
     >>> t = Embedding.from_array(np.eye(12, 3), name="wpe", source="gpt2.safetensors")
-    >>> s = export_settings(t, centered=True)
-    >>> s["tensor"], s["rows"], s["centered"]
-    ('wpe', 'rows 0-11 of 12', True)
+    >>> h = header("spectrum", {"center": True}, t)
+    >>> h["analysis"], h["params"], h["provenance"]["tensor"], h["provenance"]["rows"]
+    ('spectrum', {'center': True}, 'wpe', 'rows 0-11 of 12')
     """
-    return {"posviz_version": __version__, **table.settings(), **options}
+    provenance = [t.provenance() for t in tables]
+    return {
+        "analysis": analysis,
+        "params": params,
+        "provenance": provenance[0] if len(provenance) == 1 else provenance,
+    }
 
 
 def to_csv(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
@@ -43,8 +63,8 @@ def to_csv(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
     Examples
     --------
     >>> import pandas as pd
-    >>> print(to_csv(pd.DataFrame({"k": [1, 2]}), {"centered": True}), end="")
-    # centered: true
+    >>> print(to_csv(pd.DataFrame({"k": [1, 2]}), {"params": {"center": True}}), end="")
+    # params: {"center": true}
     k
     1
     2
@@ -68,7 +88,7 @@ def from_csv(text: str) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def to_json(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
-    """JSON ``{"settings": {...}, "columns": {name: [values]}}``, floats at full precision.
+    """JSON ``{<the header's keys>..., "columns": {name: [values]}}``, floats at full precision.
 
     Undefined values (NaN, infinities) are ``null``: JSON has no NaN.
 
@@ -78,10 +98,12 @@ def to_json(frame: pd.DataFrame, settings: dict[str, Any]) -> str:
     >>> json.loads(to_json(pd.DataFrame({"r": [1.5, np.nan]}), {}))["columns"]
     {'r': [1.5, None]}
     """
-    columns = {
-        name: [_defined(v) for v in np.asarray(frame[name]).tolist()] for name in frame.columns
-    }
-    return json.dumps({"settings": settings, "columns": columns}, indent=1, allow_nan=False)
+    return json.dumps({**settings, "columns": columns(frame)}, indent=1, allow_nan=False)
+
+
+def columns(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """`frame` as ``{name: [values]}`` of plain Python values, NaN and infinities as None."""
+    return {name: [_defined(v) for v in np.asarray(frame[name]).tolist()] for name in frame.columns}
 
 
 def _defined(value: Any) -> Any:

@@ -1,10 +1,13 @@
 """Every analysis as steps on an Embedding: the one chain that pages, report and CLI run.
 
-A step is a core call on whole tables (`Embedding`s, read by their values) and keyword
-settings. A step that needs another step's result asks `run` for it: the report, the CLI and
-the Python API use :func:`call` (compute now), the pages pass the cached runner of
-`posviz.ui.cache`, so both follow the same chain with the same settings and give the same
-numbers. Defaults are the core modules' constants, named the same everywhere.
+A step is a core call on whole tables (`Embedding`s, read by their values) and the core
+function's keyword settings, forwarded as they are: a step declares no setting and no
+default of its own (the core signature is the one place a default lives), so
+``step(table, **result.params)`` makes `result` again. A step that needs another step's result
+asks `run` for it, handing on the settings its own core function does not take
+(:func:`posviz._params.split_params`): the report, the CLI and the Python API use :func:`call`
+(compute now), the pages pass the cached runner of `posviz.ui.cache`, so both follow the same
+chain with the same settings and give the same numbers.
 """
 
 from __future__ import annotations
@@ -20,214 +23,135 @@ from posviz import probes as _probes
 from posviz import resample as _resample
 from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
+from posviz._params import split_params
 from posviz.embedding import Embedding
 
-#: How a step asks for another step's result: ``run(step, *tables, **settings)``.
+#: How a step asks for another step's result: ``run(step, *tables, **params)``.
 Run = Callable[..., Any]
 
 
-def call(step: Callable[..., Any], /, *tables: Embedding, **settings: Any) -> Any:
+def call(step: Callable[..., Any], /, *tables: Embedding, **params: Any) -> Any:
     """Run `step` now, its upstream steps too (no cache)."""
-    return step(*tables, run=call, **settings)
+    return step(*tables, run=call, **params)
+
+
+def _chained(
+    core: Callable[..., Any], upstream: Callable[..., Any], table: Embedding, run: Run, params: dict
+) -> Any:
+    """`core` on the result of the `upstream` step, each given the settings it takes."""
+    own, rest = split_params(params, core)
+    return core(run(upstream, table, **rest), **own)
 
 
 # --- spectrum and components ----------------------------------------------------------------
 
 
-def spectrum(table: Embedding, *, center: bool, run: Run = call) -> _spectrum.Spectrum:
-    return _spectrum.spectrum(table.values, center=center)
+def spectrum(table: Embedding, *, run: Run = call, **params: Any) -> _spectrum.Spectrum:
+    """:func:`posviz.spectrum.spectrum` of the table."""
+    return _spectrum.spectrum(table.values, **params)
 
 
 def principal_components(
-    table: Embedding, *, k: int = _components.K, center: bool, run: Run = call
+    table: Embedding, *, run: Run = call, **params: Any
 ) -> _components.PrincipalComponents:
-    return _components.principal_components(table.values, k=k, center=center)
+    """:func:`posviz.components.principal_components` of the table."""
+    return _components.principal_components(table.values, **params)
 
 
-def fit_sinusoids(
-    table: Embedding, *, k: int = _components.K, center: bool, run: Run = call
-) -> _components.SinusoidFits:
-    return _components.fit_sinusoids(run(principal_components, table, k=k, center=center))
+def fit_sinusoids(table: Embedding, *, run: Run = call, **params: Any) -> _components.SinusoidFits:
+    """:func:`posviz.components.fit_sinusoids` of the table's :func:`principal_components`."""
+    return _chained(_components.fit_sinusoids, principal_components, table, run, params)
 
 
 def sinusoid_likeness(
-    table: Embedding,
-    *,
-    k: int = _components.K,
-    center: bool,
-    n_frequencies: int = _components.N_FREQUENCIES,
-    n_shuffles: int = _components.N_SHUFFLES,
-    seed: int = _components.SEED,
-    run: Run = call,
+    table: Embedding, *, run: Run = call, **params: Any
 ) -> _components.SubspaceLikeness:
-    return _components.sinusoid_likeness(
-        run(principal_components, table, k=k, center=center),
-        n_frequencies=n_frequencies,
-        n_shuffles=n_shuffles,
-        seed=seed,
-    )
+    """:func:`posviz.components.sinusoid_likeness` of the table's :func:`principal_components`."""
+    return _chained(_components.sinusoid_likeness, principal_components, table, run, params)
 
 
 # --- similarity -----------------------------------------------------------------------------
 
 
 def similarity_map(
-    table: Embedding,
-    *,
-    metric: str = _similarity.METRIC,
-    center: bool,
-    max_side: int = _similarity.MAX_SIDE,
-    rows: tuple[int, int] | None = None,
-    cols: tuple[int, int] | None = None,
-    run: Run = call,
+    table: Embedding, *, run: Run = call, **params: Any
 ) -> _similarity.SimilarityMap:
-    return _similarity.similarity_map(
-        table.values, metric=metric, center=center, rows=rows, cols=cols, max_side=max_side
-    )
+    """:func:`posviz.similarity.similarity_map` of the table."""
+    return _similarity.similarity_map(table.values, **params)
 
 
 def grid_similarity(
-    table: Embedding,
-    *,
-    grid: tuple[int, int],
-    center: bool,
-    max_side: int = _similarity.MAX_SIDE,
-    run: Run = call,
+    table: Embedding, *, run: Run = call, **params: Any
 ) -> _similarity.GridSimilarity:
-    return _similarity.grid_similarity(table.values, grid, center=center, max_side=max_side)
+    """:func:`posviz.similarity.grid_similarity` of the table (its grid is a setting)."""
+    return _similarity.grid_similarity(table.values, **params)
 
 
 def offset_profile(
-    table: Embedding,
-    *,
-    metric: str = _similarity.METRIC,
-    center: bool,
-    max_offset: int | None = None,
-    run: Run = call,
+    table: Embedding, *, run: Run = call, **params: Any
 ) -> _similarity.OffsetProfile:
-    return _similarity.offset_profile(
-        table.values, metric=metric, center=center, max_offset=max_offset
-    )
+    """:func:`posviz.similarity.offset_profile` of the table."""
+    return _similarity.offset_profile(table.values, **params)
 
 
-def offset_scores(
-    table: Embedding,
-    *,
-    metric: str = _similarity.METRIC,
-    center: bool,
-    max_offset: int | None = None,
-    window: int = _similarity.WINDOW,
-    run: Run = call,
-) -> _similarity.OffsetScores:
-    profile = run(offset_profile, table, metric=metric, center=center, max_offset=max_offset)
-    return _similarity.offset_scores(profile, window=window)
+def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _similarity.OffsetScores:
+    """:func:`posviz.similarity.offset_scores` of the table's :func:`offset_profile`."""
+    return _chained(_similarity.offset_scores, offset_profile, table, run, params)
 
 
 # --- boundaries and probes ------------------------------------------------------------------
 
 
 def position_statistics(
-    table: Embedding, *, top_k: int = _boundary.TOP_K, run: Run = call
+    table: Embedding, *, run: Run = call, **params: Any
 ) -> _boundary.PositionStatistics:
-    return _boundary.position_statistics(table.values, top_k=top_k)
+    """:func:`posviz.boundary.position_statistics` of the table."""
+    return _boundary.position_statistics(table.values, **params)
 
 
-def outliers(
-    table: Embedding,
-    *,
-    top_k: int = _boundary.TOP_K,
-    window: int = _boundary.WINDOW,
-    threshold: float = _boundary.THRESHOLD,
-    run: Run = call,
-) -> _boundary.Outliers:
-    stats = run(position_statistics, table, top_k=top_k)
-    return _boundary.outliers(stats, window=window, threshold=threshold)
+def outliers(table: Embedding, *, run: Run = call, **params: Any) -> _boundary.Outliers:
+    """:func:`posviz.boundary.outliers` of the table's :func:`position_statistics`."""
+    return _chained(_boundary.outliers, position_statistics, table, run, params)
 
 
 def boundary_summary(
-    table: Embedding,
-    *,
-    top_k: int = _boundary.TOP_K,
-    k: int = _boundary.BOUNDARY_K,
-    run: Run = call,
+    table: Embedding, *, run: Run = call, **params: Any
 ) -> _boundary.BoundarySummary:
-    return _boundary.boundary_summary(run(position_statistics, table, top_k=top_k), k=k)
+    """:func:`posviz.boundary.boundary_summary` of the table's :func:`position_statistics`."""
+    return _chained(_boundary.boundary_summary, position_statistics, table, run, params)
 
 
-def change_points(
-    table: Embedding,
-    *,
-    top_k: int = _boundary.TOP_K,
-    window: int = _boundary.WINDOW,
-    threshold: float = _boundary.THRESHOLD,
-    statistic: str = _boundary.CHANGE_STATISTIC,
-    max_changes: int = _boundary.MAX_CHANGES,
-    min_size: int = _boundary.MIN_SIZE,
-    run: Run = call,
-) -> _boundary.ChangePoints:
-    flags = run(outliers, table, top_k=top_k, window=window, threshold=threshold)
-    return _boundary.change_points(
-        flags, statistic=statistic, max_changes=max_changes, min_size=min_size
-    )
+def change_points(table: Embedding, *, run: Run = call, **params: Any) -> _boundary.ChangePoints:
+    """:func:`posviz.boundary.change_points` of the table's :func:`outliers`."""
+    return _chained(_boundary.change_points, outliers, table, run, params)
 
 
-def probe_with_controls(
-    table: Embedding,
-    *,
-    seed: int = _probes.SEED,
-    max_rows: int = _probes.MAX_ROWS,
-    n_pairs: int = _probes.N_PAIRS,
-    repeats: int = _probes.REPEATS,
-    protocol: str = _probes.PROTOCOL,
-    run: Run = call,
-) -> _probes.ProbeReport:
-    return _probes.probe_with_controls(
-        table.values,
-        seed=seed,
-        max_rows=max_rows,
-        n_pairs=n_pairs,
-        repeats=repeats,
-        protocol=protocol,
-    )
+def probe_with_controls(table: Embedding, *, run: Run = call, **params: Any) -> _probes.ProbeReport:
+    """:func:`posviz.probes.probe_with_controls` on the table."""
+    return _probes.probe_with_controls(table.values, **params)
 
 
 # --- compare, resample, collection ----------------------------------------------------------
 
 
 def compare(
-    first: Embedding, second: Embedding, *, k: int = _compare.K, center: bool, run: Run = call
+    first: Embedding, second: Embedding, *, run: Run = call, **params: Any
 ) -> _compare.Comparison:
-    return _compare.compare(first.values, second.values, k=k, center=center)
+    """:func:`posviz.compare.compare` of two tables of the same length."""
+    return _compare.compare(first.values, second.values, **params)
 
 
-def resample_length(
-    table: Embedding,
-    *,
-    n_positions: int,
-    method: str = _resample.METHOD,
-    positions: str = _resample.POSITIONS,
-    reserved: int = _resample.RESERVED,
-    run: Run = call,
-) -> Embedding:
-    result = _resample.resample_length(
-        table.values, n_positions, method=method, positions=positions, reserved=reserved
-    )
+def resample_length(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
+    """The table with its rows resampled by :func:`posviz.resample.resample_length`."""
+    return _resample.resampled_table(table, _resample.resample_length(table.values, **params))
+
+
+def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
+    """The table's grid resampled by :func:`posviz.resample.resample_grid` (to `new_grid`)."""
+    result = _resample.resample_grid(table.values, table.grid, **params)
     return _resample.resampled_table(table, result)
 
 
-def resample_grid(
-    table: Embedding,
-    *,
-    grid: tuple[int, int],
-    method: str = _resample.GRID_METHOD,
-    antialias: bool = _resample.ANTIALIAS,
-    run: Run = call,
-) -> Embedding:
-    result = _resample.resample_grid(
-        table.values, table.grid, grid, method=method, antialias=antialias
-    )
-    return _resample.resampled_table(table, result)
-
-
-def table_summary(table: Embedding, *, center: bool, run: Run = call) -> _collection.TableSummary:
-    return _collection.table_summary(table.values, center=center)
+def table_summary(table: Embedding, *, run: Run = call, **params: Any) -> _collection.TableSummary:
+    """:func:`posviz.collection.table_summary` of the table."""
+    return _collection.table_summary(table.values, **params)

@@ -9,12 +9,14 @@ let a probe memorise one score per row, which a Gaussian table with d >= n allow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
 from scipy.optimize import OptimizeResult, minimize
+
+from posviz._params import records_params
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,17 +26,11 @@ __all__ = [
     "ALPHAS",
     "CONTROLS",
     "C_GRID",
-    "FOLDS",
+    "DEFINITIONS",
     "INNER_FOLDS",
-    "MAX_ROWS",
-    "METRIC_DEFINITIONS",
-    "N_PAIRS",
-    "PROTOCOL",
     "PROTOCOLS",
     "RELATIVE_CHANCE",
     "RELATIVE_PROTOCOL",
-    "REPEATS",
-    "SEED",
     "AbsoluteProbe",
     "ProbeReport",
     "RelativeProbe",
@@ -54,15 +50,8 @@ ABOUT = (
 )
 #: The relative probe's chance error rate: a coin toss on the order of a pair.
 RELATIVE_CHANCE = 0.5
-#: Defaults of the settings, for the functions below, the page and the report.
-SEED = 0
-MAX_ROWS = 2048
-FOLDS = 5
-REPEATS = 2
-PROTOCOL = "nested ridge"
-N_PAIRS = 2000
 #: What each headline number means and its chance level (the page's tooltips, the report).
-METRIC_DEFINITIONS = {
+DEFINITIONS = {
     "mae": "Absolute probe: mean |round(predicted) − p| of a linear regression from row to "
     "position p, predicted out of fold, mean ± sd over the folds of the repeated splits. "
     "Chance: the same for the constant predictor (the training fold's mean position, ≈ n/4 "
@@ -191,21 +180,15 @@ class ProbeReport:
         Rows probed (a seeded subsample when the table had more than `max_rows`).
     n_positions : int
         Rows of the table.
-    seed, folds, repeats, max_rows, n_pairs : int
-    protocol : str
-        The absolute probe's, a key of :data:`PROTOCOLS`.
+    params : dict
+        The settings of :func:`probe_with_controls` (``seed``, ``folds``, ``protocol``, ...).
     """
 
     absolute: dict[str, AbsoluteProbe]
     relative: dict[str, RelativeProbe]
     n_rows: int
     n_positions: int
-    seed: int
-    folds: int
-    repeats: int
-    max_rows: int
-    n_pairs: int
-    protocol: str
+    params: dict = field(default_factory=dict)
 
     @property
     def subsampled(self) -> bool:
@@ -221,32 +204,17 @@ class ProbeReport:
 
     def procedure(self) -> str:
         """How the probes were run, in words: rows, folds, splits, both protocols."""
+        p = self.params
         return (
-            f"Seed {self.seed}; {self.folds}-fold cross-validation on {self.rows_probed}, "
-            f"repeated over {self.repeats} seeded splits (± is the sd over their "
-            f"{self.folds * self.repeats} folds; the sd of the splits' means is in the table). "
-            f"Absolute probe ({self.protocol}): {PROTOCOLS[self.protocol]}. Relative probe: "
-            f"{RELATIVE_PROTOCOL}; {self.n_pairs:,} training pairs per fold. The controls get "
+            f"Seed {p['seed']}; {p['folds']}-fold cross-validation on {self.rows_probed}, "
+            f"repeated over {p['repeats']} seeded splits (± is the sd over their "
+            f"{p['folds'] * p['repeats']} folds; the sd of the splits' means is in the table). "
+            f"Absolute probe ({p['protocol']}): {PROTOCOLS[p['protocol']]}. Relative probe: "
+            f"{RELATIVE_PROTOCOL}; {p['n_pairs']:,} training pairs per fold. The controls get "
             "the same procedure, their penalties chosen in their own folds."
         )
 
-    def settings(self) -> dict[str, object]:
-        """The procedure, for exports: every choice that changes a number."""
-        return {
-            "absolute_protocol": f"{self.protocol}: {PROTOCOLS[self.protocol]}",
-            "absolute_chance": "MAE of the constant predictor (the training fold's mean "
-            "position, rounded) on the same held-out rows",
-            "relative_protocol": RELATIVE_PROTOCOL,
-            "relative_chance": RELATIVE_CHANCE,
-            "folds": self.folds,
-            "repeated_splits": self.repeats,
-            "n_rows_probed": self.n_rows,
-            "seed": self.seed,
-            "max_rows": self.max_rows,
-            "n_pairs": self.n_pairs,
-        }
-
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per probed table (the table, then its controls): the numbers to cite."""
         import pandas as pd
 
@@ -304,10 +272,10 @@ def absolute_probe(
     values: np.ndarray,
     positions: np.ndarray,
     *,
-    folds: int = FOLDS,
-    repeats: int = REPEATS,
-    protocol: str = PROTOCOL,
-    seed: int = SEED,
+    folds: int = 5,
+    repeats: int = 2,
+    protocol: str = "nested ridge",
+    seed: int = 0,
 ) -> AbsoluteProbe:
     """Linear regression from rows to positions under repeated k-fold cross-validation.
 
@@ -477,9 +445,9 @@ def relative_probe(
     values: np.ndarray,
     positions: np.ndarray,
     *,
-    folds: int = FOLDS,
-    n_pairs: int = N_PAIRS,
-    seed: int = SEED,
+    folds: int = 5,
+    n_pairs: int = 2000,
+    seed: int = 0,
 ) -> RelativeProbe:
     """Logistic regression on concatenated pairs ``[e_i ; e_j]`` predicting ``j > i``.
 
@@ -660,15 +628,16 @@ def _fit_pair_logistic(
     return times_p(result.x[: d * 2 * folds].reshape(d, 2 * folds)), result.x[d * 2 * folds :]
 
 
+@records_params
 def probe_with_controls(
     values: np.ndarray,
     *,
-    seed: int = SEED,
-    max_rows: int = MAX_ROWS,
-    folds: int = FOLDS,
-    repeats: int = REPEATS,
-    protocol: str = PROTOCOL,
-    n_pairs: int = N_PAIRS,
+    seed: int = 0,
+    max_rows: int = 2048,
+    folds: int = 5,
+    repeats: int = 2,
+    protocol: str = "nested ridge",
+    n_pairs: int = 2000,
 ) -> ProbeReport:
     """Absolute and relative probes on a table, a row-shuffled copy, and a Gaussian table.
 
@@ -728,10 +697,4 @@ def probe_with_controls(
         },
         n_rows=len(x),
         n_positions=n,
-        seed=seed,
-        folds=folds,
-        repeats=repeats,
-        max_rows=max_rows,
-        n_pairs=n_pairs,
-        protocol=protocol,
     )

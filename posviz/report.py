@@ -1,4 +1,9 @@
-"""One standalone HTML page with every analysis of a table: the report a team shares."""
+"""One standalone HTML page with every analysis of a table: the report a team shares.
+
+The page embeds its numbers with what made them as JSON (``<script id="posviz-data"
+type="application/json">``): the table's provenance and, per table of numbers, the pipeline
+step and its params, which ``posviz rerun`` recomputes.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,17 @@ import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, pipeline, probes
-from posviz.collection import METRIC_DEFINITIONS, Collection
+from posviz import boundary, components, figures, pipeline, probes, similarity
+from posviz import collection as _collection
+from posviz._params import defaults, split_params
+from posviz.collection import Collection
 from posviz.embedding import Embedding
-from posviz.export import column_label, export_settings
-from posviz.similarity import SCORE_DEFINITIONS
+from posviz.export import column_label, columns
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
 __all__ = [
@@ -33,12 +40,16 @@ REPORT_MAX_SIDE = 512
 
 @dataclass
 class Section:
-    """A report section: a heading, tables of numbers, figures, and a note on how to read them."""
+    """A report section: a heading, tables of numbers, figures, and a note on how to read them.
+
+    `analyses` names, per table of numbers, the pipeline step that made it and its params.
+    """
 
     title: str
     note: str = ""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: list[go.Figure] = field(default_factory=list)
+    analyses: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 #: Told before each section: ``progress(section title, sections done, sections in all)``.
@@ -46,14 +57,14 @@ Progress = Callable[[str, int, int], None]
 
 
 def memo() -> pipeline.Run:
-    """A runner that computes each (step, table, settings) once: a report asks for the same
+    """A runner that computes each (step, table, params) once: a report asks for the same
     principal components three times and the per-position statistics four times."""
     results: dict[bytes, object] = {}
 
-    def run(step: Callable[..., object], /, *tables: Embedding, **settings: object) -> object:
-        key = pickle.dumps((step.__name__, [t.sha256 for t in tables], sorted(settings.items())))
+    def run(step: Callable[..., object], /, *tables: Embedding, **params: object) -> object:
+        key = pickle.dumps((step.__name__, [t.sha256 for t in tables], sorted(params.items())))
         if key not in results:
-            results[key] = step(*tables, run=run, **settings)
+            results[key] = step(*tables, run=run, **params)
         return results[key]
 
     return run
@@ -62,25 +73,26 @@ def memo() -> pipeline.Run:
 def report_sections(
     table: Embedding,
     *,
-    center: bool = True,
-    k: int = components.K,
-    seed: int = 0,
+    center: bool | None = None,
+    n_components: int | None = None,
+    seed: int | None = None,
     run: pipeline.Run | None = None,
     progress: Progress | None = None,
 ) -> list[Section]:
-    """Compute every analysis of `table` with the app's defaults and the given options.
+    """Compute every analysis of `table` with the core's defaults and the given options.
 
     Each section runs the pipeline's steps (posviz.pipeline): the same chain and defaults the
-    pages run, so the same settings give the page's numbers.
+    pages run, so the same settings give the page's numbers. An option left None is the core
+    function's default.
 
     Parameters
     ----------
     table : Embedding
-    center : bool
+    center : bool, optional
         Mean-centre rows (spectrum, similarity, components). Stated in every title.
-    k : int
+    n_components : int, optional
         Principal components to show and fit.
-    seed : int
+    seed : int, optional
         Seed of the shuffled controls and the probes.
     run : callable, optional
         How a step is run: the app passes its cached runner, so what a page computed is not
@@ -88,13 +100,20 @@ def report_sections(
     progress : callable, optional
         Called before each section (the app's progress bar, the CLI's status line).
     """
+    centring = {} if center is None else {"center": center}
+    seeded = {} if seed is None else {"seed": seed}
     run = run or memo()
     sections: list[tuple[str, Callable[[], Section]]] = [
-        ("Spectrum", lambda: spectrum_section(table, center=center, run=run)),
-        ("Similarity", lambda: similarity_section(table, center=center, run=run)),
-        ("Components", lambda: components_section(table, center=center, k=k, seed=seed, run=run)),
+        ("Spectrum", lambda: spectrum_section(table, run=run, **centring)),
+        ("Similarity", lambda: similarity_section(table, run=run, **centring)),
+        (
+            "Components",
+            lambda: components_section(
+                table, n_components=n_components, run=run, **centring, **seeded
+            ),
+        ),
         ("Boundaries", lambda: boundaries_section(table, run=run)),
-        ("Probes", lambda: probes_section(table, seed=seed, run=run)),
+        ("Probes", lambda: probes_section(table, run=run, **seeded)),
     ]
     done = []
     for title, make in sections:
@@ -104,132 +123,161 @@ def report_sections(
     return done
 
 
-def spectrum_section(table: Embedding, *, center: bool, run: pipeline.Run) -> Section:
-    s = run(pipeline.spectrum, table, center=center)
+def spectrum_section(table: Embedding, *, run: pipeline.Run, **params: Any) -> Section:
+    s = run(pipeline.spectrum, table, **params)
     return Section(
         "Spectrum",
         "How low-rank the table is. "
         + " ".join(f"{key}: {text}" for key, text in DEFINITIONS.items())
         + ("" if s.has_variance else f" {NO_VARIANCE}"),
-        {"Metrics": s.metrics_table(), "Singular values": s.table()},
+        {"Metrics": s.metrics_table(), "Singular values": s.to_frame()},
         [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
+        {"Metrics": ("spectrum", s.params), "Singular values": ("spectrum", s.params)},
     )
 
 
-def similarity_section(table: Embedding, *, center: bool, run: pipeline.Run) -> Section:
-    overview = run(pipeline.similarity_map, table, center=center, max_side=REPORT_MAX_SIDE)
-    profile = run(pipeline.offset_profile, table, center=center)
-    scores = run(pipeline.offset_scores, table, center=center)
+def similarity_section(table: Embedding, *, run: pipeline.Run, **params: Any) -> Section:
+    overview = run(pipeline.similarity_map, table, max_side=REPORT_MAX_SIDE, **params)
+    profile = run(pipeline.offset_profile, table, **params)
+    scores = run(pipeline.offset_scores, table, **params)
     return Section(
         "Similarity",
         "Cosine similarity between positions, and its mean and spread over all pairs at "
         "each offset. "
-        + " ".join(f"{key}: {value}" for key, value in SCORE_DEFINITIONS.items())
-        + " "
-        + " ".join(f"{key}: {value}." for key, value in scores.settings().items()),
-        {"Scores": scores.table()},
+        + " ".join(f"{key}: {value}" for key, value in similarity.DEFINITIONS.items())
+        + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}.",
+        {"Scores": scores.to_frame()},
         [
             figures.similarity.similarity_heatmap(overview),
             figures.similarity.offset_profile(profile, scores),
         ],
+        {"Scores": ("offset_scores", scores.params)},
     )
 
 
+def _split_pc(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the settings of `params` principal_components takes, the rest)."""
+    return split_params(params, components.principal_components)
+
+
 def components_section(
-    table: Embedding, *, center: bool, k: int, seed: int, run: pipeline.Run
+    table: Embedding, *, n_components: int | None = None, run: pipeline.Run, **params: Any
 ) -> Section:
-    k = min(k, components.max_components(table.shape, center=center))
-    pcs = run(pipeline.principal_components, table, k=k, center=center)
-    fits = run(pipeline.fit_sinusoids, table, k=k, center=center)
-    likeness = run(pipeline.sinusoid_likeness, table, k=k, center=center, seed=seed)
+    # At most the components the table has: the Components page caps its default alike.
+    pc_params = {**defaults(components.principal_components), **_split_pc(params)[0]}
+    top = components.max_components(table.shape, center=pc_params["center"])
+    pc_params["n_components"] = min(n_components or pc_params["n_components"], top)
+    pcs = run(pipeline.principal_components, table, **pc_params)
+    fits = run(pipeline.fit_sinusoids, table, **pc_params)
+    likeness = run(pipeline.sinusoid_likeness, table, **pc_params, **_split_pc(params)[1])
     return Section(
         "Components",
         "Principal components over position and a sinusoid fitted to each. "
-        f"{components.R2_DEFINITION} Likeness to sinusoids: {components.LIKENESS_DEFINITION} "
-        f"Against {len(likeness.shuffled)} row shuffles (seed {likeness.seed}) for the chance "
-        f"level, m = {likeness.n_frequencies}.",
-        {"Sinusoid fits": fits.table(), "Likeness to sinusoids": likeness.table()},
+        f"{components.DEFINITIONS['r2']} Likeness to sinusoids: "
+        f"{components.DEFINITIONS['likeness']} Against {len(likeness.shuffled)} row shuffles "
+        f"(seed {likeness.params['seed']}) for the chance level, m = {likeness.n_frequencies}.",
+        {"Sinusoid fits": fits.to_frame(), "Likeness to sinusoids": likeness.to_frame()},
         [
             figures.components.pc_trajectories(pcs, overlaid=False),
             figures.components.sinusoid_fits(pcs, fits),
         ],
+        {
+            "Sinusoid fits": ("fit_sinusoids", fits.params),
+            "Likeness to sinusoids": ("sinusoid_likeness", likeness.params),
+        },
     )
 
 
 def boundaries_section(table: Embedding, *, run: pipeline.Run) -> Section:
-    settings = boundary.defaults(table.shape)
-    stats = run(pipeline.position_statistics, table, top_k=settings["top_k"])
-    flags = run(
-        pipeline.outliers,
-        table,
-        top_k=settings["top_k"],
-        window=settings["window"],
-        threshold=settings["threshold"],
+    fitted = boundary.defaults(table.shape)  # the signatures' defaults, fitted to the length
+    stats_params = {"top_k": fitted["top_k"]}
+    flag_params = {
+        **stats_params,
+        "hampel_window": fitted["hampel_window"],
+        "threshold": fitted["threshold"],
+    }
+    change_params = {
+        **flag_params,
+        **{name: fitted[name] for name in ("statistic", "max_changes", "min_size")},
+    }
+    stats = run(pipeline.position_statistics, table, **stats_params)
+    flags = run(pipeline.outliers, table, **flag_params)
+    changes = run(pipeline.change_points, table, **change_params)
+    summary = run(
+        pipeline.boundary_summary, table, **stats_params, boundary_size=fitted["boundary_size"]
     )
-    changes = run(
-        pipeline.change_points,
-        table,
-        top_k=settings["top_k"],
-        window=settings["window"],
-        threshold=settings["threshold"],
-        statistic=settings["statistic"],
-        max_changes=settings["max_changes"],
-        min_size=settings["min_size"],
-    )
-    summary = run(pipeline.boundary_summary, table, top_k=settings["top_k"], k=settings["k"])
     return Section(
         "Boundaries",
         " ".join(
             [
                 f"Per-position statistics, flagged where {flags.rule}.",
-                *(f"{name}: {boundary.STATISTICS[name]}" for name in flags.statistics),
-                boundary.ROBUST_Z,
+                *(f"{name}: {boundary.DEFINITIONS[name]}" for name in flags.statistics),
+                boundary.DEFINITIONS["robust_z"],
                 f"Change points: {changes.procedure()}",
                 f"Boundary summary: {summary.procedure()}",
             ]
         ),
         {
-            "Flagged positions": flags.table(),
-            "Change points": changes.table(),
-            "Boundary summary": summary.table(),
+            "Flagged positions": flags.to_frame(),
+            "Change points": changes.to_frame(),
+            "Boundary summary": summary.to_frame(),
         },
         [figures.boundary.position_statistics(stats, flags, changes)],
+        {
+            "Flagged positions": ("outliers", flags.params),
+            "Change points": ("change_points", changes.params),
+            "Boundary summary": ("boundary_summary", summary.params),
+        },
     )
 
 
-def probes_section(table: Embedding, *, seed: int, run: pipeline.Run) -> Section:
-    probe = run(pipeline.probe_with_controls, table, seed=seed)
+def probes_section(table: Embedding, *, run: pipeline.Run, **params: Any) -> Section:
+    probe = run(pipeline.probe_with_controls, table, **params)
     return Section(
         "Probes",
-        " ".join([probes.ABOUT, probe.procedure(), *probes.METRIC_DEFINITIONS.values()]),
-        {"Probe results": probe.table()},
+        " ".join([probes.ABOUT, probe.procedure(), *probes.DEFINITIONS.values()]),
+        {"Probe results": probe.to_frame()},
         [figures.probes.probe_predictions(probe)],
+        {"Probe results": ("probe_with_controls", probe.params)},
     )
 
 
 def build_report(
     table: Embedding,
     *,
-    center: bool = True,
-    k: int = components.K,
-    seed: int = 0,
+    center: bool | None = None,
+    n_components: int | None = None,
+    seed: int | None = None,
     run: pipeline.Run | None = None,
     progress: Progress | None = None,
 ) -> str:
     """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
 
-    Every setting that changed a number is listed at the top and in a JSON block
-    (``<script id="posviz-settings" type="application/json">``). `run` and `progress` as for
-    :func:`report_sections`; the page itself is the last step.
+    The table's provenance and each analysis' params are listed at the top, and embedded with
+    every table of numbers as JSON (``<script id="posviz-data" type="application/json">``,
+    which ``posviz rerun`` reads). Options left None are the core's defaults. `run` and
+    `progress` as for :func:`report_sections`; writing the page is one step more.
     """
-    settings = export_settings(table, centered=center, k=k, seed=seed)
-    title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
-    # One step more than the sections: writing the page (plotly's JSON of every figure).
     told = progress and (lambda step, done, total: progress(step, done, total + 1))
-    sections = report_sections(table, center=center, k=k, seed=seed, run=run, progress=told)
+    sections = report_sections(
+        table, center=center, n_components=n_components, seed=seed, run=run, progress=told
+    )
     if progress:
         progress("writing the page", len(sections), len(sections) + 1)
-    return _page(title, settings, sections)
+    title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
+    data = {
+        "provenance": table.provenance(),
+        "analyses": [
+            {"analysis": step, "params": params, "caption": caption, "columns": columns(frame)}
+            for section in sections
+            for caption, frame in section.tables.items()
+            for step, params in [section.analyses[caption]]
+        ],
+    }
+    listing = {**data["provenance"]}
+    for entry in data["analyses"]:
+        listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"
+    return _page(title, listing, sections, data)
 
 
 def build_collection_report(c: Collection) -> str:
@@ -242,25 +290,29 @@ def build_collection_report(c: Collection) -> str:
         figures.collection.cka_map,
     ]
     refused = [f"{m.label}: {m.error}" for m in c.members if m.error]
-    frame = c.table(refused=False)  # refusals: in the note
+    frame = c.to_frame(refused=False)  # refusals: in the note
     section = Section(
         "Collection",
         c.describe()
         + (f"; refused: {'; '.join(refused)}" if refused else "")
         + ". "
-        + " ".join(f"{k}: {v}" for k, v in METRIC_DEFINITIONS.items()),
+        + " ".join(f"{k}: {v}" for k, v in _collection.DEFINITIONS.items()),
         {"Metrics": frame},
         [f(c) for f in figs],
     )
-    settings = {k: v for k, v in c.settings().items() if k != "tables"}
+    settings = {**c.procedure(), "center": c.center}
     settings["tables"] = "; ".join(
         f"{m.label} = {m.table.name} {m.table.source} sha256 {m.table.sha256}" for m in c.loaded
     )
-    return _page(f"posviz collection report: {len(c.loaded)} tables", settings, [section])
+    data = {**c.header(), "columns": columns(frame)}
+    title = f"posviz collection report: {len(c.loaded)} tables"
+    return _page(title, settings, [section], data)
 
 
-def _page(title: str, settings: dict[str, object], sections: list[Section]) -> str:
-    """The report's HTML: settings listed at the top and as JSON, then each section."""
+def _page(
+    title: str, settings: dict[str, object], sections: list[Section], data: dict[str, Any]
+) -> str:
+    """The report's HTML: settings listed at the top, then each section; `data` embedded."""
     body = []
     first = True
     for section in sections:
@@ -293,7 +345,7 @@ th {{ vertical-align: bottom; }}
 <h1>{html.escape(title)}</h1>
 <p>Made by posviz {html.escape(str(settings["posviz_version"]))} on {stamp}.</p>
 <table class="settings">{listing}</table>
-<script id="posviz-settings" type="application/json">{_script_json(settings)}</script>
+<script id="posviz-data" type="application/json">{_script_json(data)}</script>
 {"".join(body)}
 </body></html>
 """

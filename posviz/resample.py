@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from posviz._params import records_params
 from posviz.embedding import MAX_ELEMENTS, Embedding, check_elements
 
 # The writers moved to posviz.io; pages/resample.py still calls them from here.
 
 __all__ = [
-    "ANTIALIAS",
-    "GRID_METHOD",
     "GRID_METHODS",
     "LENGTH_METHODS",
-    "METHOD",
-    "POSITIONS",
     "POSITION_RULES",
-    "RESERVED",
     "Resampled",
     "axis_weights",
     "resample_grid",
     "resample_length",
     "resampled_table",
+    "rounding_note",
 ]
 
 #: 1-D methods: interpolation between rows, or Longformer's copy of the table end to end.
@@ -35,13 +32,6 @@ POSITION_RULES = {
 }
 #: 2-D methods, as named by torch.nn.functional.interpolate.
 GRID_METHODS = ("bicubic", "bilinear")
-#: Defaults: linear interpolation with the first and last rows kept, no reserved rows; grids
-#: as timm's resample_abs_pos_embed (bicubic, antialiased).
-METHOD = "linear"
-POSITIONS = "ends"
-RESERVED = 0
-GRID_METHOD = "bicubic"
-ANTIALIAS = True
 
 #: Keys' cubic-convolution parameter of PyTorch's plain bicubic, and of its antialiased
 #: bicubic (which follows Pillow).
@@ -49,6 +39,26 @@ _KEYS_A = {False: -0.75, True: -0.5}
 #: Slices of work: rows (linear) or columns (cubic) are resampled this many blocks at a
 #: time, so temporaries stay a small fraction of the table whatever its size.
 N_BLOCKS = 32
+
+#: How each method rounds, where it differs from weighted sums in the table's dtype.
+_ROUNDING = {
+    "cubic": "splines fitted in float64 and rounded once to it.",
+    "tile": "rows copied as they are.",
+}
+
+
+def rounding_note(method: str, dtype: np.dtype | str) -> str:
+    """How close a table resampled by `method` in `dtype` is to exact arithmetic.
+
+    >>> rounding_note("tile", "float32")
+    "Computed and kept in the table's dtype, float32: rows copied as they are."
+    """
+    rounding = _ROUNDING.get(
+        method,
+        "weighted sums of rows in that dtype, to a few units of its last digit "
+        "(float32: ~1e-6 of the values' magnitude).",
+    )
+    return f"Computed and kept in the table's dtype, {np.dtype(dtype)}: {rounding}"
 
 
 @dataclass(frozen=True)
@@ -63,11 +73,14 @@ class Resampled:
         (height, width) of the new grid for 2-D resampling, else None.
     description : str
         The method and options in words, for titles, captions and file metadata.
+    params : dict
+        The settings of :func:`resample_length` or :func:`resample_grid` that made it.
     """
 
     values: np.ndarray
     grid: tuple[int, int] | None
     description: str
+    params: dict = field(default_factory=dict)
 
 
 def _check_size(n_rows: int, d_model: int) -> None:
@@ -78,13 +91,14 @@ def _check_size(n_rows: int, d_model: int) -> None:
     check_elements("The new table", (n_rows, d_model), advice)
 
 
+@records_params
 def resample_length(
     values: np.ndarray,
-    n_positions: int,
     *,
-    method: str = METHOD,
-    positions: str = POSITIONS,
-    reserved: int = RESERVED,
+    n_positions: int,
+    method: str = "linear",
+    positions: str = "ends",
+    reserved: int = 0,
 ) -> Resampled:
     """Resample a 1-D table of L rows to `n_positions` rows L'.
 
@@ -120,9 +134,9 @@ def resample_length(
     Examples
     --------
     >>> ramp = np.arange(4.0)[:, None] * [1.0, -2.0]
-    >>> resample_length(ramp, 7).values[:, 0].tolist()
+    >>> resample_length(ramp, n_positions=7).values[:, 0].tolist()
     [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
-    >>> resample_length(ramp, 6, method="tile", reserved=1).values[:, 0].tolist()
+    >>> resample_length(ramp, n_positions=6, method="tile", reserved=1).values[:, 0].tolist()
     [0.0, 1.0, 2.0, 3.0, 1.0, 2.0]
     """
     n, d = values.shape
@@ -228,13 +242,14 @@ def axis_weights(n_in: int, n_out: int, *, method: str, antialias: bool) -> np.n
     return weights
 
 
+@records_params
 def resample_grid(
     values: np.ndarray,
     grid: tuple[int, int],
-    new_grid: tuple[int, int],
     *,
-    method: str = GRID_METHOD,
-    antialias: bool = ANTIALIAS,
+    new_grid: tuple[int, int],
+    method: str = "bicubic",
+    antialias: bool = True,
 ) -> Resampled:
     """Resample a row-major H x W patch grid to H' x W' as PyTorch and timm do.
 
@@ -264,7 +279,7 @@ def resample_grid(
     Examples
     --------
     >>> g = np.arange(4.0).reshape(4, 1) * [1.0, 1.0]
-    >>> resample_grid(g, (2, 2), (2, 2)).values[:, 0].tolist()
+    >>> resample_grid(g, (2, 2), new_grid=(2, 2)).values[:, 0].tolist()
     [0.0, 1.0, 2.0, 3.0]
     """
     (h, w), (h_new, w_new) = grid, new_grid

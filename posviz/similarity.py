@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,19 +12,16 @@ import scipy.fft
 
 from posviz import _linalg
 from posviz._linalg import evenly_spaced, float64_rows, gram, mean_row, row_blocks
+from posviz._params import records_params
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "DEFINITIONS",
     "MAX_OFFSET",
-    "MAX_SIDE",
-    "MAX_TILES",
-    "METRIC",
     "METRICS",
-    "SCORE_DEFINITIONS",
     "SIMILARITIES",
-    "WINDOW",
     "GridSimilarity",
     "OffsetProfile",
     "OffsetScores",
@@ -43,22 +40,16 @@ __all__ = [
 METRICS = ("cosine", "dot", "euclidean")
 #: The measures that are similarities (inner products), as the offset profile needs.
 SIMILARITIES = ("cosine", "dot")
-#: The measure shown first.
-METRIC = "cosine"
 #: Largest offset k of the offset profile unless asked for more: its spread costs
 #: n_positions x k x d_model multiply-adds (the mean and translation invariance cover all k).
 MAX_OFFSET = 1024
-#: Offsets k = 1..WINDOW over which the monotonicity of the mean profile is taken.
-WINDOW = 32
-#: Most tiles per side of a grid's mosaic.
-MAX_TILES = 24
-#: What each column of :meth:`OffsetScores.table` means: the page's help and the report's note.
-SCORE_DEFINITIONS = {
+#: What each column of :meth:`OffsetScores.to_frame` means: the page's help and the report's note.
+DEFINITIONS = {
     "translation_invariance": "1 − Σ_k Σ_i (s(i, i+k) − m(k))² / Σ_{i<j} (s(i, j) − mean s)²: "
     "the share of the variance of s over all pairs explained by the offset alone. 1 for a "
     "Toeplitz matrix (sinusoidal tables), near 0 for shuffled rows. Exact, over all offsets.",
     "monotonicity": "Spearman rank correlation of the mean profile m(k) with k for "
-    "k = 1..window: −1 when similarity falls steadily with distance.",
+    "k = 1..monotonicity_window: −1 when similarity falls steadily with distance.",
     "falls_until": "Last offset before m(k) first stops falling (first k with m(k+1) ≥ m(k)).",
     "length_half": "Similarity length: first offset k with m(k) < ½ m(0). m(0) is 1 for "
     "cosine without zero rows and the mean squared norm for dot.",
@@ -67,9 +58,6 @@ SCORE_DEFINITIONS = {
     "local_maxima": "Local maxima of m(k) for k = 1..largest offset: the off-diagonal bands "
     "of e.g. GPT-2.",
 }
-#: Largest side of a map drawn cell by cell. A float32 heatmap costs ~6.7 bytes of figure JSON
-#: per cell (base64 plus escaping), so 800 a side keeps a figure under 5 MB.
-MAX_SIDE = 800
 #: Values (float64) per chunk of rows prepared at a time for maps: 8 MB. Their cells are
 #: products of chunks, so a chunk's size is part of a cell's rounding: kept as it was.
 _CHUNK_ELEMENTS = 2**20
@@ -172,35 +160,24 @@ class SimilarityMap:
         Centre position of each column block.
     block : int
         Positions per block side.
-    metric : str
-    centered : bool
     rows, cols : tuple of (int, int)
         The window's position ranges (start, stop).
+    params : dict
+        The settings of :func:`similarity_map` (``metric``, ``center``, ...).
     """
 
     values: np.ndarray
     row_positions: np.ndarray
     col_positions: np.ndarray
     block: int
-    metric: str
-    centered: bool
     rows: tuple[int, int]
     cols: tuple[int, int]
+    params: dict = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
         """Whether every cell is one (i, j) pair."""
         return self.block == 1
-
-    def settings(self) -> dict[str, object]:
-        """The settings that made these cells, in the exports' keys."""
-        return {
-            "metric": self.metric,
-            "centered": self.centered,
-            "rows": list(self.rows),
-            "cols": list(self.cols),
-            "block": self.block,
-        }
 
 
 def _block_means(
@@ -225,14 +202,15 @@ def _block_centers(span: tuple[int, int], block: int) -> np.ndarray:
     return starts + (np.minimum(starts + block, span[1]) - starts - 1) / 2
 
 
+@records_params
 def similarity_map(
     values: np.ndarray,
     *,
-    metric: str = METRIC,
-    center: bool = False,
+    metric: str = "cosine",
+    center: bool = True,
     rows: tuple[int, int] | None = None,
     cols: tuple[int, int] | None = None,
-    max_side: int = MAX_SIDE,
+    max_side: int = 800,
 ) -> SimilarityMap:
     """Cosine similarity, dot product or Euclidean distance between positions.
 
@@ -246,7 +224,8 @@ def similarity_map(
         Position ranges of the window; the whole table by default.
     max_side : int
         Above this many positions a side, cells are ``block x block`` block means with
-        ``block = ceil(longest side / max_side)``.
+        ``block = ceil(longest side / max_side)``. A float32 heatmap costs ~6.7 bytes of
+        figure JSON per cell (base64 plus escaping): 800 a side keeps a figure under 5 MB.
 
     Notes
     -----
@@ -259,11 +238,11 @@ def similarity_map(
     Examples
     --------
     >>> x = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
-    >>> similarity_map(x, metric="dot").values
+    >>> similarity_map(x, metric="dot", center=False).values
     array([[1., 0., 1.],
            [0., 4., 2.],
            [1., 2., 2.]])
-    >>> m = similarity_map(x, metric="dot", max_side=2)
+    >>> m = similarity_map(x, metric="dot", center=False, max_side=2)
     >>> m.block, m.values, m.row_positions
     (2, array([[1.25, 1.5 ],
            [1.5 , 2.  ]]), array([0.5, 2. ]))
@@ -296,8 +275,6 @@ def similarity_map(
         row_positions=_block_centers(spans[0], block),
         col_positions=_block_centers(spans[1], block),
         block=int(block),
-        metric=metric,
-        centered=center,
         rows=(int(spans[0][0]), int(spans[0][1])),
         cols=(int(spans[1][0]), int(spans[1][1])),
     )
@@ -380,9 +357,8 @@ class OffsetProfile:
         depends on the offset alone (a Toeplitz matrix, e.g. sinusoidal tables), near 0 when
         rows are shuffled. Computed over all offsets whatever `max_offset` is; NaN when every
         pair has the same similarity.
-    metric : str
-        "cosine" or "dot".
-    centered : bool
+    params : dict
+        The settings of :func:`offset_profile` (``metric``, ``center``, ...).
     """
 
     offsets: np.ndarray
@@ -390,19 +366,14 @@ class OffsetProfile:
     std: np.ndarray
     count: np.ndarray
     translation_invariance: float
-    metric: str
-    centered: bool
+    params: dict = field(default_factory=dict)
 
     @property
     def max_offset(self) -> int:
         """Largest offset summarised."""
         return len(self.offsets) - 1
 
-    def settings(self) -> dict[str, object]:
-        """The settings that made this profile, in the exports' keys."""
-        return {"metric": self.metric, "centered": self.centered, "max_offset": self.max_offset}
-
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per offset k: the mean and std of s(i, i+k) over i, and the pairs counted."""
         import pandas as pd
 
@@ -420,11 +391,12 @@ def largest_offset(n_positions: int, max_offset: int = MAX_OFFSET) -> int:
     return min(n_positions - 1, max_offset)
 
 
+@records_params
 def offset_profile(
     values: np.ndarray,
     *,
-    metric: str = METRIC,
-    center: bool = False,
+    metric: str = "cosine",
+    center: bool = True,
     max_offset: int | None = None,
     spread: bool = True,
 ) -> OffsetProfile:
@@ -453,7 +425,7 @@ def offset_profile(
 
     Examples
     --------
-    >>> p = offset_profile(np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]))
+    >>> p = offset_profile(np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]), center=False)
     >>> p.mean, p.std
     (array([ 1.,  0., -1.]), array([0., 0., 0.]))
     """
@@ -491,8 +463,6 @@ def offset_profile(
         std=std,
         count=count[: k_max + 1],
         translation_invariance=invariance,
-        metric=metric,
-        centered=center,
     )
 
 
@@ -506,7 +476,8 @@ class OffsetScores:
         Spearman rank correlation of m(k) with k for k = 1..window: -1 when similarity falls
         steadily with distance. NaN when m is constant there.
     window : int
-        Offsets used by `monotonicity`.
+        Offsets used by `monotonicity`: the setting ``monotonicity_window``, at most the
+        profile's largest offset.
     falls_until : int
         Last offset k before m stops falling: the first k with m(k+1) >= m(k) (max_offset if
         it falls throughout).
@@ -519,10 +490,8 @@ class OffsetScores:
         Interior peaks of m(k): the off-diagonal bands ("ringing") of e.g. GPT-2.
     translation_invariance : float
         The profile's (see :class:`OffsetProfile`), reported beside the scores.
-    metric : str
-    centered : bool
-    max_offset : int
-        The profile's settings.
+    params : dict
+        The settings of :func:`offset_scores` and of the profile scored.
     """
 
     monotonicity: float
@@ -533,18 +502,7 @@ class OffsetScores:
     sign_changes: int
     local_maxima: int
     translation_invariance: float
-    metric: str
-    centered: bool
-    max_offset: int
-
-    def settings(self) -> dict[str, object]:
-        """The settings of the profile and of the scores, in the exports' keys."""
-        return {
-            "metric": self.metric,
-            "centered": self.centered,
-            "max_offset": self.max_offset,
-            "window": self.window,
-        }
+    params: dict = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float | int | None]:
         """The scores by their export names, translation invariance first."""
@@ -558,7 +516,7 @@ class OffsetScores:
             "local_maxima": self.local_maxima,
         }
 
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """:meth:`metrics` as a one-row frame: what the page, the report and exports show."""
         import pandas as pd
 
@@ -571,7 +529,8 @@ def _first(mask: np.ndarray) -> int | None:
     return int(hits[0]) + 1 if hits.size else None
 
 
-def offset_scores(profile: OffsetProfile, *, window: int = WINDOW) -> OffsetScores:
+@records_params
+def offset_scores(profile: OffsetProfile, *, monotonicity_window: int = 32) -> OffsetScores:
     """Scores of how m(k) = mean s(i, i+k) falls with k (see :class:`OffsetScores`).
 
     Examples
@@ -579,8 +538,8 @@ def offset_scores(profile: OffsetProfile, *, window: int = WINDOW) -> OffsetScor
     Rows at 0, 50, 100 and 150 degrees: m(k) = cos(50k degrees).
 
     >>> angles = np.radians([0, 50, 100, 150])
-    >>> p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]))
-    >>> s = offset_scores(p, window=3)
+    >>> p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]), center=False)
+    >>> s = offset_scores(p, monotonicity_window=3)
     >>> round(s.monotonicity, 9), s.length_half, s.length_zero, s.sign_changes
     (-1.0, 2, 2, 1)
     """
@@ -590,10 +549,11 @@ def offset_scores(profile: OffsetProfile, *, window: int = WINDOW) -> OffsetScor
     import scipy.stats
 
     k_max = profile.max_offset
-    if window < 2 or k_max < 2:
-        msg = f"The monotonicity window must hold 2..{k_max} offsets, got {window}."
+    if monotonicity_window < 2 or k_max < 2:
+        msg = f"The monotonicity window must hold 2..{k_max} offsets, got {monotonicity_window}."
         raise ValueError(msg)
-    window = min(window, k_max)  # a short table: every offset it has (stated in the result)
+    # A short table: every offset it has (stated in the result).
+    window = min(monotonicity_window, k_max)
     m = profile.mean
     rho = scipy.stats.spearmanr(profile.offsets[1 : window + 1], m[1 : window + 1]).statistic
     rising = np.flatnonzero(np.diff(m) >= 0)
@@ -607,9 +567,6 @@ def offset_scores(profile: OffsetProfile, *, window: int = WINDOW) -> OffsetScor
         sign_changes=int(np.count_nonzero(np.diff(tail >= 0))),
         local_maxima=len(scipy.signal.find_peaks(tail)[0]),
         translation_invariance=profile.translation_invariance,
-        metric=profile.metric,
-        centered=profile.centered,
-        max_offset=k_max,
     )
 
 
@@ -631,9 +588,8 @@ class GridSimilarity:
         Mean cosine between patches ``dr`` rows apart in the same column, dr = 0..height-1.
     col_profile : ndarray of shape (width,)
         Mean cosine between patches ``dc`` columns apart in the same row, dc = 0..width-1.
-    grid : tuple of (int, int)
-        (height, width).
-    centered : bool
+    params : dict
+        The settings of :func:`grid_similarity` (``grid``, ``center``, ...).
     """
 
     tiles: np.ndarray
@@ -641,17 +597,17 @@ class GridSimilarity:
     tile_cols: np.ndarray
     row_profile: np.ndarray
     col_profile: np.ndarray
-    grid: tuple[int, int]
-    centered: bool
+    params: dict = field(default_factory=dict)
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(height, width) of the grid: the shape of every tile."""
+        return self.tiles.shape[2], self.tiles.shape[3]
 
     @property
     def subsampled(self) -> bool:
         """Whether some patches have no tile."""
         return self.tiles.shape[:2] != self.grid
-
-    def settings(self) -> dict[str, object]:
-        """The settings that made these cosines, in the exports' keys."""
-        return {"metric": "cosine", "centered": self.centered, "grid": list(self.grid)}
 
 
 def grid_heights(n_positions: int) -> tuple[list[int], int]:
@@ -683,13 +639,14 @@ def grid_neighbours(position: int, grid: tuple[int, int]) -> list[int]:
     ]
 
 
+@records_params
 def grid_similarity(
     values: np.ndarray,
-    grid: tuple[int, int],
     *,
-    center: bool = False,
-    max_tiles: int = MAX_TILES,
-    max_side: int = MAX_SIDE,
+    grid: tuple[int, int],
+    center: bool = True,
+    max_tiles: int = 24,
+    max_side: int = 800,
 ) -> GridSimilarity:
     """Per-patch cosine maps and row/column profiles of a 2-D position grid.
 
@@ -708,7 +665,7 @@ def grid_similarity(
 
     Examples
     --------
-    >>> g = grid_similarity(np.eye(4), (2, 2))
+    >>> g = grid_similarity(np.eye(4), grid=(2, 2), center=False)
     >>> g.tiles[0, 1].tolist(), g.row_profile.tolist()
     ([[0.0, 1.0], [0.0, 0.0]], [1.0, 0.0])
     """
@@ -733,6 +690,4 @@ def grid_similarity(
         tile_cols=cols,
         row_profile=row_sums / (width * np.arange(height, 0, -1)),
         col_profile=col_sums / (height * np.arange(width, 0, -1)),
-        grid=(height, width),
-        centered=center,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -13,13 +13,13 @@ from scipy.linalg import blas, lapack
 from scipy.optimize import brentq
 
 from posviz._linalg import float64_blocks, gram
+from posviz._params import records_params
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "DEFINITIONS",
-    "NOISE_RULE",
     "NO_VARIANCE",
     "THRESHOLDS",
     "Spectrum",
@@ -30,20 +30,16 @@ __all__ = [
 
 #: Explained-variance levels at which the number of components is reported.
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
-#: What `n_above_noise` counts, for help texts, exports and the CLI.
-NOISE_RULE = (
-    "singular values above the Gavish & Donoho (2014) optimal hard threshold for an unknown "
-    "noise level, ω(β)·median(σ), with β = min(m, d)/max(m, d) for m = n − 1 rows when "
-    "centred (n when not), ω(1) ≈ 2.858 (exact ω from the Marchenko-Pastur median), and "
-    "above the resolution floor. Pure i.i.d. noise stays below it."
-)
 #: What each rank and count of :meth:`Spectrum.metrics` is, for help texts and the report.
 DEFINITIONS = {
     "effective_rank": "Roy & Vetterli (2007): exp(entropy of σ_i / Σσ_j). Equals r for r "
     "equal singular values.",
     "stable_rank": "Σσ_i² / σ_1²: squared Frobenius norm over squared spectral norm.",
     "participation_ratio": "(Σλ_i)² / Σλ_i², λ_i = σ_i²: how many components share the variance.",
-    "n_above_noise": NOISE_RULE[0].upper() + NOISE_RULE[1:],
+    "n_above_noise": "Singular values above the Gavish & Donoho (2014) optimal hard threshold "
+    "for an unknown noise level, ω(β)·median(σ), with β = min(m, d)/max(m, d) for m = n − 1 "
+    "rows when centred (n when not), ω(1) ≈ 2.858 (exact ω from the Marchenko-Pastur median), and "
+    "above the resolution floor. Pure i.i.d. noise stays below it.",
 }
 #: Singular values below this share of sigma_1 are refined (see `spectrum`).
 _SPLIT = 1e-4
@@ -98,19 +94,19 @@ class Spectrum:
     ----------
     singular_values : ndarray of shape (min(n_positions, d_model),)
         Descending, >= 0. Values below `floor` are rounding noise of the method.
-    centered : bool
-        Whether rows were mean-centred first (column means removed: PCA).
     shape : tuple of (int, int)
         (n_positions, d_model) of the table.
     floor : float
         Resolution limit: singular values below it cannot be told from 0 by the method
         (the rounding level of the last Gram matrix formed, see :func:`spectrum`).
+    params : dict
+        The settings of :func:`spectrum` that made it (``center``).
     """
 
     singular_values: np.ndarray
-    centered: bool
     shape: tuple[int, int]
     floor: float
+    params: dict = field(default_factory=dict)
 
     @property
     def eigenvalues(self) -> np.ndarray:
@@ -170,7 +166,7 @@ class Spectrum:
         ``m = n - 1`` when centred, else n.
         """
         n, d = self.shape
-        return n - int(self.centered), d
+        return n - int(self.params["center"]), d
 
     @property
     def noise_threshold(self) -> float:
@@ -232,17 +228,13 @@ class Spectrum:
         }
         return out
 
-    def settings(self) -> dict[str, object]:
-        """The choices behind these numbers, in the keys exports use."""
-        return {"centered": self.centered, "n_above_noise": NOISE_RULE}
-
     def metrics_table(self) -> pd.DataFrame:
         """:meth:`metrics` as a one-row frame: the page's, the report's and exports' table."""
         import pandas as pd  # on first use: `posviz summary` prints without loading pandas
 
         return pd.DataFrame([self.metrics()])
 
-    def table(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per component k: its singular value, share of the variance and cumulative."""
         import pandas as pd
 
@@ -297,6 +289,7 @@ def hard_threshold_coefficient(beta: float) -> float:
     return float(known / np.sqrt(marchenko_pastur_median(beta)))
 
 
+@records_params
 def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     """Singular values of a position table.
 
@@ -332,7 +325,7 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     """
     if center and not np.ptp(values, axis=0).any():
         # Equal rows centre to exact zeros, not to the rounding residue of their float mean.
-        return Spectrum(np.zeros(min(values.shape)), centered=True, shape=values.shape, floor=0.0)
+        return Spectrum(np.zeros(min(values.shape)), shape=values.shape, floor=0.0)
     reflectors, diagonal, off_diagonal, tau = _tridiagonal(gram(values, center=center))
     lam = scipy.linalg.eigvalsh_tridiagonal(diagonal, off_diagonal, lapack_driver="sterf")[::-1]
     # Centred rows sum to zero: a table with no more rows than columns then has one singular
@@ -362,4 +355,4 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     top = sigma[0] * (_SPLIT if n_small > zeros else 1.0)
     eps = np.finfo(np.float64).eps
     floor = float(top * np.sqrt(min(values.shape) * eps))
-    return Spectrum(singular_values=sigma, centered=center, shape=tuple(values.shape), floor=floor)
+    return Spectrum(singular_values=sigma, shape=tuple(values.shape), floor=floor)

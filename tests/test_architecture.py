@@ -1,5 +1,5 @@
-"""House rules: the core never imports Streamlit (only posviz/ui, app and pages do), and only
-posviz/figures, the report and the ui draw with Plotly."""
+"""House rules: the core never imports Streamlit (only posviz/ui, app and pages do), only
+posviz/figures, the report and the ui draw with Plotly, and pages only draw."""
 
 from __future__ import annotations
 
@@ -27,6 +27,33 @@ def importers(package: str, *, allowed: tuple[str, ...]) -> list[str]:
             if any(name.split(".")[0] == package for name in names):
                 offenders.append(relative)
     return offenders
+
+
+def test_pages_only_draw():
+    # Parsing, filtering and session keys live in the core and posviz/ui; a page reads widgets
+    # and draws results.
+    offenders = []
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] in ("numpy", "pandas", "fnmatch"):
+                    offenders.append(f"{path.name} imports {name}")
+            if isinstance(node, ast.Attribute) and node.attr == "session_state":
+                offenders.append(f"{path.name}:{node.lineno} touches st.session_state")
+    assert offenders == []
+
+
+def test_the_registry_lists_every_page_once():
+    from posviz.ui.pages import PAGES
+
+    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
+    assert sorted(p.file for p in PAGES) == files
+    assert len({p.title for p in PAGES}) == len(PAGES)
 
 
 def test_no_core_module_imports_streamlit():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from posviz import boundary, figures, pipeline, simulate
+from posviz import boundary, figures, simulate
+from posviz._params import defaults
 
 
 def test_sinusoidal_statistics_are_analytic():
@@ -71,8 +70,9 @@ def test_hampel_matches_a_direct_window_median_and_mad():
 
 def test_rounding_noise_on_a_constant_curve_is_not_flagged():
     curve = np.sqrt(384) + 1e-14 * np.random.default_rng(0).standard_normal(300)
-    z, _ = boundary.hampel(curve, window=boundary.WINDOW)
-    assert not np.any(np.abs(z) > boundary.THRESHOLD)
+    default = defaults(boundary.outliers)
+    z, _ = boundary.hampel(curve, window=default["hampel_window"])
+    assert not np.any(np.abs(z) > default["threshold"])
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -97,24 +97,22 @@ def test_a_row_next_to_an_odd_row_is_not_flagged_by_its_neighbour():
 
 def test_boundary_summary_means():
     stats = boundary.position_statistics(np.c_[np.arange(10.0), np.zeros(10)])  # norm = p
-    s = boundary.boundary_summary(stats, k=2)
+    s = boundary.boundary_summary(stats, boundary_size=2)
     assert (s.first[0], s.middle[0], s.last[0]) == (0.5, 4.5, 8.5)
-    table = s.table()
+    table = s.to_frame()
     assert list(table.columns) == ["statistic", "first_2", "middle", "last_2"]
     assert table.iloc[0].tolist() == ["norm", 0.5, 4.5, 8.5]
     assert list(table["statistic"]) == list(stats.flagging_curves())
-    assert s.settings() == {"top_k": 0, "boundary_k": 2}
-    with pytest.raises(ValueError, match=r"k must be in 1\.\.4"):
-        boundary.boundary_summary(stats, k=5)
+    assert s.params == {"top_k": 0, "boundary_size": 2}
+    with pytest.raises(ValueError, match=r"boundary_size must be in 1\.\.4"):
+        boundary.boundary_summary(stats, boundary_size=5)
 
 
 def curve_flags(curve: np.ndarray) -> boundary.Outliers:
     """Outliers of one curve (as "norm") with nothing flagged: change points search the curve."""
     values = np.asarray(curve, dtype=np.float64)[None]
     nothing = np.zeros(values.shape)
-    return boundary.Outliers(
-        ("norm",), values, values, nothing, nothing.astype(bool), 1, np.inf, top_k=0
-    )
+    return boundary.Outliers(("norm",), values, values, nothing, nothing.astype(bool))
 
 
 def test_change_point_at_a_level_shift_of_the_norm():
@@ -188,24 +186,24 @@ def test_position_figure_downsamples_long_tables_but_keeps_flags():
 def test_results_carry_their_settings_and_tables():
     table = simulate.learned_like(200, 32, seed=0).values
     stats = boundary.position_statistics(table, top_k=3)
-    flags = boundary.outliers(stats, window=10, threshold=6.0)
-    assert stats.settings() == {"top_k": 3}
-    assert flags.settings() == {"top_k": 3, "window": 10, "threshold": 6.0}
+    flags = boundary.outliers(stats, hampel_window=10, threshold=6.0)
+    assert stats.params == {"top_k": 3}
+    assert flags.params == {"top_k": 3, "hampel_window": 10, "threshold": 6.0}
     assert flags.rule == "|robust z| > 6 in a window of ±10 positions"
     changes = boundary.change_points(flags, statistic="dist_to_mean", max_changes=2, min_size=5)
-    assert changes.settings() == {
+    assert changes.params == {
         "top_k": 3,
-        "window": 10,
+        "hampel_window": 10,
         "threshold": 6.0,
-        "change_statistic": "dist_to_mean",
+        "statistic": "dist_to_mean",
         "max_changes": 2,
-        "min_segment": 5,
+        "min_size": 5,
     }
     direct = boundary.change_points(
         curve_flags(flags.cleaned("dist_to_mean")), max_changes=2, min_size=5
     )
     np.testing.assert_array_equal(changes.positions, direct.positions)
-    frame = changes.table()
+    frame = changes.to_frame()
     assert list(frame.columns) == ["position", "shift", "share_of_variance"]
     np.testing.assert_array_equal(frame["position"], changes.positions)
     np.testing.assert_array_equal(frame["shift"], changes.shifts)
@@ -215,23 +213,33 @@ def test_results_carry_their_settings_and_tables():
 
 
 def test_the_defaults_are_the_signatures_and_fit_short_tables():
-    defaults = boundary.defaults((1000, 64))
-    assert defaults == {
-        "top_k": boundary.TOP_K,
-        "window": boundary.WINDOW,
-        "threshold": boundary.THRESHOLD,
-        "k": boundary.BOUNDARY_K,
-        "statistic": boundary.CHANGE_STATISTIC,
-        "max_changes": boundary.MAX_CHANGES,
-        "min_size": boundary.MIN_SIZE,
+    fitted = boundary.defaults((1000, 64))
+    assert fitted == {
+        "top_k": 0,
+        "hampel_window": 16,
+        "threshold": 8.0,
+        "boundary_size": 8,
+        "statistic": "norm",
+        "max_changes": 3,
+        "min_size": 16,
     }
-    for step in (pipeline.outliers, pipeline.change_points, pipeline.boundary_summary):
-        for name, parameter in inspect.signature(step).parameters.items():
-            if name in defaults:
-                assert parameter.default == defaults[name], (step, name)
+    for core in (
+        boundary.position_statistics,
+        boundary.outliers,
+        boundary.change_points,
+        boundary.boundary_summary,
+    ):
+        for name, default in defaults(core).items():
+            assert fitted[name] == default, (core, name)
     # At the smallest table each default is within what the table allows, and works.
     short = boundary.defaults((10, 4))
-    assert boundary.limits((10, 4)) == {"top_k": 3, "window": 5, "k": 4, "min_size": 5}
-    assert (short["window"], short["k"], short["min_size"]) == (5, 4, 5)
+    assert boundary.limits((10, 4)) == {
+        "top_k": 3,
+        "hampel_window": 5,
+        "boundary_size": 4,
+        "min_size": 5,
+    }
+    assert (short["hampel_window"], short["boundary_size"], short["min_size"]) == (5, 4, 5)
     stats = boundary.position_statistics(np.random.default_rng(0).standard_normal((10, 4)))
-    assert boundary.boundary_summary(stats, k=short["k"]).k == 4
+    summary = boundary.boundary_summary(stats, boundary_size=short["boundary_size"])
+    assert summary.params["boundary_size"] == 4

@@ -31,7 +31,7 @@ def test_a_resampled_table_is_the_callers_own():
     assert (second.name, second.row_start, second.prefix.shape) == ("wpe.weight", 0, (0, 16))
     assert second.source.startswith("public.npy → ")
     np.testing.assert_array_equal(second.values, first.values)
-    assert "private" not in str(second.settings())
+    assert "private" not in str(second.provenance())
 
 
 def test_a_grid_resampling_keeps_the_callers_table():
@@ -44,8 +44,8 @@ def test_a_grid_resampling_keeps_the_callers_table():
         grid=(4, 4),
     )
     plain = Embedding.from_array(grid, name="pos", source="public.npy", grid=(4, 4))
-    assert cache.resample_grid(with_cls, grid=(6, 6)).row_start == 1
-    again = cache.resample_grid(plain, grid=(6, 6))
+    assert cache.resample_grid(with_cls, new_grid=(6, 6)).row_start == 1
+    again = cache.resample_grid(plain, new_grid=(6, 6))
     assert (again.name, again.row_start, again.n_source_rows) == ("pos", 0, 36)
 
 

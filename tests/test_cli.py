@@ -17,10 +17,9 @@ from posviz.spectrum import NO_VARIANCE
 from tests.corpus import HOSTILE_WORDS, hostile_files
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = [
-    "shape",
-    "dtype",
-    "tensor",
+#: The summary's JSON: what made the numbers, the table's provenance, then the numbers.
+KEYS = ["analysis", "params", "provenance", "numbers"]
+NUMBERS = [
     "k50",
     "k80",
     "k90",
@@ -66,20 +65,23 @@ def test_summary_json_matches_the_sinusoid_oracle(
 ) -> None:
     record = summary_json(capsys, str(sinusoid), *flags)
     assert list(record) == KEYS
-    assert (record["shape"], record["dtype"], record["tensor"]) == (
-        [512, 768],
-        "float64",
-        "sinusoid",
-    )
-    assert [record[f"k{level}"] for level in (50, 80, 90, 95, 99)] == ks
+    assert list(record["numbers"]) == NUMBERS
+    assert record["params"] == {"center": "--no-center" not in flags}
+    assert (
+        record["provenance"]["shape"],
+        record["provenance"]["dtype"],
+        record["provenance"]["tensor"],
+    ) == ([512, 768], "float64", "sinusoid")
+    assert [record["numbers"][f"k{level}"] for level in (50, 80, 90, 95, 99)] == ks
     assert [
-        round(record[key], 2) for key in ("effective_rank", "stable_rank", "participation_ratio")
+        round(record["numbers"][key], 2)
+        for key in ("effective_rank", "stable_rank", "participation_ratio")
     ] == ranks
     table = sinusoidal_table(512, 768)
     if "--no-center" not in flags:
         table -= table.mean(axis=0)
     singular = np.linalg.svd(table, compute_uv=False)  # independent of the Gram route
-    np.testing.assert_allclose(record["singular_values"], singular[:10], rtol=1e-10)
+    np.testing.assert_allclose(record["numbers"]["singular_values"], singular[:10], rtol=1e-10)
 
 
 def test_summary_text_states_the_numbers_and_the_centring(
@@ -105,14 +107,18 @@ def test_summary_hints_and_drops_a_class_token(
     assert main(["summary", str(tmp_path / "vit.npy")]) == 0
     assert "1 class token + 14x14 patch grid; pass --drop-prefix 1" in capsys.readouterr().out
     record = summary_json(capsys, str(tmp_path / "vit.npy"), "--drop-prefix", "1")
-    assert record["shape"] == [196, 64]
+    assert record["provenance"]["shape"] == [196, 64]
 
 
 def test_summary_reads_the_named_tensor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     np.savez(tmp_path / "m.npz", wpe=sinusoidal_table(16, 4), wte=np.eye(12))
-    assert summary_json(capsys, str(tmp_path / "m.npz"))["tensor"] == "wpe"
+    assert summary_json(capsys, str(tmp_path / "m.npz"))["provenance"]["tensor"] == "wpe"
     record = summary_json(capsys, str(tmp_path / "m.npz"), "--tensor", "wte")
-    assert (record["tensor"], record["shape"], record["k99"]) == ("wte", [12, 12], 11)
+    assert (
+        record["provenance"]["tensor"],
+        record["provenance"]["shape"],
+        record["numbers"]["k99"],
+    ) == ("wte", [12, 12], 11)
 
 
 def test_refused_file_exits_2_with_the_message(
@@ -135,7 +141,7 @@ def test_python_dash_m_posviz(sinusoid: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["k50"] == 11
+    assert json.loads(done.stdout)["numbers"]["k50"] == 11
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +172,8 @@ def test_summary_json_is_strict_json_with_null_for_undefined_numbers(
         raise AssertionError(constant)
 
     record = json.loads(out, parse_constant=refuse)
-    assert record["stable_rank"] is None
-    assert record["k90"] is None
+    assert record["numbers"]["stable_rank"] is None
+    assert record["numbers"]["k90"] is None
     assert record["undefined"] == NO_VARIANCE
     assert main(["summary", str(tmp_path / "flat.npy")]) == 0
     text = capsys.readouterr().out

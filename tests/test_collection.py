@@ -10,7 +10,16 @@ import pytest
 from pandas.testing import assert_frame_equal
 from scipy.stats import ortho_group
 
-from posviz import boundary, collection, compare, components, similarity, simulate, spectrum
+from posviz import (
+    boundary,
+    collection,
+    compare,
+    components,
+    gather,
+    similarity,
+    simulate,
+    spectrum,
+)
 from posviz.cli import main
 from posviz.collection import Member, Step, analyse, member, order, parse_step
 from posviz.embedding import Embedding, LoadError
@@ -96,12 +105,15 @@ def test_refused_members_are_listed_and_do_not_sink_the_rest():
     assert result.cka.shape == (3, 3)
     assert result.coordinates.shape == (3, 2)
     assert result.common_positions == 40
-    frame = result.table()
+    frame = result.to_frame()
     assert frame["n_positions"].tolist()[:3] == [64, 40, 64]
     assert frame["d_model"].tolist()[:3] == [16, 8, 16]
     assert frame.iloc[3].drop(["label", "error"]).isna().all()
     assert result.nbytes == (64 * 16 * 2 + 40 * 8) * 4
-    assert result.settings()["ordered_by"] == "step"
+    header = result.header()
+    assert header["collection"]["ordered_by"] == "step"
+    assert (header["analysis"], header["params"]) == ("table_summary", {"center": True})
+    assert [p["label"] for p in header["provenance"]] == [m.label for m in result.members]
 
 
 def test_repeated_labels_are_numbered():
@@ -144,7 +156,7 @@ def test_metrics_equal_the_single_table_core_results():
         assert record["first_neighbour_cos"] == stats.cos_next[0]
         assert record["last_neighbour_cos"] == stats.cos_prev[-1]
         k = min(6, components.max_components(x.shape, center=True))
-        pcs = components.principal_components(x, k=k, center=True)
+        pcs = components.principal_components(x, n_components=k, center=True)
         likeness = components.sinusoid_likeness(pcs, n_frequencies=min(8, n // 2))
         assert record["sinusoid_mean_cos2"] == likeness.mean_cos2
         assert record["shuffled_mean_cos2"] == likeness.shuffled.mean()
@@ -229,7 +241,10 @@ def checkpoints(tmp_path):
 def test_summary_of_many_paths_is_a_json_array_in_step_order(checkpoints, capsys):
     paths = [str(checkpoints[k]) for k in ("step1000", "bad", "step30k", "step0200")]
     assert main(["summary", *paths, "--json"]) == 0
-    records = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["analysis"], printed["params"]) == ("table_summary", {"center": True})
+    records = printed["records"]
+    assert [p.get("sha256") is not None for p in printed["provenance"]] == [True] * 3 + [False]
     assert [r["step"] for r in records] == [200, 1000, 30000, None]
     assert [r["label"] for r in records] == [paths[3], paths[0], paths[2], paths[1]]
     assert records[3]["error"].startswith("bad.npy could not be read as npy")
@@ -254,7 +269,8 @@ def test_collection_report_lists_the_tables_and_draws_every_chart(checkpoints, t
     paths = [str(checkpoints[k]) for k in ("step1000", "step0200", "step30k", "bad")]
     assert main(["report", *paths, "-o", str(out)]) == 0
     page = out.read_text()
-    settings = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
+    data = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
+    settings = data["collection"]
     assert settings["ordered_by"] == "step"
     assert settings["cka"] == (
         "linear CKA on the common first 128 positions (each table mean-centred over them)"
@@ -277,12 +293,12 @@ def test_tables_of_the_loaded_members_and_their_cka():
         Member("step1", simulate.learned_like(48, 16, seed=1)),
     ]
     result = analyse(members)
-    loaded = result.table(refused=False)
+    loaded = result.to_frame(refused=False)
     assert loaded["label"].tolist() == ["step1", "step2"]
     assert "error" not in loaded.columns
     assert loaded["step"].tolist() == [1, 2]  # whole numbers stay whole without refused rows
     assert loaded["k90"].dtype == np.int64
-    full = result.table()
+    full = result.to_frame()
     assert_frame_equal(loaded, full.iloc[:2].drop(columns="error"), check_dtype=False)
     pairs = result.cka_table()
     assert list(pairs.columns) == ["table", "step1", "step2"]
@@ -297,8 +313,8 @@ def test_members_table_describes_each_member():
     ]
     frame = collection.members_table(members)
     assert frame["label"].tolist() == ["ckpt-step20", "x"]
-    assert frame["step"].iloc[0] == 20
-    assert np.isnan(frame["step"].iloc[1])
+    assert frame["keep"].tolist() == [True, True]
+    assert frame["step"].tolist() == ["20", "-"]
     assert frame["table"].tolist() == ["learned_like 64 x 16 (float32)", ""]
     assert frame["status"].tolist() == ["loaded", "refused: no"]
 
@@ -313,3 +329,167 @@ def test_summary_of_a_label_is_that_tables_summary():
     result = analyse([table("step2"), Member("x", error="no"), table("step1")])
     assert result.summary("step2") is result.summaries[1]
     assert result.summary("step1") is result.summaries[0]
+
+
+# --- requests and budgets (posviz.gather) ------------------------------------------------------
+
+
+def counted(label: str, nbytes: int, calls: list[str]) -> gather.Request:
+    def load() -> Embedding:
+        calls.append(label)
+        return simulate.learned_like(16, 4, seed=len(calls))
+
+    return gather.Request(label, nbytes, load)
+
+
+def test_a_request_over_the_count_or_a_byte_budget_loads_nothing():
+    calls: list[str] = []
+    held = [table("a"), table("b", seed=1)]
+    held_bytes = 2 * 64 * 16 * 4
+    assert gather.held_bytes(held) == held_bytes
+    with pytest.raises(LoadError, match="3 tables asked for, but a collection holds at most 4"):
+        gather.gather([counted(f"x{i}", 0, calls) for i in range(3)], held, max_tables=4)
+    with pytest.raises(LoadError, match=r"above its budget of 0\.0 MiB"):
+        gather.gather([counted("x", 1000, calls)], held, max_bytes=held_bytes + 999)
+    with pytest.raises(LoadError, match=r"everyone using this server hold 1\.0 MiB"):
+        gather.gather([counted("x", 1, calls)], held, server_bytes=2**20, max_server_bytes=2**20)
+    assert calls == []
+
+
+def test_a_request_at_the_budget_loads_every_table_in_order():
+    calls: list[str] = []
+    held = [table("run-step300")]
+    held_bytes = gather.held_bytes(held)
+    requests = [counted("run-step1000", 500, calls), counted("run-step20", 500, calls)]
+    members = gather.gather(
+        requests,
+        held,
+        server_bytes=held_bytes,
+        max_tables=3,
+        max_bytes=held_bytes + 1000,
+        max_server_bytes=held_bytes + 1000,
+    )
+    assert calls == ["run-step1000", "run-step20"]
+    assert [m.label for m in members] == ["run-step20", "run-step300", "run-step1000"]
+
+
+def test_a_table_already_held_under_its_label_is_not_added_twice():
+    held = gather.gather(gather.simulation_requests("gaussian", [16], [0, 1], d_model=4))
+    again = gather.gather(gather.simulation_requests("gaussian", [16], [1, 2], d_model=4), held)
+    assert [m.label for m in again] == [
+        "gaussian n=16 seed=0",
+        "gaussian n=16 seed=1",
+        "gaussian n=16 seed=2",
+    ]
+
+
+def test_simulation_requests_know_their_bytes_before_building():
+    requests = gather.simulation_requests("sinusoidal", [16, 32], [0, 1], d_model=8)
+    # Sinusoids take no seed (one table per length) and are kept in float64.
+    assert [(r.label, r.nbytes) for r in requests] == [
+        ("sinusoidal n=16", 16 * 8 * 8),
+        ("sinusoidal n=32", 32 * 8 * 8),
+    ]
+    learned = gather.simulation_requests("learned-like", [16], [0, 1], d_model=8)
+    for r in learned:
+        assert r.member().table.values.nbytes == r.nbytes == 16 * 8 * 4
+
+
+@pytest.mark.parametrize(
+    ("array", "row_start"),
+    [
+        (np.ones((20, 6), np.float16), 0),
+        (np.ones((20, 6), np.float64), 3),
+        (np.ones((1, 20, 6), np.int64), 0),
+        (np.ones((20, 6), np.int16), 0),
+    ],
+)
+def test_file_requests_are_sized_from_the_header_as_the_table_will_be_held(
+    tmp_path, array, row_start
+):
+    path = tmp_path / "t.npy"
+    np.save(path, array)
+    request = gather.file_request("t", path, "t.npy", row_start=row_start)
+    m = request.member()
+    assert m.error is None
+    assert request.nbytes == gather.held_bytes([m])
+
+
+def test_a_file_without_a_usable_header_is_refused_without_loading(tmp_path):
+    path = tmp_path / "junk.npy"
+    path.write_bytes(b"junk")
+    request = gather.file_request("junk", path, "junk.npy")
+    assert request.load is None
+    assert request.nbytes == 0
+    assert request.member().error.startswith("junk.npy")
+
+
+def test_a_shared_file_outside_the_folder_is_refused(tmp_path):
+    request = gather.shared_request(tmp_path, "../x.npy")
+    assert request.load is None
+    assert request.label == "../x"
+
+
+def test_folders_and_matching_files():
+    files = ["pythia/run1/step1.npy", "pythia/run1/sub/step2.npy", "pythia/x.csv", "top.npy"]
+    assert gather.folders(files) == [".", "pythia", "pythia/run1", "pythia/run1/sub"]
+    assert gather.matching(files, "pythia/run1", "step*") == files[:2]
+    assert gather.matching(files, ".", "*.csv") == ["pythia/x.csv"]
+    with pytest.raises(ValueError, match="at most 200"):
+        gather.matching(files, ".", "*" * 201)
+
+
+def test_stems_and_hub_lines():
+    assert gather.stem("run/step1000.safetensors") == "run/step1000"
+    assert gather.stem("model.bin") == "model.bin"
+    assert gather.hub_lines(" gpt2 \n\nhf:a/b@v", "org/run", "s1, ,s2") == [
+        "gpt2",
+        "hf:a/b@v",
+        "org/run@s1",
+        "org/run@s2",
+    ]
+    assert gather.hub_lines("", " ", "s1") == []
+    with pytest.raises(ValueError, match="33 models named; a collection holds at most 32"):
+        gather.hub_lines("gpt2", "org/run", ", ".join(f"step{i}" for i in range(32)))
+
+
+@pytest.mark.parametrize("text", ["1.5", "step-1", "-3", "1e3", "", " , ", "9" * 400, "5, 10000"])
+def test_parse_numbers_refuses_what_is_not_a_whole_number_in_bounds(text):
+    with pytest.raises(ValueError, match="Positions"):
+        gather.parse_numbers(text, "Positions", low=10, high=4096)
+
+
+def test_parse_numbers():
+    assert gather.parse_numbers(" 10, 4096 ,256", "n", low=10, high=4096) == [10, 4096, 256]
+
+
+def test_the_editor_relabels_and_removes():
+    members = [table("a"), table("b", seed=1), table("c", seed=2)]
+    kept = gather.edited(members, ["a2", "  ", "c"], [True, True, False])
+    assert [m.label for m in kept] == ["a2", "b"]
+    assert kept[1].table is members[1].table
+
+
+def test_the_example_run_is_one_seeded_table_over_training():
+    requests = gather.example_run(steps=(100, 10000), n_positions=64, d_model=16)
+    assert [r.label for r in requests] == ["simulated-run-step100", "simulated-run-step10000"]
+    early, late = (r.member().table.values for r in requests)
+    assert [r.nbytes for r in requests] == [early.nbytes, late.nbytes]
+    # The same waves (one seed); the noise at step 100 is 10x that at step 10000.
+    expected = simulate.learned_like(64, 16, noise=1.0, boundary=4 * 100 / 1100, seed=0).values
+    np.testing.assert_array_equal(early, expected)
+    assert parse_step(requests[1].label) == Step(10000, "step")
+
+
+def test_shown_table_writes_a_dash_for_no_step_and_the_export_keeps_null():
+    result = analyse([table("gpt2"), table("step5", seed=1)])
+    assert result.shown_table()["step"].tolist() == ["-", "5"]
+    assert result.to_frame()["step"].isna().tolist() == [True, False]
+
+
+def test_the_digest_follows_labels_tables_and_centring():
+    a, b = table("a"), table("b", seed=1)
+    digest = analyse([a, b]).digest
+    assert analyse([a, b]).digest == digest
+    assert analyse([a, Member("c", b.table)]).digest != digest
+    assert analyse([a, b], center=False).digest != digest

@@ -43,7 +43,9 @@ def test_cka_and_compare_match_the_gram_formula(shape, center):
     y = x[:, :5] @ rng.standard_normal((5, 7)) + rng.standard_normal((shape[0], 7))
     expected = reference_cka(x, y, center=center)
     assert compare.linear_cka(x, y, center=center) == pytest.approx(expected, rel=1e-12)
-    assert compare.compare(x, y, k=3, center=center).cka == pytest.approx(expected, rel=1e-12)
+    assert compare.compare(x, y, n_components=3, center=center).cka == pytest.approx(
+        expected, rel=1e-12
+    )
     assert 0.0 < expected < 1.0
 
 
@@ -52,7 +54,7 @@ def test_compare_shares_grams_but_matches_the_single_measures(shape):
     rng = np.random.default_rng(3)
     x = rng.standard_normal(shape)
     y = x @ rng.standard_normal((shape[1], shape[1])) + rng.standard_normal(shape)
-    result = compare.compare(x, y, k=4)
+    result = compare.compare(x, y, n_components=4)
     assert result.procrustes_error == pytest.approx(compare.procrustes_error(x, y), rel=1e-12)
     expected = subspace_angles(compare.position_components(x, 4), compare.position_components(y, 4))
     np.testing.assert_allclose(result.principal_angles, np.sort(expected), atol=1e-10)
@@ -68,7 +70,7 @@ def test_compare_in_row_blocks_matches_independent_float64_references(
     rng = np.random.default_rng(4)
     x = simulate.learned_like(200, 24, seed=4).values
     y = (x @ rng.standard_normal((24, 24)) + 0.1 * rng.standard_normal(x.shape)).astype(np.float32)
-    result = compare.compare(x, y, k=5, center=center)
+    result = compare.compare(x, y, n_components=5, center=center)
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
     assert result.cka == pytest.approx(reference_cka(x64, y64, center=center), rel=1e-12)
     x_hat, y_hat = ((v - v.mean(0)) if center else v for v in (x64, y64))
@@ -112,7 +114,7 @@ def test_position_components_match_numpy_svd(table):
 def test_principal_angles_zero_for_rotated_copy_and_known_for_constructed_subspaces(
     table, rotation
 ):
-    same = compare.compare(table, table @ rotation, k=6)
+    same = compare.compare(table, table @ rotation, n_components=6)
     np.testing.assert_allclose(same.principal_angles, 0, atol=1e-6)
     assert same.procrustes_error < 1e-6
     # Tables whose only component over positions is a cosine vs a tilted mix of cos and sin:
@@ -120,7 +122,7 @@ def test_principal_angles_zero_for_rotated_copy_and_known_for_constructed_subspa
     p = np.arange(100) * 2 * np.pi / 100
     x = np.cos(p)[:, None] * [1.0, 2.0]
     y = (np.cos(p) * np.cos(0.3) + np.sin(p) * np.sin(0.3))[:, None] * [1.0, -1.0, 0.5]
-    tilted = compare.compare(x, y, k=1)
+    tilted = compare.compare(x, y, n_components=1)
     np.testing.assert_allclose(tilted.principal_angles, [0.3], atol=1e-10)
     assert tilted.procrustes_error is None  # widths differ
 
@@ -148,14 +150,13 @@ def test_comparison_tables_carry_degrees_and_settings():
     p = np.arange(100) * 2 * np.pi / 100
     x = np.cos(p)[:, None] * [1.0, 2.0]
     y = (np.cos(p) * np.cos(0.3) + np.sin(p) * np.sin(0.3))[:, None] * [1.0, -1.0]
-    result = compare.compare(x, y, k=1, center=False)
-    assert result.settings() == {"centered": False, "k": 1}
+    result = compare.compare(x, y, n_components=1, center=False)
+    assert result.params == {"n_components": 1, "center": False}
     np.testing.assert_allclose(result.degrees, [np.degrees(0.3)], atol=1e-8)
     angles = result.angles_table()
     assert angles["angle"].tolist() == [1]
     np.testing.assert_allclose(angles[["radians", "degrees"]].iloc[0], [0.3, 17.188733853924695])
-    measures = result.table()
-    assert list(measures.columns) == ["cka", "procrustes_error", "k"]
-    assert measures["k"].item() == 1
+    measures = result.to_frame()
+    assert list(measures.columns) == ["cka", "procrustes_error"]
     assert result.metrics()["max_angle_degrees"] == pytest.approx(np.degrees(0.3))
     assert compare.largest_k((100, 2), (100, 2)) == 2

@@ -9,7 +9,7 @@ import scipy.signal
 from scipy.optimize import curve_fit
 from sklearn.metrics import r2_score
 
-from posviz import components, figures, simulate
+from posviz import figures, simulate
 from posviz.components import (
     PrincipalComponents,
     fit_sinusoids,
@@ -43,7 +43,7 @@ def as_components(trajectories: np.ndarray) -> PrincipalComponents:
         loadings=np.eye(k),
         singular_values=np.linalg.norm(trajectories, axis=0),
         explained_variance=np.full(k, 1 / k),
-        centered=False,
+        params={"center": False},
     )
 
 
@@ -57,7 +57,7 @@ def flip_like_posviz(u_s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.nda
 @pytest.mark.parametrize("center", [True, False])
 def test_projections_equal_u_times_s_of_the_svd(shape, center):
     x = rng().standard_normal(shape) + np.linspace(0, 3, shape[1])
-    pc = principal_components(x, k=5, center=center)
+    pc = principal_components(x, n_components=5, center=center)
     xc = x - x.mean(axis=0) if center else x
     u, s, vt = np.linalg.svd(xc, full_matrices=False)
     scores, loadings = flip_like_posviz(u[:, :5] * s[:5], vt[:5].T)
@@ -70,7 +70,7 @@ def test_projections_equal_u_times_s_of_the_svd(shape, center):
 def test_variance_shares_are_the_spectrum_explained_variance():
     table = simulate.learned_like(300, 64, seed=3).values
     for center in (True, False):
-        pc = principal_components(table, k=8, center=center)
+        pc = principal_components(table, n_components=8, center=center)
         np.testing.assert_allclose(
             pc.explained_variance,
             spectrum(table, center=center).explained_variance[:8],
@@ -80,10 +80,10 @@ def test_variance_shares_are_the_spectrum_explained_variance():
 
 def test_sign_convention_does_not_depend_on_precision_or_sign_of_the_table():
     table = simulate.learned_like(200, 48, seed=1).values
-    in_64 = principal_components(table.astype(np.float64), k=6)
-    in_32 = principal_components(table, k=6)
+    in_64 = principal_components(table.astype(np.float64), n_components=6)
+    in_32 = principal_components(table, n_components=6)
     np.testing.assert_allclose(in_32.scores, in_64.scores, atol=1e-10)
-    negated = principal_components(-table.astype(np.float64), k=6)
+    negated = principal_components(-table.astype(np.float64), n_components=6)
     np.testing.assert_allclose(negated.loadings, in_64.loadings, atol=1e-12)
     largest = in_64.loadings[np.abs(in_64.loadings).argmax(axis=0), range(6)]
     assert (largest > 0).all()
@@ -93,7 +93,7 @@ def test_k_beyond_the_rank_is_refused_with_the_limit():
     assert max_components((10, 4), center=True) == 4
     assert max_components((4, 10), center=True) == 3
     with pytest.raises(ValueError, match="between 1 and 3"):
-        principal_components(np.ones((4, 10)), k=4)
+        principal_components(np.ones((4, 10)), n_components=4)
 
 
 def test_periodogram_is_scipys_power_spectrum_as_a_share_of_the_sum_of_squares():
@@ -125,7 +125,7 @@ def test_sinusoid_fit_matches_nonlinear_least_squares_and_sklearn_r2():
 def test_frequencies_of_a_table_built_from_known_frequencies_are_recovered():
     cycles = [3, 7, 12, 20]
     table = known_frequencies(256, cycles, [4.0, 3.0, 2.0, 1.0])
-    pc = principal_components(table, k=8)
+    pc = principal_components(table, n_components=8)
     fits = fit_sinusoids(pc)
     expected = np.repeat(cycles, 2)  # cos and sin of each frequency share its variance
     np.testing.assert_array_equal(fits.peak, expected)
@@ -138,7 +138,7 @@ def test_half_integer_frequencies_are_found():
     p = np.arange(n)[:, None]
     directions = np.linalg.qr(rng().standard_normal((30, 3)))[0].T
     table = (np.cos(2 * np.pi * p * cycles / n) * [9.0, 3.0, 1.0]) @ directions
-    fits = fit_sinusoids(principal_components(table, k=3))
+    fits = fit_sinusoids(principal_components(table, n_components=3))
     assert (np.abs(fits.peak - cycles) <= 1).all()
     assert (np.abs(fits.frequency - cycles) < 0.1).all()
 
@@ -194,12 +194,12 @@ def test_the_fit_is_the_global_least_squares_optimum(make):
 
 
 def test_pcs_of_a_sinusoidal_table_are_sinusoids():
-    pc = principal_components(simulate.sinusoidal_table(1024, 768), k=6)
+    pc = principal_components(simulate.sinusoidal_table(1024, 768), n_components=6)
     assert (fit_sinusoids(pc).r2 > 0.99).all()
 
 
 def test_gaussian_rows_fit_badly_and_look_like_their_shuffles():
-    pc = principal_components(simulate.gaussian(512, 64, seed=2).values, k=6)
+    pc = principal_components(simulate.gaussian(512, 64, seed=2).values, n_components=6)
     assert (fit_sinusoids(pc).r2 < 0.1).all()
     likeness = sinusoid_likeness(pc, n_frequencies=8, n_shuffles=50, seed=0)
     # Rows are exchangeable, so the table is one more draw from the shuffles' distribution.
@@ -212,7 +212,7 @@ def test_learned_like_span_is_sinusoidal_far_above_chance():
     # Without the boundary kicks, which give end rows components of their own.
     table = simulate.learned_like(512, 128, boundary=0.0, seed=0).values
     likeness = sinusoid_likeness(
-        principal_components(table, k=6), n_frequencies=8, n_shuffles=20, seed=0
+        principal_components(table, n_components=6), n_frequencies=8, n_shuffles=20, seed=0
     )
     assert likeness.mean_cos2 > 0.95
     assert likeness.shuffled.max() < 0.2
@@ -228,7 +228,7 @@ def test_likeness_is_the_mean_squared_cosine_of_orthonormal_bases():
 
 
 def test_shuffled_control_is_the_likeness_of_row_shuffled_trajectories():
-    pc = principal_components(simulate.learned_like(200, 32, seed=4).values, k=5)
+    pc = principal_components(simulate.learned_like(200, 32, seed=4).values, n_components=5)
     scores = pc.scores
     likeness = sinusoid_likeness(pc, n_frequencies=4, n_shuffles=3, seed=9)
     orders = np.random.default_rng(9)
@@ -243,8 +243,8 @@ def test_shuffled_control_is_the_likeness_of_row_shuffled_trajectories():
 def test_shuffled_control_equals_components_of_the_shuffled_table():
     table = simulate.learned_like(200, 32, seed=4).values.astype(np.float64)
     order = rng().permutation(200)
-    shuffled = principal_components(table[order], k=5)
-    original = principal_components(table, k=5)
+    shuffled = principal_components(table[order], n_components=5)
+    original = principal_components(table, n_components=5)
     np.testing.assert_allclose(shuffled.scores, original.scores[order], atol=1e-10)
 
 
@@ -265,7 +265,7 @@ def test_basis_is_cos_and_sin_of_half_cycles():
 
 @pytest.fixture(scope="module")
 def result():
-    pc = principal_components(simulate.learned_like(300, 32, seed=0).values, k=4)
+    pc = principal_components(simulate.learned_like(300, 32, seed=0).values, n_components=4)
     fits = fit_sinusoids(pc)
     return pc, fits, sinusoid_likeness(pc, n_frequencies=4, n_shuffles=5)
 
@@ -301,7 +301,7 @@ def test_path_figures_in_2d_and_3d(result):
 
 
 def test_long_tables_are_drawn_at_evenly_spaced_positions_and_say_so():
-    pc = principal_components(simulate.learned_like(50_257, 16, seed=0).values, k=3)
+    pc = principal_components(simulate.learned_like(50_257, 16, seed=0).values, n_components=3)
     fig = figures.components.pc_path(pc, (1, 2, 3))
     shown = fig.data[0].customdata
     assert len(shown) == figures.components.PATH_POINTS
@@ -365,9 +365,9 @@ def test_principal_angle_figure_shows_cos2_and_the_chance_level(result):
 
 def test_components_table_and_settings():
     x = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
-    pc = principal_components(x, k=2, center=False)
-    assert pc.settings() == {"centered": False, "k": 2}
-    table = pc.table()
+    pc = principal_components(x, n_components=2, center=False)
+    assert pc.params == {"n_components": 2, "center": False}
+    table = pc.to_frame()
     assert list(table.columns) == ["position", "PC1", "PC2"]
     assert table["position"].tolist() == [0, 1, 2, 3]
     assert table["PC1"].tolist() == [2.0, -2.0, 0.0, 0.0]
@@ -376,8 +376,8 @@ def test_components_table_and_settings():
 
 def test_fits_table_holds_each_components_share_and_sinusoid(result):
     pc, fits, _ = result
-    assert fits.settings() == {"centered": True, "k": 4, "fit": components.FIT}
-    table = fits.table()
+    assert fits.params == {"n_components": 4, "center": True}  # the components'
+    table = fits.to_frame()
     assert table["component"].tolist() == [1, 2, 3, 4]
     assert table["explained_variance"].tolist() == pc.explained_variance.tolist()
     assert table["frequency_cycles"].tolist() == fits.frequency.tolist()
@@ -390,11 +390,13 @@ def test_fits_table_holds_each_components_share_and_sinusoid(result):
 
 def test_likeness_table_is_its_numbers_and_its_null():
     # A table whose top two PCs are exactly the first sinusoid pair: every cos² is 1.
-    pc = principal_components(sinusoid_basis(100, 3)[:, :2] * [3.0, 2.0], k=2, center=False)
+    pc = principal_components(
+        sinusoid_basis(100, 3)[:, :2] * [3.0, 2.0], n_components=2, center=False
+    )
     likeness = sinusoid_likeness(pc, n_frequencies=3, n_shuffles=4, seed=2)
-    assert likeness.settings() == {
-        "centered": False,
-        "k": 2,
+    assert likeness.params == {
+        "n_components": 2,
+        "center": False,
         "n_frequencies": 3,
         "n_shuffles": 4,
         "seed": 2,
@@ -403,7 +405,7 @@ def test_likeness_table_is_its_numbers_and_its_null():
     assert likeness.random_level == 6 / 100
     assert likeness.smallest_p_value == 1 / 5
     assert likeness.p_value == 1 / 5  # no shuffle is as sinusoid-like
-    row = likeness.table().iloc[0]
+    row = likeness.to_frame().iloc[0]
     assert row["n_frequencies"] == 3
     assert row["mean_cos2"] == likeness.mean_cos2
     assert row["shuffled_mean_cos2"] == np.mean(likeness.shuffled)

@@ -26,7 +26,7 @@ def solvers(monkeypatch: pytest.MonkeyPatch):
     def solve(values, k, center, *, dense):
         certified.clear()
         monkeypatch.setattr(components, "KRYLOV_MIN_SIZE", 2**62 if dense else 0)
-        return principal_components(values, k=k, center=center), (certified or [None])[0]
+        return principal_components(values, n_components=k, center=center), (certified or [None])[0]
 
     return solve
 

@@ -189,10 +189,11 @@ def test_summary_from_the_console_script_gives_the_numbers_of_the_position_table
     out = installed.run("posviz", "summary", installed.checkpoint.name, "--json").stdout
     record = json.loads(out)
     expected = spectrum(POSITIONS)
-    described = (record["tensor"], record["shape"], record["dtype"])
+    provenance, numbers = record["provenance"], record["numbers"]
+    described = (provenance["tensor"], provenance["shape"], provenance["dtype"])
     assert described == ("wpe.weight", [96, 32], "float32")
-    assert {k: record[k] for k in expected.metrics()} == expected.metrics()
-    assert record["singular_values"] == expected.singular_values[:10].tolist()
+    assert {k: numbers[k] for k in expected.metrics()} == expected.metrics()
+    assert numbers["singular_values"] == expected.singular_values[:10].tolist()
 
 
 def test_import_posviz_in_the_venv_loads_no_streamlit_and_finds_the_packed_app(

@@ -19,7 +19,8 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 import posviz
-from posviz import boundary, compare, components, export, pipeline, probes, report, simulate
+from posviz import boundary, compare, export, pipeline, probes, report, simulate
+from posviz._params import defaults
 from posviz.cli import main
 from posviz.embedding import Embedding
 
@@ -60,6 +61,11 @@ def as_exported(frame: pd.DataFrame) -> pd.DataFrame:
     return export.from_csv(export.to_csv(frame, {}))[0]
 
 
+def as_json(value: object) -> object:
+    """`value` as an export's header reads back (tuples as lists)."""
+    return json.loads(json.dumps(value))
+
+
 # --- spectrum -------------------------------------------------------------------------------
 
 
@@ -80,13 +86,19 @@ def test_spectrum_downloads_are_the_report_tables_and_the_cli_json(saved, downlo
     values, values_settings = read_csv(downloads["singular_values.csv"])
     pd.testing.assert_frame_equal(values, as_exported(section.tables["Singular values"]))
     s = pipeline.spectrum(table, center=True)
-    assert {key: settings[key] for key in s.settings()} == s.settings()
+    assert settings == {
+        "analysis": "spectrum",
+        "params": s.params,
+        "provenance": as_json(table.provenance()),
+    }
     assert values_settings == settings
     assert main(["summary", path, "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert {key: record[key] for key in metrics} == metrics.iloc[0].to_dict()
-    top = values["singular_value"].to_numpy()[: len(record["singular_values"])]
-    assert record["singular_values"] == top.tolist()
+    assert {key: record[key] for key in ("analysis", "params", "provenance")} == settings
+    numbers = record["numbers"]
+    assert {key: numbers[key] for key in metrics} == metrics.iloc[0].to_dict()
+    top = values["singular_value"].to_numpy()[: len(numbers["singular_values"])]
+    assert numbers["singular_values"] == top.tolist()
 
 
 # --- components -----------------------------------------------------------------------------
@@ -101,15 +113,16 @@ def test_components_downloads_are_the_report_tables(saved, downloads):
             table,
             **{"components.section": tab, "components.numbers": True, "posviz.center": True},
         )
-    section = report.components_section(table, center=True, k=components.K, seed=components.SEED)
+    section = report.components_section(table, center=True)  # the core's defaults
     fits, fit_settings = read_csv(downloads["sinusoid_fits.csv"])
     pd.testing.assert_frame_equal(fits, as_exported(section.tables["Sinusoid fits"]))
     likeness, like_settings = read_csv(downloads["sinusoid_likeness.csv"])
     pd.testing.assert_frame_equal(likeness, as_exported(section.tables["Likeness to sinusoids"]))
     expected = pipeline.sinusoid_likeness(table, center=True)
-    assert {key: like_settings[key] for key in expected.settings()} == expected.settings()
+    assert like_settings["analysis"] == "sinusoid_likeness"
+    assert like_settings["params"] == expected.params
     fitted = pipeline.fit_sinusoids(table, center=True)
-    assert {key: fit_settings[key] for key in fitted.settings()} == fitted.settings()
+    assert (fit_settings["analysis"], fit_settings["params"]) == ("fit_sinusoids", fitted.params)
 
 
 # --- similarity -----------------------------------------------------------------------------
@@ -130,12 +143,15 @@ def test_similarity_scores_download_is_the_report_table(downloads):
     page, settings = read_csv(downloads["similarity_scores.csv"])
     section = report.similarity_section(table, center=True)
     pd.testing.assert_frame_equal(page, as_exported(section.tables["Scores"]))
-    scores = pipeline.offset_scores(table, center=True)
-    assert {key: settings[key] for key in scores.settings()} == scores.settings()
-    assert all(f"{key}: {value}." in section.note for key, value in scores.settings().items())
+    # The page states the largest offset it used; the same params make the same scores.
+    assert settings["analysis"] == "offset_scores"
+    assert settings["params"]["max_offset"] == 1024
+    scores = pipeline.offset_scores(table, **settings["params"])
+    pd.testing.assert_frame_equal(page, as_exported(scores.to_frame()))
+    assert f"monotonicity over offsets 1..{scores.window}." in section.note
     profile, _ = read_csv(downloads["offset_profile.csv"])
     pd.testing.assert_frame_equal(
-        profile, as_exported(pipeline.offset_profile(table, center=True).table())
+        profile, as_exported(pipeline.offset_profile(table, center=True).to_frame())
     )
 
 
@@ -151,7 +167,7 @@ def test_compare_downloads_are_the_pipeline_results(downloads):
     matched = pipeline.resample_length(second, n_positions=first.shape[0])
     result = pipeline.compare(first, matched, center=True)
     expected = {
-        "compare_measures.csv": result.table(),
+        "compare_measures.csv": result.to_frame(),
         "compare_principal_angles.csv": result.angles_table(),
         "compare_metrics.csv": compare.metrics_table(
             pipeline.spectrum(first, center=True), pipeline.spectrum(second, center=True)
@@ -162,17 +178,13 @@ def test_compare_downloads_are_the_pipeline_results(downloads):
         page, settings[name] = read_csv(downloads[name])
         pd.testing.assert_frame_equal(page, as_exported(frame))
     measures = settings["compare_measures.csv"]
-    assert {key: measures[key] for key in result.settings()} == result.settings()
-    shortest = min(first.shape[0], second.shape[0])
-    profile = pipeline.offset_profile(
-        first,
-        center=True,
-        max_offset=posviz.similarity.largest_offset(shortest, compare.MAX_OFFSET),
-    )
-    for stated in settings.values():
-        assert {key: stated[key] for key in profile.settings()} == profile.settings()
-        assert stated["second_resampled_to"] == first.shape[0]
-        assert stated["second_resampled"] == matched.source  # how: the method and position rule
+    assert (measures["analysis"], measures["params"]) == ("compare", result.params)
+    # The second table as compared: resampled, its source saying how (method, position rule).
+    assert measures["provenance"] == as_json([first.provenance(), matched.provenance()])
+    assert "linear to 160 rows" in measures["provenance"][1]["source"]
+    spectra = settings["compare_metrics.csv"]
+    assert spectra["params"] == pipeline.spectrum(first, center=True).params
+    assert spectra["provenance"] == as_json([first.provenance(), second.provenance()])
 
 
 # --- resample -------------------------------------------------------------------------------
@@ -192,7 +204,7 @@ def test_resample_downloads_are_the_pipeline_table(downloads):
 def test_resample_grid_downloads_are_the_pipeline_table(downloads):
     table = simulate.vit_grid(6, 6, 16, prefix_tokens=1)
     run_page("resample.py", table)
-    resampled = pipeline.resample_grid(table, grid=(12, 12))
+    resampled = pipeline.resample_grid(table, new_grid=(12, 12))
     npy = np.load(bytes_io.BytesIO(downloads[f"{table.name}_144.npy"]()), allow_pickle=False)
     # A grid table is written as timm stores it: (1, prefix + patches, d), the prefix kept.
     np.testing.assert_array_equal(npy[0, 1:], resampled.values)
@@ -227,19 +239,15 @@ def test_boundary_exports_are_the_reports_tables(downloads):
     assert 0 in set(page["flagged_positions"][0]["position"])
     assert page["change_points"][0]["position"].tolist() == [128]
     # The exports state the settings the report used: the core's defaults.
-    settings = page["change_points"][1]
-    assert (settings["window"], settings["threshold"], settings["top_k"]) == (
-        boundary.WINDOW,
-        boundary.THRESHOLD,
-        boundary.TOP_K,
-    )
-    assert (settings["change_statistic"], settings["max_changes"], settings["min_segment"]) == (
-        boundary.CHANGE_STATISTIC,
-        boundary.MAX_CHANGES,
-        boundary.MIN_SIZE,
-    )
-    assert page["boundary_summary"][1]["boundary_k"] == boundary.BOUNDARY_K
-    assert f"window of ±{settings['window']} positions" in section.note
+    fitted = boundary.defaults(table.shape)
+    settings = page["change_points"][1]["params"]
+    assert settings == {
+        name: fitted[name]
+        for name in ("top_k", "hampel_window", "threshold", "statistic", "max_changes", "min_size")
+    }
+    summary = page["boundary_summary"][1]["params"]
+    assert summary == {"top_k": fitted["top_k"], "boundary_size": fitted["boundary_size"]}
+    assert f"window of ±{settings['hampel_window']} positions" in section.note
     # The page's statements of the procedures are the report's.
     stated = [c for c in captions if c.startswith(("Binary segmentation", "Mean over the first"))]
     assert len(stated) == 2
@@ -252,16 +260,11 @@ def test_probe_export_is_the_reports_probe_table(downloads):
     )
     at = run_page("boundaries.py", table, **{"boundaries.section": "Probes"})
     captions = [c.value for c in at.caption]
-    section = report.probes_section(table, seed=probes.SEED)
+    section = report.probes_section(table)
     frame, settings = read_csv(downloads["probes.csv"])
     pd.testing.assert_frame_equal(frame, as_exported(section.tables["Probe results"]))
-    assert (settings["seed"], settings["max_rows"], settings["n_pairs"]) == (
-        probes.SEED,
-        probes.MAX_ROWS,
-        probes.N_PAIRS,
-    )
-    assert settings["repeated_splits"] == probes.REPEATS
-    assert settings["absolute_protocol"].startswith(f"{probes.PROTOCOL}: ")
+    assert settings["analysis"] == "probe_with_controls"
+    assert settings["params"] == defaults(probes.probe_with_controls)
     procedure = [c for c in captions if c.startswith("Seed ")]
     assert len(procedure) == 1
     assert procedure[0] in section.note

@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from posviz import boundary, probes, simulate
+from posviz._params import defaults
 from posviz.embedding import Embedding
 from tests.test_pages import smallest
 
@@ -165,17 +166,24 @@ def test_a_link_opens_its_tab(section, tables, plots):
 def test_widgets_start_at_the_cores_defaults_fitted_to_the_table():
     at = run(simulate.learned_like(20, 8, seed=0), section="Probes")
     assert not at.exception
+    core = {
+        **defaults(boundary.outliers),
+        **defaults(boundary.boundary_summary),
+        **defaults(boundary.change_points),
+    }
     values = {key: at.number_input(key=f"boundaries.{key}").value for key in ("window", "edge")}
-    assert values == {"window": 10, "edge": boundary.BOUNDARY_K}  # window: half the table
-    assert at.number_input(key="boundaries.threshold").value == boundary.THRESHOLD
-    assert at.number_input(key="boundaries.max_changes").value == boundary.MAX_CHANGES
+    # The window: half the table; the boundary size: the signature's.
+    assert values == {"window": 10, "edge": core["boundary_size"]}
+    assert at.number_input(key="boundaries.threshold").value == core["threshold"]
+    assert at.number_input(key="boundaries.max_changes").value == core["max_changes"]
     assert at.number_input(key="boundaries.min_size").value == 10
-    assert at.selectbox(key="boundaries.change_statistic").value == boundary.CHANGE_STATISTIC
-    assert at.number_input(key="probes.seed").value == probes.SEED
-    assert at.number_input(key="probes.max_rows").value == probes.MAX_ROWS
-    assert at.number_input(key="probes.n_pairs").value == probes.N_PAIRS
-    assert at.number_input(key="probes.repeats").value == probes.REPEATS
-    assert at.selectbox(key="probes.protocol").value == probes.PROTOCOL
+    assert at.selectbox(key="boundaries.change_statistic").value == core["statistic"]
+    probe = defaults(probes.probe_with_controls)
+    assert at.number_input(key="probes.seed").value == probe["seed"]
+    assert at.number_input(key="probes.max_rows").value == probe["max_rows"]
+    assert at.number_input(key="probes.n_pairs").value == probe["n_pairs"]
+    assert at.number_input(key="probes.repeats").value == probe["repeats"]
+    assert at.selectbox(key="probes.protocol").value == probe["protocol"]
 
 
 @pytest.mark.parametrize("kind", ["random", "constant", "grid"])

@@ -52,8 +52,8 @@ def test_tables_of_different_lengths_are_compared_after_resampling_the_second():
     second = simulate.sinusoidal(96, 32)
     at = run(first, second, section=SAME)
     assert not at.exception, at.exception
-    matched = resample_length(second.values, 128).values
-    expected = compare.compare(first.values, matched, k=10, center=True)
+    matched = resample_length(second.values, n_positions=128).values
+    expected = compare.compare(first.values, matched, n_components=10, center=True)
     shown = {m.label: m.value for m in at.metric}
     assert shown["linear CKA"] == f"{expected.cka:.4f}"
     assert shown["Procrustes error"] == f"{expected.procrustes_error:.4f}"

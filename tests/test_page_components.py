@@ -58,7 +58,7 @@ def test_page_opens_on_the_projections_over_position(sinusoidal):
     assert at.title[0].value == "Components"
     assert [tab.label for tab in at.tabs] == SECTIONS
     assert len(charts(at)) == 1  # the open tab's chart only
-    pc = principal_components(table.values, k=6)
+    pc = principal_components(table.values, n_components=6)
     (trajectories,) = titled(at, "Projection on PC 1-6 over position")
     assert [trace["type"] for trace in trajectories["data"]] == ["scatter"] * 6
     np.testing.assert_allclose(decode(trajectories["data"][1]["y"]), pc.scores[:, 1], rtol=1e-6)
@@ -83,7 +83,7 @@ def test_each_tab_builds_only_its_own_charts(sinusoidal):
     assert not at.exception, at.exception
     (fitted,) = charts(at)  # the periodogram waits for its expander
     assert fitted["layout"]["title"]["text"].startswith("Best sinusoid")
-    fits = fit_sinusoids(principal_components(table.values, k=6))
+    fits = fit_sinusoids(principal_components(table.values, n_components=6))
     assert metrics(at) == {"Median R² of the top-k fits": f"{np.median(fits.r2):.4f}"}
     assert float(metrics(at)["Median R² of the top-k fits"]) > 0.99
     (frame,) = [frame.value for frame in at.dataframe]
@@ -98,7 +98,7 @@ def test_each_tab_builds_only_its_own_charts(sinusoidal):
     (angles,) = charts(at)
     assert angles["layout"]["title"]["text"].startswith("Principal angles")
     likeness = sinusoid_likeness(
-        principal_components(table.values, k=6), n_frequencies=8, n_shuffles=20, seed=0
+        principal_components(table.values, n_components=6), n_frequencies=8, n_shuffles=20, seed=0
     )
     assert metrics(at)["Mean cos², table"] == f"{likeness.mean_cos2:.4f}"
     assert "Median R² of the top-k fits" not in metrics(at)
@@ -141,7 +141,7 @@ def test_the_3d_path_is_drawn_when_asked_for(sinusoidal):
     assert not at.exception, at.exception
     (solid,) = titled(at, "Path through PC1 / PC2 / PC3")
     assert [trace["type"] for trace in solid["data"]] == ["scatter3d", "scatter3d"]
-    pc = principal_components(table.values, k=6)
+    pc = principal_components(table.values, n_components=6)
     np.testing.assert_allclose(decode(solid["data"][0]["z"]), pc.scores[:, 2], rtol=1e-6)
     assert len(charts(at)) == 2
     opened(at, "Over position")  # the toggle keeps its value while its tab is closed
@@ -156,7 +156,7 @@ def test_widgets_change_k_layout_and_the_control_seed(sinusoidal):
     table, at = sinusoidal
     opened(at, "Sinusoid span")
     at.number_input(key="components.seed").set_value(5).run()
-    pc = principal_components(table.values, k=6)
+    pc = principal_components(table.values, n_components=6)
     reseeded = sinusoid_likeness(pc, n_frequencies=8, n_shuffles=20, seed=5)
     assert metrics(at)["Mean cos², shuffled rows"] == f"{reseeded.shuffled.mean():.4f}"
     at.number_input(key="components.shuffles").set_value(30).run()

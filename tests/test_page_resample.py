@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def test_length_resampling_sends_the_core_result_to_compare():
     assert any("float32: splines fitted in float64" in c.value for c in at.caption)
     next(b for b in at.button if b.label == "Send to Compare").click().run()
     sent = at.session_state["posviz.second"]
-    expected = resample_length(table.values, 100, method="cubic", positions="scaled").values
+    expected = resample_length(
+        table.values, n_positions=100, method="cubic", positions="scaled"
+    ).values
     np.testing.assert_array_equal(sent.values, expected)
     assert at.session_state["posviz.table"] is not sent  # the current table stays
 
@@ -82,7 +85,7 @@ def test_grid_resampling_keeps_prefix_and_shows_both_mosaics():
     current = at.session_state["posviz.table"]
     assert (current.grid, current.row_start) == ((9, 4), 2)
     np.testing.assert_array_equal(current.prefix, table.prefix)
-    expected = resample_grid(table.values, (6, 6), (9, 4), antialias=False).values
+    expected = resample_grid(table.values, (6, 6), new_grid=(9, 4), antialias=False).values
     np.testing.assert_array_equal(current.values, expected)
 
 
@@ -91,7 +94,9 @@ def test_resampled_tables_are_kept_as_objects_and_bounded(monkeypatch):
     monkeypatch.setattr(
         cache.pipeline._resample,
         "resample_length",
-        lambda *a, **k: calls.append(a) or resample_length(*a, **k),
+        functools.wraps(resample_length)(
+            lambda *a, **k: calls.append(a) or resample_length(*a, **k)
+        ),
     )
     table = simulate.learned_like(40, 8, seed=11)
     at = run(table)

@@ -16,10 +16,11 @@ from streamlit.testing.v1 import AppTest
 from posviz import simulate
 from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding
 from posviz.spectrum import NO_VARIANCE, spectrum
+from posviz.ui import pages
 from posviz.ui.text import literal
 
 ROOT = Path(__file__).parents[1]
-PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
+PAGES = [p.file for p in pages.PAGES]
 
 
 def figures(at: AppTest) -> list[dict]:
@@ -57,7 +58,10 @@ def test_page_runs_on_a_2d_grid_table(page):
 #: Pages with a "Numbers" expander, whose tables are built only once it is opened.
 NUMBERS = ["compare", "components", "resample", "similarity", "spectrum"]
 #: The tab a page's "Numbers" expander is in, when that is not the tab open at first.
-NUMBERS_TAB = {"compare": "CKA, angles, Procrustes", "similarity": "Similarity vs offset"}
+NUMBERS_TAB = {
+    "compare": pages.page("compare").tabs[3],
+    "similarity": pages.page("similarity").tabs[1],
+}
 #: The key of a page's Numbers expander, where it is not "<page>.numbers".
 NUMBERS_KEY = {"resample": "resample.spectra_numbers"}
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -11,7 +9,8 @@ from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, cross_val_predict
 
-from posviz import figures, pipeline, probes, simulate
+from posviz import figures, probes, simulate
+from posviz._params import defaults
 
 
 def test_sinusoidal_absolute_position_is_exact():
@@ -202,9 +201,14 @@ def test_relative_probe_finds_a_planted_order_and_its_penalty_by_inner_cv(monkey
 def test_controls_subsampling_and_seeding():
     values = simulate.sinusoidal_table(1500, 32)
     report = probes.probe_with_controls(values, seed=3, max_rows=300, n_pairs=400)
-    assert report.protocol == "nested ridge"
-    assert report.settings()["repeated_splits"] == 2
-    assert report.settings()["relative_chance"] == 0.5
+    assert report.params == {
+        "seed": 3,
+        "max_rows": 300,
+        "folds": 5,
+        "repeats": 2,
+        "protocol": "nested ridge",
+        "n_pairs": 400,
+    }
     assert report.subsampled
     assert report.n_rows == 300
     assert report.n_positions == 1500
@@ -222,7 +226,7 @@ def test_controls_subsampling_and_seeding():
         assert abs(probe.skill) <= max(3 * probe.skill_sd, 0.02)
         assert probe.chance_mae == pytest.approx(report.absolute["table"].chance_mae, rel=0.02)
         assert 0.35 < report.relative[control].error_rate < 0.65
-    frame = report.table()
+    frame = report.to_frame()
     assert list(frame["table"]) == list(probes.CONTROLS)
     assert (frame["chance_error_rate"] == 0.5).all()
     np.testing.assert_allclose(frame["skill"], 1 - frame["mae"] / frame["chance_mae"], atol=0.05)
@@ -251,19 +255,11 @@ def test_probe_figure_traces():
 
 
 def test_the_defaults_are_the_signatures_and_the_procedure_states_them():
-    constants = {
-        "seed": probes.SEED,
-        "max_rows": probes.MAX_ROWS,
-        "folds": probes.FOLDS,
-        "repeats": probes.REPEATS,
-        "protocol": probes.PROTOCOL,
-        "n_pairs": probes.N_PAIRS,
-    }
-    for function in (probes.probe_with_controls, pipeline.probe_with_controls):
-        parameters = inspect.signature(function).parameters
-        for name, value in constants.items():
-            if name in parameters:
-                assert parameters[name].default == value, (function, name)
+    # One default per setting: the probes' own signatures agree with probe_with_controls'.
+    constants = defaults(probes.probe_with_controls)
+    for function in (probes.absolute_probe, probes.relative_probe):
+        for name, value in defaults(function).items():
+            assert constants[name] == value, (function, name)
     report = probes.probe_with_controls(
         simulate.sinusoidal_table(300, 16), seed=7, max_rows=100, n_pairs=300
     )

@@ -30,6 +30,12 @@ def html(table) -> str:
     return build_report(table, center=True, seed=3)
 
 
+def embedded(page: str) -> dict:
+    """The JSON a report embeds: provenance, and each table of numbers with what made it."""
+    block = re.search(r'<script id="posviz-data" type="application/json">(.*?)</script>', page)
+    return json.loads(block.group(1))
+
+
 def test_every_section_has_its_figures_and_numbers(table):
     sections = {s.title: s for s in report_sections(table, center=True, seed=3)}
     assert list(sections) == ["Spectrum", "Similarity", "Components", "Boundaries", "Probes"]
@@ -47,11 +53,14 @@ def test_every_section_has_its_figures_and_numbers(table):
 def test_html_is_standalone_and_states_its_settings(html, table):
     assert html.count("<script src=") == 0  # plotly.js is inlined: opens offline
     assert html.count('class="plotly-graph-div"') == 8
-    block = re.search(r'<script id="posviz-settings" type="application/json">(.*?)</script>', html)
-    settings = json.loads(block.group(1))
-    assert settings["sha256"] == table.sha256
-    assert settings["centered"] is True
-    assert settings["seed"] == 3
+    data = embedded(html)
+    assert data["provenance"]["sha256"] == table.sha256
+    analyses = {entry["caption"]: entry for entry in data["analyses"]}
+    assert analyses["Metrics"]["params"] == {"center": True}
+    assert analyses["Likeness to sinusoids"]["params"]["seed"] == 3
+    assert analyses["Probe results"]["params"]["seed"] == 3
+    assert analyses["Change points"]["analysis"] == "change_points"
+    assert analyses["Metrics"]["columns"]["k90"] == [spectrum(table.values).k_at(0.9)]
     for heading in ("Spectrum", "Similarity", "Components", "Boundaries", "Probes"):
         assert f"<h2>{heading}</h2>" in html
     assert f"{spectrum(table.values).effective_rank:.6g}" in html
@@ -65,8 +74,7 @@ def test_a_hostile_tensor_name_cannot_escape_the_settings_block():
     )
     page = build_report(evil)
     assert "<script>alert(1)</script>" not in page
-    block = re.search(r'<script id="posviz-settings" type="application/json">(.*?)</script>', page)
-    assert json.loads(block.group(1))["tensor"] == evil.name
+    assert embedded(page)["provenance"]["tensor"] == evil.name
 
 
 @pytest.mark.parametrize("name", ["<!--<script>", "a & b > c", "<![CDATA[", "--><b>x</b>"])
@@ -76,9 +84,9 @@ def test_embedded_json_escapes_every_html_special_character(name):
         np.random.default_rng(0).standard_normal((40, 8)), name=name, source=name
     )
     page = build_report(evil)
-    block = re.search(r'<script id="posviz-settings" type="application/json">(.*?)</script>', page)
+    block = re.search(r'<script id="posviz-data" type="application/json">(.*?)</script>', page)
     assert not set("<>&") & set(block.group(1))
-    assert json.loads(block.group(1))["tensor"] == name
+    assert embedded(page)["provenance"]["tensor"] == name
     assert page.count('class="plotly-graph-div"') == 8
     assert page.count("<!--") == page.count("-->")  # no comment left open
 
@@ -102,7 +110,7 @@ def test_the_report_works_at_the_smallest_table(kind, center):
     sections = {s.title: s for s in report_sections(table, center=center)}
     assert all(s.figures for s in sections.values())
     # Every offset the table has, stated beside the scores.
-    assert f"window: {MIN_POSITIONS - 1}." in sections["Similarity"].note
+    assert f"monotonicity over offsets 1..{MIN_POSITIONS - 1}." in sections["Similarity"].note
     likeness = sections["Components"].tables["Likeness to sinusoids"].iloc[0]
     assert likeness["n_frequencies"] == MIN_POSITIONS // 2
     assert len(sections["Probes"].tables["Probe results"]) == 3
@@ -138,7 +146,7 @@ def test_cli_writes_the_report(tmp_path):
     )
     assert "wrote" in done.stdout
     page = out.read_text()
-    assert '"centered": false' in page
+    assert embedded(page)["analyses"][0]["params"] == {"center": False}
     assert "table.npy" in page
 
 

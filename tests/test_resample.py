@@ -27,7 +27,7 @@ def test_grid_matches_torch_interpolate(case, method, antialias):
     channels = REFERENCE[f"case{case}_input"]  # (d, H, W) as torch holds it
     rows = channels.reshape(len(channels), -1).T  # (H * W, d), row-major patches
     expected = REFERENCE[f"case{case}_{method}_aa{int(antialias)}"]
-    result = resample_grid(rows, old, new, method=method, antialias=antialias)
+    result = resample_grid(rows, old, new_grid=new, method=method, antialias=antialias)
     assert result.grid == new
     got = result.values.T.reshape(expected.shape)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
@@ -57,7 +57,7 @@ def test_axis_weights_rows_sum_to_one_and_same_size_is_identity(method, antialia
 @pytest.mark.parametrize("positions", ["ends", "scaled"])
 def test_same_length_returns_the_input(method, positions):
     values = simulate.learned_like(64, 16, seed=3).values
-    out = resample_length(values, 64, method=method, positions=positions).values
+    out = resample_length(values, n_positions=64, method=method, positions=positions).values
     np.testing.assert_allclose(out, values, atol=1e-6)
 
 
@@ -69,7 +69,7 @@ def test_linear_in_position_is_resampled_exactly(method, positions, n_new):
     slope, offset = np.array([0.5, -2.0, 3.0]), np.array([1.0, 0.0, -4.0])
     table = offset + np.arange(n)[:, None] * slope
     x = np.arange(n_new) * ((n - 1) / (n_new - 1) if positions == "ends" else n / n_new)
-    out = resample_length(table, n_new, method=method, positions=positions).values
+    out = resample_length(table, n_positions=n_new, method=method, positions=positions).values
     np.testing.assert_allclose(out, offset + x[:, None] * slope, rtol=0, atol=1e-12)
 
 
@@ -78,7 +78,7 @@ def test_position_interpolation_of_a_sinusoid_halves_its_frequency():
     table = simulate.sinusoidal_table(n, d)
     w = 10000.0 ** (-np.arange(0, d, 2) / d)  # angular frequency per sin/cos pair
     p = np.arange(2 * n)
-    out = resample_length(table, 2 * n, method="cubic", positions="scaled").values
+    out = resample_length(table, n_positions=2 * n, method="cubic", positions="scaled").values
     expected = np.sin(p[:, None] * w / 2)
     # Exact where p L / L' is a row; a cubic spline in between, close for w <= 0.1 rad/row.
     np.testing.assert_allclose(out[::2, 0::2], expected[::2], atol=1e-12)
@@ -92,12 +92,13 @@ def test_cubic_matches_scipy_cubic_spline():
     table = simulate.learned_like(30, 5, seed=1).values.astype(np.float64)
     x = np.arange(47) * 29 / 46
     expected = CubicSpline(np.arange(30), table)(x)
-    np.testing.assert_allclose(resample_length(table, 47, method="cubic").values, expected)
+    got = resample_length(table, n_positions=47, method="cubic").values
+    np.testing.assert_allclose(got, expected)
 
 
 def test_tile_repeats_after_reserved_rows():
     table = np.arange(10.0)[:, None] * [1.0, 1.0]
-    out = resample_length(table, 20, method="tile", reserved=2).values[:, 0]
+    out = resample_length(table, n_positions=20, method="tile", reserved=2).values[:, 0]
     assert out.tolist() == [0, 1, *range(2, 10), *range(2, 10), 2, 3]
 
 
@@ -117,7 +118,7 @@ def test_bad_options_are_refused_with_a_message(kwargs, message):
 
 def test_resampled_vit_table_keeps_prefix_and_reloads_from_both_downloads():
     table = simulate.vit_grid(6, 6, 16, prefix_tokens=2)
-    result = resample_grid(table.values, table.grid, (9, 8))
+    result = resample_grid(table.values, table.grid, new_grid=(9, 8))
     new = resample.resampled_table(table, result)
     assert (new.shape, new.grid, new.row_start, new.name) == ((72, 16), (9, 8), 2, "pos_embed")
     np.testing.assert_array_equal(new.prefix, table.prefix)
@@ -160,7 +161,7 @@ def test_float32_in_float32_out_within_the_stated_accuracy(
     # 1000 blocks: 1-row and 1-column blocks, the block-wise paths at their finest.
     monkeypatch.setattr(resample, "N_BLOCKS", n_blocks)
     table = simulate.learned_like(40, 6, seed=5).values
-    got = resample_length(table, 97, method=method, positions=positions).values
+    got = resample_length(table, n_positions=97, method=method, positions=positions).values
     assert got.dtype == np.float32
     x = np.arange(97) * (39 / 96 if positions == "ends" else 40 / 97)
     if method == "cubic":
@@ -175,13 +176,13 @@ def test_float32_in_float32_out_within_the_stated_accuracy(
 
 def test_grid_float32_in_float32_out_and_float64_in_float64_out():
     values = simulate.vit_grid(5, 5, 8).values.astype(np.float32)
-    got = resample_grid(values, (5, 5), (7, 3)).values
-    exact = resample_grid(values.astype(np.float64), (5, 5), (7, 3)).values
+    got = resample_grid(values, (5, 5), new_grid=(7, 3)).values
+    exact = resample_grid(values.astype(np.float64), (5, 5), new_grid=(7, 3)).values
     assert (got.dtype, exact.dtype) == (np.float32, np.float64)
     np.testing.assert_allclose(got, exact, rtol=0, atol=1e-6 * np.abs(values).max())
 
 
 def test_resampled_table_without_prefix_keeps_the_result_array():
     table = simulate.learned_like(20, 4)
-    result = resample_length(table.values, 30)
+    result = resample_length(table.values, n_positions=30)
     assert np.shares_memory(resample.resampled_table(table, result).values, result.values)

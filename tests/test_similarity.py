@@ -49,7 +49,7 @@ def test_sinusoid_offset_profile_is_the_formula(sinusoid):
 
 def test_shuffled_sinusoid_loses_translation_invariance(sinusoid):
     shuffled = sinusoid[np.random.default_rng(0).permutation(len(sinusoid))]
-    assert offset_profile(shuffled).translation_invariance < 0.05
+    assert offset_profile(shuffled, center=False).translation_invariance < 0.05
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
@@ -135,18 +135,18 @@ def test_block_overview_is_block_means_of_the_exact_matrix(learned, metric, monk
 def test_zero_row_has_cosine_zero_not_nan():
     x = learned_like(20, 8, seed=1).values.copy()
     x[0] = 0
-    m = similarity_map(x, metric="cosine")
+    m = similarity_map(x, metric="cosine", center=False)
     assert np.isfinite(m.values).all()
     np.testing.assert_array_equal(m.values[0], 0.0)
-    assert np.isfinite(offset_profile(x).mean).all()
+    assert np.isfinite(offset_profile(x, center=False).mean).all()
 
 
 def test_scores_of_a_rotating_vector():
     # Rows at angle 2 pi p / 50: m(k) = cos(2 pi k / 50) exactly.
     angles = 2 * np.pi * np.arange(200) / 50
-    p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]))
+    p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]), center=False)
     np.testing.assert_allclose(p.mean, np.cos(2 * np.pi * np.arange(200) / 50), atol=1e-12)
-    s = offset_scores(p, window=10)
+    s = offset_scores(p, monotonicity_window=10)
     assert s.monotonicity == pytest.approx(-1.0)
     assert (s.length_half, s.length_zero, s.falls_until) == (9, 13, 25)
     # Zero crossings at k = 12.5 + 25 j below 199, peaks at k = 50, 100, 150.
@@ -155,24 +155,29 @@ def test_scores_of_a_rotating_vector():
 
 def test_bad_arguments_say_what_to_do(learned):
     with pytest.raises(ValueError, match="needs a similarity"):
-        offset_profile(learned, metric="euclidean")
+        offset_profile(learned, metric="euclidean", center=False)
     with pytest.raises(ValueError, match="max_offset"):
-        offset_profile(learned, max_offset=300)
+        offset_profile(learned, max_offset=300, center=False)
     with pytest.raises(ValueError, match="window"):
-        offset_scores(offset_profile(learned, max_offset=5), window=1)
+        offset_scores(offset_profile(learned, max_offset=5, center=False), monotonicity_window=1)
     # A window past the last offset is clamped to it, and the result says so.
-    assert offset_scores(offset_profile(learned, max_offset=5), window=6).window == 5
+    assert (
+        offset_scores(
+            offset_profile(learned, max_offset=5, center=False), monotonicity_window=6
+        ).window
+        == 5
+    )
     with pytest.raises(ValueError, match="outside positions"):
-        similarity_map(learned, rows=(290, 310))
+        similarity_map(learned, rows=(290, 310), center=False)
     with pytest.raises(ValueError, match="Unknown metric"):
-        similarity_map(learned, metric="manhattan")
+        similarity_map(learned, metric="manhattan", center=False)
     with pytest.raises(ValueError, match="height x width"):
-        grid_similarity(learned, (7, 7))
+        grid_similarity(learned, grid=(7, 7), center=False)
 
 
 def test_grid_tiles_peak_at_their_own_patch():
     table = vit_grid(6, 7, 64).values
-    g = grid_similarity(table, (6, 7))
+    g = grid_similarity(table, grid=(6, 7), center=False)
     assert g.tiles.shape == (6, 7, 6, 7)
     assert not g.subsampled
     for r in range(6):
@@ -188,7 +193,7 @@ def test_grid_tiles_peak_at_their_own_patch():
 
 
 def test_large_grids_subsample_tiles_evenly():
-    g = grid_similarity(vit_grid(30, 40, 16).values, (30, 40), max_side=800)
+    g = grid_similarity(vit_grid(30, 40, 16).values, grid=(30, 40), max_side=800, center=False)
     assert g.subsampled
     assert g.tile_rows[[0, -1]].tolist() == [0, 29]
     assert g.tile_cols[[0, -1]].tolist() == [0, 39]
@@ -229,13 +234,13 @@ def test_heatmap_figure(learned):
 
 
 def test_offset_and_position_figures(learned):
-    p = offset_profile(learned, max_offset=50)
-    fig = figures.similarity.offset_profile(p, offset_scores(p, window=10))
+    p = offset_profile(learned, max_offset=50, center=False)
+    fig = figures.similarity.offset_profile(p, offset_scores(p, monotonicity_window=10))
     assert [t.type for t in fig.data] == ["scatter"] * 3
     assert fig.data[1].fill == "tonexty"
     np.testing.assert_allclose(fig.data[2].y, p.mean, rtol=1e-6)
     assert fig.layout.xaxis.title.text == "offset k"
-    row = similarity_map(learned, rows=(7, 8), max_side=300)
+    row = similarity_map(learned, rows=(7, 8), max_side=300, center=False)
     fig = figures.similarity.position_profile(row, position=7, neighbours=[6, 8])
     assert len(fig.data[0].y) == 300
     assert fig.data[1].x.tolist() == [6, 8]
@@ -243,7 +248,7 @@ def test_offset_and_position_figures(learned):
 
 
 def test_grid_figures():
-    g = grid_similarity(vit_grid(4, 5, 16).values, (4, 5))
+    g = grid_similarity(vit_grid(4, 5, 16).values, grid=(4, 5), center=False)
     fig = figures.similarity.grid_tiles(g)
     z = np.asarray(fig.data[0].z)
     assert z.shape == (4 * 5 - 1, 5 * 6 - 1)  # 4 x 5 tiles of 4 x 5 cells, one-cell gaps
@@ -257,34 +262,38 @@ def test_grid_figures():
 def test_results_carry_their_settings_and_tables(learned):
     # Rows at angle 2 pi p / 50: the profile and scores of test_scores_of_a_rotating_vector.
     angles = 2 * np.pi * np.arange(200) / 50
-    p = offset_profile(np.column_stack([np.cos(angles), np.sin(angles)]), max_offset=60)
-    assert p.settings() == {"metric": "cosine", "centered": False, "max_offset": 60}
-    frame = p.table()
+    p = offset_profile(
+        np.column_stack([np.cos(angles), np.sin(angles)]), max_offset=60, center=False
+    )
+    assert p.params == {"metric": "cosine", "center": False, "max_offset": 60, "spread": True}
+    frame = p.to_frame()
     assert list(frame.columns) == ["k", "mean", "std", "pairs"]
     np.testing.assert_allclose(frame["mean"], np.cos(2 * np.pi * np.arange(61) / 50), atol=1e-12)
     assert frame["pairs"].tolist() == list(range(200, 139, -1))
-    s = offset_scores(p, window=10)
-    assert s.settings() == {"metric": "cosine", "centered": False, "max_offset": 60, "window": 10}
-    row = s.table().iloc[0].to_dict()
+    s = offset_scores(p, monotonicity_window=10)
+    assert s.params == {**p.params, "monotonicity_window": 10}
+    row = s.to_frame().iloc[0].to_dict()
     assert row["translation_invariance"] == pytest.approx(1.0)
     assert (row["length_half"], row["length_zero"], row["falls_until"]) == (9, 13, 25)
-    assert list(s.table().columns) == list(s.metrics())
-    window = similarity_map(learned, rows=(10, 20), cols=(0, 300), max_side=100)
-    assert window.settings() == {
+    assert list(s.to_frame().columns) == list(s.metrics())
+    window = similarity_map(learned, rows=(10, 20), cols=(0, 300), max_side=100, center=False)
+    assert window.params == {
         "metric": "cosine",
-        "centered": False,
-        "rows": [10, 20],
-        "cols": [0, 300],
-        "block": 3,
+        "center": False,
+        "rows": (10, 20),
+        "cols": (0, 300),
+        "max_side": 100,
     }
-    g = grid_similarity(learned[:288], (12, 24), center=True)
-    assert g.settings() == {"metric": "cosine", "centered": True, "grid": [12, 24]}
+    assert (window.rows, window.cols, window.block) == ((10, 20), (0, 300), 3)
+    g = grid_similarity(learned[:288], grid=(12, 24), center=True)
+    assert g.params == {"grid": (12, 24), "center": True, "max_tiles": 24, "max_side": 800}
+    assert g.grid == (12, 24)
 
 
 def test_default_largest_offset_is_the_pages(learned):
-    assert offset_profile(learned).max_offset == 299  # every offset of a short table
+    assert offset_profile(learned, center=False).max_offset == 299  # every offset of a short table
     long = learned_like(similarity.MAX_OFFSET + 200, 4, seed=1).values
-    assert offset_profile(long, spread=False).max_offset == similarity.MAX_OFFSET
+    assert offset_profile(long, spread=False, center=False).max_offset == similarity.MAX_OFFSET
     assert similarity.largest_offset(len(long), 10) == 10
 
 

@@ -154,7 +154,7 @@ def test_centering_removes_the_mean_row():
     x = np.ones((10, 4)) * 5 + np.eye(10, 4)
     assert spectrum(x, center=False).singular_values[0] > 10
     centred = spectrum(x, center=True)
-    assert centred.centered
+    assert centred.params == {"center": True}
     assert centred.singular_values[0] < 1.5
 
 
@@ -198,8 +198,8 @@ def test_a_table_without_variance_has_undefined_metrics_not_nan(center):
 
 def test_the_result_carries_its_settings_and_tables():
     s = spectrum(np.diag([3.0, 4.0]), center=False)
-    assert s.settings() == {"centered": False, "n_above_noise": posviz.spectrum.NOISE_RULE}
-    table = s.table()
+    assert s.params == {"center": False}
+    table = s.to_frame()
     assert list(table.columns) == ["k", "singular_value", "explained_variance", "cumulative"]
     assert table["k"].tolist() == [1, 2]
     assert table["singular_value"].tolist() == [4.0, 3.0]

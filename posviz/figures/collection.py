@@ -53,28 +53,102 @@ def _colour_note(c: Collection) -> str:
     return f"colour: {c.loaded[0].step.unit} order, dark = early" if c.ordered else "one per model"
 
 
-def _recoloured(fig: go.Figure, c: Collection, what: str) -> go.Figure:
-    """An overlay figure of the loaded tables, its lines coloured per :func:`collection_colours`."""
-    for trace, colour in zip(fig.data, collection_colours(c), strict=True):
-        trace.line.color = colour
-    fig.update_layout(
-        title=f"{fig.layout.title.text}<br><sup>{what}; {_colour_note(c)}</sup>",
-        margin_t=100,
-        legend={"orientation": "v", "y": 1, "x": 1.02, "yanchor": "top"},
+#: Characters of a label kept in legends, panel titles and marker texts (the hover shows it
+#: whole): three legend entries a row fit a chart's width.
+SHORT_LABEL = 40
+
+
+def short_label(label: str, *, width: int = SHORT_LABEL) -> str:
+    """`label` escaped for a figure, cut in the middle to `width` characters (a step at the
+    end and the run's name at the start stay).
+
+    >>> short_label("runs/a-very-long-experiment-name/seed3/checkpoint-step120000", width=30)
+    'runs/a-very-lo…oint-step120000'
+    """
+    if len(label) > width:
+        head = (width - 1) // 2
+        label = f"{label[:head]}…{label[-(width - 1 - head) :]}"
+    return escape(label)
+
+
+def _step_colour_bar(c: Collection) -> go.Scatter:
+    """The one legend of an ordered collection's overlays: a colour bar of the steps."""
+    colours = collection_colours(c)
+    steps = [m.step.value for m in c.loaded]
+    last = max(len(colours) - 1, 1)
+    ticks = np.unique(np.linspace(0, len(colours) - 1, min(len(colours), 8)).round()).astype(int)
+    return go.Scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        showlegend=False,
+        hoverinfo="skip",
+        marker={
+            "color": [0],
+            "colorscale": [[i / last, colour] for i, colour in enumerate(colours)]
+            if len(colours) > 1
+            else [[0, colours[0]], [1, colours[0]]],
+            "cmin": 0,
+            "cmax": last,
+            "showscale": True,
+            "colorbar": {
+                "title": {"text": c.loaded[0].step.unit},
+                "tickvals": ticks.tolist(),
+                "ticktext": [f"{steps[i]:,}" for i in ticks],
+            },
+        },
     )
+
+
+def _recoloured(fig: go.Figure, c: Collection, what: str) -> go.Figure:
+    """An overlay figure of the loaded tables, its lines coloured per :func:`collection_colours`.
+
+    Its legend fits: an ordered collection gets one colour bar of steps (the hover names each
+    line); a set gets its legend under the chart, three short labels a row.
+    """
+    for trace, m, colour in zip(fig.data, c.loaded, collection_colours(c), strict=True):
+        trace.line.color = colour
+        # The overlay named the trace after the escaped label (and a suffix): shorten the label.
+        trace.name = short_label(m.label) + trace.name[len(escape(m.label)) :]
+    fig.update_layout(title=f"{fig.layout.title.text}<br><sup>{what}; {_colour_note(c)}</sup>")
+    fig.update_layout(margin_t=100)
+    if c.ordered:
+        fig.update_layout(showlegend=False)
+        fig.add_trace(_step_colour_bar(c))
+    else:
+        rows = -(-len(c.loaded) // 3)
+        fig.update_layout(
+            height=(fig.layout.height or 450) + 22 * rows,
+            legend={
+                "orientation": "h",
+                "x": 0,
+                "y": -0.2,
+                "yanchor": "top",
+                "entrywidth": 1 / 3,
+                "entrywidthmode": "fraction",
+                "font": {"size": 11},
+            },
+        )
     return fig
+
+
+def _by_label(c: Collection, part: str) -> dict[str, object]:
+    """One summary part (spectrum, profile) per loaded table, keyed by its label (the overlays
+    escape it)."""
+    return {m.label: getattr(s, part) for m, s in zip(c.members, c.summaries, strict=True) if s}
 
 
 def collection_cumulative(c: Collection) -> go.Figure:
     """Every table's cumulative explained variance, overlaid."""
-    spectra = {m.label: s.spectrum for m, s in zip(c.members, c.summaries, strict=True) if s}
+    spectra = _by_label(c, "spectrum")
     return _recoloured(cumulative_overlay(spectra), c, f"{len(spectra)} tables")
 
 
 def collection_offsets(c: Collection) -> go.Figure:
     """Every table's mean cosine similarity against offset, overlaid, with the 1/e level."""
-    profiles = {m.label: s.profile for m, s in zip(c.members, c.summaries, strict=True) if s}
-    fig = _recoloured(offset_overlay(profiles), c, "similarity length: first k below 1/e")
+    fig = _recoloured(
+        offset_overlay(_by_label(c, "profile")), c, "similarity length: first k below 1/e"
+    )
     fig.add_hline(y=1 / np.e, line={"dash": "dot", "color": "grey"})
     return fig
 
@@ -135,15 +209,14 @@ def metrics_over_step(c: Collection) -> go.Figure:
 
 def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
     """Every table's cosine-similarity overview, one small panel each, on one colour scale."""
-    shown = [
-        (escape(m.label), s.overview) for m, s in zip(c.members, c.summaries, strict=True) if s
-    ]
+    shown = [(m.label, s.overview) for m, s in zip(c.members, c.summaries, strict=True) if s]
     n_rows = -(-len(shown) // cols)
     fig = make_subplots(
         rows=n_rows,
         cols=cols,
-        subplot_titles=[label for label, _ in shown],
-        vertical_spacing=0.12 / n_rows,
+        subplot_titles=[short_label(label, width=32) for label, _ in shown],
+        # ~60 px between rows: the next row's titles clear this row's tick labels.
+        vertical_spacing=60 / (260 * n_rows),
         horizontal_spacing=0.04,
     )
     largest = max(float(np.abs(o.values).max()) for _, o in shown)
@@ -164,12 +237,14 @@ def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
             y=f32(o.row_positions),
             z=f32(o.values),
             coloraxis="coloraxis",
-            name=label,
-            hovertemplate=f"{label}<br>i≈%{{y}}, j≈%{{x}}<br>%{{z:.3f}}<extra></extra>",
+            name=escape(label),
+            # The name by reference: a label is never part of the template's syntax.
+            hovertemplate="%{fullData.name}<br>i≈%{y}, j≈%{x}<br>%{z:.3f}<extra></extra>",
             row=row + 1,
             col=col + 1,
         )
     fig.update_yaxes(autorange="reversed")
+    fig.update_annotations(font_size=12)
     return fig
 
 
@@ -193,16 +268,21 @@ def cka_map(c: Collection) -> go.Figure:
             hoverinfo="skip",
             name="training path",
         )
-    labels = [escape(m.label) for m in c.loaded]
     fig.add_scatter(
         x=f32(c.coordinates[:, 0]),
         y=f32(c.coordinates[:, 1]),
         mode="markers+text",
-        text=labels,
+        text=[short_label(m.label, width=24) for m in c.loaded],
+        customdata=[escape(m.label) for m in c.loaded],
         textposition="top center",
         marker={"size": 12, "color": collection_colours(c), "line": {"width": 1, "color": "black"}},
-        hovertemplate="%{text}<extra></extra>",
+        hovertemplate="%{customdata}<extra></extra>",
         name="tables",
+        cliponaxis=False,
     )
+    # Room beside the outermost markers for their labels.
+    low, high = c.coordinates[:, 0].min(), c.coordinates[:, 0].max()
+    pad = 0.2 * (high - low) or 1.0
+    fig.update_xaxes(range=[low - pad, high + pad])
     fig.update_yaxes(scaleanchor="x")
     return fig

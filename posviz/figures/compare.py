@@ -28,7 +28,7 @@ def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
     singular values (down to 10⁻²¹ for a float64 sinusoid), and below σ_1·√min(n, d)·ε₃₂ a
     value cannot be told from the rounding of a float32 checkpoint, which most tables are.
     """
-    center = next(iter(spectra.values())).centered
+    center = next(iter(spectra.values())).params["center"]
     fig = base_figure(
         f"Explained variance per component ({center_label(center)}; "
         "drawn down to float32 resolution)",
@@ -58,7 +58,7 @@ def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
 
 def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
     """Each table's cumulative explained variance, overlaid, with k at 90% marked."""
-    center = next(iter(spectra.values())).centered
+    center = next(iter(spectra.values())).params["center"]
     fig = base_figure(
         f"Cumulative explained variance ({center_label(center)})",
         "number of components k",
@@ -82,10 +82,11 @@ def cumulative_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
 def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
     """Mean similarity s(i, i+k) against offset k for each table, overlaid."""
     first = next(iter(profiles.values()))
+    metric, center = first.params["metric"], center_label(first.params["center"])
     fig = base_figure(
-        f"Mean {first.metric} similarity against offset ({center_label(first.centered)})",
+        f"Mean {metric} similarity against offset ({center})",
         "offset k (positions)",
-        f"mean {first.metric} s(i, i+k)",
+        f"mean {metric} s(i, i+k)",
     )
     for name, p in profiles.items():
         name = escape(name)
@@ -102,13 +103,14 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
 def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
     """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
     names, pair = [escape(name) for name in maps], list(maps.values())
-    metric, block = pair[0].metric, max(m.block for m in pair)
+    metric, block = pair[0].params["metric"], max(m.block for m in pair)
+    center = center_label(pair[0].params["center"])
     titles = [*names, f"{names[1]} − {names[0]}"] if difference else names
     fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
     blocks = f"; block means of {block} x {block} positions" if block > 1 else ""
     fig.update_layout(
         template=TEMPLATE,
-        title=f"{metric} similarity between positions ({center_label(pair[0].centered)}){blocks}",
+        title=f"{metric} similarity between positions ({center}){blocks}",
         margin={"l": 60, "r": 20, "t": 80, "b": 110},
         height=500,
     )
@@ -172,7 +174,7 @@ def comparison_angles(c: Comparison) -> go.Figure:
     degrees = c.degrees
     fig = base_figure(
         f"Principal angles between the top-{len(degrees)} PC subspaces over positions "
-        f"({center_label(c.centered)})",
+        f"({center_label(c.params['center'])})",
         "angle (smallest first)",
         "angle (degrees)",
         yaxis_range=[0, 92],

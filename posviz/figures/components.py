@@ -36,7 +36,7 @@ def pc_trajectories(pc: PrincipalComponents, *, overlaid: bool) -> go.Figure:
     """
     n, k = pc.scores.shape
     shown = evenly_spaced(n, LINE_POINTS)
-    title = f"Projection on PC 1-{k} over position ({center_label(pc.centered)})"
+    title = f"Projection on PC 1-{k} over position ({center_label(pc.params['center'])})"
     if len(shown) < n:
         title += f"<br><sup>{sampled_note(shown, n)}</sup>"
     labels = [_pc_label(pc, c) for c in range(k)]
@@ -74,7 +74,8 @@ def pc_path(
     # few enough for the browser (each marker is an SVG element).
     marked = evenly_spaced(len(shown), MARKER_POINTS if len(components) == 2 else len(shown))
     marks = f"coloured marks at {len(marked):,} of them" if len(marked) < len(shown) else ""
-    note = " · ".join(filter(None, [center_label(pc.centered), sampled_note(shown, n), marks]))
+    center = center_label(pc.params["center"])
+    note = " · ".join(filter(None, [center, sampled_note(shown, n), marks]))
     title = f"Path through {' / '.join(f'PC{c}' for c in components)}<br><sup>{note}</sup>"
     coords = [f32(pc.scores[shown, c - 1]) for c in components]
     ends = [f32(pc.scores[[0, n - 1], c - 1]) for c in components]
@@ -161,7 +162,8 @@ def sinusoid_fits(pc: PrincipalComponents, fits: SinusoidFits) -> go.Figure:
         f"{_pc_label(pc, c)}: {fits.frequency[c]:.3f} cycles, R² = {fits.r2[c]:.4f}"
         for c in range(k)
     ]
-    title = f"Best sinusoid a·cos(2π f p / {n} + φ) + c per PC ({center_label(pc.centered)})"
+    center = center_label(pc.params["center"])
+    title = f"Best sinusoid a·cos(2π f p / {n} + φ) + c per PC ({center})"
     if len(shown) < n:
         title += f"<br><sup>{sampled_note(shown, n)}</sup>"
     fig = small_multiples(k, titles, title)
@@ -244,7 +246,7 @@ def principal_angles(likeness: SubspaceLikeness) -> go.Figure:
         mode="lines",
         line={"dash": "dash", "color": "firebrick"},
         name=f"shuffled rows: mean cos² {chance:.3f} "
-        f"({len(likeness.shuffled)} shuffles, seed {likeness.seed})",
+        f"({len(likeness.shuffled)} shuffles, seed {likeness.params['seed']})",
         hoverinfo="skip",
     )
     return fig

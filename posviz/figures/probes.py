@@ -19,9 +19,11 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
         int(np.count_nonzero((p.predictions < shown[0]) | (p.predictions > shown[1])))
         for p in report.absolute.values()
     )
+    settings = report.params
     title = (
-        f"Absolute position probe ({report.protocol}): out-of-fold predictions of the first "
-        f"of {report.repeats} {report.folds}-fold splits (seed {report.seed}, {report.rows_probed})"
+        f"Absolute position probe ({settings['protocol']}): out-of-fold predictions of the first "
+        f"of {settings['repeats']} {settings['folds']}-fold splits (seed {settings['seed']}, "
+        f"{report.rows_probed})"
     )
     if outside:
         title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"

@@ -22,7 +22,7 @@ def mosaic_pair(grids: dict[str, GridSimilarity]) -> go.Figure:
     fig.update_layout(
         template=TEMPLATE,
         title="Cosine similarity of each patch with all patches "
-        f"({center_label(pair[0].centered)})",
+        f"({center_label(pair[0].params['center'])})",
         margin={"l": 60, "r": 20, "t": 80, "b": 50},
         height=520,
         coloraxis={

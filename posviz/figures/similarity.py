@@ -112,7 +112,7 @@ def _cells(m: SimilarityMap) -> str:
     """How a map's cells relate to pairs of positions, for titles."""
     if m.exact:
         return "exact"
-    kind = "RMS" if m.metric == "euclidean" else "means"
+    kind = "RMS" if m.params["metric"] == "euclidean" else "means"
     return f"{kind} of {m.block} x {m.block} blocks"
 
 
@@ -150,14 +150,15 @@ def similarity_heatmap(
     Similarities use a diverging scale centred at 0; distances a sequential one. With
     `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
     """
-    measure = _MEASURES[m.metric]
+    measure = _MEASURES[m.params["metric"]]
     fig = base_figure(
-        f"{measure.capitalize()} between positions ({center_label(m.centered)}; {_cells(m)})",
+        f"{measure.capitalize()} between positions ({center_label(m.params['center'])}; "
+        f"{_cells(m)})",
         "position j",
         "position i",
         height=600,
     )
-    if m.metric == "euclidean":
+    if m.params["metric"] == "euclidean":
         colours = ("Viridis", float(m.values.min()), float(m.values.max()))
     else:  # diverging, centred at 0 (plotly's zmid)
         largest = float(np.abs(m.values).max())
@@ -169,9 +170,9 @@ def similarity_heatmap(
         fig,
         m.values,
         colours=colours,
-        label=m.metric,
+        label=m.params["metric"],
         name=measure,
-        hovertemplate=f"{where}<br>{m.metric}=%{{z:.4f}}",
+        hovertemplate=f"{where}<br>{m.params['metric']}=%{{z:.4f}}",
         picture=picture,
         picture_hover=f"{near}<br>{PICTURE_HOVER}",
         x=m.col_positions,
@@ -186,9 +187,9 @@ def similarity_heatmap(
 
 def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.Figure:
     """Mean of s(i, i+k) over i against the offset k, with a ±1 std band and the lengths marked."""
-    measure = _MEASURES[p.metric]
+    measure = _MEASURES[p.params["metric"]]
     fig = base_figure(
-        f"Mean {measure} of positions k apart, ±1 std over i ({center_label(p.centered)})",
+        f"Mean {measure} of positions k apart, ±1 std over i ({center_label(p.params['center'])})",
         "offset k",
         f"{measure} s(i, i+k)",
     )
@@ -239,11 +240,11 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
 
 def position_profile(m: SimilarityMap, *, position: int, neighbours: Sequence[int]) -> go.Figure:
     """One position's row of the map (`m` holds that single row, exact), neighbours marked."""
-    measure = _MEASURES[m.metric]
+    measure = _MEASURES[m.params["metric"]]
     row = m.values[0]
     fig = base_figure(
         f"{measure.capitalize()} of position {position} to every position "
-        f"({center_label(m.centered)})",
+        f"({center_label(m.params['center'])})",
         "position j",
         f"s({position}, j)",
     )
@@ -293,7 +294,8 @@ def grid_tiles(g: GridSimilarity, *, picture: bool = False) -> go.Figure:
     n_rows, n_cols = len(g.tile_rows), len(g.tile_cols)
     mosaic, (row_ticks, col_ticks) = grid_mosaic(g)
     title = (
-        f"Cosine of each patch to all patches, {height} x {width} grid ({center_label(g.centered)})"
+        f"Cosine of each patch to all patches, {height} x {width} grid "
+        f"({center_label(g.params['center'])})"
     )
     if g.subsampled:
         title += f"; {n_rows} x {n_cols} patches shown"
@@ -330,7 +332,7 @@ def grid_profiles(g: GridSimilarity) -> go.Figure:
     """Mean cosine of patches a given number of rows (same column) or columns (same row) apart."""
     fig = base_figure(
         f"Mean cosine similarity vs patch offset on the {g.grid[0]} x {g.grid[1]} grid "
-        f"({center_label(g.centered)})",
+        f"({center_label(g.params['center'])})",
         "offset (patches)",
         "mean cosine similarity",
     )

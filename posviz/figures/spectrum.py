@@ -14,7 +14,7 @@ def singular_values(s: Spectrum) -> go.Figure:
     k = np.arange(1, len(s.singular_values) + 1)
     resolved = s.singular_values >= s.floor
     fig = base_figure(
-        f"Singular values ({center_label(s.centered)})",
+        f"Singular values ({center_label(s.params['center'])})",
         "component k",
         "singular value σ_k",
     )
@@ -61,7 +61,7 @@ def explained_variance(s: Spectrum) -> go.Figure:
     cumulative = s.cumulative
     k = np.arange(1, len(cumulative) + 1)
     fig = base_figure(
-        f"Cumulative explained variance ({center_label(s.centered)})",
+        f"Cumulative explained variance ({center_label(s.params['center'])})",
         "number of components k",
         "share of variance",
         yaxis_range=[0, 1.02],
@@ -93,7 +93,7 @@ def reconstruction_error(s: Spectrum) -> go.Figure:
     error = s.reconstruction_error
     fig = base_figure(
         "Relative reconstruction error of the best rank-k approximation "
-        f"({center_label(s.centered)})",
+        f"({center_label(s.params['center'])})",
         "rank k",
         "‖X − X_k‖_F / ‖X‖_F",
     )

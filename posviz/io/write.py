@@ -63,5 +63,5 @@ def to_safetensors(table: Embedding, *, batch_axis: bool = False) -> bytes:
     """
     return safetensors.numpy.save(
         {table.name: _full_array(table, batch_axis=batch_axis)},
-        metadata={"posviz": json.dumps(table.settings())},
+        metadata={"posviz": json.dumps(table.provenance())},
     )

@@ -21,7 +21,7 @@ import os
 import pickle
 from collections.abc import Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 import streamlit as st
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 CACHE_SIZE = os.environ.get("POSVIZ_CACHE_SIZE", "1GB")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def cached(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -84,18 +87,21 @@ def cached_table(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., A
 _CACHED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
 
-def run(step: Callable[..., Any], /, *tables: Embedding, **settings: Any) -> Any:
+def run(step: Callable[..., Any], /, *tables: Embedding, **params: Any) -> Any:
     """The pipeline's cached runner: `step` on `tables`, from the cache when computed before."""
-    return _CACHED[step](*tables, **settings)
+    return _CACHED[step](*tables, **params)
 
 
 def _step(
-    step: Callable[..., Any], spinner: str, decorate: Callable[[str], Callable] = cached
-) -> Callable[..., Any]:
-    """`step` of posviz.pipeline, cached, its upstream steps cached too (they go through `run`)."""
+    step: Callable[P, R], spinner: str, decorate: Callable[[str], Callable] = cached
+) -> Callable[P, R]:
+    """`step` of posviz.pipeline, cached, its upstream steps cached too (they go through `run`).
 
-    def cached_step(*tables: Embedding, **settings: Any) -> Any:
-        return step(*tables, run=run, **settings)
+    Typed as the step itself, so a page's call is checked against it.
+    """
+
+    def cached_step(*tables: Embedding, **params: Any) -> Any:
+        return step(*tables, run=run, **params)
 
     # Streamlit keys a cache by the function's module, qualified name and source: one name
     # per step keeps their caches apart.
@@ -161,15 +167,18 @@ def collection(
 FIGURE_ENTRIES = 32
 
 
-def figure(build: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
+def figure(
+    build: Callable[..., go.Figure], *args: Any, digest: str | None = None, **kwargs: Any
+) -> go.Figure:
     """`build(*args, **kwargs)`, built once per content of its arguments.
 
     Building a figure (plotly validates every property) costs more server time than a rerun's
     cached computations, on every rerun of every user. The key is a digest of the pickled
-    arguments (the results drawn, every array byte), not Streamlit's sampling hash. The figure
-    is shared, so callers only read it.
+    arguments (the results drawn, every array byte), not Streamlit's sampling hash; or
+    `digest` when the arguments give one (a collection: pickling its tables on every rerun
+    would cost more than the figure). The figure is shared, so callers only read it.
     """
-    digest = hashlib.blake2b(pickle.dumps((args, kwargs), protocol=5)).hexdigest()
+    digest = digest or hashlib.blake2b(pickle.dumps((args, kwargs), protocol=5)).hexdigest()
     return _built(f"{build.__module__}.{build.__qualname__}", digest, build, args, kwargs)
 
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
 
 import posviz
-from posviz import hub, simulate
+from posviz import gather, hub, simulate
 from posviz.cli import SERVED_TABLE
+from posviz.collection import Member
 from posviz.embedding import Embedding
 from posviz.ui.text import literal
 
@@ -163,3 +166,57 @@ def _from_hub(params: Any) -> Embedding | None:
             f"The link's model was not loaded ({literal(error)}); showing the default table."
         )
         return None
+
+
+# --- the collection -------------------------------------------------------------------------
+
+#: The Collection page's members (list of Member) and the version of its label editor (a new
+#: version redraws the editor with the members as they are now).
+COLLECTION, COLLECTION_EDITOR = "posviz.collection", "posviz.collection.editor"
+_COLLECTION_BYTES = "posviz.collection.bytes"
+
+
+class _Held:
+    """Bytes one session's collection holds; it lives as long as the session's state does."""
+
+    nbytes = 0
+
+
+#: Every live session's tally: a session that ends takes its tally with it.
+_SESSIONS: weakref.WeakSet[_Held] = weakref.WeakSet()
+
+
+def collection() -> list[Member]:
+    """This session's collection (empty at first)."""
+    return st.session_state.setdefault(COLLECTION, [])
+
+
+def editor_version() -> int:
+    return st.session_state.setdefault(COLLECTION_EDITOR, 0)
+
+
+def set_collection(members: Sequence[Member], *, redraw: bool = True) -> None:
+    """Make `members` this session's collection; `redraw` the label editor with them."""
+    st.session_state[COLLECTION] = list(members)
+    if redraw:
+        st.session_state[COLLECTION_EDITOR] = editor_version() + 1
+    _tally().nbytes = gather.held_bytes(members)
+
+
+def _tally() -> _Held:
+    held = st.session_state.setdefault(_COLLECTION_BYTES, _Held())
+    _SESSIONS.add(held)
+    return held
+
+
+def server_collection_bytes() -> int:
+    """Bytes of tables every live session's collection holds, this one's included."""
+    _tally().nbytes = gather.held_bytes(collection())  # members a test or a link put there
+    return sum(held.nbytes for held in list(_SESSIONS))
+
+
+def add_to_collection(requests: Sequence[gather.Request]) -> None:
+    """Load `requests` into this session's collection if they fit its and the server's
+    budgets (see :func:`posviz.gather.gather`); else raise LoadError, loading none."""
+    members = gather.gather(requests, collection(), server_bytes=server_collection_bytes())
+    set_collection(members)

@@ -15,20 +15,24 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import compare, datadir, export, figures, hub, io, simulate
+from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
-from posviz.spectrum import Spectrum
-from posviz.ui import cache, state
+from posviz.spectrum import Spectrum, spectrum
+from posviz.ui import cache, pages, state
 from posviz.ui.text import literal
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: The centring every core function defaults to (one default: `center: bool = True`).
+CENTER = defaults(spectrum)["center"]
 
 
 def center_toggle() -> bool:
     """The centring choice, shared by every page that offers it and kept across page switches."""
     return st.toggle(
         "Mean-centre rows",
-        value=True,
+        value=CENTER,
         key="posviz.center",
         persist_state="session",
         bind="query-params",
@@ -55,7 +59,7 @@ def sidebar_card() -> None:
             f"{literal(table.dtype)}  \n{table.describe_rows()}"
         )
         st.caption(literal(table.source))
-        center = st.session_state.get("posviz.center", True)
+        center = st.session_state.get("posviz.center", CENTER)
         made = (table.sha256, center)
         if st.button(
             "Report (HTML)",
@@ -139,6 +143,12 @@ def tabs_drawn_when_open(labels: list[str], *, key: str) -> Sequence[Any]:
     return st.tabs(labels, key=key, on_change="rerun", bind="query-params")
 
 
+def page_tabs(name: str) -> Sequence[Any]:
+    """The tabs of page `name` as the page registry lists them, drawn when open; the open tab
+    is kept under ``<name>.section`` (and in the URL)."""
+    return tabs_drawn_when_open(list(pages.page(name).tabs), key=f"{name}.section")
+
+
 def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
     """Draw `fig` full width, with downloads as standalone HTML, PNG and SVG.
 
@@ -209,10 +219,27 @@ def _render(fig: go.Figure, fmt: str) -> bytes:
     return figures.export.figure_image(fig, fmt)
 
 
-def show_numbers(frame: pd.DataFrame, *, name: str, settings: dict[str, Any]) -> None:
+def show_numbers(
+    frame: pd.DataFrame,
+    *,
+    name: str,
+    settings: dict[str, Any],
+    shown: pd.DataFrame | None = None,
+    pinned: str | None = None,
+) -> None:
     """Show a table of numbers, headed by labels, with CSV and JSON downloads that carry
-    `settings` and the columns' keys."""
-    st.dataframe(frame.rename(columns=export.column_label), hide_index=True, width="stretch")
+    `settings` and the columns' keys.
+
+    `shown` is drawn instead of `frame` when the screen needs text where the files keep
+    numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
+    """
+    config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
+    st.dataframe(
+        (frame if shown is None else shown).rename(columns=export.column_label),
+        hide_index=True,
+        width="stretch",
+        column_config=config,
+    )
     left, right = st.columns(2)
     left.download_button(
         "CSV",
@@ -310,7 +337,7 @@ def _upload(slot: str) -> None:
 
 
 @st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
-def _shared_files(root: Path) -> list[str]:
+def shared_files(root: Path) -> list[str]:
     # Cached briefly: every rerun of the Data page draws all tabs, and a network mount is slow.
     return datadir.list_files(root)
 
@@ -318,7 +345,7 @@ def _shared_files(root: Path) -> list[str]:
 def _shared_folder(slot: str, root: Path) -> None:
     """Pick a file of the read-only folder the server mounts; it is read from disk, lazily."""
     try:
-        files = _shared_files(root)
+        files = shared_files(root)
     except LoadError as error:
         st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return
