@@ -184,7 +184,7 @@ def download_report(page: Page, folder: Path, *, slow: bool = False) -> Path:
         told = sidebar.get_by_text(re.compile(r"Report: .+ \(step \d of 6"))
         expect(told).to_be_visible(timeout=30_000)
     ready = sidebar.get_by_role("button", name="Download the report")
-    ready.wait_for(timeout=120_000)
+    ready.wait_for(timeout=300_000)  # the probes on a loaded machine
     with page.expect_download(timeout=60_000) as download_info:
         ready.click()
     path = folder / "report.html"
