@@ -6,6 +6,8 @@ import base64
 import inspect
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -372,3 +374,27 @@ def test_tensor_and_file_names_are_shown_literally(tmp_path):
         assert "](" not in text, text
         assert "**b**" not in text
         assert ":red[" not in text
+
+
+def test_a_fresh_server_says_it_is_opening_and_later_visits_do_not():
+    # In a new interpreter, as a fresh server: the first visit loads the analyses.
+    code = """
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+told = []
+shown = st.progress
+st.progress = lambda *args, **kwargs: told.append(kwargs.get("text")) or shown(*args, **kwargs)
+for visit in range(2):
+    at = AppTest.from_file("app.py", default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert not at.get("progress"), "the bar is gone once the page is drawn"
+    print(visit, sorted(set(told)))
+    told.clear()
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-2:] == [
+        "0 ['Opening posviz: loading its analyses (step 1 of 2, 1 more)']",
+        "1 []",
+    ]
