@@ -135,7 +135,7 @@ def from_hub() -> None:
         st.error(literal(error))
         return
     if lines and st.button(f"Add {len(lines)} models", key="collection.hub.add"):
-        add([gather.hub_request(line) for line in lines])
+        add([gather.hub_request(line, max_bytes=state.upload_limit()) for line in lines])
 
 
 def edit_members(members: list[Member]) -> list[Member]:

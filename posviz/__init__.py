@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import TYPE_CHECKING
 
 # numpy and scipy each bundle an OpenBLAS whose idle threads spin for 2^28 cycles before
 # sleeping; every hand-over between them (a numpy product, then a scipy LAPACK call) then
@@ -35,8 +36,11 @@ from posviz import io
 from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors
 
+if TYPE_CHECKING:
+    from posviz._rerun import RerunResult
+
 __version__ = "0.1.0"
-__all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load"]
+__all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load", "rerun"]
 
 #: Submodules reachable as ``posviz.<name>`` after a plain ``import posviz``.
 _LAZY = frozenset(
@@ -97,6 +101,30 @@ def load(
 
         return hub.load(source, **options)
     return io.load(source, **options)
+
+
+def rerun(export: dict, **options: object) -> RerunResult:
+    """Recompute every number of an export from what it records, and compare.
+
+    The table its provenance names is read again (a file, or ``hf:REPO`` at the commit) and its
+    sha256 checked; each analysis runs through `posviz.pipeline` with its params. `export` is a
+    JSON export, ``posviz summary --json``, or ``posviz._rerun.read_export`` of any export
+    file (CSV, HTML report). Options: ``tables`` (paths, in provenance order) and ``base`` (a
+    folder searched first), as :func:`posviz._rerun.rerun`.
+
+    Returns
+    -------
+    posviz._rerun.RerunResult
+        ``.ok``, and ``.checks``: every number exported beside the number recomputed.
+
+    Raises
+    ------
+    LoadError
+        When the table is missing or its bytes changed.
+    """
+    from posviz import _rerun  # the pipeline loads only when asked
+
+    return _rerun.rerun(export, **options)
 
 
 def __getattr__(name: str) -> object:

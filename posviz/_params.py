@@ -35,9 +35,9 @@ def defaults(func: Callable[..., Any]) -> dict[str, Any]:
 
     Examples
     --------
-    >>> def f(x, *, center: bool = True, k: int = 8, grid): ...
+    >>> def f(x, *, center: bool = True, n_components: int = 8, grid): ...
     >>> defaults(f)
-    {'center': True, 'k': 8}
+    {'center': True, 'n_components': 8}
     """
     parameters = inspect.signature(func).parameters.values()
     return {

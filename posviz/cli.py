@@ -32,6 +32,7 @@ EXAMPLES = """examples:
   posviz serve hf:openai-community/gpt2 --port 8502 --host 0.0.0.0
   posviz summary wpe.npy --json                headline numbers as one JSON object
   posviz report vit.safetensors --drop-prefix 1 -o report.html
+  posviz rerun spectrum_metrics.json           recompute an export's numbers and compare
 """
 
 
@@ -84,6 +85,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, help="seed of controls and probes (default: the analyses' own, 0)"
     )
     report.set_defaults(run=_report, run_many=_collection_report)
+    rerun = commands.add_parser(
+        "rerun",
+        help="recompute the numbers of an export (JSON, CSV, summary --json, report) and compare",
+        description="Read the table an export's provenance names again (checking its sha256), "
+        "recompute each analysis with the export's params, and print every number exported "
+        "beside the number recomputed. Exit 0: all equal; 1: some differ; 2: the table is "
+        "missing or its bytes changed.",
+    )
+    rerun.add_argument("export", metavar="EXPORT", help="a posviz export: .json, .csv or .html")
+    rerun.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="the table's file when not where the provenance says (twice for a comparison)",
+    )
+    rerun.set_defaults(run=_rerun)
     serve = commands.add_parser(
         "serve",
         help="start the app, opened on a table (PATH or hf:REPO_ID[@REVISION])",
@@ -112,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
     args.streamlit_options = passed_on
     run = args.run
-    if args.command != "serve":  # one PATH: a table; several: a collection
+    if args.command not in ("serve", "rerun"):  # one PATH: a table; several: a collection
         if len(args.path) > 1:
             run = args.run_many
         else:
@@ -165,6 +183,25 @@ def _report(args: argparse.Namespace) -> int:
         f"wrote {args.output} ({len(html) / 2**20:.1f} MiB): {table.name}, {table.describe_rows()}"
     )
     return 0
+
+
+def _rerun(args: argparse.Namespace) -> int:
+    from posviz._rerun import read_export, rerun  # the pipeline: not for `summary`
+
+    result = rerun(read_export(args.export), tables=args.table, base=Path(args.export).parent)
+    for check in result.checks:
+        verdict = "equal" if check.equal else "DIFFERS"
+        print(
+            f"{check.analysis} {check.name}: exported {check.exported!r}, "
+            f"recomputed {check.recomputed!r}  {verdict}"
+        )
+    differing = len(result.differing)
+    tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
+    print(
+        f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
+        f"from {tables}" + (f"; {differing} differ" if differing else "")
+    )
+    return 1 if differing else 0
 
 
 def _serve(args: argparse.Namespace) -> int:

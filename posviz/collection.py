@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -60,16 +61,23 @@ MAX_TABLES = 32
 OVERVIEW_SIDE = 96
 
 _MULTIPLIERS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
+#: Largest step read from a label: above it a number is not a step (float64, the axes' type,
+#: holds every whole number up to 2**53 ~ 9e15 exactly).
+MAX_STEP = 10**15
 # A keyword, an optional separator, a number and an optional k/M/B multiplier, not followed by
 # more digits or letters ("step1000", "checkpoint-2000", "global_step_300", "epoch3", "step1.5k").
+# "-" separates only after checkpoint/ckpt (the Trainer's checkpoint-2000 folders); after step,
+# iter or epoch it is a minus sign: "step-1" is not step 1 (and steps are not negative).
 _KEYWORD = re.compile(
-    r"(?<![a-z])(global_step|step|checkpoint|ckpt|iteration|iter|epoch)[-_ =]?"
+    r"(?<![a-z])(?:(checkpoint|ckpt)[-_ =]?|(global_step|step|iteration|iter|epoch)[_ =]?)"
     r"(\d+(?:\.\d+)?)([kmb]?)(?![a-z0-9])",
     re.IGNORECASE,
 )
 # Without a keyword only "...-1k" / "..._20k" at the end counts: a bare "-125m" is a model size
 # (opt-125m, pythia-70m), not a step.
-_THOUSANDS = re.compile(r"[-_](\d+(?:\.\d+)?)k$", re.IGNORECASE)
+_THOUSANDS = re.compile(
+    r"(?<!step)(?<!iter)(?<!iteration)(?<!epoch)[-_](\d+(?:\.\d+)?)k$", re.IGNORECASE
+)
 _FILE_SUFFIX = re.compile(r"\.(npy|npz|safetensors|csv|tsv|txt)$", re.IGNORECASE)
 
 
@@ -98,14 +106,17 @@ def parse_step(label: str) -> Step | None:
     text = _FILE_SUFFIX.sub("", label.strip())
     hits = list(_KEYWORD.finditer(text))
     if hits:
-        keyword, number, multiplier = hits[-1].groups()
-        unit = "epoch" if keyword.lower() == "epoch" else "step"
+        checkpoint, keyword, number, multiplier = hits[-1].groups()
+        unit = "epoch" if (keyword or checkpoint).lower() == "epoch" else "step"
     elif hit := _THOUSANDS.search(text):
         number, multiplier, unit = hit.group(1), "k", "step"
     else:
         return None
-    value = float(number) * _MULTIPLIERS[multiplier.lower()]
-    return Step(int(value) if value.is_integer() else value, unit)
+    # Exact (a float of 400 digits is infinity), and bounded.
+    value = Fraction(number) * _MULTIPLIERS[multiplier.lower()]
+    if value > MAX_STEP:
+        return None
+    return Step(int(value) if value.denominator == 1 else float(value), unit)
 
 
 @dataclass(frozen=True, eq=False)

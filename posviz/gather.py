@@ -157,9 +157,10 @@ def shared_request(
     return file_request(stem(relative), path, relative, tensor=tensor, row_start=row_start)
 
 
-def hub_request(line: str) -> Request:
+def hub_request(line: str, *, max_bytes: int | None = None) -> Request:
     """A model on the Hub (``REPO``, ``REPO@REVISION`` or ``hf:...``), sized from its
-    safetensors header; only the chosen tensor travels when it is loaded."""
+    safetensors header; only the chosen tensor travels when it is loaded, and not at all
+    when it is larger than `max_bytes` (the app's upload limit, see `hub.read_tensor`)."""
     ref = line if hub.is_hub_ref(line) else f"hf:{line}"
     try:
         parsed = hub.parse_ref(ref)
@@ -171,7 +172,7 @@ def hub_request(line: str) -> Request:
     except LoadError as error:
         return Request(line, error=str(error))
     nbytes = _tensor_bytes(entry["shape"], entry["dtype"])
-    return Request(line, nbytes, partial(hub.load_model, model, tensor=name))
+    return Request(line, nbytes, partial(hub.load_model, model, tensor=name, max_bytes=max_bytes))
 
 
 def hub_lines(refs: str, repo: str = "", revisions: str = "") -> list[str]:

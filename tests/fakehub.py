@@ -32,6 +32,12 @@ class Repo:
     for LFS files), ``ignore_range`` (200 with the whole file), ``truncate`` (half the body,
     then the connection closes), ``rate_limit`` (429), ``delay`` (seconds before answering),
     ``trickle`` (seconds between the bytes of a range answer).
+
+    Hostile answers: ``api`` (keys replacing those of the revision API's answer, e.g.
+    ``{"siblings": {}}``), ``loop`` (files answer with a redirect to themselves),
+    ``bad_gzip`` (files answer ``Content-Encoding: gzip`` with a body that is not gzip),
+    ``slow`` (seconds between the bytes of every file answer, JSON included), ``cookie``
+    (a ``Set-Cookie`` value sent with every answer).
     """
 
     files: dict[str, bytes | Path]
@@ -43,6 +49,11 @@ class Repo:
     rate_limit: bool = False
     delay: float = 0.0
     trickle: float = 0.0
+    api: dict = field(default_factory=dict)
+    loop: bool = False
+    bad_gzip: bool = False
+    slow: float = 0.0
+    cookie: str | None = None
 
 
 @dataclass
@@ -53,6 +64,7 @@ class Sent:
     range: str | None
     status: int
     nbytes: int
+    cookie: str | None = None
 
 
 @dataclass
@@ -105,6 +117,11 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, b"not found", {"X-Error-Code": "RepoNotFound"})
 
+        def _repo(self) -> Repo | None:
+            """The repo this request names, at any revision (for the faults every answer has)."""
+            path = self.path.removeprefix("/api/models").removeprefix("/cdn") + "/"
+            return next((r for (n, _), r in hub.repos.items() if path.startswith(f"/{n}/")), None)
+
         def _refused(self, repo: Repo | None, code: str) -> bool:
             """Answer a missing repo or a fault; True when answered."""
             if repo is None:
@@ -124,14 +141,20 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             if self._refused(repo, "RevisionNotFound" if known else "RepoNotFound"):
                 return
             siblings = [{"rfilename": f} for f in repo.files]
-            body = json.dumps({"id": name, "sha": repo.commit, "siblings": siblings}).encode()
-            self._send(200, body, {"Content-Type": "application/json"})
+            answer = {"id": name, "sha": repo.commit, "siblings": siblings} | repo.api
+            self._send(200, json.dumps(answer).encode(), {"Content-Type": "application/json"})
 
         def _file(self, repo: Repo | None, file: str, cdn: bool = False) -> None:
             if self._refused(repo, "RepoNotFound"):
                 return
             if file not in repo.files:
                 self._send(404, b"no entry", {"X-Error-Code": "EntryNotFound"})
+                return
+            if repo.loop:
+                self._send(302, b"", {"Location": self.path})
+                return
+            if repo.bad_gzip:
+                self._send(200, b"not gzip at all", {"Content-Encoding": "gzip"})
                 return
             if repo.redirect and not cdn:
                 name = next(k[0] for k, v in hub.repos.items() if v is repo)
@@ -141,17 +164,21 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             size = _size(content)
             asked = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
             if asked is None or repo.ignore_range:
-                self._send(200, content, {"Content-Length": str(size)})
+                self._send(200, content, {"Content-Length": str(size)}, trickle=repo.slow)
                 return
             begin, end = int(asked[1]), min(int(asked[2]) + 1, size)
             headers = {"Content-Range": f"bytes {begin}-{end - 1}/{size}"}
             body = _read(content, begin, end)
-            self._send(206, body, headers, truncate=repo.truncate, trickle=repo.trickle)
+            trickle = repo.trickle or repo.slow
+            self._send(206, body, headers, truncate=repo.truncate, trickle=trickle)
 
         def _send(self, status, body, headers=None, truncate=False, trickle=0.0) -> None:
             self.send_response(status)
             length = _size(body)
             headers = {"Content-Length": str(length)} | (headers or {})
+            repo = self._repo()
+            if repo is not None and repo.cookie:
+                headers["Set-Cookie"] = repo.cookie
             for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
@@ -175,7 +202,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client stopped reading (e.g. a refused whole-file answer)
             finally:
-                hub.log.append(Sent(self.path, self.headers.get("Range"), status, sent))
+                cookie = self.headers.get("Cookie")
+                hub.log.append(Sent(self.path, self.headers.get("Range"), status, sent, cookie))
             if truncate:
                 self.close_connection = True
 

@@ -180,3 +180,15 @@ def test_summary_json_is_strict_json_with_null_for_undefined_numbers(
     assert "stable rank           undefined" in text
     assert NO_VARIANCE in text
     assert "nan" not in text.lower()
+
+
+def test_summary_of_a_fifo_exits_2_at_once(tmp_path, capsys):
+    from tests.test_io import fifo, finishes, release
+
+    pipe = fifo(tmp_path / "wpe.npy")
+    try:
+        code = finishes(lambda: main(["summary", str(pipe)]))
+    finally:
+        release(pipe)
+    assert code == 2
+    assert "wpe.npy is not a regular file" in capsys.readouterr().err

@@ -46,6 +46,17 @@ from posviz.embedding import Embedding, LoadError
         ("gpt2", None),
         ("stepper", None),
         ("bert-base-uncased", None),
+        # Whole numbers, exact and bounded; a minus sign is not a separator after step.
+        ("step-1", None),
+        ("step-1k", None),
+        ("epoch-2", None),
+        ("checkpoint-1", Step(1, "step")),
+        ("step" + "9" * 400, None),
+        ("step1000000000000000", Step(10**15, "step")),
+        ("step1000000000000001", None),
+        ("step9007199254740993", None),
+        ("ckpt_0.1k", Step(100, "step")),
+        ("epoch0.5", Step(0.5, "epoch")),
     ],
 )
 def test_parse_step(label, step):

@@ -373,3 +373,153 @@ def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "hf:acme/gpt2@main · commit" in out.read_text()
+
+
+def test_an_enormous_cache_size_is_a_clear_error(monkeypatch):
+    from posviz.hub.cache import cache_limit, parse_size
+
+    assert parse_size("1000TB") == 10**15
+    assert parse_size("0.5kB") == 500
+    for size in ("9" * 400 + "GB", "1001TB"):
+        monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", size)
+        with pytest.raises(LoadError, match="above the largest size accepted, 1 PB"):
+            cache_limit()
+
+
+# --- hostile repos (issue 29) ---------------------------------------------------------------
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+INDEX = "model.safetensors.index.json"
+SHARD = "model-00001-of-00001.safetensors"
+PLAIN = {"config.json": CONFIG, "model.safetensors": save(GPT2)}
+
+
+def sharded(weight_map: dict, **shards: bytes) -> dict[str, bytes]:
+    return {"config.json": CONFIG, INDEX: json.dumps({"weight_map": weight_map}).encode()} | shards
+
+
+#: case: (the repo's files, its faults, what the message names besides the model).
+HOSTILE_REPOS = {
+    "deep config.json": ({"config.json": DEEP, "model.safetensors": save(GPT2)}, {}, "config.json"),
+    "config.json 65 levels deep": (
+        {"config.json": b"[" * 65 + b"]" * 65, "model.safetensors": save(GPT2)},
+        {},
+        "config.json",
+    ),
+    "index values are lists": (sharded({"wpe": [SHARD]}, **{SHARD: save(GPT2)}), {}, INDEX),
+    "index values of mixed types": (
+        sharded({"wpe": SHARD, "wte": 3}, **{SHARD: save(GPT2)}),
+        {},
+        INDEX,
+    ),
+    "a shard outside the commit's path": (
+        sharded({"wpe": "../../x.safetensors"}, **{"../../x.safetensors": save(GPT2)}),
+        {},
+        INDEX,
+    ),
+    "siblings that are no list": (PLAIN, {"api": {"siblings": {"rfilename": "x"}}}, "list"),
+    "siblings that are a number": (PLAIN, {"api": {"siblings": 7}}, "list"),
+    "a redirect loop": (PLAIN, {"loop": True}, "config.json"),
+    "a body that is not gzip": (PLAIN, {"bad_gzip": True}, "config.json"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_REPOS)
+def test_hostile_repo_content_is_a_load_error_naming_the_file(fake_hub, case, capsys):
+    files, faults, named = HOSTILE_REPOS[case]
+    fake_hub.add("acme/hostile", files, **faults)
+    with pytest.raises(LoadError, match="hf:acme/hostile@main") as refused:
+        hub.load("hf:acme/hostile")
+    assert named in str(refused.value)
+    # The command line says so and exits 2, without a traceback.
+    assert main(["summary", "hf:acme/hostile"]) == 2
+    err = capsys.readouterr().err
+    assert named in err
+    assert "Traceback" not in err
+
+
+def many_shards(fake_hub: FakeHub, n_shards: int, per_shard: int, name: str = "acme/many") -> None:
+    """A repo of `n_shards` shards of `per_shard` one-value tensors each (the last holds wpe)."""
+    tiny = np.zeros(1, np.float32)
+    shards = {
+        f"model-{i:05d}-of-{n_shards:05d}.safetensors": save(
+            {f"layer{i}.{j}": tiny for j in range(per_shard)}
+            | ({"transformer.wpe.weight": WPE} if i == n_shards - 1 else {})
+        )
+        for i in range(n_shards)
+    }
+    weight_map = {"transformer.wpe.weight": list(shards)[-1]} | {
+        f"layer{i}.0": file for i, file in enumerate(shards)
+    }
+    index = json.dumps({"weight_map": weight_map}).encode()
+    fake_hub.add(name, {"config.json": CONFIG, "model.safetensors.index.json": index} | shards)
+
+
+def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeypatch):
+    # 16 shards of 4,500 tensors: each file within the limits, the model 72,000 tensors.
+    many_shards(fake_hub, 16, 4_500)
+    with pytest.raises(LoadError, match=r"describe more than 65,536 tensors in all") as refused:
+        hub.load("hf:acme/many")
+    assert "shard 15 of 16" in str(refused.value)
+    # The header bytes too: with a budget of two shards' headers, the third is not fetched.
+    fake_hub.log.clear()
+    shard_head = header_bytes(save({f"layer0.{j}": np.zeros(1, np.float32) for j in range(4_500)}))
+    monkeypatch.setattr(io, "MAX_HEADER_BYTES", 2 * shard_head + 100)
+    many_shards(fake_hub, 16, 4_500, name="acme/many2")
+    with pytest.raises(LoadError, match=r"headers \(all its shards together\) past the limit"):
+        hub.load("hf:acme/many2")
+    assert fake_hub.bytes_sent() < 3 * shard_head
+
+
+def test_a_json_trickle_is_given_up_by_one_deadline(fake_hub, monkeypatch):
+    from posviz.hub import client
+
+    monkeypatch.setattr(client, "TIMEOUT", 0.5)  # no single wait between bytes reaches it
+    gpt2_repo(fake_hub, slow=0.1)
+    with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
+        hub.load("hf:acme/gpt2")
+    assert sum(s.nbytes for s in fake_hub.requests_for("config.json")) < len(CONFIG)
+
+
+def test_no_cookie_travels_to_a_later_request(fake_hub):
+    gpt2_repo(fake_hub, cookie="session=tracked; Path=/")
+    hub.load("hf:acme/gpt2")
+    assert len(fake_hub.log) > 3
+    assert [s.cookie for s in fake_hub.log] == [None] * len(fake_hub.log)
+
+
+@pytest.mark.parametrize("revision", [".", "a/./b", "main/", "a//b", "a\\\\..\\\\b"])
+def test_revisions_naming_dot_or_empty_segments_are_refused(fake_hub, revision):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match="is not a revision"):
+        hub.load(f"hf:acme/gpt2@{revision}")
+    assert fake_hub.log == []
+
+
+def test_eviction_leaves_files_that_are_not_posvizs(fake_hub, monkeypatch, tmp_path):
+    shared = tmp_path / "shared-tmp"  # a folder others use, like /tmp
+    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(shared))
+    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", str(WPE.nbytes + 2000))
+    foreign = [shared / "tensors" / "someone-elses.bin", shared / "x" / "y"]
+    for path in foreign:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"keep me" * 1000)
+    own_folder_stranger = hub.cache_dir() / "tensors" / "notes.txt"
+    own_folder_stranger.parent.mkdir(parents=True)
+    own_folder_stranger.write_bytes(b"keep me too" * 1000)
+    fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
+    fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
+    hub.load("hf:acme/a")
+    hub.load("hf:acme/b")
+    assert all(path.exists() for path in [*foreign, own_folder_stranger])
+    assert hub.cache_dir() == shared / "posviz-hub"
+    entries = [f for f in hub.cache_dir().glob("*/*") if f != own_folder_stranger]
+    assert sum(f.stat().st_size for f in entries) <= WPE.nbytes + 2000
+
+
+def test_a_tensor_above_max_bytes_is_refused_before_it_is_requested(fake_hub):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=r"above this server's upload limit of 0 MB"):
+        hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes - 1)
+    assert [s for s in fake_hub.requests_for("model.safetensors") if s.nbytes > 1000] == []
+    assert hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes).shape == WPE.shape

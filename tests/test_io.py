@@ -478,10 +478,10 @@ def test_a_header_past_the_entry_limit_is_refused_in_bounded_time_and_memory(
 
 def test_an_unreadable_file_is_named_as_given_not_by_its_server_path(tmp_path: Path) -> None:
     # Formerly: an unreadable shared file's message showed the server's absolute path.
-    (tmp_path / "gpt2" / "model.npy").mkdir(parents=True)  # a directory: open() fails
+    (tmp_path / "gpt2" / "model.npy").mkdir(parents=True)  # a directory: refused
     with pytest.raises(LoadError) as refused:
         load(tmp_path / "gpt2" / "model.npy", "gpt2/model.npy")
-    assert "Cannot open gpt2/model.npy: Is a directory" in str(refused.value)
+    assert "gpt2/model.npy is not a regular file" in str(refused.value)
     assert str(tmp_path) not in str(refused.value)
 
 
@@ -496,3 +496,57 @@ def test_messages_quote_long_names_and_many_tensors_briefly(tmp_path: Path) -> N
     with pytest.raises(LoadError, match="and 4,980 more") as refused:
         read_tensor(many, "wpe")
     assert len(str(refused.value)) < 1000
+
+
+# --- not a regular file ---------------------------------------------------------------------
+
+
+def finishes(call, seconds: float = 10.0) -> object:
+    """`call()`'s result, or a failure if it is still running after `seconds` (a FIFO's open
+    waits for a writer: the thread is released by opening the FIFO for writing)."""
+    import threading
+
+    outcome: list[object] = []
+
+    def target() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:  # handed to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    return outcome[0]
+
+
+def fifo(path: Path) -> Path:
+    import os
+
+    os.mkfifo(path)
+    return path
+
+
+def release(path: Path) -> None:
+    """Open `path` (a FIFO) for writing and close it: a reader waiting on it gets EOF."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@pytest.mark.parametrize("call", [load, list_tensors])
+def test_a_fifo_or_a_folder_is_refused_without_waiting(tmp_path, call):
+    pipe = fifo(tmp_path / "wpe.npy")
+    try:
+        error = finishes(lambda: call(pipe))
+    finally:
+        release(pipe)
+    assert isinstance(error, LoadError)
+    assert str(error) == "wpe.npy is not a regular file (a FIFO, device or folder); give a file."
+    folder = tmp_path / "model.safetensors"
+    folder.mkdir()
+    with pytest.raises(LoadError, match=r"model\.safetensors is not a regular file"):
+        call(folder)

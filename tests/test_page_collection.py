@@ -181,6 +181,18 @@ def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
     assert frame["error"].tolist()[2].startswith("pythia/run1/step5000.npy")
 
 
+def test_a_files_matching_pattern_is_bounded(tmp_path, monkeypatch):
+    np.save(tmp_path / "step1.npy", simulate.learned_like(48, 8, seed=1).values)
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    pattern = at.text_input(key="collection.shared.pattern")
+    pattern.set_value("*" * 500_000).run()
+    assert not at.exception
+    pattern = at.text_input(key="collection.shared.pattern")
+    assert pattern.max_chars == gather.MAX_PATTERN
+    assert pattern.value == "*" * gather.MAX_PATTERN  # cut on the server: what fnmatch compiles
+
+
 @pytest.fixture
 def fake_hub(tmp_path, monkeypatch):
     yield from fakehub.running(tmp_path, monkeypatch)

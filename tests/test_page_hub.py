@@ -171,3 +171,95 @@ def test_an_unreachable_hub_says_what_was_asked_what_happened_and_what_to_do(mon
     (detail,) = [e for e in at.expander if e.label == "Technical detail"]
     assert "ConnectError" in detail.code[0].value
     assert at.session_state["posviz.table"].sha256 == before
+
+
+# --- issue 29: the upload limit for every caller, failures not retried ------------------------
+
+
+@pytest.fixture
+def upload_limit_1mb(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = st.get_option
+    monkeypatch.setattr(
+        st, "get_option", lambda key: 1 if key == "server.maxUploadSize" else real(key)
+    )
+
+
+@pytest.fixture
+def big(fake_hub: FakeHub) -> np.ndarray:
+    """A repo whose position table is 4 MB, above a 1 MB upload limit."""
+    table = RNG.standard_normal((1024, 1024)).astype(np.float32)
+    fake_hub.add("acme/big", {"model.safetensors": save({"position_embeddings.weight": table})})
+    return table
+
+
+def big_reads(fake_hub: FakeHub) -> list:
+    return [s for s in fake_hub.log if s.nbytes > 100_000]
+
+
+def test_a_link_fetches_nothing_above_the_upload_limit(fake_hub, big, upload_limit_1mb):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["hub"] = "acme/big"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["posviz.table"].source.startswith("simulated")
+    assert "above this server's upload limit of 1 MB" in plain(at.warning[0].value)
+    assert big_reads(fake_hub) == []
+
+
+def test_the_collection_fetches_nothing_above_the_upload_limit(fake_hub, big, upload_limit_1mb):
+    at = AppTest.from_file(str(ROOT / "pages/collection.py"), default_timeout=60).run()
+    at.text_area(key="collection.hub.refs").set_value("acme/big").run()
+    at.button(key="collection.hub.add").click().run()
+    assert not at.exception, at.exception
+    (member,) = at.session_state["posviz.collection"]
+    assert "above this server's upload limit of 1 MB" in member.error
+    assert big_reads(fake_hub) == []
+
+
+def test_a_served_hub_model_above_the_upload_limit_is_not_fetched(
+    fake_hub, big, upload_limit_1mb, monkeypatch
+):
+    monkeypatch.setenv("POSVIZ_OPEN", "hf:acme/big")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert "above this server's upload limit of 1 MB" in plain(at.warning[0].value)
+    assert big_reads(fake_hub) == []
+
+
+def test_a_failed_open_is_not_retried_on_every_rerun(fake_hub):
+    fake_hub.add("acme/deep", {"config.json": b"[" * 100_000 + b"]" * 100_000})
+    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    open_model(at, "acme/deep")
+    assert "config.json" in plain(at.error[0].value)
+    asked = len(fake_hub.log)
+    at.run()
+    at.run()
+    assert not at.exception, at.exception
+    assert "nests deeper than 64 levels" in plain(at.error[0].value)
+    assert len(fake_hub.log) == asked  # shown again, not asked again
+    button(at, "Open").click().run()  # asked again on purpose
+    assert len(fake_hub.log) > asked
+
+
+def test_a_hostile_link_leaves_every_page_working(fake_hub):
+    fake_hub.add("acme/deep", {"config.json": b"[" * 100_000 + b"]" * 100_000})
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["hub"] = "acme/deep"
+    at.run()
+    assert not at.exception, at.exception
+    assert "config.json" in plain(at.warning[0].value)
+    asked = len(fake_hub.log)
+    at.switch_page("pages/similarity.py").run()
+    assert not at.exception, at.exception
+    assert len(fake_hub.log) == asked  # the sidebar card does not try the link again
+
+
+def test_a_hostile_line_of_a_collection_batch_keeps_the_good_ones(fake_hub, roberta):
+    fake_hub.add("acme/deep", {"config.json": b"[" * 100_000 + b"]" * 100_000})
+    at = AppTest.from_file(str(ROOT / "pages/collection.py"), default_timeout=60).run()
+    at.text_area(key="collection.hub.refs").set_value("acme/deep\nacme/roberta").run()
+    at.button(key="collection.hub.add").click().run()
+    assert not at.exception, at.exception
+    deep, good = at.session_state["posviz.collection"]
+    assert "config.json" in deep.error
+    assert good.table is not None

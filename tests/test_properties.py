@@ -257,3 +257,121 @@ def test_link_options_parse_within_bounds_or_are_refused(kind, params):
         rows = options.get("height", 14) * options.get("width", 14)
     if rows * options.get("d_model", 768) <= 2**18 and options.get("n_frequencies", 24) <= 64:
         assert readable(refusal(simulate.GENERATORS[kind], **options))
+
+
+# --- labels, steps and sizes (issue 29) -----------------------------------------------------
+
+
+@PER_INPUT
+@given(st.integers(0, 10**450), st.sampled_from(["step", "global_step", "epoch", "ckpt_"]))
+def test_steps_are_whole_bounded_and_never_negative(n, keyword):
+    from posviz.collection import MAX_STEP, parse_step
+
+    step = parse_step(f"run-{keyword}{n}")
+    assert step == (None if n > MAX_STEP else (n, "epoch" if keyword == "epoch" else "step"))
+    assert step is None or type(step.value) is int
+    if keyword != "ckpt_":  # "-" after step/epoch is a minus sign
+        assert parse_step(f"{keyword}-{n}") is None
+
+
+@PER_INPUT
+@given(st.text(alphabet="0123456789.", min_size=1, max_size=500), st.sampled_from(["", "GB"]))
+def test_cache_sizes_parse_exactly_or_are_refused(number, unit):
+    from posviz.hub.cache import MAX_CACHE_SIZE, parse_size
+
+    message = refusal(parse_size, number + unit)
+    assert readable(message)
+    if message is None:
+        assert 0 <= parse_size(number + unit) <= MAX_CACHE_SIZE
+
+
+@PER_INPUT
+@given(st.text(max_size=200))
+def test_escaped_labels_hold_no_markup_and_read_back_as_typed(label):
+    import re
+
+    from posviz.figures.layout import escape
+
+    shown = escape(label)
+    assert not {"<", ">"} & set(shown)
+    # plotly.js turns each entity back into its character, in one pass: the label as typed.
+    entities = {"lt": "<", "gt": ">", "amp": "&"}
+    assert re.sub(r"&(lt|gt|amp);", lambda m: entities[m[1]], shown) == label
+
+
+# --- what a Hub answers (issue 29) ------------------------------------------------------------
+
+#: Any JSON value: what a hostile Hub can put in its revision API answer or a shard index.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+#: File names a repo may list, hostile ones included.
+FILE_NAMES = st.sampled_from(
+    ["model.safetensors", "a.safetensors", "../../x.safetensors", "./a.safetensors", "config.json"]
+) | st.text(max_size=20)
+
+
+@PER_INPUT
+@given(
+    st.dictionaries(st.sampled_from(["sha", "siblings", "id"]), JSON, max_size=3),
+    st.lists(st.fixed_dictionaries({"rfilename": FILE_NAMES}), max_size=4),
+)
+def test_any_revision_answer_gives_a_commit_and_files_or_is_refused(answer, siblings):
+    from unittest import mock
+
+    from posviz import hub
+
+    commit = {"sha": "a" * 40}
+    for body in (answer, answer | commit, answer | commit | {"siblings": siblings}):
+        with (
+            mock.patch.object(hub.client, "_get_json", return_value=body),
+            mock.patch.object(hub, "_Cache"),
+        ):
+            message = refusal(hub._resolve, hub.Reference("acme/x"), hub._Cache())
+        assert readable(message)
+
+
+@PER_INPUT
+@given(JSON, st.lists(FILE_NAMES, max_size=4))
+def test_any_shard_index_lists_files_inside_the_repo_or_is_refused(index, files):
+    from unittest import mock
+
+    from posviz import hub
+
+    files = ["model.safetensors.index.json", *files]
+    shards: list[str] = []
+    for body in (index, {"weight_map": index}):
+        with mock.patch.object(hub.client, "_get_json", return_value=body):
+            message = refusal(
+                lambda: shards.extend(hub._weight_files(hub.Reference("acme/x"), "a" * 40, files))
+            )
+        assert readable(message)
+    assert all(s in files and hub._plain_path(s) and s.endswith(".safetensors") for s in shards)
+
+
+@PER_INPUT
+@given(JSON)
+def test_json_depth_is_counted_as_parsed(value):
+    from posviz.hub.client import _depth
+
+    def depth(v: object) -> int:
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        return 0 if children is None else 1 + max(map(depth, children), default=0)
+
+    assert _depth(json.loads(json.dumps(value))) == depth(value)
+
+
+@PER_INPUT
+@given(st.text(alphabet="ab./\\\\", max_size=12))
+def test_plain_paths_stay_where_they_are_put(path):
+    import posixpath
+
+    from posviz.hub import _plain_path
+
+    if _plain_path(path):
+        assert posixpath.normpath(path) == path
+        assert not path.startswith("/")

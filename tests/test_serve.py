@@ -89,6 +89,20 @@ def test_a_refused_file_fails_before_any_server_starts(
     assert "model.pt" in capsys.readouterr().err
 
 
+def test_a_fifo_is_refused_before_any_server_starts(
+    started: list[list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from tests.test_io import fifo, finishes, release
+
+    pipe = fifo(tmp_path / "wpe.npy")
+    try:
+        assert finishes(lambda: main(["serve", str(pipe)])) == 2
+    finally:
+        release(pipe)
+    assert started == []
+    assert "wpe.npy is not a regular file" in capsys.readouterr().err
+
+
 def test_serve_passes_a_hub_reference_on_unchanged(
     started: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ):
@@ -146,4 +160,21 @@ def test_a_served_file_that_went_away_gives_a_warning_and_the_default_table(
     at = app_table(monkeypatch, str(tmp_path / "gone.npy"))
     assert not at.exception
     assert at.session_state["posviz.table"].name == "learned_like"
-    assert any(f"{literal('gone.npy')} was not opened" in w.value for w in at.warning)
+    (warning,) = at.warning
+    # The name, quoted; never the server's path to it.
+    assert warning.value.startswith(f"{literal(repr('gone.npy'))} was not opened")
+    assert literal(tmp_path) not in warning.value
+
+
+def test_a_served_file_replaced_by_a_fifo_does_not_hang_a_session(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from tests.test_io import fifo, finishes, release
+
+    pipe = fifo(tmp_path / "wpe.npy")
+    try:
+        at = finishes(lambda: app_table(monkeypatch, str(pipe)), seconds=60)
+    finally:
+        release(pipe)
+    assert at.session_state["posviz.table"].name == "learned_like"
+    assert "is not a regular file" in at.warning[0].value

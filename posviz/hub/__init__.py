@@ -172,10 +172,20 @@ def parse_ref(text: str) -> Reference:
             "followed by @REVISION (e.g. hf:openai-community/gpt2@main)."
         )
         raise LoadError(msg)
-    if not _REVISION.fullmatch(revision) or ".." in revision:
+    if not _REVISION.fullmatch(revision) or not _plain_path(revision):
         msg = f"{revision!r} is not a revision: give a branch, a tag, refs/pr/N or a commit sha."
         raise LoadError(msg)
     return Reference(repo, revision)
+
+
+def _plain_path(path: str) -> bool:
+    """Whether `path` is relative and names no "", "." or ".." segment: a URL built from it
+    stays where it is put (``a/../../x`` would leave the commit-pinned path).
+
+    >>> _plain_path("refs/pr/1"), _plain_path("."), _plain_path("../x.safetensors")
+    (True, False, False)
+    """
+    return not ({"", ".", ".."} & set(path.split("/"))) and "\\" not in path
 
 
 def open_model(repo: str, revision: str = "main") -> HubModel:
@@ -209,10 +219,18 @@ def is_cached(model: HubModel, name: str) -> bool:
     return _Cache().tensor(model, name) is not None
 
 
-def read_tensor(model: HubModel, name: str, *, progress: Progress | None = None) -> np.ndarray:
+def read_tensor(
+    model: HubModel,
+    name: str,
+    *,
+    progress: Progress | None = None,
+    max_bytes: int | None = None,
+) -> np.ndarray:
     """Tensor `name` of `model`, from the disk cache or by one range request for its bytes.
 
-    Its size is checked before any request. BF16 becomes float32 (exact).
+    Its size is checked before any request: against posviz's element limit and, when given,
+    `max_bytes` (the app passes its upload limit, so no caller fetches more than an upload
+    may bring). BF16 becomes float32 (exact).
     """
     if name not in model.tensors:
         msg = f"{model.label} has no tensor {name!r}; it holds: {', '.join(model.tensors)}."
@@ -220,9 +238,15 @@ def read_tensor(model: HubModel, name: str, *, progress: Progress | None = None)
     entry, file = model.entry(name), model.tensors[name]
     what = f"{model.label}:{file}: tensor '{name}'"
     io.check_safetensors_tensor(what, entry)
+    begin, end = model.span(name)
+    if max_bytes is not None and end - begin > max_bytes:
+        msg = (
+            f"{what} is {(end - begin) / 1e6:,.1f} MB, above this server's upload limit of "
+            f"{max_bytes / 1e6:,.0f} MB (server.maxUploadSize); pick a smaller tensor."
+        )
+        raise LoadError(msg)
     cache = _Cache()
     buffer = cache.tensor(model, name)
-    begin, end = model.span(name)
     if buffer is None and begin == end:  # an empty tensor: no range to ask for
         buffer = bytearray()
     if buffer is None:
@@ -240,10 +264,12 @@ def load_model(
     row_stop: int | None = None,
     grid: tuple[int, int] | None = None,
     progress: Progress | None = None,
+    max_bytes: int | None = None,
 ) -> Embedding:
-    """Read one tensor of an opened model into an :class:`Embedding` (as posviz.io.load)."""
+    """Read one tensor of an opened model into an :class:`Embedding` (as posviz.io.load);
+    `max_bytes` as in :func:`read_tensor`."""
     name = tensor if tensor is not None else _choose(model)
-    array = read_tensor(model, name, progress=progress)
+    array = read_tensor(model, name, progress=progress, max_bytes=max_bytes)
     return io.table_from(
         array,
         name=name,
@@ -262,10 +288,12 @@ def load(
     row_start: int = 0,
     row_stop: int | None = None,
     grid: tuple[int, int] | None = None,
+    max_bytes: int | None = None,
 ) -> Embedding:
     """Read a position table of the model `ref` names (``hf:REPO[@REV]``), as posviz.io.load.
 
-    By default the tensor :func:`posviz.io.detect_position_tensor` picks.
+    By default the tensor :func:`posviz.io.detect_position_tensor` picks. A tensor of more
+    than `max_bytes` bytes is refused before it is requested.
 
     Raises
     ------
@@ -275,7 +303,9 @@ def load(
     """
     parsed = parse_ref(ref)
     model = open_model(parsed.repo, parsed.revision)
-    return load_model(model, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid)
+    return load_model(
+        model, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid, max_bytes=max_bytes
+    )
 
 
 # --- choosing ------------------------------------------------------------------------------
@@ -316,8 +346,11 @@ def _resolve(ref: Reference, cache: _Cache) -> tuple[str, list[str] | None]:
     if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
         msg = f"{ref}: the Hub's answer names no commit sha; is HF_ENDPOINT a Hugging Face Hub?"
         raise LoadError(msg)
-    siblings = answer.get("siblings")
-    names = [s.get("rfilename") for s in siblings if isinstance(s, dict)] if siblings else []
+    siblings = answer.get("siblings", [])
+    if not isinstance(siblings, list):
+        msg = f"{ref}: the Hub's answer lists the repo's files as no list; is HF_ENDPOINT a Hub?"
+        raise LoadError(msg)
+    names = [s.get("rfilename") for s in siblings if isinstance(s, dict)]
     files = [f for f in names if isinstance(f, str)]
     cache.put_ref(ref, commit)
     return commit, files
@@ -334,13 +367,27 @@ def _list(ref: Reference, commit: str, files: list[str]) -> HubModel:
         if not isinstance(config, dict):
             config = {}
     weights = _weight_files(ref, commit, files)
-    heads = {
-        file: client._head(client._file_url(ref.repo, commit, file), f"{label}:{file}")
-        for file in weights
-    }
+    # posviz.io's limits on one file's header hold for the model, summed over its shards:
+    # each file within them, 512 shards could otherwise hold 33 million tensors.
+    heads: dict[str, tuple[int, bytes]] = {}
     tensors: dict[str, str] = {}
+    header_bytes = n_tensors = 0
     for file in weights:
-        for name in io.safetensors_entries(heads[file][1], heads[file][0], label)[0]:
+        what = f"{label}:{file}"
+        heads[file] = client._head(
+            client._file_url(ref.repo, commit, file), what, limit=io.MAX_HEADER_BYTES - header_bytes
+        )
+        header_bytes += len(heads[file][1]) - 8
+        entries = io.safetensors_entries(heads[file][1], heads[file][0], what)[0]
+        n_tensors += len(entries)
+        if n_tensors > io.MAX_TENSORS:
+            msg = (
+                f"{label}'s safetensors headers describe more than {io.MAX_TENSORS:,} tensors "
+                f"in all (by {file}, shard {len(heads)} of {len(weights)}), the limit for one "
+                "model; save the position table in a repo or file of its own."
+            )
+            raise LoadError(msg)
+        for name in entries:
             tensors.setdefault(name, file)  # the first file wins a name two files hold
     return HubModel(ref.repo, ref.revision, commit, config, heads, tensors)
 
@@ -355,15 +402,16 @@ def _weight_files(ref: Reference, commit: str, files: list[str]) -> list[str]:
         index = "model.safetensors.index.json" if len(indexes) > 1 else indexes[0]
         answer = client._get_json(client._file_url(ref.repo, commit, index), what=f"{ref}:{index}")
         weight_map = answer.get("weight_map") if isinstance(answer, dict) else None
-        shards = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
-        if not shards or any(s not in files or not str(s).endswith(".safetensors") for s in shards):
+        values = list(weight_map.values()) if isinstance(weight_map, dict) else []
+        shards = sorted(set(values)) if all(isinstance(v, str) for v in values) else []
+        if not shards or any(s not in files or not _weight_name(s) for s in shards):
             msg = f"{ref}:{index} is not a shard index listing the repo's .safetensors files."
             raise LoadError(msg)
         if len(shards) > MAX_SHARDS:
             msg = f"{ref} has {len(shards):,} shards, above the limit of {MAX_SHARDS}."
             raise LoadError(msg)
         return shards
-    top = sorted(f for f in files if "/" not in f and f.endswith(".safetensors"))
+    top = sorted(f for f in files if "/" not in f and _weight_name(f))
     if top:
         return top
     pickles = [f for f in files if f.endswith(_PICKLE_WEIGHTS)]
@@ -379,3 +427,8 @@ def _weight_files(ref: Reference, commit: str, files: list[str]) -> list[str]:
         raise LoadError(msg)
     msg = f"{ref} holds no .safetensors weights at its top level (files: {len(files)})."
     raise LoadError(msg)
+
+
+def _weight_name(file: str) -> bool:
+    """A .safetensors file inside the repo (no "..", "." or empty segment leaves it)."""
+    return file.endswith(".safetensors") and _plain_path(file)

@@ -9,6 +9,7 @@ import os
 import re
 import threading
 from contextlib import suppress
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,13 +21,18 @@ if TYPE_CHECKING:
 #: Default of POSVIZ_HUB_CACHE_SIZE.
 DEFAULT_CACHE_SIZE = "1GB"
 
+#: Largest POSVIZ_HUB_CACHE_SIZE accepted: 1 PB, beyond any disk a server has.
+MAX_CACHE_SIZE = 10**15
+
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
 def cache_dir() -> Path:
-    """POSVIZ_HUB_CACHE, else posviz/hub under the user's cache directory."""
+    """posviz's own folder for the Hub cache: POSVIZ_HUB_CACHE/posviz-hub (the setting may
+    name a folder others use, such as /tmp), else posviz/hub under the user's cache directory.
+    Only files posviz named there are counted and deleted."""
     if os.environ.get("POSVIZ_HUB_CACHE"):
-        return Path(os.environ["POSVIZ_HUB_CACHE"])
+        return Path(os.environ["POSVIZ_HUB_CACHE"]) / "posviz-hub"
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "posviz" / "hub"
 
@@ -47,7 +53,20 @@ def parse_size(text: str) -> int:
     if not match:
         msg = f"POSVIZ_HUB_CACHE_SIZE={text!r} is not a size like 500MB or 1GB."
         raise LoadError(msg)
-    return int(float(match[1]) * _UNITS[match[2] if match[2] in _UNITS else match[2] + "B"])
+    # Exact: float() of 400 digits is infinity, and int(infinity) an OverflowError.
+    size = Fraction(match[1]) * _UNITS[match[2] if match[2] in _UNITS else match[2] + "B"]
+    if size > MAX_CACHE_SIZE:
+        msg = (
+            f"POSVIZ_HUB_CACHE_SIZE is above the largest size accepted, "
+            f"{MAX_CACHE_SIZE // 10**15} PB; give one the disk can hold, like 10GB."
+        )
+        raise LoadError(msg)
+    return int(size)
+
+
+#: The cache's subfolders and the names of its entries (sha256 hex digests, see `_path`).
+_KINDS = ("refs", "heads", "tensors")
+_ENTRY = re.compile(r"[0-9a-f]{64}")
 
 
 class _Cache:
@@ -126,6 +145,8 @@ class _Cache:
     def _evict(self) -> None:
         files = []
         for path in self.root.glob("*/*"):
+            if path.parent.name not in _KINDS or not _ENTRY.fullmatch(path.name):
+                continue  # not posviz's: never counted, never deleted
             with suppress(OSError):
                 stat = path.stat()
                 files.append((stat.st_mtime, stat.st_size, path))

@@ -9,6 +9,7 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from http.cookiejar import DefaultCookiePolicy
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -27,6 +28,9 @@ TIMEOUT = 10.0
 MIN_BYTES_PER_SECOND = 20_000
 #: JSON files read whole (config.json, the shard index, the API's answer) are refused above this.
 MAX_JSON_BYTES = 16 * 2**20
+#: Deepest nesting of arrays and objects accepted in those files (real ones nest 3-4 deep):
+#: deeper, json's parser and every later copy (cache, pickle) recurse towards Python's limit.
+MAX_JSON_DEPTH = 64
 #: Progress callback: (bytes received, bytes expected).
 Progress = Callable[[int, int], None]
 
@@ -59,14 +63,22 @@ def _file_url(repo: str, commit: str, file: str) -> str:
     return hf_hub_url(repo, file, revision=commit, endpoint=_endpoint())
 
 
-def _head(url: str, what: str) -> tuple[int, bytes]:
-    """A safetensors file's size and head: its 8-byte length, then exactly that much JSON."""
+def _head(url: str, what: str, *, limit: int = io.MAX_HEADER_BYTES) -> tuple[int, bytes]:
+    """A safetensors file's size and head: its 8-byte length, then exactly that much JSON, of
+    at most `limit` bytes (what is left of a model's header budget)."""
     first, size = _get_range(url, 0, 8, what=what)
     (n,) = struct.unpack("<Q", first)
-    if n > io.MAX_HEADER_BYTES or 8 + n > size:
+    if 8 + n > size:
         msg = (
             f"{what} is not safetensors or is truncated: its header claims {n:,} bytes in a "
-            f"file of {size:,} (limit {io.MAX_HEADER_BYTES:,})."
+            f"file of {size:,}."
+        )
+        raise LoadError(msg)
+    if n > limit:
+        msg = (
+            f"{what}: its safetensors header of {n:,} bytes would bring the model's headers "
+            f"(all its shards together) past the limit of {io.MAX_HEADER_BYTES:,} bytes; save "
+            "the position table in a repo or file of its own."
         )
         raise LoadError(msg)
     rest, _ = _get_range(url, 8, 8 + n, what=what)
@@ -86,12 +98,22 @@ def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Re
 
     host = urlsplit(url).netloc
     headers = build_hf_headers() | {"Accept-Encoding": "identity"} | headers
+    session = get_session()
+    # No cookie jar: a cookie one answer sets would travel with every later request of every
+    # session (the session is shared by the server).
+    session.cookies.jar.set_policy(_NO_COOKIES)
     try:
-        with get_session().stream(
+        with session.stream(
             "GET", url, headers=headers, timeout=TIMEOUT, follow_redirects=True
         ) as response:
             _check_status(response, what)
             yield response
+    except httpx2.TooManyRedirects as exc:
+        msg = f"{what}: the Hub at {host} redirected in a loop ({exc}); try again later."
+        raise LoadError(msg) from exc
+    except httpx2.DecodingError as exc:
+        msg = f"{what}: the Hub at {host} sent a body that cannot be decoded ({exc}); refused."
+        raise LoadError(msg) from exc
     except httpx2.TimeoutException as exc:
         msg = f"{what}: the Hub at {host} did not answer within {TIMEOUT:g} s; try again later."
         detail = (
@@ -102,13 +124,17 @@ def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Re
     except httpx2.RemoteProtocolError as exc:
         msg = f"{what}: the Hub at {host} cut the answer short ({exc}); try again."
         raise LoadError(msg) from exc
-    except httpx2.TransportError as exc:
+    except httpx2.RequestError as exc:  # TransportError and any other failed request
         msg = f"{what}: the Hub at {host} could not be reached from this server."
         detail = (
             f"{type(exc).__name__}: {exc}. For the server's administrator: check its network "
             "and proxy (HTTPS_PROXY), or set HF_ENDPOINT to a reachable mirror."
         )
         raise Unreachable(msg, host=host, detail=detail) from exc
+
+
+#: Accepts no cookie from any answer and so sends none.
+_NO_COOKIES = DefaultCookiePolicy(allowed_domains=[])
 
 
 def _check_status(response: httpx2.Response, what: str) -> None:
@@ -139,7 +165,9 @@ def _check_status(response: httpx2.Response, what: str) -> None:
 
 
 def _get_json(url: str, *, what: str, kind: str = "file") -> object:
-    """A small JSON file read whole, refused beyond MAX_JSON_BYTES without buffering it."""
+    """A small JSON file read whole, refused beyond MAX_JSON_BYTES without buffering it, nested
+    beyond MAX_JSON_DEPTH, or arriving slower than a range read may."""
+    started = time.monotonic()
     with _request(url, {}, what) as response:
         body = bytearray()
         for chunk in response.iter_bytes(_CHUNK):
@@ -147,11 +175,46 @@ def _get_json(url: str, *, what: str, kind: str = "file") -> object:
             if len(body) > MAX_JSON_BYTES:
                 msg = f"{what}: the Hub's {kind} answer exceeds {MAX_JSON_BYTES:,} bytes; refused."
                 raise LoadError(msg)
+            _check_pace(started, len(body), what, url)
+    too_deep = (
+        f"{what}: the Hub's {kind} answer nests deeper than {MAX_JSON_DEPTH} levels; refused."
+    )
     try:
-        return json.loads(body)
+        value = json.loads(body)
+    except RecursionError as exc:
+        raise LoadError(too_deep) from exc
     except ValueError as exc:
         msg = f"{what}: the Hub's {kind} answer is not JSON ({exc})."
         raise LoadError(msg) from exc
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise LoadError(too_deep)
+    return value
+
+
+def _depth(value: object) -> int:
+    """How deep arrays and objects nest in a parsed JSON value, counted level by level (no
+    recursion: the value may nest as deep as the parser allowed).
+
+    >>> _depth({"a": [1, {"b": "[[["}]}), _depth(3)
+    (3, 0)
+    """
+    depth, level = 0, [value]
+    while level := [v for v in level if isinstance(v, dict | list)]:
+        depth += 1
+        level = [c for v in level for c in (v.values() if isinstance(v, dict) else v)]
+    return depth
+
+
+def _check_pace(started: float, done: int, what: str, url: str, nbytes: int | None = None) -> None:
+    """Give up on an answer slower than MIN_BYTES_PER_SECOND once TIMEOUT has passed: one
+    deadline for every read, however the bytes trickle in."""
+    if time.monotonic() - started > TIMEOUT + done / MIN_BYTES_PER_SECOND:
+        so_far = f"{done:,} of {nbytes:,} bytes" if nbytes is not None else f"{done:,} bytes"
+        msg = (
+            f"{what}: the Hub at {urlsplit(url).netloc} is sending too slowly ({so_far} so "
+            "far); posviz gave up. Try again later."
+        )
+        raise LoadError(msg)
 
 
 def _get_range(
@@ -178,7 +241,7 @@ def _get_range(
             raise LoadError(msg)
         buffer = bytearray(nbytes)
         done = 0
-        deadline = time.monotonic() + TIMEOUT + nbytes / MIN_BYTES_PER_SECOND
+        started = time.monotonic()
         import httpx2  # loaded by _request already
 
         # A connection closed early is reported below, with how much arrived.
@@ -189,12 +252,8 @@ def _get_range(
                     raise LoadError(msg)
                 buffer[done : done + len(chunk)] = chunk
                 done += len(chunk)
-                if time.monotonic() > deadline and done < nbytes:
-                    msg = (
-                        f"{what}: the Hub at {urlsplit(url).netloc} is sending too slowly "
-                        f"({done:,} of {nbytes:,} bytes so far); posviz gave up. Try again later."
-                    )
-                    raise LoadError(msg)
+                if done < nbytes:
+                    _check_pace(started, done, what, url, nbytes)
                 if progress is not None:
                     progress(done, nbytes)
     if done < nbytes:

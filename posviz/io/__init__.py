@@ -12,6 +12,7 @@ are not positions; :mod:`posviz.io.write` writes a table (e.g. a resampled one) 
 from __future__ import annotations
 
 import os
+import stat
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -231,11 +232,19 @@ def _opened(source: Source, filename: str | None) -> Iterator[_File]:
         path = Path(source)
         label = filename or path.name
         try:
-            file = open(path, "rb")  # noqa: SIM115 -- closed by the `with` below
+            # Non-blocking: opening a FIFO to read waits for a writer, forever. (Regular files
+            # ignore the flag.) The check below is on what was opened, so a file swapped for
+            # a FIFO between a check and the open cannot hang the reader either.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
             msg = f"Cannot open {label}: {exc.strerror}."
             raise LoadError(msg) from exc
-        size = os.fstat(file.fileno()).st_size
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            msg = f"{label} is not a regular file (a FIFO, device or folder); give a file."
+            raise LoadError(msg)
+        file, size = open(fd, "rb"), info.st_size  # noqa: SIM115 -- closed by the `with` below
     with file:
         if size == 0:
             msg = f"{label} is empty (0 bytes); the upload or export did not complete."

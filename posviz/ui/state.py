@@ -12,6 +12,7 @@ import inspect
 import os
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -61,15 +62,25 @@ def simulation(slot: str = PRIMARY) -> tuple[str, dict[str, Any]] | None:
     return made[1:] if made and made[0] == current(slot).sha256 else None
 
 
+def upload_limit() -> int:
+    """This server's upload limit in bytes (server.maxUploadSize, in MB): also the most any
+    read from the Hub may fetch, whoever asks (Data page, link, Collection, posviz serve)."""
+    return st.get_option("server.maxUploadSize") * 10**6
+
+
 def _served() -> Embedding | None:
     """The table `posviz serve PATH` names in the environment, loaded as an upload would be."""
     ref = os.environ.get(SERVED_TABLE)
     if not ref:
         return None
     try:
-        table = posviz.load(ref)
+        table = hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else posviz.load(ref)
     except ValueError as error:  # LoadError included: the file changed since the server started
-        st.warning(f"{literal(ref)} was not opened ({literal(error)}); showing the default table.")
+        # The name only: `ref` is the path on the server, not the visitor's business.
+        name = ref if hub.is_hub_ref(ref) else Path(ref).name
+        st.warning(
+            f"{literal(repr(name))} was not opened ({literal(error)}); showing the default table."
+        )
         return None
     if hub.is_hub_ref(ref):  # a model can be named in a link; a server's file cannot
         model = hub.parse_ref(ref)
@@ -160,6 +171,7 @@ def _from_hub(params: Any) -> Embedding | None:
                 row_start=int(start or 0),
                 row_stop=int(stop) if stop else None,
                 grid=(int(height), int(width)) if width else None,
+                max_bytes=upload_limit(),
             )
     except ValueError as error:  # LoadError included
         st.warning(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import html
+import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -295,27 +296,18 @@ def _simulate_form(slot: str) -> None:
         left, right = st.columns(2)
         options: dict[str, Any] = {}
 
-        def option(column: Any, name: str, value: float, **kwargs: Any) -> None:
-            # Bounds from the one definition the link parser uses too.
-            p = simulate.PARAMETERS[name]
-            value = type(value)(given.get(name, value))
-            options[name] = column.number_input(p.label, p.low, p.high, value, **kwargs)
-
-        if kind == "2-D grid (ViT)":
-            option(left, "height", 14)
-            option(right, "width", 14)
-            option(left, "prefix_tokens", 1)
-        else:
-            option(left, "n_positions", 1024)
-        option(right, "d_model", 768, step=4)
-        if kind in ("sinusoidal", "2-D grid (ViT)"):
-            option(left, "base", 10000.0, format="%g")
-        if kind == "learned-like":
-            option(left, "n_frequencies", 24)
-            option(right, "noise", 0.1, format="%g")
-            option(left, "boundary", 4.0)
-        if kind != "sinusoidal":
-            option(right, "seed", 0)
+        # One input per argument of the generator, at its default: the signature is the one
+        # place a default lives; the bounds are the link parser's (simulate.PARAMETERS).
+        arguments = inspect.signature(simulate.GENERATORS[kind]).parameters.values()
+        for i, argument in enumerate(arguments):
+            p = simulate.PARAMETERS[argument.name]
+            style = {"step": 4} if argument.name == "d_model" else {}
+            if isinstance(argument.default, float):
+                style = {"format": "%g"}
+            value = type(argument.default)(given.get(argument.name, argument.default))
+            options[argument.name] = (left, right)[i % 2].number_input(
+                p.label, p.low, p.high, value, **style
+            )
         if st.form_submit_button("Simulate", type="primary"):
             try:
                 state.set_simulated(kind, options, slot)
@@ -369,7 +361,17 @@ def _shared_folder(slot: str, root: Path) -> None:
     _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
 
 
-@st.cache_data(ttl=600, max_entries=64, show_spinner="Reading the model's headers from the Hub…")
+#: Bytes of opened models kept, shared by all sessions. A model's heads are at most
+#: io.MAX_HEADER_BYTES (8 MiB) together, its config.json usually a few kB: a few dozen models.
+HUB_MODELS_SIZE = "256MB"
+
+
+@st.cache_data(
+    ttl=600,
+    max_entries=64,
+    max_size=HUB_MODELS_SIZE,
+    show_spinner="Reading the model's headers from the Hub…",
+)
 def _hub_model(repo: str, revision: str) -> hub.HubModel:
     # Cached for a while: every rerun draws all tabs, and resolving a branch costs a request.
     return hub.open_model(repo, revision)
@@ -397,16 +399,21 @@ def _hub(slot: str) -> None:
         )
         if st.form_submit_button("Open", type="primary"):
             st.session_state[f"{slot}.hub.opened"] = (repo.strip(), revision.strip() or "main")
+            st.session_state.pop(f"{slot}.hub.failed", None)
     opened = st.session_state.get(f"{slot}.hub.opened")
     if not opened or not opened[0]:
         return
+    # A failure is not cached by Streamlit: kept here, it is shown again on every rerun
+    # without asking the Hub again, until Open is pressed.
+    failed = st.session_state.get(f"{slot}.hub.failed")
+    if failed is not None and failed[0] == opened:
+        _hub_failed(*opened, failed[1])
+        return
     try:
         model = _hub_model(*opened)
-    except hub.Unreachable as error:
-        _hub_unreachable(*opened, error, shared="POSVIZ_DATA_DIR" in os.environ)
-        return
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        st.session_state[f"{slot}.hub.failed"] = (opened, error)
+        _hub_failed(*opened, error)
         return
     if reason := model.no_table_reason():
         st.warning(literal(reason), icon=":material/info:")
@@ -415,8 +422,13 @@ def _hub(slot: str) -> None:
     )
 
 
-def _hub_unreachable(repo: str, revision: str, error: hub.Unreachable, *, shared: bool) -> None:
-    """What the user typed, what happened and what they can do now; the cause one click away."""
+def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
+    """Why the model could not be opened. An unreachable Hub: what the user typed, what
+    happened and what they can do now, the cause one click away."""
+    if not isinstance(error, hub.Unreachable):
+        st.error(literal(error), icon=":material/error:")
+        return
+    shared = "POSVIZ_DATA_DIR" in os.environ
     instead = "the **Upload a file** tab" + (" or the **Shared folder** tab" if shared else "")
     st.error(
         f"You asked for the model **{literal(repo)}** at revision **{literal(revision)}**. "
@@ -519,7 +531,7 @@ def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, An
             bar.progress(percent / 100, text=f"{_size(done)} of {_size(total)}")
 
     try:
-        return hub.load_model(source, progress=progress, **options)
+        return hub.load_model(source, progress=progress, max_bytes=state.upload_limit(), **options)
     finally:
         bar.empty()
 
@@ -527,7 +539,7 @@ def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, An
 def _travel_note(model: hub.HubModel, name: str) -> bool:
     """Say what fetching tensor `name` will cost; False when it is above the upload limit."""
     nbytes = model.span(name)[1] - model.span(name)[0]
-    limit = st.get_option("server.maxUploadSize") * 10**6
+    limit = state.upload_limit()
     if nbytes > limit:
         st.error(
             f"{literal(name)} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
