@@ -330,7 +330,7 @@ def test_a_tampered_cache_entry_is_not_used(fake_hub):
     np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
 
 
-# --- command line ---------------------------------------------------------------------------------
+# --- command line ----------------------------------------------------------------------------
 
 
 def test_cli_summary_of_a_hub_model_equals_the_local_files(fake_hub, tmp_path, capsys):
@@ -386,7 +386,7 @@ def test_an_enormous_cache_size_is_a_clear_error(monkeypatch):
             cache_limit()
 
 
-# --- hostile repos --------------------------------------------------------------------------------
+# --- hostile repos --------------------------------------------------------------------------
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 INDEX = "model.safetensors.index.json"

@@ -173,7 +173,7 @@ def test_an_unreachable_hub_says_what_was_asked_what_happened_and_what_to_do(mon
     assert at.session_state["posviz.table"].sha256 == before
 
 
-# --- the upload limit for every caller, failures not retried --------------------------------------
+# --- the upload limit for every caller, failures not retried ----------------------------------
 
 
 @pytest.fixture

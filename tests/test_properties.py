@@ -60,7 +60,7 @@ def loads_or_refuses(data: bytes, filename: str) -> None:
     assert peak < MAX_TRACED_BYTES, f"{peak:,} bytes traced for a {len(data):,}-byte input"
 
 
-# --- safetensors ----------------------------------------------------------------------------------
+# --- safetensors ----------------------------------------------------------------------------
 
 json_values = st.recursive(
     st.none()
@@ -131,7 +131,7 @@ def test_mutated_safetensors_bytes_load_or_are_refused(data, at, patch):
     loads_or_refuses(bytes(good) + data[:8], "model.safetensors")
 
 
-# --- .npy -----------------------------------------------------------------------------------------
+# --- .npy -----------------------------------------------------------------------------------
 
 literals = st.sampled_from(
     ["'<f4'", "'<f8'", "'|O'", "'<c8'", "[('a', '<f4')]", "'S3'", "'<U2'", "garbage", "2**40"]
@@ -162,7 +162,7 @@ def test_npy_headers_load_or_are_refused(data):
     loads_or_refuses(data, "table.npy")
 
 
-# --- .npz -----------------------------------------------------------------------------------------
+# --- .npz -----------------------------------------------------------------------------------
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -207,7 +207,7 @@ def test_npz_directories_load_or_are_refused(data):
     loads_or_refuses(data, "arrays.npz")
 
 
-# --- text -----------------------------------------------------------------------------------------
+# --- text -----------------------------------------------------------------------------------
 
 
 @PER_INPUT
@@ -226,7 +226,7 @@ def test_any_bytes_under_any_name_load_or_are_refused(data):
         loads_or_refuses(data, filename)
 
 
-# --- the link parser ------------------------------------------------------------------------------
+# --- the link parser ------------------------------------------------------------------------
 
 option_text = (
     st.integers(-(2**40), 2**40).map(str)
@@ -259,7 +259,7 @@ def test_link_options_parse_within_bounds_or_are_refused(kind, params):
         assert readable(refusal(simulate.GENERATORS[kind], **options))
 
 
-# --- labels, steps and sizes ----------------------------------------------------------------------
+# --- labels, steps and sizes ----------------------------------------------------------------
 
 
 @PER_INPUT
@@ -299,7 +299,7 @@ def test_escaped_labels_hold_no_markup_and_read_back_as_typed(label):
     assert re.sub(r"&(lt|gt|amp);", lambda m: entities[m[1]], shown) == label
 
 
-# --- what a Hub answers ---------------------------------------------------------------------------
+# --- what a Hub answers -----------------------------------------------------------------------
 
 #: Any JSON value: what a hostile Hub can put in its revision API answer or a shard index.
 JSON = st.recursive(
