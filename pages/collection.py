@@ -11,6 +11,8 @@ from posviz import _params, export, figures, gather, hub, io, simulate
 from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, members_table
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
+from posviz.rotary import MAX_TABLE_POSITIONS
+from posviz.scheme_presets import preset_rotary_table, preset_rotary_width, rotary_presets
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -111,6 +113,25 @@ def from_simulations() -> None:
             st.error(literal(error))
             return
         add(gather.simulation_requests(kind, ns, seed_list, d_model=d_model))
+
+
+def from_schemes() -> None:
+    """Rotary position tables of known models, as the Schemes page opens them."""
+    chosen = st.multiselect("Rotary models", rotary_presets(), key="collection.schemes.models")
+    rows = st.number_input(
+        "Positions (rows)", 10, MAX_TABLE_POSITIONS, 1024, key="collection.schemes.rows"
+    )
+    if chosen and st.button(f"Add {len(chosen)} rotary tables", key="collection.schemes.add"):
+        add(
+            [
+                gather.Request(
+                    name,
+                    nbytes=int(rows) * preset_rotary_width(name) * 8,  # float64
+                    load=lambda name=name: preset_rotary_table(name, positions=int(rows)),
+                )
+                for name in chosen
+            ]
+        )
 
 
 def from_hub() -> None:
@@ -295,6 +316,7 @@ st.caption(
 members = state.collection()
 shared = os.environ.get("POSVIZ_DATA_DIR")
 sources = {"Upload files": from_uploads, "Simulate": from_simulations}
+sources["Rotary schemes"] = from_schemes
 if shared:
     sources["Shared folder"] = lambda: from_shared_folder(Path(shared))
 if hub.enabled():  # POSVIZ_HUB=off: no tab

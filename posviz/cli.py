@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from posviz import __version__, hub
+from posviz import __version__, cli_schemes, hub
 from posviz import load as load_table
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
+from posviz.scheme_summary import N_SINGULAR_VALUES, table_record
 from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
 
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
-#: Singular values printed and exported.
-N_SINGULAR_VALUES = 10
 #: The environment variable naming the table `posviz serve` opens (read by posviz.ui.state).
 SERVED_TABLE = "POSVIZ_OPEN"
 
@@ -31,6 +30,8 @@ EXAMPLES = """examples:
   posviz serve model.safetensors               the app in a browser, opened on that table
   posviz serve hf:openai-community/gpt2 --port 8502 --host 0.0.0.0
   posviz summary wpe.npy --json                headline numbers as one JSON object
+  posviz summary hf:meta-llama/Llama-3.1-8B    a rotary model: frequencies, scaling, its table
+  posviz summary config.json --positions 4096  any model's position scheme from its config
   posviz report vit.safetensors --drop-prefix 1 -o report.html
   posviz rerun spectrum_metrics.json           recompute an export's numbers and compare
 """
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Singular-value summary of a position table read from PATH.",
     )
     summary.add_argument("--json", action="store_true", help="print one JSON object")
+    cli_schemes.add_arguments(summary)
     summary.set_defaults(run=_summary, run_many=_collection_summary)
     report = commands.add_parser(
         "report",
@@ -151,16 +153,13 @@ def _centring(args: argparse.Namespace) -> dict[str, bool]:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from posviz.export import header
-
+    done = cli_schemes.summary(args)  # a config.json, or a Hub model without a learned table
+    if done is not None:
+        return done
     table = _load(args)
     result = spectrum(table.values, **_centring(args))
     if args.json:
-        numbers = result.metrics()
-        numbers["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
-        record = {**header("spectrum", result.params, table), "numbers": numbers}
-        if not result.has_variance:  # the metrics above are null
-            record["undefined"] = NO_VARIANCE
+        record = {"scheme": "learned_absolute", **table_record(table, result)}
         print(json.dumps(record, allow_nan=False))
     else:
         print(_describe(table, result, hint=_trim_hint(args, table)))
@@ -231,6 +230,10 @@ def _app_path() -> Path:
 
 def _load(args: argparse.Namespace) -> Embedding:
     """The table PATH names: a file, or a model on the Hub (hf:REPO[@REVISION])."""
+    opened = getattr(args, "opened", None)
+    if opened is not None:  # its config.json was read for the scheme: not again
+        model = hub.open_model_at(opened)
+        return hub.load_model(model, tensor=args.tensor, row_start=args.drop_prefix)
     return load_table(args.path, tensor=args.tensor, row_start=args.drop_prefix)
 
 

@@ -17,8 +17,8 @@ from posviz.spectrum import NO_VARIANCE
 from tests.corpus import HOSTILE_WORDS, hostile_files
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The summary's JSON: what made the numbers, the table's provenance, then the numbers.
-KEYS = ["analysis", "params", "provenance", "numbers"]
+#: The summary's JSON: the scheme, what made the numbers, the table's provenance, the numbers.
+KEYS = ["scheme", "analysis", "params", "provenance", "numbers"]
 NUMBERS = [
     "k50",
     "k80",

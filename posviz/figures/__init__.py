@@ -15,6 +15,7 @@ from posviz.figures import (
     layout,
     probes,
     resample,
+    schemes,
     similarity,
     spectrum,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "layout",
     "probes",
     "resample",
+    "schemes",
     "similarity",
     "spectrum",
 ]

@@ -24,10 +24,12 @@ from posviz.embedding import Embedding, LoadError
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
-from posviz.hub.config import no_table_reason, position_scheme
+from posviz.hub.config import ConfigFile, no_table_reason, position_scheme
+from posviz.scheme import MAX_CONFIG_BYTES, parse_config
 
 __all__ = [
     "SUGGESTED_MODELS",
+    "ConfigFile",
     "HubModel",
     "Reference",
     "Unreachable",
@@ -37,7 +39,9 @@ __all__ = [
     "is_hub_ref",
     "load",
     "load_model",
+    "open_config",
     "open_model",
+    "open_model_at",
     "parse_ref",
     "position_scheme",
     "read_tensor",
@@ -214,6 +218,52 @@ def open_model(repo: str, revision: str = "main") -> HubModel:
     return model
 
 
+def open_config(repo: str, revision: str = "main") -> ConfigFile:
+    """Resolve `revision` and read config.json alone: all a rotary or ALiBi scheme needs.
+
+    Only the API's answer for the revision and config.json travel (offline: the config.json
+    of headers listed before, from the cache).
+
+    Raises
+    ------
+    LoadError
+        As :func:`open_model`; also when config.json is too big, too deep or not a JSON
+        object (:func:`posviz.scheme.parse_config`). A repo without one gives an empty config.
+    """
+    ref = parse_ref(f"hf:{repo}@{revision}")
+    _check_enabled()
+    cache = _Cache()
+    commit, files = _resolve(ref, cache)
+    if files is None:
+        model = cache.model(ref, commit)
+        if model is None or not model.config:
+            msg = f"HF_HUB_OFFLINE is set and the config.json of {ref} is not in posviz's cache."
+            raise LoadError(msg)
+        return ConfigFile(ref.repo, ref.revision, commit, model.config, (), 0)
+    if "config.json" not in files:  # nothing says the scheme: its tensors are read as tables
+        return ConfigFile(ref.repo, ref.revision, commit, {}, tuple(files), 0)
+    what = f"{ref}:config.json"
+    url = client._file_url(ref.repo, commit, "config.json")
+    data = client._get_bytes(url, what=what, limit=MAX_CONFIG_BYTES)
+    config = parse_config(data, what=what)
+    return ConfigFile(ref.repo, ref.revision, commit, config, tuple(files), len(data))
+
+
+def open_model_at(opened: ConfigFile) -> HubModel:
+    """The headers of the model whose config.json `opened` holds, at its commit: no second
+    request for the revision or config.json."""
+    ref = Reference(opened.repo, opened.revision)
+    cache = _Cache()
+    model = cache.model(ref, opened.commit)
+    if model is None:
+        if not opened.files:
+            msg = f"HF_HUB_OFFLINE is set and the headers of {ref} are not in posviz's Hub cache."
+            raise LoadError(msg)
+        model = _list(ref, opened.commit, list(opened.files), config=opened.config)
+        cache.put_model(model)
+    return model
+
+
 def is_cached(model: HubModel, name: str) -> bool:
     """Whether tensor `name` is in the disk cache (reading it then costs no network)."""
     return _Cache().tensor(model, name) is not None
@@ -356,16 +406,15 @@ def _resolve(ref: Reference, cache: _Cache) -> tuple[str, list[str] | None]:
     return commit, files
 
 
-def _list(ref: Reference, commit: str, files: list[str]) -> HubModel:
-    """Read config.json and the safetensors head(s) of `ref` at `commit`."""
+def _list(ref: Reference, commit: str, files: list[str], config: dict | None = None) -> HubModel:
+    """Read config.json (unless given) and the safetensors head(s) of `ref` at `commit`."""
     label = str(ref)
-    config = {}
-    if "config.json" in files:
+    if config is None and "config.json" in files:
         config = client._get_json(
             client._file_url(ref.repo, commit, "config.json"), what=f"{label}:config.json"
         )
-        if not isinstance(config, dict):
-            config = {}
+    if not isinstance(config, dict):
+        config = {}
     weights = _weight_files(ref, commit, files)
     # posviz.io's limits on one file's header hold for the model, summed over its shards:
     # each file within them, 512 shards could otherwise hold 33 million tensors.

@@ -164,18 +164,24 @@ def _check_status(response: httpx2.Response, what: str) -> None:
     raise LoadError(msg)
 
 
-def _get_json(url: str, *, what: str, kind: str = "file") -> object:
-    """A small JSON file read whole, refused beyond MAX_JSON_BYTES without buffering it, nested
-    beyond MAX_JSON_DEPTH, or arriving slower than a range read may."""
+def _get_bytes(url: str, *, what: str, kind: str = "file", limit: int = MAX_JSON_BYTES) -> bytes:
+    """A small file read whole, refused beyond `limit` bytes without buffering it, or arriving
+    slower than a range read may."""
     started = time.monotonic()
     with _request(url, {}, what) as response:
         body = bytearray()
         for chunk in response.iter_bytes(_CHUNK):
             body += chunk
-            if len(body) > MAX_JSON_BYTES:
-                msg = f"{what}: the Hub's {kind} answer exceeds {MAX_JSON_BYTES:,} bytes; refused."
+            if len(body) > limit:
+                msg = f"{what}: the Hub's {kind} answer exceeds {limit:,} bytes; refused."
                 raise LoadError(msg)
             _check_pace(started, len(body), what, url)
+    return bytes(body)
+
+
+def _get_json(url: str, *, what: str, kind: str = "file") -> object:
+    """A small JSON file read whole (see `_get_bytes`), refused nested beyond MAX_JSON_DEPTH."""
+    body = _get_bytes(url, what=what, kind=kind)
     too_deep = (
         f"{what}: the Hub's {kind} answer nests deeper than {MAX_JSON_DEPTH} levels; refused."
     )

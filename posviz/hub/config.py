@@ -4,8 +4,43 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
 
+from posviz import scheme as schemes
 from posviz.io import POSITION_NAMES
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A model's config.json at one commit, read alone (see posviz.hub.open_config).
+
+    Attributes
+    ----------
+    repo, revision, commit : str
+    config : dict
+        Parsed and checked by :func:`posviz.scheme.parse_config`.
+    files : tuple of str
+        The repo's files at `commit` (empty offline).
+    nbytes : int
+        Size of config.json.
+    """
+
+    repo: str
+    revision: str
+    commit: str
+    config: dict
+    files: tuple[str, ...]
+    nbytes: int
+
+    @property
+    def source(self) -> str:
+        return f"hf:{self.repo}@{self.revision} · commit {self.commit} · config.json"
+
+    @cached_property
+    def scheme(self) -> schemes.Scheme:
+        """The position scheme, checked (LoadError names a bad value)."""
+        return schemes.position_scheme(self.config)
 
 
 def no_table_reason(label: str, config: dict, tensors: Iterable[str]) -> str | None:
@@ -18,37 +53,21 @@ def no_table_reason(label: str, config: dict, tensors: Iterable[str]) -> str | N
         return None
     return (
         f"{label} has no learned absolute position table: its config.json says it "
-        f"uses {scheme}. posviz analyses position tables; pick another model, or any 2-D "
-        "tensor by name if you want to look at it anyway."
+        f"uses {scheme}. `posviz summary hf:REPO` and the Schemes page analyse that scheme; "
+        "pick any 2-D tensor by name if you want to look at it as a table anyway."
     )
 
 
 def position_scheme(config: dict) -> str | None:
-    """The position scheme config.json names when it is not a learned absolute table.
+    """The position scheme config.json names when it is not a learned absolute table, in words.
 
     >>> position_scheme({"model_type": "llama", "rope_theta": 500000.0})
     'rotary embeddings (rope_theta)'
     >>> position_scheme({"model_type": "gpt2", "n_positions": 1024}) is None
     True
     """
-    kind = config.get("position_embedding_type")
-    rotary = [
-        k for k in ("rope_theta", "rotary_dim", "rotary_pct", "rotary_emb_base") if k in config
-    ]
-    if kind == "rotary" or rotary or config.get("rope_scaling"):
-        return f"rotary embeddings ({(rotary or ['position_embedding_type: rotary'])[0]})"
-    attn = config.get("attn_config")
-    if config.get("alibi") is True or (isinstance(attn, dict) and attn.get("alibi") is True):
-        return "ALiBi attention biases (alibi: true)"
-    if config.get("model_type") == "bloom":
-        return "ALiBi attention biases (model_type: bloom)"
-    if "relative_attention_num_buckets" in config:
-        return "relative position buckets (relative_attention_num_buckets)"
-    if kind in ("relative_key", "relative_key_query"):
-        return f"relative position embeddings (position_embedding_type: {kind})"
-    if config.get("relative_attention") is True and config.get("position_biased_input") is False:
-        return "relative attention (relative_attention: true, position_biased_input: false)"
-    return None
+    kind, reason = schemes.scheme_kind(config)
+    return None if kind == "learned_absolute" else f"{schemes.NAMES[kind]} ({reason})"
 
 
 def _position_named(name: str) -> bool:

@@ -85,6 +85,8 @@ PAGES = (
         ),
     ),
     Page("resample", "Resample", ":material/aspect_ratio:", ("Spectrum", "Similarity")),
+    # Its tabs depend on the scheme shown (rotary, ALiBi, ...): the page keeps them itself.
+    Page("schemes", "Schemes", ":material/waves:"),
     Page("data", "Data", ":material/upload_file:"),
 )
 

@@ -1,0 +1,320 @@
+"""Schemes: a model's position scheme from its config.json: rotary frequencies and scaling,
+ALiBi slopes, T5 buckets and bias; a rotary table or DeBERTa's relative table opened as the
+current table."""
+
+import streamlit as st
+
+from posviz import __version__, figures, scheme_hub
+from posviz.embedding import LoadError
+from posviz.relative import bucket_layouts
+from posviz.rotary import (
+    BANDS,
+    MAX_TABLE_POSITIONS,
+    inv_freq_difference,
+    rotary_table,
+)
+from posviz.scheme import KINDS, parse_config, position_scheme
+from posviz.scheme_presets import PRESETS, rotary_presets
+from posviz.scheme_summary import INV_FREQ_TOLERANCE
+from posviz.ui import schemes as cache
+from posviz.ui import state, widgets
+from posviz.ui.text import literal
+
+SOURCES = ["Known models", "Hub model", "config.json"]
+
+
+def exported(analysis: str, params: dict) -> dict:
+    """What an export carries (as posviz.export.header): the core function, its settings under
+    "params", where the scheme came from under "provenance"."""
+    provenance = {"source": origin, "posviz_version": __version__}
+    return {"analysis": analysis, "params": params, "provenance": provenance}
+
+
+st.title("Position schemes")
+st.caption(
+    "Which positions a model encodes and how, from its config.json alone (formulas as Hugging "
+    "Face transformers computes them, in float64; see docs/schemes.md)."
+)
+source = st.segmented_control("Scheme of", SOURCES, default=SOURCES[0], key="schemes.source")
+opened = None  # a model on the Hub, when read from there
+if source == "Hub model":
+    with st.form("schemes.hub"):
+        left, right = st.columns([3, 1])
+        repo = left.text_input(
+            "Model id", placeholder="meta-llama/Llama-3.1-8B", key="schemes.repo"
+        )
+        revision = right.text_input("Revision", "main", key="schemes.revision")
+        if st.form_submit_button("Open", type="primary"):
+            cache.set_hub_model(repo, revision)
+    st.caption(
+        "Only the model id and config.json travel (and, when asked, the few tensors "
+        "a learned scheme needs)."
+    )
+    named = cache.hub_model()
+    if named is None:
+        st.stop()
+    try:
+        opened = cache.hub_config(*named)
+    except LoadError as error:
+        st.error(literal(error), icon=":material/error:")
+        st.stop()
+    config, origin, label = opened.config, opened.source, named[0]
+elif source == "config.json":
+    upload = st.file_uploader("A model's config.json", type=["json"], key="schemes.upload")
+    if upload is None:
+        st.stop()
+    try:
+        config = parse_config(upload.getvalue(), what=upload.name)
+    except LoadError as error:
+        st.error(literal(error), icon=":material/error:")
+        st.stop()
+    origin = label = f"uploaded {upload.name}"
+else:
+    name = st.selectbox("Model", list(PRESETS), key="schemes.preset")
+    config, origin, label = PRESETS[name], f"{name} (config.json excerpt built into posviz)", name
+
+try:
+    scheme = position_scheme(config)
+except LoadError as error:
+    st.error(literal(error), icon=":material/error:")
+    st.stop()
+st.markdown(f"**{scheme.kind.replace('_', ' ')}**: {KINDS[scheme.kind]} ({literal(scheme.reason)})")
+for warning in scheme.warnings:
+    st.warning(literal(warning), icon=":material/warning:")
+
+if scheme.kind == "rotary":
+    specs = {spec.layer_type: spec for spec in scheme.rotary}
+    layer = st.selectbox("Layer type", list(specs), key="schemes.layer") if len(specs) > 1 else None
+    spec = specs[layer] if layer else scheme.rotary[0]
+    default_context = spec.context or spec.original_context or 4096
+    context = st.number_input(
+        "Sequence length the rule is applied at",
+        1,
+        10**8,
+        default_context,
+        key="schemes.context",
+        help="Dynamic NTK raises its base beyond max_position_embeddings; LongRoPE uses its long "
+        "factors beyond the original context.",
+    )
+    f = cache.frequencies(spec, context=int(context))
+    columns = st.columns(5)
+    layout = "adjacent (interleaved)" if spec.interleaved else "j with j + d/2 (rotate_half)"
+    columns[0].metric(
+        "rotary width",
+        spec.rotary_dim,
+        help=f"Rotating columns of q and k: {spec.n_pairs} pairs, {layout}",
+    )
+    base = f.base_applied
+    columns[1].metric(
+        "base θ",
+        f"{base:,.0f}" if base.is_integer() else f"{base:,.6g}",
+        help=f"rope_theta {spec.base:g}",
+    )
+    columns[2].metric(
+        "attention factor", f"{f.attention_factor:.4f}", help="Multiplies cos and sin of q and k."
+    )
+    columns[3].metric("logit multiplier", f"{f.attention_factor**2:.4f}", help="factor²")
+    columns[4].metric(
+        "pairs beyond L₀",
+        f.pairs_beyond_original_context,
+        help="Pairs whose unscaled wavelength exceeds the pre-training context L₀: "
+        "they never made a full turn in training.",
+    )
+    counts = f.band_counts()
+    st.caption(" · ".join(f"{band}: {counts[band]} pairs" for band in BANDS if band in counts))
+    if opened is not None and st.toggle(
+        "Check a stored inv_freq buffer",
+        key="schemes.inv_freq",
+        help="Old conversions store rotary_emb.inv_freq, sometimes wrongly. Reads the "
+        "safetensors headers, then only that buffer.",
+    ):
+        try:
+            stored = cache.stored_inv_freq(opened)
+        except LoadError as error:
+            st.error(literal(error), icon=":material/error:")
+            st.stop()
+        if stored is None:
+            st.info("The checkpoint stores no inv_freq buffer (the usual case).")
+        else:
+            name, values = stored
+            difference = inv_freq_difference(values, f)
+            text = (
+                f"{literal(name)}: largest relative difference from config.json's {difference:.3g}"
+            )
+            if difference <= INV_FREQ_TOLERANCE:
+                st.success(text + " (matches).", icon=":material/check:")
+            else:
+                st.error(text + ": it does not match; trust config.json.", icon=":material/error:")
+    labels = ["Frequency ladder", "Bands", "Similarity decay"]
+    labels += ["Dynamic NTK base"] * (spec.rope_type == "dynamic")
+    labels += ["LongRoPE factors"] * (spec.rope_type == "longrope")
+    labels += ["Numbers"]
+    tabs = dict(
+        zip(labels, widgets.tabs_drawn_when_open(labels, key="schemes.section"), strict=True)
+    )
+    settings = exported("rotary_frequencies", {**f.params, "layer_type": spec.layer_type})
+    with tabs["Frequency ladder"]:
+        if tabs["Frequency ladder"].open:
+            widgets.show_figure(
+                figures.schemes.frequency_ladder(f), name="frequency_ladder", settings=settings
+            )
+    with tabs["Bands"]:
+        if tabs["Bands"].open:
+            widgets.show_figure(figures.schemes.bands(f), name="bands", settings=settings)
+    with tabs["Similarity decay"]:
+        if tabs["Similarity decay"].open:
+            d = cache.decay(spec, context=int(context))
+            widgets.show_figure(
+                figures.schemes.decay(d, f),
+                name="decay",
+                settings=exported("rotary_decay", {**settings["params"], **d.params}),
+            )
+    if "Dynamic NTK base" in tabs:
+        with tabs["Dynamic NTK base"]:
+            if tabs["Dynamic NTK base"].open:
+                widgets.show_figure(
+                    figures.schemes.dynamic_base(spec),
+                    name="dynamic_base",
+                    settings=settings,
+                )
+    if "LongRoPE factors" in tabs:
+        with tabs["LongRoPE factors"]:
+            if tabs["LongRoPE factors"].open:
+                widgets.show_figure(
+                    figures.schemes.longrope_factors(spec),
+                    name="longrope_factors",
+                    settings=settings,
+                )
+    with tabs["Numbers"]:
+        if tabs["Numbers"].open:
+            numbers = f.to_frame()
+            widgets.show_numbers(numbers, name="rotary_frequencies", settings=settings)
+
+    st.subheader("Rotary position table")
+    st.caption(
+        "Row m is [cos(mθ) | sin(mθ)] (transformers' rotate_half layout, without the attention "
+        "factor), with θ as applied at the sequence length above. Opened as the current table, "
+        "every page analyses it (Compare it with a learned table, add it to the Collection)."
+    )
+    default_rows = min(spec.pretraining_context or MAX_TABLE_POSITIONS, MAX_TABLE_POSITIONS)
+    rows = st.number_input(
+        "Positions (rows)", 10, MAX_TABLE_POSITIONS, default_rows, key="schemes.rows"
+    )
+    if st.button("Open the rotary table", type="primary", icon=":material/table:"):
+        table = rotary_table(f, positions=int(rows), source=origin)
+        state.set_table(table)
+        st.success(
+            f"{literal(table.name)}, {rows:,} x {spec.rotary_dim}, is now the current "
+            "table: every page analyses it.",
+            icon=":material/check:",
+        )
+
+elif scheme.kind == "alibi":
+    spec = scheme.alibi
+    distance = st.number_input(
+        "Largest distance", 16, 65536, min(scheme.context or 2048, 8192), key="schemes.distance"
+    )
+    b = cache.alibi(spec.n_heads, alibi_bias_max=spec.alibi_bias_max, max_distance=int(distance))
+    st.caption(
+        f"{spec.n_heads} heads; slopes by the ALiBi paper's recursion (BLOOM's "
+        "build_alibi_tensor, MPT's gen_slopes with alibi_bias_max "
+        f"{spec.alibi_bias_max:g})."
+    )
+    settings = exported("alibi_bias", {**b.params, "n_heads": spec.n_heads})
+    labels = ["Slopes", "Bias against distance", "Numbers"]
+    slopes, bias, numbers = widgets.tabs_drawn_when_open(labels, key="schemes.alibi")
+    with slopes:
+        if slopes.open:
+            widgets.show_figure(
+                figures.schemes.alibi_slopes(b), name="alibi_slopes", settings=settings
+            )
+    with bias:
+        if bias.open:
+            widgets.show_figure(figures.schemes.alibi_bias(b), name="alibi_bias", settings=settings)
+    with numbers:
+        if numbers.open:
+            widgets.show_numbers(b.to_frame(), name="alibi_slopes", settings=settings)
+
+elif scheme.kind == "relative_bias":
+    spec = scheme.relative_bias
+    positions, layouts = bucket_layouts(
+        num_buckets=spec.num_buckets, max_distance=spec.max_distance
+    )
+    settings = exported(
+        "t5_buckets", {"num_buckets": spec.num_buckets, "max_distance": spec.max_distance}
+    )
+    widgets.show_figure(
+        figures.schemes.t5_buckets(positions, layouts), name="t5_buckets", settings=settings
+    )
+    if opened is None:
+        st.info(
+            "The learned bias is in the model's weights: open the model from the Hub to see "
+            "each head's bias (only its bias tensors travel).",
+            icon=":material/info:",
+        )
+    elif st.toggle("Read the bias tensors from the Hub", key="schemes.read_bias"):
+        try:
+            weights = cache.bias_tensors(opened)
+        except LoadError as error:
+            st.error(literal(error), icon=":material/error:")
+            st.stop()
+        name = st.selectbox("Tensor", list(weights), key="schemes.tensor")
+        r = cache.t5_bias(weights[name], name, max_distance=spec.max_distance)
+        widgets.show_figure(
+            figures.schemes.t5_bias(r, name=name),
+            name="t5_bias",
+            settings=exported("relative_bias", {**r.params, "tensor": name}),
+        )
+
+elif scheme.kind == "relative_table":
+    spec = scheme.relative_table
+    st.caption(
+        f"rel_embeddings has 2 · {spec.span} rows: row r is relative position r − "
+        f"{spec.span} (log-bucketed beyond ±{spec.span // 2})."
+    )
+    if opened is None:
+        st.info(
+            "The table is in the model's weights: open the model from the Hub to analyse it.",
+            icon=":material/info:",
+        )
+    elif st.button("Open rel_embeddings as the current table", type="primary"):
+        try:
+            table, span = scheme_hub.relative_embeddings(opened)
+        except LoadError as error:
+            st.error(literal(error), icon=":material/error:")
+            st.stop()
+        state.set_table(table)
+        st.success(
+            f"{literal(table.name)} is now the current table (rows are relative "
+            f"positions {span[0]} … {span[1]}).",
+            icon=":material/check:",
+        )
+else:
+    st.info(KINDS[scheme.kind][0].upper() + KINDS[scheme.kind][1:] + ".", icon=":material/info:")
+    if scheme.kind == "learned_absolute":
+        st.caption("Load the model's table on the Data page; every page analyses it.")
+    if scheme.kind == "sinusoidal" and scheme.width and scheme.context:
+        n = min(scheme.context, MAX_TABLE_POSITIONS)
+        options = {"n_positions": n, "d_model": scheme.width}
+        if st.button(f"Open the sinusoidal table ({n:,} x {scheme.width})", type="primary"):
+            state.set_simulated("sinusoidal", options)
+            st.success("The sinusoidal table is now the current table.", icon=":material/check:")
+
+with widgets.expander_drawn_when_open("Overlay several rotary models", key="schemes.overlay") as o:
+    if o:
+        others = [name for name in rotary_presets() if name != label]
+        chosen = st.multiselect("Models", others, default=others[:3], key="schemes.chosen")
+        specs = {name: position_scheme(PRESETS[name]).rotary[0] for name in chosen}
+        if scheme.kind == "rotary":
+            specs = {label: spec, **specs}
+        longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
+        freqs = {name: cache.frequencies(s, context=None) for name, s in specs.items()}
+        decays = {n: cache.decay(s, context=None, max_distance=longest) for n, s in specs.items()}
+        settings = exported("rotary_decay", {"models": list(specs), "max_distance": longest})
+        if specs:
+            widgets.show_figure(
+                figures.schemes.ladders_overlay(freqs), name="ladders_overlay", settings=settings
+            )
+            widgets.show_figure(
+                figures.schemes.decays_overlay(decays), name="decays_overlay", settings=settings
+            )

@@ -1,0 +1,291 @@
+"""Figures of position schemes: rotary frequency ladders, bands, decay curves, dynamic NTK's
+base, LongRoPE's factors, ALiBi's slopes and biases, T5's buckets and bias heatmap."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from posviz.alibi import FALLS, AlibiBias
+from posviz.figures.layout import DIVERGING, base_figure, escape, f32, small_multiples
+from posviz.relative import RelativeBias
+from posviz.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
+
+__all__ = [
+    "BAND_COLOURS",
+    "alibi_bias",
+    "alibi_slopes",
+    "bands",
+    "decay",
+    "decays_overlay",
+    "dynamic_base",
+    "frequency_ladder",
+    "ladders_overlay",
+    "longrope_factors",
+    "t5_bias",
+    "t5_buckets",
+]
+
+#: One colour per band of a scaling rule (posviz.rotary.BANDS).
+BAND_COLOURS = {
+    "kept": "#1f77b4",
+    "blended": "#ff7f0e",
+    "divided": "#d62728",
+    "rescaled": "#9467bd",
+}
+#: Heads drawn as lines at most (the rest are in the heatmap and the numbers).
+MAX_HEAD_LINES = 32
+
+
+def _context_lines(fig: go.Figure, f: RotaryFrequencies, *, horizontal: bool) -> None:
+    """Mark the original and the extended context on a log axis (as a wavelength or a
+    distance)."""
+    spec = f.spec
+    marks = {}
+    if spec.original_context:
+        marks[f"original context {spec.original_context:,}"] = spec.original_context
+    if f.context:
+        marks[f"context {f.context:,}"] = f.context
+    for (label, value), dash in zip(marks.items(), ("dot", "dash"), strict=False):
+        # Both axes marked are logarithmic, where plotly places annotations in log10 units.
+        if horizontal:
+            fig.add_hline(y=value, line_dash=dash, line_color="grey")
+            fig.add_annotation(
+                x=0, xref="paper", y=np.log10(value), text=label, showarrow=False,
+                xanchor="left", yanchor="bottom", font={"color": "grey"},
+            )  # fmt: skip
+        else:
+            fig.add_vline(x=value, line_dash=dash, line_color="grey")
+            fig.add_annotation(
+                x=np.log10(value), y=1, yref="paper", text=label, showarrow=False,
+                xanchor="right", yanchor="bottom", font={"color": "grey"},
+            )  # fmt: skip
+
+
+def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
+    """Wavelength 2π/θᵢ of each pair (log axis), unscaled and as the rule applies it; markers
+    coloured by band, the original and extended contexts marked."""
+    spec = f.spec
+    title = (
+        f"Frequency ladder: {spec.rope_type}, θ = {spec.base:g}, {spec.n_pairs} pairs"
+        + (f", factor {spec.factor:g}" if spec.rope_type != "default" else "")
+        + (f" ({escape(spec.layer_type)})" if spec.layer_type != "all" else "")
+    )
+    fig = base_figure(title, "pair i", "wavelength 2π/θᵢ (positions)", yaxis_type="log")
+    pairs = np.arange(spec.n_pairs)
+    fig.add_trace(
+        go.Scatter(
+            x=pairs,
+            y=f32(f.wavelengths_unscaled),
+            mode="lines",
+            name="unscaled",
+            line={"color": "grey"},
+        )
+    )
+    for band, colour in BAND_COLOURS.items():
+        chosen = f.band == band
+        if chosen.any():
+            fig.add_trace(
+                go.Scatter(
+                    x=pairs[chosen],
+                    y=f32(f.wavelengths[chosen]),
+                    mode="markers",
+                    name=f"scaled: {band} ({int(chosen.sum())})",
+                    marker={"color": colour, "size": 6},
+                )
+            )
+    _context_lines(fig, f, horizontal=True)
+    return fig
+
+
+def bands(f: RotaryFrequencies) -> go.Figure:
+    """Each pair's share of the division by the factor (0 kept … 1 divided), or LongRoPE's
+    per-pair division."""
+    spec = f.spec
+    pairs = np.arange(spec.n_pairs)
+    if spec.rope_type == "longrope":
+        fig = base_figure(
+            f"Division of each pair's frequency at context {f.context:,}",
+            "pair i",
+            "θᵢ unscaled / θᵢ applied",
+        )
+        y = f.inv_freq_unscaled / f.inv_freq
+    else:
+        fig = base_figure(
+            f"Bands of the {spec.rope_type} rule: share of the division by {spec.factor:g}",
+            "pair i",
+            "share (0 kept, 1 divided)",
+            yaxis_range=[-0.05, 1.05],
+        )
+        y = f.share
+    # Markers, not bars: a kept pair (share 0) stays visible.
+    fig.add_trace(
+        go.Scatter(
+            x=pairs,
+            y=f32(y),
+            mode="lines+markers",
+            line={"color": "lightgrey"},
+            marker={"color": [BAND_COLOURS[b] for b in f.band], "size": 7},
+            name="pairs",
+            hovertext=list(f.band),
+        )
+    )
+    return fig
+
+
+def decay(d: RotaryDecay, f: RotaryFrequencies) -> go.Figure:
+    """Content-free similarity B(Δ) and RoFormer's relative upper bound against distance (log
+    axis), before and after scaling, in two panels."""
+    fig = small_multiples(
+        2,
+        ["B(Δ) = meanᵢ cos(Δθᵢ)", "RoFormer's relative upper bound (2/d)·Σⱼ|Sⱼ|"],
+        "How fast the rotary scheme alone decays with distance",
+    )
+    x = np.maximum(d.distances, 1)  # Δ = 0 (B = 1) sits at 1 on the log axis
+    for row, (unscaled, scaled) in enumerate(
+        [(d.similarity_unscaled, d.similarity), (d.bound_unscaled, d.bound)], start=1
+    ):
+        for values, label, colour in (
+            (unscaled, "unscaled", "grey"),
+            (scaled, "scaled", BAND_COLOURS["divided"]),
+        ):
+            fig.add_trace(
+                go.Scatter(x=x, y=f32(values), name=label, line={"color": colour},
+                           showlegend=row == 1, legendgroup=label),
+                row=row, col=1,
+            )  # fmt: skip
+    fig.update_xaxes(type="log")
+    fig.update_xaxes(title_text="distance Δ (positions)", row=2, col=1)
+    fig.update_layout(height=620)
+    _context_lines(fig, f, horizontal=False)
+    return fig
+
+
+def dynamic_base(spec: RotarySpec) -> go.Figure:
+    """Dynamic NTK's base against sequence length (log axes)."""
+    lengths, bases = dynamic_base_curve(spec)
+    fig = base_figure(
+        "Dynamic NTK: rotary base against sequence length",
+        "sequence length L",
+        "base",
+        xaxis_type="log",
+        yaxis_type="log",
+    )
+    fig.add_trace(go.Scatter(x=lengths, y=bases, name="base", mode="lines"))
+    fig.add_vline(x=spec.context, line_dash="dash", line_color="grey")
+    fig.add_annotation(
+        x=np.log10(spec.context), y=1, yref="paper", showarrow=False, xanchor="right",
+        yanchor="bottom", text=f"max_position_embeddings {spec.context:,}",
+    )  # fmt: skip
+    return fig
+
+
+def longrope_factors(spec: RotarySpec) -> go.Figure:
+    """LongRoPE's short and long factors per pair."""
+    fig = base_figure("LongRoPE: each pair's division factor", "pair i", "factor", yaxis_type="log")
+    pairs = np.arange(spec.n_pairs)
+    fig.add_trace(go.Scatter(x=pairs, y=f32(spec.short_factor),
+                             name="short (within the original context)"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=pairs, y=f32(spec.long_factor), name="long (beyond it)"))
+    return fig
+
+
+def alibi_slopes(b: AlibiBias) -> go.Figure:
+    """Each head's slope (log axis), in stored head order."""
+    n = len(b.slopes)
+    fig = base_figure(f"ALiBi slopes, {n} heads", "head", "slope (logits per position)",
+                      yaxis_type="log")  # fmt: skip
+    fig.add_trace(go.Bar(x=np.arange(n), y=f32(b.slopes), name="slope"))
+    return fig
+
+
+def alibi_bias(b: AlibiBias) -> go.Figure:
+    """Bias against distance, one line per head (at most `MAX_HEAD_LINES`, evenly spread over
+    the heads), down to −12 logits with the falls of `FALLS` logits marked: beyond that a
+    head's keys are all but masked."""
+    n = len(b.slopes)
+    heads = np.unique(np.linspace(0, n - 1, min(n, MAX_HEAD_LINES)).round().astype(int))
+    title = f"ALiBi bias against distance, {len(heads)} of {n} heads"
+    fig = base_figure(title, "distance from query back to key", "bias (logits)",
+                      yaxis_range=[-12, 0.5])  # fmt: skip
+    step = max(1, len(b.distances) // 1024)
+    for h in heads:
+        fig.add_trace(
+            go.Scatter(
+                x=b.distances[::step],
+                y=f32(b.bias[h, ::step]),
+                name=f"head {h} (slope {b.slopes[h]:.3g})",
+                mode="lines",
+                showlegend=len(heads) <= 16,
+            )
+        )
+    for fall in FALLS:
+        fig.add_hline(y=-fall, line_dash="dot", line_color="grey")
+    return fig
+
+
+def t5_bias(r: RelativeBias, *, name: str) -> go.Figure:
+    """Heatmap of a T5 bias tensor: heads by signed distance."""
+    fig = base_figure(
+        f"T5 relative bias: {escape(name)}", "relative position (key − query)", "head"
+    )
+    limit = float(np.abs(r.bias).max()) or 1.0
+    fig.add_trace(
+        go.Heatmap(
+            x=r.relative_positions,
+            y=np.arange(r.n_heads),
+            z=f32(r.bias),
+            colorscale=DIVERGING,
+            zmid=0,
+            zmin=-limit,
+            zmax=limit,
+            colorbar={"title": "bias"},
+        )
+    )
+    return fig
+
+
+def t5_buckets(
+    positions: np.ndarray, layouts: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> go.Figure:
+    """Bucket against signed distance, per rule (encoder, decoder), with each distance's kind
+    (exact / log-spaced / saturated) in the hover."""
+    fig = base_figure("T5 buckets against relative position", "relative position (key − query)",
+                      "bucket")  # fmt: skip
+    for label, (buckets, layout) in layouts.items():
+        fig.add_trace(
+            go.Scatter(
+                x=positions,
+                y=buckets,
+                name=label,
+                mode="lines",
+                line_shape="hv",
+                hovertext=list(layout),
+            )
+        )
+    return fig
+
+
+def ladders_overlay(frequencies: dict[str, RotaryFrequencies]) -> go.Figure:
+    """Several models' ladders as applied, against the pair's place in the ladder (i / pairs,
+    so widths differ freely)."""
+    fig = base_figure(
+        "Frequency ladders as applied", "pair i / number of pairs", "wavelength 2π/θᵢ (positions)",
+        yaxis_type="log",
+    )  # fmt: skip
+    for label, f in frequencies.items():
+        n = f.spec.n_pairs
+        x = f32(np.arange(n) / n)
+        fig.add_trace(go.Scatter(x=x, y=f32(f.wavelengths), name=escape(label),
+                                 mode="lines+markers", marker={"size": 4}))  # fmt: skip
+    return fig
+
+
+def decays_overlay(decays: dict[str, RotaryDecay]) -> go.Figure:
+    """Several models' content-free similarity B(Δ) as applied, on a log distance axis."""
+    fig = base_figure("Content-free similarity B(Δ) as applied", "distance Δ (positions)", "B(Δ)",
+                      xaxis_type="log")  # fmt: skip
+    for label, d in decays.items():
+        fig.add_trace(go.Scatter(x=np.maximum(d.distances, 1), y=f32(d.similarity),
+                                 name=escape(label), mode="lines"))  # fmt: skip
+    return fig
