@@ -24,7 +24,7 @@ from posviz import io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
-from posviz.hub.client import Progress
+from posviz.hub.client import Progress, Unreachable
 from posviz.hub.config import ConfigFile, no_table_reason, position_scheme
 from posviz.scheme import MAX_CONFIG_BYTES, parse_config
 
@@ -33,6 +33,7 @@ __all__ = [
     "ConfigFile",
     "HubModel",
     "Reference",
+    "Unreachable",
     "cache_dir",
     "enabled",
     "is_cached",
