@@ -369,3 +369,34 @@ def test_a_hub_scheme_summary_reruns_at_its_commit(fake_hub, tmp_path, capsys):
     assert code == 0, out
     assert "table.numbers.k99" in out
     assert any(commit in sent.path for sent in fake_hub.log[before:])
+
+
+def test_a_hub_schemes_page_export_and_a_checked_inv_freq_rerun(fake_hub, downloads, capsys):
+    repo = "acme/old-mistral"
+    config = json.dumps(PRESETS["mistralai/Mistral-7B-v0.1"]).encode()
+    inv_freq = (10000.0 ** (-np.arange(0, 128, 2) / 128)).astype(np.float32)[::-1].copy()
+    name = "model.layers.0.self_attn.rotary_emb.inv_freq"
+    fake_hub.add(repo, {"config.json": config, "model.safetensors": save({name: inv_freq})})
+    commit = fake_hub.repos[repo, "main"].commit
+    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    at.session_state["schemes.source"] = "Hub model"
+    at.session_state["schemes.section"] = "Numbers"
+    at.run()
+    at.text_input(key="schemes.repo").set_value(repo)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    data = json.loads(downloads["rotary_frequencies.json"]())
+    assert data["provenance"]["config"] == f"hf:{repo}@{commit}"
+    assert posviz.rerun(data).ok
+    # A summary that checked the stored buffer reads it again (a wrong one: its difference).
+    assert main(["summary", f"hf:{repo}", "--json", "--positions", "64", "--check-inv-freq"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["stored_inv_freq"]["matches"] is False
+    result = posviz.rerun(record)
+    assert result.ok
+    names = [c.name for c in result.checks]
+    assert "stored_inv_freq.max_relative_difference" in names
+    record["stored_inv_freq"]["max_relative_difference"] /= 2
+    assert [c.name for c in posviz.rerun(record).differing] == [
+        "stored_inv_freq.max_relative_difference"
+    ]
