@@ -123,7 +123,9 @@ def report_sections(
     return done
 
 
-def spectrum_section(table: Embedding, *, run: pipeline.Run, **params: Any) -> Section:
+def spectrum_section(
+    table: Embedding, *, run: pipeline.Run = pipeline.call, **params: Any
+) -> Section:
     s = run(pipeline.spectrum, table, **params)
     return Section(
         "Spectrum",
@@ -136,7 +138,9 @@ def spectrum_section(table: Embedding, *, run: pipeline.Run, **params: Any) -> S
     )
 
 
-def similarity_section(table: Embedding, *, run: pipeline.Run, **params: Any) -> Section:
+def similarity_section(
+    table: Embedding, *, run: pipeline.Run = pipeline.call, **params: Any
+) -> Section:
     overview = run(pipeline.similarity_map, table, max_side=REPORT_MAX_SIDE, **params)
     profile = run(pipeline.offset_profile, table, **params)
     scores = run(pipeline.offset_scores, table, **params)
@@ -161,7 +165,11 @@ def _split_pc(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def components_section(
-    table: Embedding, *, n_components: int | None = None, run: pipeline.Run, **params: Any
+    table: Embedding,
+    *,
+    n_components: int | None = None,
+    run: pipeline.Run = pipeline.call,
+    **params: Any,
 ) -> Section:
     # At most the components the table has: the Components page caps its default alike.
     pc_params = {**defaults(components.principal_components), **_split_pc(params)[0]}
@@ -188,7 +196,7 @@ def components_section(
     )
 
 
-def boundaries_section(table: Embedding, *, run: pipeline.Run) -> Section:
+def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -> Section:
     fitted = boundary.defaults(table.shape)  # the signatures' defaults, fitted to the length
     stats_params = {"top_k": fitted["top_k"]}
     flag_params = {
@@ -231,7 +239,9 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run) -> Section:
     )
 
 
-def probes_section(table: Embedding, *, run: pipeline.Run, **params: Any) -> Section:
+def probes_section(
+    table: Embedding, *, run: pipeline.Run = pipeline.call, **params: Any
+) -> Section:
     probe = run(pipeline.probe_with_controls, table, **params)
     return Section(
         "Probes",
