@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import save
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 import posviz
@@ -113,20 +112,6 @@ def test_a_report_reruns_every_table_of_numbers(saved, capsys):
     assert result.ok
     assert len(result.checks) == int(printed.splitlines()[-1].split()[0])
     assert result.tables[0].sha256 == data["provenance"]["sha256"]
-
-
-@pytest.fixture
-def downloads(monkeypatch) -> dict[str, Callable[[], bytes | str]]:
-    """File name -> the builder a click on its download button runs."""
-    built: dict[str, Callable[[], bytes | str]] = {}
-    register = MediaFileManager.add_deferred
-
-    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        built[file_name] = data_callable
-        return register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
-    return built
 
 
 @pytest.mark.parametrize(
