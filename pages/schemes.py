@@ -4,7 +4,7 @@ current table."""
 
 import streamlit as st
 
-from posviz import __version__, figures, scheme_hub
+from posviz import figures, scheme_hub
 from posviz.embedding import LoadError
 from posviz.relative import bucket_layouts
 from posviz.rotary import (
@@ -13,9 +13,9 @@ from posviz.rotary import (
     inv_freq_difference,
     rotary_table,
 )
-from posviz.scheme import KINDS, parse_config, position_scheme
+from posviz.scheme import KINDS, position_scheme
 from posviz.scheme_presets import PRESETS, rotary_presets
-from posviz.scheme_summary import INV_FREQ_TOLERANCE
+from posviz.scheme_summary import INV_FREQ_TOLERANCE, PRESET, config_provenance, read_config
 from posviz.ui import schemes as cache
 from posviz.ui import state, widgets
 from posviz.ui.text import literal
@@ -23,11 +23,10 @@ from posviz.ui.text import literal
 SOURCES = ["Known models", "Hub model", "config.json"]
 
 
-def exported(analysis: str, params: dict) -> dict:
+def exported(analysis: str, params: dict, **where: str) -> dict:
     """What an export carries (as posviz.export.header): the core function, its settings under
-    "params", where the scheme came from under "provenance"."""
-    provenance = {"source": origin, "posviz_version": __version__}
-    return {"analysis": analysis, "params": params, "provenance": provenance}
+    "params", the config.json it was read from (and `where` in it) under "provenance"."""
+    return {"analysis": analysis, "params": params, "provenance": {**provenance, **where}}
 
 
 st.title("Position schemes")
@@ -59,19 +58,21 @@ if source == "Hub model":
         st.error(literal(error), icon=":material/error:")
         st.stop()
     config, origin, label = opened.config, opened.source, named[0]
+    provenance = config_provenance(opened.at_commit, opened.sha256)
 elif source == "config.json":
     upload = st.file_uploader("A model's config.json", type=["json"], key="schemes.upload")
     if upload is None:
         st.stop()
     try:
-        config = parse_config(upload.getvalue(), what=upload.name)
+        config, provenance, _ = read_config(upload.name, upload.getvalue())
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         st.stop()
     origin = label = f"uploaded {upload.name}"
 else:
     name = st.selectbox("Model", list(PRESETS), key="schemes.preset")
-    config, origin, label = PRESETS[name], f"{name} (config.json excerpt built into posviz)", name
+    config, provenance, _ = read_config(PRESET + name)
+    origin, label = f"{name} (config.json excerpt built into posviz)", name
 
 try:
     scheme = position_scheme(config)
@@ -152,7 +153,7 @@ if scheme.kind == "rotary":
     tabs = dict(
         zip(labels, widgets.tabs_drawn_when_open(labels, key="schemes.section"), strict=True)
     )
-    settings = exported("rotary_frequencies", {**f.params, "layer_type": spec.layer_type})
+    settings = exported("rotary_frequencies", f.params, layer_type=spec.layer_type)
     with tabs["Frequency ladder"]:
         if tabs["Frequency ladder"].open:
             widgets.show_figure(
@@ -167,7 +168,7 @@ if scheme.kind == "rotary":
             widgets.show_figure(
                 figures.schemes.decay(d, f),
                 name="decay",
-                settings=exported("rotary_decay", {**settings["params"], **d.params}),
+                settings=exported("rotary_decay", d.params, layer_type=spec.layer_type),
             )
     if "Dynamic NTK base" in tabs:
         with tabs["Dynamic NTK base"]:
@@ -220,7 +221,7 @@ elif scheme.kind == "alibi":
         "build_alibi_tensor, MPT's gen_slopes with alibi_bias_max "
         f"{spec.alibi_bias_max:g})."
     )
-    settings = exported("alibi_bias", {**b.params, "n_heads": spec.n_heads})
+    settings = exported("alibi_bias", b.params)
     labels = ["Slopes", "Bias against distance", "Numbers"]
     slopes, bias, numbers = widgets.tabs_drawn_when_open(labels, key="schemes.alibi")
     with slopes:
@@ -263,7 +264,7 @@ elif scheme.kind == "relative_bias":
         widgets.show_figure(
             figures.schemes.t5_bias(r, name=name),
             name="t5_bias",
-            settings=exported("relative_bias", {**r.params, "tensor": name}),
+            settings=exported("relative_bias", r.params, tensor=name),
         )
 
 elif scheme.kind == "relative_table":

@@ -214,6 +214,10 @@ with offsets:
             for column, (label, value) in zip(columns, values.items(), strict=True):
                 meaning = " ".join(similarity.DEFINITIONS[name] for name in SCORES[label])
                 column.metric(label, value, help=meaning)
+            st.caption(
+                f"Monotonicity ρ over offsets 1..{window}: −1 = similarity falls with every "
+                "step, 0 = no trend, +1 = it rises."
+            )
         offset_settings = (
             export.header("offset_scores", scores.params, table)
             if scores is not None
@@ -238,8 +242,16 @@ with one:
         position_section()
 with grids:
     if grids.open:
-        heights, squarest = similarity.grid_heights(n)
-        default = table.grid[0] if table.grid else squarest
+        heights, _ = similarity.grid_heights(n)
+        if not table.grid:
+            st.info(
+                f"This table is not a patch grid: its {n:,} rows are positions in a sequence, "
+                "as in a text model, so it has no 2-D layout of its own. A vision model's table "
+                "is one: on the Data page, load it with **2-D grid** ticked (posviz offers it "
+                "for ViT layouts such as 14 x 14 after the class token). To look at these rows "
+                "as a grid anyway, turn this on and choose its height x width.",
+                icon=":material/grid_off:",
+            )
         use_grid = st.toggle(
             "Treat the rows as a 2-D patch grid (row-major)",
             value=table.grid is not None,
@@ -247,14 +259,18 @@ with grids:
             help="On by default when the loaded table is a grid (e.g. ViT's 14 x 14 after trimming "
             "the class token).",
         )
+        height = None
         if use_grid:
             height = st.selectbox(
                 "Grid (height x width)",
                 heights,
-                index=heights.index(default),
+                # A declared grid is shown at once; for a sequence none is made up.
+                index=heights.index(table.grid[0]) if table.grid else None,
+                placeholder="Choose height x width",
                 format_func=lambda h: f"{h} x {n // h}",
                 key="similarity.grid_height",
             )
+        if height is not None:
             grid = (height, n // height)
             patches = cache.grid_similarity(table, grid=grid, center=center)
             grid_settings = export.header("grid_similarity", patches.params, table)

@@ -28,6 +28,15 @@ st.markdown(
     "Components for a share of the variance: "
     + " · ".join(f"**{t:.0%}**: {metrics[f'k{round(t * 100)}'] or 'undefined'}" for t in THRESHOLDS)
 )
+if result.has_variance:
+    # The two counts differ by design; side by side they read as a contradiction without this.
+    st.caption(
+        f"**Effective rank {metrics['effective_rank']:.1f}**: as many equal singular values σ "
+        "would give the same spread; it weighs σ, not the variance σ², so a long tail of "
+        "small components raises it.  \n"
+        f"**99% in {metrics['k99']} components**: the fewest components that hold 99% of the "
+        "variance σ²; the tail hardly counts there."
+    )
 
 values, variance, error = widgets.page_tabs("spectrum")
 with values:

@@ -3,7 +3,9 @@ again, and each analysis run through `posviz.pipeline` with its params.
 
 An export (`posviz.export.header`) is ``{"analysis", "params", "provenance"}`` plus its numbers:
 ``"columns"`` (a table, as the CSV/JSON downloads hold it) or ``"numbers"`` (``posviz summary
---json``). A report embeds ``{"provenance", "analyses": [...]}``, one entry per table.
+--json``). A report embeds ``{"provenance", "analyses": [...]}``, one entry per table. A position
+scheme's export names a config.json in its provenance instead of a table
+(`posviz.scheme_summary.config_provenance`): the scheme is read from it again.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from posviz._params import as_recorded
+from posviz.alibi import alibi_bias
 from posviz.embedding import Embedding, LoadError
+from posviz.rotary import rotary_frequencies
 
 __all__ = ["Check", "RerunResult", "read_export", "rerun"]
 
@@ -27,6 +31,17 @@ __all__ = ["Check", "RerunResult", "read_export", "rerun"]
 _NOT_ANALYSES = frozenset({"call", "resample_length", "resample_grid"})
 #: How a simulated table's source begins (posviz.simulate).
 _SIMULATED = "simulated: "
+#: The Schemes page's exported analyses: each core function, and how it takes its data from a
+#: scheme (and the provenance's layer type).
+_SCHEME_STEPS: dict[str, tuple[Callable[..., Any], Callable[[Any, dict[str, Any]], Any]]] = {
+    "rotary_frequencies": (
+        rotary_frequencies,
+        lambda scheme, where: next(s for s in scheme.rotary if s.layer_type == where["layer_type"]),
+    ),
+    "alibi_bias": (alibi_bias, lambda scheme, where: scheme.alibi.n_heads),
+}
+#: A scheme record's keys that are not its numbers: its header and its words.
+_NOT_NUMBERS = frozenset({"analysis", "params", "provenance", "description", "reason", "warnings"})
 #: The report's embedded JSON block.
 _DATA = re.compile(r'<script id="posviz-data" type="application/json">(.*?)</script>', re.S)
 
@@ -128,6 +143,13 @@ def rerun(
     if provenance is None:
         msg = "The export has no provenance: it was not made by this version of posviz."
         raise LoadError(msg)
+    if "config" in provenance:  # a position scheme's: its config.json is read again
+        try:
+            checks = _scheme_checks(export, tables[0] if tables else None, base)
+        except (KeyError, TypeError, AttributeError, StopIteration) as exc:
+            msg = f"The export is incomplete or not from this posviz version ({exc!r})."
+            raise LoadError(msg) from exc
+        return RerunResult(tuple(checks), ())
     records = provenance if isinstance(provenance, list) else [provenance]
     if "analyses" in export:  # a report: one table, several analyses
         entries = export["analyses"]
@@ -184,6 +206,62 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
         )
         raise LoadError(msg)
     return table
+
+
+def _scheme_checks(
+    export: dict[str, Any], given: str | Path | None, base: str | Path | None
+) -> list[Check]:
+    """Each number of a scheme's export, recomputed from its config.json read again."""
+    from posviz import hub
+    from posviz.scheme import position_scheme
+    from posviz.scheme_summary import PRESET, read_config, scheme_record
+
+    recorded = export["provenance"]
+    where = str(given or recorded["config"])
+    if not (given or hub.is_hub_ref(where) or where.startswith(PRESET)):
+        where = _find(where, base)
+    config, provenance, opened = read_config(where)
+    if not recorded["sha256"] or provenance["sha256"] != recorded["sha256"]:
+        msg = (
+            f"The config.json read from {where} is not the one exported: its sha256 is "
+            f"{provenance['sha256'][:16] or 'unknown'}…, the export's "
+            f"{str(recorded['sha256'])[:16] or 'unknown (read offline)'}… (its bytes changed)."
+        )
+        raise LoadError(msg)
+    scheme = position_scheme(config)
+    name = export["analysis"]
+    params = as_recorded(export["params"])
+    try:
+        if name == "scheme_record":
+            return _record_checks(name, export, scheme_record(scheme, provenance, opened, **params))
+        if name not in _SCHEME_STEPS:
+            msg = f"{name!r} is not a scheme analysis posviz can recompute."
+            raise LoadError(msg)
+        step, data = _SCHEME_STEPS[name]
+        result = step(data(scheme, recorded), **params)
+    except (TypeError, ValueError) as exc:  # a setting this version does not take, or refuses
+        msg = f"{name} cannot be recomputed with the export's params: {exc}"
+        raise LoadError(msg) from exc
+    return _column_checks(name, export["columns"], result)
+
+
+def _record_checks(
+    label: str, exported: dict[str, Any], recomputed: dict[str, Any], prefix: str = ""
+) -> list[Check]:
+    """Every number of a scheme record, nested records' (its table's) by their path."""
+    checks = []
+    for key, value in exported.items():
+        if key in _NOT_NUMBERS:
+            continue
+        name, new = prefix + key, recomputed.get(key)
+        if isinstance(value, dict) and isinstance(new, dict):
+            checks += _record_checks(label, value, new, f"{name}.")
+        elif isinstance(value, list) and isinstance(new, list) and len(value) == len(new):
+            pairs = enumerate(zip(value, new, strict=True))
+            checks += [Check(label, f"{name}[{i}]", v, w) for i, (v, w) in pairs]
+        else:
+            checks.append(Check(label, name, value, new))
+    return checks
 
 
 def _simulated(source: str, **rows: Any) -> Embedding:

@@ -140,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except LoadError as exc:
-        print(f"posviz {args.command}: {exc}", file=sys.stderr)
+        detail = getattr(exc, "detail", "")  # the Hub's technical cause, when it has one
+        print(
+            f"posviz {args.command}: {exc}" + (f"\n  ({detail})" if detail else ""), file=sys.stderr
+        )
         return 2
 
 
@@ -163,11 +166,16 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _told(step: str, done: int, total: int) -> None:
+    """The report's progress on stderr (stdout stays the result): the step and what is left."""
+    print(f"report: {step} (step {done + 1} of {total})", file=sys.stderr, flush=True)
+
+
 def _report(args: argparse.Namespace) -> int:
     from posviz.report import build_report  # plotly and every analysis: not for `summary`
 
     table = _load(args)
-    html = build_report(table, **_centring(args), seed=args.seed)
+    html = build_report(table, **_centring(args), seed=args.seed, progress=_told)
     with open(args.output, "w", encoding="utf-8") as out:
         out.write(html)
     print(
@@ -179,7 +187,8 @@ def _report(args: argparse.Namespace) -> int:
 def _rerun(args: argparse.Namespace) -> int:
     from posviz._rerun import read_export, rerun  # the pipeline: not for `summary`
 
-    result = rerun(read_export(args.export), tables=args.table, base=Path(args.export).parent)
+    export = read_export(args.export)
+    result = rerun(export, tables=args.table, base=Path(args.export).parent)
     for check in result.checks:
         verdict = "equal" if check.equal else "DIFFERS"
         print(
@@ -188,6 +197,7 @@ def _rerun(args: argparse.Namespace) -> int:
         )
     differing = len(result.differing)
     tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
+    tables = tables or export["provenance"]["config"]  # a scheme's: from its config.json
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
         f"from {tables}" + (f"; {differing} differ" if differing else "")
@@ -241,7 +251,9 @@ def _trim_hint(args: argparse.Namespace, table: Embedding) -> str:
     """A --drop-prefix suggestion when the rows look like they start with non-positions."""
     if args.drop_prefix:
         return ""
-    (info,) = [i for i in _tensors(args.path) if i.name == table.name]
+    infos = _tensors(args.path)
+    # A single-array file's table is named after the file, not after its one array.
+    (info,) = infos if len(infos) == 1 else [i for i in infos if i.name == table.name]
     trim = suggest_trim(info.name, info.shape)
     if not trim.row_start:
         return ""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "column_label",
     "columns",
     "from_csv",
     "header",
@@ -107,3 +108,27 @@ def columns(frame: pd.DataFrame) -> dict[str, list[Any]]:
 
 def _defined(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+#: Words of export keys written as a reader writes them on screen.
+_WORDS = {
+    "mae": "MAE",
+    "r2": "R²",
+    "sd": "sd over",
+    "cka": "CKA",
+    "pc": "PC",
+    "ev": "explained variance",
+    "cos2": "cos²",
+    "n": "number",
+}
+
+
+def column_label(key: str) -> str:
+    """How a table's column `key` is headed on screen; exports keep the key itself.
+
+    Examples
+    --------
+    >>> column_label("mae_sd_folds"), column_label("n_above_noise"), column_label("median_C")
+    ('MAE sd over folds', 'number above noise', 'median C')
+    """
+    return " ".join(_WORDS.get(word, word) for word in str(key).split("_"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import html
 import json
+import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +23,7 @@ from posviz import collection as _collection
 from posviz._params import defaults, split_params
 from posviz.collection import Collection
 from posviz.embedding import Embedding
-from posviz.export import columns
+from posviz.export import column_label, columns
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
 __all__ = [
@@ -50,18 +52,38 @@ class Section:
     analyses: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
 
+#: Told before each section: ``progress(section title, sections done, sections in all)``.
+Progress = Callable[[str, int, int], None]
+
+
+def memo() -> pipeline.Run:
+    """A runner that computes each (step, table, params) once: a report asks for the same
+    principal components three times and the per-position statistics four times."""
+    results: dict[bytes, object] = {}
+
+    def run(step: Callable[..., object], /, *tables: Embedding, **params: object) -> object:
+        key = pickle.dumps((step.__name__, [t.sha256 for t in tables], sorted(params.items())))
+        if key not in results:
+            results[key] = step(*tables, run=run, **params)
+        return results[key]
+
+    return run
+
+
 def report_sections(
     table: Embedding,
     *,
     center: bool | None = None,
     n_components: int | None = None,
     seed: int | None = None,
+    run: pipeline.Run | None = None,
+    progress: Progress | None = None,
 ) -> list[Section]:
     """Compute every analysis of `table` with the core's defaults and the given options.
 
-    Each section runs the pipeline's steps (posviz.pipeline), uncached: the same chain and
-    defaults the pages run, so the same settings give the page's numbers. An option left
-    None is the core function's default.
+    Each section runs the pipeline's steps (posviz.pipeline): the same chain and defaults the
+    pages run, so the same settings give the page's numbers. An option left None is the core
+    function's default.
 
     Parameters
     ----------
@@ -72,20 +94,39 @@ def report_sections(
         Principal components to show and fit.
     seed : int, optional
         Seed of the shuffled controls and the probes.
+    run : callable, optional
+        How a step is run: the app passes its cached runner, so what a page computed is not
+        computed again; by default each result is computed once for this report (:func:`memo`).
+    progress : callable, optional
+        Called before each section (the app's progress bar, the CLI's status line).
     """
     centring = {} if center is None else {"center": center}
     seeded = {} if seed is None else {"seed": seed}
-    return [
-        spectrum_section(table, **centring),
-        similarity_section(table, **centring),
-        components_section(table, n_components=n_components, **centring, **seeded),
-        boundaries_section(table),
-        probes_section(table, **seeded),
+    run = run or memo()
+    sections: list[tuple[str, Callable[[], Section]]] = [
+        ("Spectrum", lambda: spectrum_section(table, run=run, **centring)),
+        ("Similarity", lambda: similarity_section(table, run=run, **centring)),
+        (
+            "Components",
+            lambda: components_section(
+                table, n_components=n_components, run=run, **centring, **seeded
+            ),
+        ),
+        ("Boundaries", lambda: boundaries_section(table, run=run)),
+        ("Probes", lambda: probes_section(table, run=run, **seeded)),
     ]
+    done = []
+    for title, make in sections:
+        if progress:
+            progress(title, len(done), len(sections))
+        done.append(make())
+    return done
 
 
-def spectrum_section(table: Embedding, **params: Any) -> Section:
-    s = pipeline.spectrum(table, **params)
+def spectrum_section(
+    table: Embedding, *, run: pipeline.Run = pipeline.call, **params: Any
+) -> Section:
+    s = run(pipeline.spectrum, table, **params)
     return Section(
         "Spectrum",
         "How low-rank the table is. "
@@ -97,10 +138,12 @@ def spectrum_section(table: Embedding, **params: Any) -> Section:
     )
 
 
-def similarity_section(table: Embedding, **params: Any) -> Section:
-    overview = pipeline.similarity_map(table, max_side=REPORT_MAX_SIDE, **params)
-    profile = pipeline.offset_profile(table, **params)
-    scores = pipeline.offset_scores(table, **params)
+def similarity_section(
+    table: Embedding, *, run: pipeline.Run = pipeline.call, **params: Any
+) -> Section:
+    overview = run(pipeline.similarity_map, table, max_side=REPORT_MAX_SIDE, **params)
+    profile = run(pipeline.offset_profile, table, **params)
+    scores = run(pipeline.offset_scores, table, **params)
     return Section(
         "Similarity",
         "Cosine similarity between positions, and its mean and spread over all pairs at "
@@ -122,15 +165,19 @@ def _split_pc(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def components_section(
-    table: Embedding, *, n_components: int | None = None, **params: Any
+    table: Embedding,
+    *,
+    n_components: int | None = None,
+    run: pipeline.Run = pipeline.call,
+    **params: Any,
 ) -> Section:
     # At most the components the table has: the Components page caps its default alike.
     pc_params = {**defaults(components.principal_components), **_split_pc(params)[0]}
     top = components.max_components(table.shape, center=pc_params["center"])
     pc_params["n_components"] = min(n_components or pc_params["n_components"], top)
-    pcs = pipeline.principal_components(table, **pc_params)
-    fits = pipeline.fit_sinusoids(table, **pc_params)
-    likeness = pipeline.sinusoid_likeness(table, **pc_params, **_split_pc(params)[1])
+    pcs = run(pipeline.principal_components, table, **pc_params)
+    fits = run(pipeline.fit_sinusoids, table, **pc_params)
+    likeness = run(pipeline.sinusoid_likeness, table, **pc_params, **_split_pc(params)[1])
     return Section(
         "Components",
         "Principal components over position and a sinusoid fitted to each. "
@@ -149,7 +196,7 @@ def components_section(
     )
 
 
-def boundaries_section(table: Embedding) -> Section:
+def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -> Section:
     fitted = boundary.defaults(table.shape)  # the signatures' defaults, fitted to the length
     stats_params = {"top_k": fitted["top_k"]}
     flag_params = {
@@ -161,11 +208,11 @@ def boundaries_section(table: Embedding) -> Section:
         **flag_params,
         **{name: fitted[name] for name in ("statistic", "max_changes", "min_size")},
     }
-    stats = pipeline.position_statistics(table, **stats_params)
-    flags = pipeline.outliers(table, **flag_params)
-    changes = pipeline.change_points(table, **change_params)
-    summary = pipeline.boundary_summary(
-        table, **stats_params, boundary_size=fitted["boundary_size"]
+    stats = run(pipeline.position_statistics, table, **stats_params)
+    flags = run(pipeline.outliers, table, **flag_params)
+    changes = run(pipeline.change_points, table, **change_params)
+    summary = run(
+        pipeline.boundary_summary, table, **stats_params, boundary_size=fitted["boundary_size"]
     )
     return Section(
         "Boundaries",
@@ -192,8 +239,10 @@ def boundaries_section(table: Embedding) -> Section:
     )
 
 
-def probes_section(table: Embedding, **params: Any) -> Section:
-    probe = pipeline.probe_with_controls(table, **params)
+def probes_section(
+    table: Embedding, *, run: pipeline.Run = pipeline.call, **params: Any
+) -> Section:
+    probe = run(pipeline.probe_with_controls, table, **params)
     return Section(
         "Probes",
         " ".join([probes.ABOUT, probe.procedure(), *probes.DEFINITIONS.values()]),
@@ -209,14 +258,22 @@ def build_report(
     center: bool | None = None,
     n_components: int | None = None,
     seed: int | None = None,
+    run: pipeline.Run | None = None,
+    progress: Progress | None = None,
 ) -> str:
     """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
 
     The table's provenance and each analysis' params are listed at the top, and embedded with
     every table of numbers as JSON (``<script id="posviz-data" type="application/json">``,
-    which ``posviz rerun`` reads). Options left None are the core's defaults.
+    which ``posviz rerun`` reads). Options left None are the core's defaults. `run` and
+    `progress` as for :func:`report_sections`; writing the page is one step more.
     """
-    sections = report_sections(table, center=center, n_components=n_components, seed=seed)
+    told = progress and (lambda step, done, total: progress(step, done, total + 1))
+    sections = report_sections(
+        table, center=center, n_components=n_components, seed=seed, run=run, progress=told
+    )
+    if progress:
+        progress("writing the page", len(sections), len(sections) + 1)
     title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
     data = {
         "provenance": table.provenance(),
@@ -273,7 +330,7 @@ def _page(
         body.append(f"<p class='note'>{html.escape(section.note)}</p>")
         for caption, frame in section.tables.items():
             body.append(f"<h3>{html.escape(caption)}</h3>")
-            body.append(frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0))
+            body.append(_table_html(frame))
         for fig in section.figures:
             body.append(
                 fig.to_html(full_html=False, include_plotlyjs=first, config={"responsive": True})
@@ -289,8 +346,10 @@ def _page(
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }}
-th, td {{ padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.8em; }}
+th, td {{ padding: 0.2em 0.45em; border-bottom: 1px solid #ddd; text-align: left; }}
+th {{ vertical-align: bottom; }}
+.numbers {{ max-width: 100%; overflow-x: auto; }}
 .note {{ color: #555; }} section {{ margin-top: 2.5em; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
@@ -300,6 +359,26 @@ th, td {{ padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left;
 {"".join(body)}
 </body></html>
 """
+
+
+def _table_html(frame: pd.DataFrame) -> str:
+    """A table of numbers that fits the page: "none" when it has no rows, headers that wrap
+    (labels, not keys), and a text column that repeats one value (a setting, such as the
+    probes' model) stated once beneath it instead of in every row."""
+    if frame.empty:
+        return "<p class='none'>none</p>"
+    repeated = [
+        name
+        for name in frame.columns
+        if len(frame) > 1
+        and not pd.api.types.is_numeric_dtype(frame[name])
+        and frame[name].nunique() == 1
+    ]
+    shown = frame.drop(columns=repeated).rename(columns=column_label)
+    table = shown.to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0)
+    stated = "; ".join(f"{column_label(name)}: {frame[name].iloc[0]}" for name in repeated)
+    note = f"<p class='note'>In every row, {html.escape(stated)}.</p>" if repeated else ""
+    return f"<div class='numbers'>{table}</div>{note}"
 
 
 def _script_json(value: object) -> str:

@@ -1,38 +1,53 @@
 """A position scheme's numbers as one JSON-ready record: what `posviz summary` prints for a
-model whose positions are not a learned table (and `scheme` for every model)."""
+model whose positions are not a learned table (and `scheme` for every model).
+
+A record is an export (`posviz rerun` recomputes it): ``"analysis": "scheme_record"``, the
+settings of :func:`scheme_record` under ``"params"``, and under ``"provenance"`` the config.json
+it was made from (:func:`config_provenance`: a path, ``hf:REPO@COMMIT`` or ``preset:NAME``, and
+the sha256 of its bytes).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from posviz import __version__
+from posviz import __version__, hub, scheme_hub
 from posviz.alibi import alibi_slopes
-from posviz.embedding import Embedding
+from posviz.embedding import Embedding, LoadError
 from posviz.export import header
 from posviz.relative import t5_buckets
 from posviz.rotary import (
+    MAX_TABLE_POSITIONS,
     RotaryFrequencies,
     RotarySpec,
     inv_freq_difference,
     rotary_frequencies,
     rotary_table,
 )
-from posviz.scheme import KINDS, RelativeBiasSpec, Scheme
+from posviz.scheme import KINDS, MAX_CONFIG_BYTES, RelativeBiasSpec, Scheme, parse_config
+from posviz.simulate import sinusoidal
 from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 
 __all__ = [
     "INV_FREQ_TOLERANCE",
     "N_SINGULAR_VALUES",
+    "PRESET",
     "alibi_record",
+    "config_provenance",
     "finite",
     "is_decoder_bias",
     "other_layer_types",
+    "read_config",
     "relative_bias_record",
     "rotary_record",
     "scheme_head",
+    "scheme_record",
     "table_record",
 ]
 
@@ -41,16 +56,144 @@ N_SINGULAR_VALUES = 10
 #: Largest relative difference of a stored inv_freq buffer from config.json's that passes:
 #: bfloat16 stores 8 significant bits (relative error up to 2**-8 = 0.0039).
 INV_FREQ_TOLERANCE = 2**-8
+#: How a config built into posviz (`posviz.scheme_presets.PRESETS`) is named in a provenance.
+PRESET = "preset:"
 
 
-def scheme_head(scheme: Scheme, *, source: str) -> dict[str, Any]:
+def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
+    """Where a scheme's numbers came from: the config.json `config` names (a path,
+    ``hf:REPO@COMMIT`` or ``preset:NAME``), the sha256 of its bytes, and `where` in it (a
+    layer type)."""
+    return {"config": config, "sha256": sha256, **where, "posviz_version": __version__}
+
+
+def read_config(
+    config: str, data: bytes | None = None
+) -> tuple[dict, dict[str, Any], hub.ConfigFile | None]:
+    """The config.json `config` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``), parsed;
+    its :func:`config_provenance` (a Hub model at the commit read); the Hub model, if any.
+
+    `data` is its bytes when already read (an upload named `config`).
+
+    Raises
+    ------
+    LoadError
+        If it cannot be read or parsed, is bigger than `MAX_CONFIG_BYTES`, or names no preset.
+    """
+    if data is None and hub.is_hub_ref(config):
+        ref = hub.parse_ref(config)
+        opened = hub.open_config(ref.repo, ref.revision)
+        return opened.config, config_provenance(opened.at_commit, opened.sha256), opened
+    if data is None and config.startswith(PRESET):
+        from posviz.scheme_presets import PRESETS
+
+        name = config.removeprefix(PRESET)
+        if name not in PRESETS:
+            msg = f"{name!r} is not a model posviz has a config.json excerpt of."
+            raise LoadError(msg)
+        data = json.dumps(PRESETS[name]).encode()  # the bytes a preset stands for
+    elif data is None:
+        data = _read_config_file(Path(config))
+    sha256 = hashlib.sha256(data).hexdigest()
+    return parse_config(data, what=config), config_provenance(config, sha256), None
+
+
+def _read_config_file(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:  # refused before it is read
+            msg = f"{path} is {size:,} bytes; a model config is a few kB (limit "
+            msg += f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
+            raise LoadError(msg)
+        return path.read_bytes()
+    except OSError as exc:
+        msg = f"Cannot read {path}: {exc.strerror or exc}."
+        raise LoadError(msg) from exc
+
+
+def scheme_head(scheme: Scheme) -> dict[str, Any]:
     """The keys every record starts with: the scheme, in words, and its warnings."""
     record: dict[str, Any] = {"scheme": scheme.kind, "description": KINDS[scheme.kind]}
     record["reason"] = scheme.reason
     if scheme.warnings:
         record["warnings"] = list(scheme.warnings)
-    record["provenance"] = {"source": source, "posviz_version": __version__}
     return record
+
+
+def scheme_record(
+    scheme: Scheme,
+    provenance: dict[str, Any],
+    model: hub.ConfigFile | None = None,
+    *,
+    context: int | None = None,
+    positions: int | None = None,
+    center: bool = True,
+    check_inv_freq: bool = False,
+) -> dict[str, Any]:
+    """Everything `posviz summary` says of a scheme: its numbers, and the summary of its
+    table (rotary, sinusoidal; DeBERTa's from the Hub) under "table".
+
+    Parameters
+    ----------
+    scheme : Scheme
+    provenance : dict
+        :func:`config_provenance` of the config.json `scheme` was read from.
+    model : ConfigFile, optional
+        The Hub model, for what its weights hold (T5's bias, DeBERTa's table, a stored
+        inv_freq buffer).
+    context : int, optional
+        Sequence length a rotary scaling rule is applied at (default max_position_embeddings).
+    positions : int, optional
+        Rows of the rotary or sinusoidal table (default its original context, at most
+        `MAX_TABLE_POSITIONS`).
+    center : bool
+        Center the table before its spectrum.
+    check_inv_freq : bool
+        Read a stored ``rotary_emb.inv_freq`` buffer from the Hub model and compare.
+    """
+    record = scheme_head(scheme)
+    record["analysis"] = "scheme_record"
+    record["params"] = {
+        "context": context,
+        "positions": positions,
+        "center": center,
+        "check_inv_freq": check_inv_freq,
+    }
+    record["provenance"] = provenance
+    source = provenance["config"] if model is None else model.source  # a table names its commit
+    if scheme.kind == "rotary":
+        main, *others = scheme.rotary
+        stored = scheme_hub.stored_inv_freq(model) if model and check_inv_freq else None
+        record |= rotary_record(
+            main,
+            context=context,
+            positions=positions,
+            center=center,
+            source=source,
+            stored_inv_freq=stored,
+        )
+        if others:
+            record["other_layer_types"] = other_layer_types(tuple(others))
+    elif scheme.kind == "alibi":
+        record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
+    elif scheme.kind == "relative_bias":
+        weights = scheme_hub.bias_tensors(model) if model is not None else {}
+        record |= relative_bias_record(scheme.relative_bias, weights)
+    elif scheme.kind == "relative_table":
+        spec = scheme.relative_table
+        record |= {"span": spec.span, "hidden_size": spec.hidden_size}
+        record["absolute_table_too"] = spec.absolute_too
+        if model is not None:
+            table, span = scheme_hub.relative_embeddings(model)
+            record["relative_positions"] = span
+            record["table"] = table_record(table, spectrum(table.values, center=center))
+    elif scheme.kind == "sinusoidal" and scheme.width and scheme.context:
+        rows = positions or min(scheme.context, MAX_TABLE_POSITIONS)
+        table = sinusoidal(rows, scheme.width)  # built from its formula: rarely stored
+        record["rows"] = rows
+        record["table"] = table_record(table, spectrum(table.values, center=center))
+    record["context"] = record.get("context", scheme.context)
+    return finite(record)
 
 
 def table_record(table: Embedding, result: Spectrum) -> dict[str, Any]:
@@ -109,7 +252,6 @@ def rotary_record(
         "stored_inv_freq": stored,
         "rows": table.shape[0],
     }
-    record["params"] = {**f.params, "positions": table.shape[0]}
     record["table"] = table_record(table, spectrum(table.values, center=center))
     return record
 
@@ -136,7 +278,6 @@ def alibi_record(n_heads: int, *, alibi_bias_max: float = 8.0) -> dict[str, Any]
         "n_heads": n_heads,
         "alibi_bias_max": alibi_bias_max,
         "slopes": slopes.tolist(),
-        "params": {"alibi_bias_max": alibi_bias_max},
     }
 
 

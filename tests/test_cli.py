@@ -73,7 +73,7 @@ def test_summary_json_matches_the_sinusoid_oracle(
         record["provenance"]["shape"],
         record["provenance"]["dtype"],
         record["provenance"]["tensor"],
-    ) == ([512, 768], "float64", "table")
+    ) == ([512, 768], "float64", "sinusoid")
     assert [record["numbers"][f"k{level}"] for level in (50, 80, 90, 95, 99)] == ks
     assert [
         round(record["numbers"][key], 2)

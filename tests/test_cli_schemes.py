@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from posviz import __version__
 from posviz.cli import main
 from posviz.scheme_presets import PRESETS
 
@@ -53,8 +55,11 @@ def test_llama31_config(tmp_path, capsys):
     inv = np.array(record["inv_freq_unscaled"])
     np.testing.assert_allclose(inv, 500000.0 ** (-np.arange(0, 128, 2) / 128), rtol=1e-15)
     np.testing.assert_allclose(record["wavelengths"][40], 2 * math.pi / (inv[40] / 8))
-    assert record["params"] == {"context": None, "positions": 1024}
-    assert record["provenance"]["source"].startswith(path)
+    assert record["analysis"] == "scheme_record"
+    params = {"context": None, "positions": 1024, "center": True, "check_inv_freq": False}
+    assert record["params"] == params
+    sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    assert record["provenance"] == {"config": path, "sha256": sha256, "posviz_version": __version__}
 
 
 def test_yarn_and_longrope_context(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -126,3 +127,17 @@ def test_compose_runs_the_image_read_only_with_the_shared_folder():
     assert '- "8501:8501"' in text
     assert f"- /models:{keys['POSVIZ_DATA_DIR']}:ro" in text, "the shared folder, read-only"
     assert "- /tmp" in text, "HOME=/tmp, the only place Streamlit writes"
+
+
+def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
+    # .ci/run reads the command from the README: there must be exactly one, in a venv.
+    commands = re.findall(
+        r"^    (python3 -m venv \.venv .*)$", (ROOT / "README.md").read_text(), re.M
+    )
+    start, test = commands
+    assert start.endswith("pip install -r requirements.txt && streamlit run app.py")
+    assert test.endswith("pip install -r requirements-dev.txt && python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "rm -rf .venv" in ci
+    assert 'bash -euo pipefail -c "$command"' in ci
+    assert "5) fail" in ci  # pytest's "no tests collected" fails the run

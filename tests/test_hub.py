@@ -386,7 +386,7 @@ def test_an_enormous_cache_size_is_a_clear_error(monkeypatch):
             cache_limit()
 
 
-# --- hostile repos (issue 29) ---------------------------------------------------------------
+# --- hostile repos --------------------------------------------------------------------------
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 INDEX = "model.safetensors.index.json"

@@ -4,6 +4,7 @@ DeBERTa's relative table; a stored inv_freq buffer when asked)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterator
@@ -77,7 +78,9 @@ def test_rotary_only_config_json_travels(fake_hub, capsys, name):
     sent = fetched(fake_hub)
     assert sent["config.json"] == len(config_bytes)
     assert sent["model.safetensors"] == 0
-    assert "commit" in record["provenance"]["source"]
+    commit = fake_hub.repos["acme/rope", "main"].commit
+    assert record["provenance"]["config"] == f"hf:acme/rope@{commit}"
+    assert record["provenance"]["sha256"] == hashlib.sha256(config_bytes).hexdigest()
 
 
 def test_llama31_by_name_equals_its_config_file(fake_hub, capsys, tmp_path):

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import safetensors.numpy
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 import posviz
@@ -25,20 +24,6 @@ from posviz.cli import main
 from posviz.embedding import Embedding
 
 PAGES = Path(__file__).parents[1] / "pages"
-
-
-@pytest.fixture
-def downloads(monkeypatch) -> dict[str, Callable[[], bytes | str]]:
-    """File name -> the builder a click on its download button runs (latest run wins)."""
-    built: dict[str, Callable[[], bytes | str]] = {}
-    register = MediaFileManager.add_deferred
-
-    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        built[file_name] = data_callable
-        return register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
-    return built
 
 
 def run_page(page: str, *tables: Embedding, **state) -> AppTest:

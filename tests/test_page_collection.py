@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from posviz import gather, simulate
 from posviz.collection import Member, table_summary
+from posviz.export import column_label
 from posviz.similarity import similarity_map
 from posviz.ui import pages, state, widgets
 from posviz.ui.text import literal
@@ -64,7 +65,7 @@ def test_the_example_is_a_simulated_training_run_drawn_one_tab_at_a_time():
     # One learned-like table (one seed) over training: its noise falls step by step.
     assert [m.table.values.shape for m in members] == [(512, 128)] * 6
     metrics = at.dataframe[1].value  # [0] is the label editor's
-    ranks = metrics["effective_rank"].tolist()
+    ranks = metrics[column_label("effective_rank")].tolist()
     assert ranks == sorted(ranks, reverse=True)
     assert metrics["step"].tolist() == ["100", "300", "1,000", "3,000", "10,000", "30,000"]
     assert titles(at) == []  # the Metrics tab: numbers only
@@ -105,7 +106,7 @@ def test_simulations_are_added_as_a_set_with_a_dash_for_no_step():
     expected = table_summary(simulate.learned_like(128, 32, seed=1).values).metrics
     row = frame.iloc[3]
     for key, value in expected.items():
-        assert row[key] == pytest.approx(value, rel=1e-12), key
+        assert row[column_label(key)] == pytest.approx(value, rel=1e-12), key
     open_tab(at, "Over training")
     assert not titles(at)
     assert "needs a step" in at.info[0].value

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from posviz import simulate
 from posviz.components import fit_sinusoids, principal_components, sinusoid_likeness
 from posviz.embedding import MIN_POSITIONS
+from posviz.export import column_label
 
 PAGE = str(Path(__file__).parents[1] / "pages/components.py")
 SECTIONS = ["Over position", "Path", "Sinusoid fits", "Sinusoid span"]
@@ -87,8 +88,8 @@ def test_each_tab_builds_only_its_own_charts(sinusoidal):
     assert metrics(at) == {"Median R² of the top-k fits": f"{np.median(fits.r2):.4f}"}
     assert float(metrics(at)["Median R² of the top-k fits"]) > 0.99
     (frame,) = [frame.value for frame in at.dataframe]
-    np.testing.assert_allclose(frame["frequency_cycles"], fits.frequency)
-    np.testing.assert_allclose(frame["r2"], fits.r2)
+    np.testing.assert_allclose(frame[column_label("frequency_cycles")], fits.frequency)
+    np.testing.assert_allclose(frame[column_label("r2")], fits.r2)
     assert "Periodogram: each PC's share of variance per frequency" in [
         e.label for e in at.expander
     ]

@@ -146,7 +146,34 @@ def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, ro
     assert [s for s in fake_hub.log if s.nbytes > 1000] == []
 
 
-# --- issue 29: the upload limit for every caller, failures not retried ------------------------
+def test_an_unreachable_hub_says_what_was_asked_what_happened_and_what_to_do(monkeypatch, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    widgets._hub_model.clear()
+    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    before = at.session_state["posviz.table"].sha256
+    open_model(at, "gpt2", "main")
+    (error,) = at.error
+    shown = plain(error.value)
+    assert "You asked for the model **gpt2** at revision **main**" in shown
+    assert "could not be reached from this server" in shown
+    assert "**Upload a file** tab" in shown
+    # No internal syntax, no errno text, no invisible characters on screen.
+    assert "hf:" not in shown
+    assert "Errno" not in shown
+    assert "\u2060" not in error.value
+    (detail,) = [e for e in at.expander if e.label == "Technical detail"]
+    assert "ConnectError" in detail.code[0].value
+    assert at.session_state["posviz.table"].sha256 == before
+
+
+# --- the upload limit for every caller, failures not retried ----------------------------------
 
 
 @pytest.fixture

@@ -187,7 +187,19 @@ def test_untrimmed_vit_table_hints_and_user_grid():
     assert "grid_tiles" not in charts(at)
     at.toggle(key="similarity.grid").set_value(True).run()
     assert not at.exception
+    assert "grid_tiles" not in charts(at)  # no grid is made up: the user chooses one
+    at.selectbox(key="similarity.grid_height").set_value(1).run()
     assert "grid_tiles" in charts(at)  # 197 is prime: a 1 x 197 strip
+
+
+def test_a_sequence_is_not_a_patch_grid_and_the_page_says_how_to_declare_one():
+    at = run(simulate.learned_like(1024, 32), section=GRID)
+    assert not at.exception
+    assert any("This table is not a patch grid" in i.value for i in at.info)
+    assert any("**2-D grid** ticked" in i.value for i in at.info)
+    at.toggle(key="similarity.grid").set_value(True).run()
+    assert at.selectbox(key="similarity.grid_height").value is None  # not 32 x 32
+    assert "grid_tiles" not in charts(at)
 
 
 def test_euclidean_and_flags():
@@ -243,3 +255,9 @@ def test_a_large_mosaic_is_a_picture_until_its_cells_are_asked_for():
     assert not at.exception
     (mosaic,) = charts(at)["grid_tiles"]["data"]
     assert mosaic["z"]["shape"].replace(" ", "") == "599,599"
+
+
+def test_monotonicity_says_which_end_is_which():
+    at = run(simulate.learned_like(300, 32), section="Similarity vs offset")
+    assert not at.exception
+    assert any("−1 = similarity falls with every step" in c.value for c in at.caption)

@@ -6,6 +6,8 @@ import base64
 import inspect
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +80,9 @@ def test_numbers_are_drawn_once_their_expander_opens(page):
     assert not at.exception, at.exception
     assert len(at.dataframe) > closed
     assert any(e.label.startswith("Numbers") for e in at.expander)
+    # On screen, labels; the CSV and JSON keep the keys (tests/test_export.py).
+    headers = [c for frame in at.dataframe for c in frame.value.columns]
+    assert not [c for c in headers if "_" in c], headers
 
 
 def test_app_opens_on_the_spectrum_of_a_simulated_table():
@@ -92,6 +97,40 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
     expected = spectrum(default.values).singular_values
     np.testing.assert_allclose(drawn, expected[: len(drawn)], rtol=1e-6)
     assert any(literal("learned_like") in md.value for md in at.sidebar.markdown)
+    # Effective rank and "99% in k components" count different things: each says what.
+    counts = spectrum(default.values).metrics()
+    (explained,) = [c.value for c in at.caption if "Effective rank" in c.value]
+    assert f"**Effective rank {counts['effective_rank']:.1f}**" in explained
+    assert f"**99% in {counts['k99']} components**" in explained
+
+
+def _spectrum_page_and_card() -> None:
+    """The Spectrum page's computation, then the sidebar card (app.py's order)."""
+    from posviz.ui import cache, state, widgets
+
+    cache.spectrum(state.current(), center=True)
+    widgets.sidebar_card()
+
+
+def test_the_report_reuses_what_the_page_computed_and_then_downloads(monkeypatch):
+    import posviz.spectrum
+
+    computed = []
+    original = posviz.spectrum.spectrum
+    monkeypatch.setattr(
+        posviz.spectrum, "spectrum", lambda *a, **k: computed.append(1) or original(*a, **k)
+    )
+    # An app.py AppTest loses its sidebar on a rerun; the card alone keeps it.
+    at = AppTest.from_function(_spectrum_page_and_card, default_timeout=60)
+    at.session_state["posviz.table"] = simulate.learned_like(97, 24, seed=5)
+    at.run()
+    shown = len(computed)  # 1, or 0 when an earlier test cached this table's spectrum
+    assert not at.sidebar.get("download_button")  # nothing before the report is made
+    at.button(key="make.report").click().run()
+    assert not at.exception, at.exception
+    assert len(computed) == shown, "the page's spectrum came from the cache"
+    (download,) = at.sidebar.get("download_button")
+    assert download.proto.label == "Download the report"
 
 
 #: The Spectrum page's charts by tab: only the open tab's chart is built and sent.
@@ -139,6 +178,19 @@ def test_a_link_opens_a_spectrum_tab():
     assert shown[0].startswith("Relative reconstruction error")
 
 
+def test_the_simulate_form_shows_how_the_loaded_table_was_made():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update({"sim": "sinusoidal", "n_positions": "256", "d_model": "64"})
+    at.run()
+    at.switch_page("pages/data.py").run()
+    assert at.selectbox(key="posviz.table.kind").value == "sinusoidal"
+    assert {n.label: n.value for n in at.number_input}["Positions"] == 256
+    # The default table is learned-like, and the form says so.
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    assert at.selectbox(key="posviz.table.kind").value == "learned-like"
+
+
 def test_upload_then_switch_page_shows_the_uploaded_table():
     table = simulate.sinusoidal_table(512, 768).astype(np.float32)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
@@ -148,11 +200,13 @@ def test_upload_then_switch_page_shows_the_uploaded_table():
         ("sinusoid.npy", npy_bytes(table), "application/octet-stream")
     ).run()
     assert not at.exception
-    next(b for b in at.button if b.label == "Load").click().run()
-    assert not at.exception, at.exception
+    # One candidate in the file: loaded without a click on Load, named after the file.
     loaded = at.session_state["posviz.table"]
-    assert loaded.shape == (512, 768)
-    assert loaded.source == "sinusoid.npy"
+    assert (loaded.name, loaded.source, loaded.shape) == ("sinusoid", "sinusoid.npy", (512, 768))
+    assert "Loaded sinusoid (rows 0-511 of 512)." in [s.value for s in at.success]
+    next(b for b in at.button if b.label == "Load").click().run()  # again: the same table
+    assert not at.exception, at.exception
+    assert at.session_state["posviz.table"].sha256 == loaded.sha256
     at.switch_page("pages/spectrum.py").run()
     assert not at.exception
     shown = {m.label: m.value for m in at.metric}
@@ -268,7 +322,7 @@ def test_a_link_with_options_beyond_the_form_is_refused_with_a_warning(query):
     assert "not made" in at.warning[0].value
     assert at.session_state["posviz.table"].source.startswith("simulated: learned_like(n=1024")
     # The card and its Report button are still drawn.
-    assert "Report (HTML)" in [b.proto.label for b in at.get("download_button")]
+    assert "Report (HTML)" in [b.label for b in at.button]
 
 
 def test_the_form_offers_exactly_the_bounds_the_link_parser_accepts():
@@ -320,3 +374,27 @@ def test_tensor_and_file_names_are_shown_literally(tmp_path):
         assert "](" not in text, text
         assert "**b**" not in text
         assert ":red[" not in text
+
+
+def test_a_fresh_server_says_it_is_opening_and_later_visits_do_not():
+    # In a new interpreter, as a fresh server: the first visit loads the analyses.
+    code = """
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+told = []
+shown = st.progress
+st.progress = lambda *args, **kwargs: told.append(kwargs.get("text")) or shown(*args, **kwargs)
+for visit in range(2):
+    at = AppTest.from_file("app.py", default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert not at.get("progress"), "the bar is gone once the page is drawn"
+    print(visit, sorted(set(told)))
+    told.clear()
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-2:] == [
+        "0 ['Opening posviz: loading its analyses (step 1 of 2, 1 more)']",
+        "1 []",
+    ]

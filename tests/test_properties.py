@@ -259,7 +259,7 @@ def test_link_options_parse_within_bounds_or_are_refused(kind, params):
         assert readable(refusal(simulate.GENERATORS[kind], **options))
 
 
-# --- labels, steps and sizes (issue 29) -----------------------------------------------------
+# --- labels, steps and sizes ----------------------------------------------------------------
 
 
 @PER_INPUT
@@ -299,7 +299,7 @@ def test_escaped_labels_hold_no_markup_and_read_back_as_typed(label):
     assert re.sub(r"&(lt|gt|amp);", lambda m: entities[m[1]], shown) == label
 
 
-# --- what a Hub answers (issue 29) ------------------------------------------------------------
+# --- what a Hub answers -----------------------------------------------------------------------
 
 #: Any JSON value: what a hostile Hub can put in its revision API answer or a shard index.
 JSON = st.recursive(

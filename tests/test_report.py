@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from posviz import simulate
@@ -162,3 +163,55 @@ def test_cli_report_refuses_a_pickle_with_exit_code_2(tmp_path):
     assert done.returncode == 2
     assert "pickle" in done.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_report_computes_each_step_once_and_says_what_it_is_doing(table, monkeypatch):
+    from posviz import pipeline
+
+    calls: list[str] = []
+    original = pipeline.position_statistics
+
+    def counted(*args, **kwargs):
+        calls.append("position_statistics")
+        return original(*args, **kwargs)
+
+    # Outliers, change points and the boundary summary each ask for the statistics.
+    monkeypatch.setattr(pipeline, "position_statistics", counted)
+    told: list[tuple[str, int, int]] = []
+    build_report(table, seed=3, progress=lambda *step: told.append(step))
+    assert calls == ["position_statistics"]
+    assert told == [
+        ("Spectrum", 0, 6),
+        ("Similarity", 1, 6),
+        ("Components", 2, 6),
+        ("Boundaries", 3, 6),
+        ("Probes", 4, 6),
+        ("writing the page", 5, 6),
+    ]
+
+
+def test_a_runner_given_by_the_app_is_asked_for_every_result(table):
+    from posviz.report import memo
+
+    asked: list[str] = []
+    inner = memo()
+
+    def run(step, /, *tables, **settings):
+        asked.append(step.__name__)
+        return inner(step, *tables, **settings)
+
+    report_sections(table, seed=3, run=run)
+    assert {"spectrum", "similarity_map", "probe_with_controls", "outliers"} <= set(asked)
+
+
+def test_empty_tables_say_none_and_a_repeated_setting_is_stated_once(html):
+    from posviz.report import _table_html
+
+    assert _table_html(pd.DataFrame({"position": []})) == "<p class='none'>none</p>"
+    frame = pd.DataFrame({"table": ["a", "b"], "mae_sd_folds": [1.0, 2.0], "model": ["m", "m"]})
+    page = _table_html(frame)
+    assert "<th>MAE sd over folds</th>" in page
+    assert "<td>m</td>" not in page
+    assert "In every row, model: m." in page
+    # The probes' model, the same in all three rows, leaves the table for a note.
+    assert "In every row, absolute model: " in html

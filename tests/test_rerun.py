@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import save
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 import posviz
@@ -17,6 +16,7 @@ from posviz import simulate
 from posviz._rerun import read_export
 from posviz.cli import main
 from posviz.embedding import LoadError
+from posviz.scheme_presets import PRESETS
 from tests import fakehub
 from tests.fakehub import FakeHub
 
@@ -112,20 +112,6 @@ def test_a_report_reruns_every_table_of_numbers(saved, capsys):
     assert result.ok
     assert len(result.checks) == int(printed.splitlines()[-1].split()[0])
     assert result.tables[0].sha256 == data["provenance"]["sha256"]
-
-
-@pytest.fixture
-def downloads(monkeypatch) -> dict[str, Callable[[], bytes | str]]:
-    """File name -> the builder a click on its download button runs."""
-    built: dict[str, Callable[[], bytes | str]] = {}
-    register = MediaFileManager.add_deferred
-
-    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        built[file_name] = data_callable
-        return register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
-    return built
 
 
 @pytest.mark.parametrize(
@@ -253,3 +239,149 @@ def test_a_simulated_table_is_made_again_from_its_source(table):
     if table.name in ("learned_like", "gaussian"):
         with pytest.raises(LoadError, match="sha256"):
             posviz.rerun(data)
+
+
+# --- position schemes: the config.json a record names, read again -----------------------------
+
+LLAMA = "meta-llama/Llama-3.1-8B"
+
+
+def config_file(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PRESETS[name], indent=2))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "numbers"),
+    [
+        (LLAMA, ["inv_freq[63]", "bands.divided", "attention_factor", "table.numbers.k90"]),
+        ("bigscience/bloom", ["slopes[111]", "n_heads"]),  # ALiBi, 112 heads
+        ("google-t5/t5-small", ["buckets.encoder[0]", "buckets.decoder[256]", "max_distance"]),
+    ],
+)
+def test_a_scheme_summary_reruns_from_its_config(tmp_path, capsys, name, numbers):
+    path = config_file(tmp_path, name)
+    export = write(tmp_path / "s.json", capsys, "summary", str(path), "--json", "--positions", "64")
+    assert json.loads(export.read_text())["analysis"] == "scheme_record"
+    code, out = rerun(capsys, export)
+    assert code == 0, out
+    checked = {line.split(":")[0].removeprefix("scheme_record ") for line in out.splitlines()}
+    assert set(numbers) <= checked
+    assert out.splitlines()[-1].endswith(f"numbers recomputed exactly from {path}")
+
+
+def test_an_edited_scheme_number_exits_1(tmp_path, capsys):
+    path = config_file(tmp_path, LLAMA)
+    export = write(tmp_path / "s.json", capsys, "summary", str(path), "--json", "--positions", "64")
+    data = json.loads(export.read_text())
+    data["inv_freq"][40] *= 1 + 1e-12
+    data["table"]["numbers"]["k90"] += 1
+    export.write_text(json.dumps(data))
+    code, out = rerun(capsys, export)
+    assert code == 1
+    differing = [line.split(":")[0] for line in out.splitlines() if line.endswith("DIFFERS")]
+    assert differing == ["scheme_record inv_freq[40]", "scheme_record table.numbers.k90"]
+
+
+def test_a_changed_or_missing_config_exits_2(tmp_path, capsys):
+    path = config_file(tmp_path, LLAMA)
+    export = write(tmp_path / "s.json", capsys, "summary", str(path), "--json")
+    path.write_text(json.dumps(PRESETS[LLAMA]))  # the same settings, other bytes
+    code, out = rerun(capsys, export)
+    assert code == 2
+    assert "config.json read from" in out
+    assert "is not the one exported: its sha256" in out
+    path.unlink()
+    code, out = rerun(capsys, export)
+    assert code == 2
+    assert "config.json was not found" in out
+
+
+@pytest.mark.parametrize(
+    ("state", "name"),
+    [
+        ({"schemes.section": "Numbers"}, "rotary_frequencies"),
+        ({"schemes.preset": "bigscience/bloom", "schemes.alibi": "Numbers"}, "alibi_slopes"),
+    ],
+)
+def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
+    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    for suffix in ("json", "csv"):
+        export = tmp_path / f"{name}.{suffix}"
+        export.write_text(downloads[f"{name}.{suffix}"]())
+        code, out = rerun(capsys, export)
+        assert code == 0, out
+        assert "DIFFERS" not in out
+    data = json.loads(export.with_suffix(".json").read_text())
+    assert data["provenance"]["config"].startswith("preset:")
+    column = "inv_freq" if name == "rotary_frequencies" else "slope"
+    data["columns"][column][3] /= 2
+    assert [c.name for c in posviz.rerun(data).differing] == [f"{column}[3]"]
+
+
+def test_the_gemma_sliding_layers_rerun_with_their_own_base(downloads, tmp_path, capsys):
+    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    at.session_state["schemes.preset"] = "google/gemma-3-4b-it"
+    at.session_state["schemes.layer"] = "sliding_attention"
+    at.session_state["schemes.section"] = "Numbers"
+    at.run()
+    data = json.loads(downloads["rotary_frequencies.json"]())
+    assert data["provenance"]["layer_type"] == "sliding_attention"
+    assert data["params"] == {"context": at.session_state["schemes.context"]}
+    # Pair 1 of head_dim 256 rotates at the sliding layers' local base 10000 (the full layers'
+    # is 1e6): 10000^(-2/256).
+    assert data["columns"]["inv_freq"][1] == pytest.approx(1e4 ** (-2 / 256), rel=1e-15)
+    assert posviz.rerun(data).ok
+
+
+def test_a_hub_scheme_summary_reruns_at_its_commit(fake_hub, tmp_path, capsys):
+    config = json.dumps(PRESETS[LLAMA]).encode()
+    fake_hub.add(LLAMA, {"config.json": config})
+    export = write(tmp_path / "s.json", capsys, "summary", f"hf:{LLAMA}", "--json")
+    provenance = json.loads(export.read_text())["provenance"]
+    commit = fake_hub.repos[LLAMA, "main"].commit
+    assert provenance["config"] == f"hf:{LLAMA}@{commit}"
+    # The branch moves on (another rope_theta); the export names the commit it was made at.
+    moved = {**PRESETS[LLAMA], "rope_theta": 10000.0}
+    fake_hub.add(LLAMA, {"config.json": json.dumps(moved).encode(), "README.md": b"v2"})
+    before = len(fake_hub.log)
+    code, out = rerun(capsys, export)
+    assert code == 0, out
+    assert "table.numbers.k99" in out
+    assert any(commit in sent.path for sent in fake_hub.log[before:])
+
+
+def test_a_hub_schemes_page_export_and_a_checked_inv_freq_rerun(fake_hub, downloads, capsys):
+    repo = "acme/old-mistral"
+    config = json.dumps(PRESETS["mistralai/Mistral-7B-v0.1"]).encode()
+    inv_freq = (10000.0 ** (-np.arange(0, 128, 2) / 128)).astype(np.float32)[::-1].copy()
+    name = "model.layers.0.self_attn.rotary_emb.inv_freq"
+    fake_hub.add(repo, {"config.json": config, "model.safetensors": save({name: inv_freq})})
+    commit = fake_hub.repos[repo, "main"].commit
+    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    at.session_state["schemes.source"] = "Hub model"
+    at.session_state["schemes.section"] = "Numbers"
+    at.run()
+    at.text_input(key="schemes.repo").set_value(repo)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    data = json.loads(downloads["rotary_frequencies.json"]())
+    assert data["provenance"]["config"] == f"hf:{repo}@{commit}"
+    assert posviz.rerun(data).ok
+    # A summary that checked the stored buffer reads it again (a wrong one: its difference).
+    assert main(["summary", f"hf:{repo}", "--json", "--positions", "64", "--check-inv-freq"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["stored_inv_freq"]["matches"] is False
+    result = posviz.rerun(record)
+    assert result.ok
+    names = [c.name for c in result.checks]
+    assert "stored_inv_freq.max_relative_difference" in names
+    record["stored_inv_freq"]["max_relative_difference"] /= 2
+    assert [c.name for c in posviz.rerun(record).differing] == [
+        "stored_inv_freq.max_relative_difference"
+    ]

@@ -69,7 +69,7 @@ def test_serve_names_the_file_by_absolute_path_and_passes_streamlit_options_on(
         ]
     ]
     assert os.environ[SERVED_TABLE] == str(table_file)
-    assert capsys.readouterr().out == "posviz serve: table, 64 x 16, wpe.npy\n"
+    assert capsys.readouterr().out == "posviz serve: wpe, 64 x 16, wpe.npy\n"
 
 
 def test_serve_without_a_table_starts_the_app_on_its_default(started: list[list[str]]):
@@ -143,7 +143,7 @@ def test_the_app_opens_on_the_served_file(monkeypatch: pytest.MonkeyPatch, table
     at = app_table(monkeypatch, str(table_file))
     assert not at.exception
     table = at.session_state["posviz.table"]
-    assert (table.name, table.source, table.shape) == ("table", "wpe.npy", (64, 16))
+    assert (table.name, table.source, table.shape) == ("wpe", "wpe.npy", (64, 16))
     np.testing.assert_array_equal(table.values, sinusoidal_table(64, 16))
 
 

@@ -11,6 +11,7 @@ the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from posviz import io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
-from posviz.hub.client import Progress
+from posviz.hub.client import Progress, Unreachable
 from posviz.hub.config import ConfigFile, no_table_reason, position_scheme
 from posviz.scheme import MAX_CONFIG_BYTES, parse_config
 
@@ -32,6 +33,7 @@ __all__ = [
     "ConfigFile",
     "HubModel",
     "Reference",
+    "Unreachable",
     "cache_dir",
     "enabled",
     "is_cached",
@@ -245,7 +247,8 @@ def open_config(repo: str, revision: str = "main") -> ConfigFile:
     url = client._file_url(ref.repo, commit, "config.json")
     data = client._get_bytes(url, what=what, limit=MAX_CONFIG_BYTES)
     config = parse_config(data, what=what)
-    return ConfigFile(ref.repo, ref.revision, commit, config, tuple(files), len(data))
+    sha256 = hashlib.sha256(data).hexdigest()
+    return ConfigFile(ref.repo, ref.revision, commit, config, tuple(files), len(data), sha256)
 
 
 def open_model_at(opened: ConfigFile) -> HubModel:

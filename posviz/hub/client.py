@@ -37,6 +37,16 @@ Progress = Callable[[int, int], None]
 _CHUNK = 2**16
 
 
+class Unreachable(LoadError):
+    """The Hub did not answer (no network, DNS, proxy, timeout): nothing about the model is
+    known, and the user can load the file another way. `detail` is the technical cause."""
+
+    def __init__(self, message: str, *, host: str, detail: str) -> None:
+        super().__init__(message)
+        self.host = host
+        self.detail = detail
+
+
 def _offline() -> bool:
     flag = os.environ.get("HF_HUB_OFFLINE", "")
     return constants.HF_HUB_OFFLINE or flag.strip().upper() in {"1", "ON", "YES", "TRUE"}
@@ -105,20 +115,22 @@ def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Re
         msg = f"{what}: the Hub at {host} sent a body that cannot be decoded ({exc}); refused."
         raise LoadError(msg) from exc
     except httpx2.TimeoutException as exc:
-        msg = (
-            f"{what}: the Hub at {host} did not answer within {TIMEOUT:g} s; it is slow or "
-            "unreachable from this server. Try again later, or set HF_ENDPOINT to a mirror."
+        msg = f"{what}: the Hub at {host} did not answer within {TIMEOUT:g} s; try again later."
+        detail = (
+            f"{type(exc).__name__}: {exc}. The Hub is slow or unreachable from this server; "
+            "its administrator can set HF_ENDPOINT to a mirror."
         )
-        raise LoadError(msg) from exc
+        raise Unreachable(msg, host=host, detail=detail) from exc
     except httpx2.RemoteProtocolError as exc:
         msg = f"{what}: the Hub at {host} cut the answer short ({exc}); try again."
         raise LoadError(msg) from exc
     except httpx2.RequestError as exc:  # TransportError and any other failed request
-        msg = (
-            f"{what}: the Hub at {host} could not be reached from this server "
-            f"({type(exc).__name__}: {exc}). Check its network or proxy, or set HF_ENDPOINT."
+        msg = f"{what}: the Hub at {host} could not be reached from this server."
+        detail = (
+            f"{type(exc).__name__}: {exc}. For the server's administrator: check its network "
+            "and proxy (HTTPS_PROXY), or set HF_ENDPOINT to a reachable mirror."
         )
-        raise LoadError(msg) from exc
+        raise Unreachable(msg, host=host, detail=detail) from exc
 
 
 #: Accepts no cookie from any answer and so sends none.

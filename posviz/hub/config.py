@@ -24,6 +24,8 @@ class ConfigFile:
         The repo's files at `commit` (empty offline).
     nbytes : int
         Size of config.json.
+    sha256 : str
+        Of config.json's bytes ("" when read from the offline cache, which keeps no bytes).
     """
 
     repo: str
@@ -32,6 +34,12 @@ class ConfigFile:
     config: dict
     files: tuple[str, ...]
     nbytes: int
+    sha256: str = ""
+
+    @property
+    def at_commit(self) -> str:
+        """``hf:REPO@COMMIT``: where this config.json is read again."""
+        return f"hf:{self.repo}@{self.commit}"
 
     @property
     def source(self) -> str:

@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 
 from posviz.embedding import Embedding, LoadError
-from posviz.io._file import TensorInfo, _File, _pickle_message
+from posviz.io._file import TensorInfo, _File, _pickle_message, single_name
 from posviz.io._npy import _list_npy, _read_npy
 from posviz.io._npz import MAX_MEMBERS, MAX_RATIO, MAX_UNZIPPED_BYTES, _list_npz, _read_npz
 from posviz.io._safetensors import (
@@ -181,10 +181,12 @@ def load(
         infos = _run(_LISTERS[src.kind], src)
         name = tensor if tensor is not None else choose_tensor(infos, src.label)
         array = _run(_READERS[src.kind], src, name)
-    dtype = next(info.dtype for info in infos if info.name == name)
+    # A single-array file (.npy, text) lists its array as "table" and answers to its own name.
+    single = [info.name for info in infos] == ["table"]
+    dtype = infos[0].dtype if single else next(i.dtype for i in infos if i.name == name)
     return table_from(
         array,
-        name=name,
+        name=single_name(src.label) if single else name,
         source=src.label,
         dtype=dtype,
         row_start=row_start,

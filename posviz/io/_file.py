@@ -84,8 +84,14 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def single_name(label: str) -> str:
+    """What a single-array file's table is called: after the file ("wpe" for wpe.npy), so
+    the card and the report name it; its one array also answers to "table", as listed."""
+    return Path(label).stem or "table"
+
+
 def _check_single(src: _File, name: str) -> None:
-    if name != "table":
+    if name not in ("table", single_name(src.label)):
         raise LoadError(_missing_message(src.label, name, ["table"]))
 
 

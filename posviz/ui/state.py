@@ -41,8 +41,25 @@ def current(slot: str = PRIMARY) -> Embedding:
     if slot not in st.session_state:
         kind, options = _DEFAULTS[slot]
         linked = (_from_url() or _served()) if slot == PRIMARY else None
-        st.session_state[slot] = linked or simulate.GENERATORS[kind](**options)
+        st.session_state[slot] = linked or _simulated(kind, options, slot)
     return st.session_state[slot]
+
+
+#: How each slot's table was simulated: {slot: (sha256, generator, options)}.
+SIMULATED = "posviz.simulated"
+
+
+def _simulated(kind: str, options: dict[str, Any], slot: str) -> Embedding:
+    """`kind` simulated with `options`, remembered so the Simulate form can show them."""
+    table = simulate.GENERATORS[kind](**options)
+    st.session_state.setdefault(SIMULATED, {})[slot] = (table.sha256, kind, dict(options))
+    return table
+
+
+def simulation(slot: str = PRIMARY) -> tuple[str, dict[str, Any]] | None:
+    """The generator and options that made the table in `slot`; None when it was loaded."""
+    made = st.session_state.get(SIMULATED, {}).get(slot)
+    return made[1:] if made and made[0] == current(slot).sha256 else None
 
 
 def upload_limit() -> int:
@@ -100,7 +117,7 @@ def flags(table: Embedding) -> list[int]:
 
 def set_simulated(kind: str, options: dict[str, Any], slot: str = PRIMARY) -> None:
     """Simulate `kind` with `options` into `slot`; for the primary table, name it in the URL."""
-    st.session_state[slot] = simulate.GENERATORS[kind](**options)
+    st.session_state[slot] = _simulated(kind, options, slot)
     if slot == PRIMARY:
         _clear_url()
         st.query_params.update({"sim": kind} | {k: str(v) for k, v in options.items()})
@@ -134,7 +151,7 @@ def _from_url() -> Embedding | None:
     if kind not in simulate.GENERATORS:
         return None
     try:
-        return simulate.GENERATORS[kind](**simulate.parse_options(kind, params.to_dict()))
+        return _simulated(kind, simulate.parse_options(kind, params.to_dict()), PRIMARY)
     except ValueError as error:  # LoadError included
         st.warning(
             f"The link's simulation was not made ({literal(error)}); showing the default table."

@@ -7,7 +7,7 @@ import gc
 import html
 import inspect
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,28 +61,59 @@ def sidebar_card() -> None:
         )
         st.caption(literal(table.source))
         center = st.session_state.get("posviz.center", CENTER)
-        st.download_button(
+        made = (table.sha256, center)
+        if st.button(
             "Report (HTML)",
-            data=lambda: _report(table, center=center),
-            file_name=f"posviz-report-{table.sha256[:8]}.html",
-            mime="text/html",
-            key="download.report",
+            key="make.report",
             icon=":material/summarize:",
             help="Every analysis of this table on one standalone page that opens offline "
-            f"({'rows mean-centred' if center else 'uncentred'}, seed 0).",
+            f"({'rows mean-centred' if center else 'uncentred'}, seed 0). What the pages "
+            "already computed is reused.",
+        ):
+            bar = st.progress(0.0)
+            page = _report(table, center=center, progress=_progress_bar(bar, "Report"))
+            bar.empty()
+            st.session_state[REPORT] = (made, page)
+        kept = st.session_state.get(REPORT)
+        if kept and kept[0] == made:
+            st.download_button(
+                "Download the report",
+                data=lambda: kept[1],  # sent when clicked, not with every rerun
+                file_name=f"posviz-report-{table.sha256[:8]}.html",
+                mime="text/html",
+                key="download.report",
+                icon=":material/download:",
+                on_click="ignore",
+            )
+
+
+#: The last report made in this session: ((sha256, center), its HTML).
+REPORT = "posviz.report"
+
+
+def _progress_bar(bar: Any, work: str) -> Callable[[str, int, int], None]:
+    """A `progress(step, done, total)` that moves `bar` and names the step and what is left."""
+
+    def told(step: str, done: int, total: int) -> None:
+        left = total - done - 1
+        bar.progress(
+            done / total,
+            text=f"{work}: {step} (step {done + 1} of {total}"
+            + (f", {left} more after it)" if left else ", the last)"),
         )
 
+    return told
 
-def _report(table: Embedding, *, center: bool) -> str:
-    """The report, or a page saying why it could not be made.
 
-    Built when the button is clicked, outside any script run, so a failure cannot reach the
-    page: without this the button would do nothing at all.
-    """
+def _report(
+    table: Embedding, *, center: bool, progress: Callable[[str, int, int], None] | None = None
+) -> str:
+    """The report, or a page saying why it could not be made (a failure in one analysis must
+    not take the page down); every step asked of the session's cache first."""
     from posviz.report import build_report  # on click: it loads pandas and every analysis
 
     try:
-        return build_report(table, center=center)
+        return build_report(table, center=center, run=cache.run, progress=progress)
     except Exception as error:  # whatever failed, the downloaded file says so
         return (
             "<!doctype html><meta charset='utf-8'><title>posviz report failed</title>"
@@ -197,14 +228,18 @@ def show_numbers(
     shown: pd.DataFrame | None = None,
     pinned: str | None = None,
 ) -> None:
-    """Show a table of numbers with CSV and JSON downloads that carry `settings`.
+    """Show a table of numbers, headed by labels, with CSV and JSON downloads that carry
+    `settings` and the columns' keys.
 
     `shown` is drawn instead of `frame` when the screen needs text where the files keep
     numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
     """
-    config = {pinned: st.column_config.Column(pinned=True)} if pinned else None
+    config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
     st.dataframe(
-        frame if shown is None else shown, hide_index=True, width="stretch", column_config=config
+        (frame if shown is None else shown).rename(columns=export.column_label),
+        hide_index=True,
+        width="stretch",
+        column_config=config,
     )
     left, right = st.columns(2)
     left.download_button(
@@ -249,7 +284,14 @@ def table_loader(slot: str = state.PRIMARY) -> None:
 
 
 def _simulate_form(slot: str) -> None:
-    kind = st.selectbox("Generator", list(simulate.GENERATORS), key=f"{slot}.kind")
+    # Opened on the loaded table's generator and options when it was simulated.
+    made, given = state.simulation(slot) or (None, {})
+    kinds = list(simulate.GENERATORS)
+    kind = st.selectbox(
+        "Generator", kinds, index=kinds.index(made) if made else 0, key=f"{slot}.kind"
+    )
+    if kind != made:
+        given = {}
     with st.form(f"{slot}.simulate"):
         left, right = st.columns(2)
         options: dict[str, Any] = {}
@@ -262,8 +304,9 @@ def _simulate_form(slot: str) -> None:
             style = {"step": 4} if argument.name == "d_model" else {}
             if isinstance(argument.default, float):
                 style = {"format": "%g"}
+            value = type(argument.default)(given.get(argument.name, argument.default))
             options[argument.name] = (left, right)[i % 2].number_input(
-                p.label, p.low, p.high, argument.default, **style
+                p.label, p.low, p.high, value, **style
             )
         if st.form_submit_button("Simulate", type="primary"):
             try:
@@ -364,19 +407,38 @@ def _hub(slot: str) -> None:
     # without asking the Hub again, until Open is pressed.
     failed = st.session_state.get(f"{slot}.hub.failed")
     if failed is not None and failed[0] == opened:
-        st.error(failed[1], icon=":material/error:")
+        _hub_failed(*opened, failed[1])
         return
     try:
         model = _hub_model(*opened)
     except LoadError as error:
-        st.session_state[f"{slot}.hub.failed"] = (opened, literal(error))
-        st.error(literal(error), icon=":material/error:")
+        st.session_state[f"{slot}.hub.failed"] = (opened, error)
+        _hub_failed(*opened, error)
         return
     if reason := model.no_table_reason():
         st.warning(literal(reason), icon=":material/info:")
     _pick_and_load(
         model, f"{model.label} (commit {model.commit[:12]})", slot=slot, key=f"{slot}.hub"
     )
+
+
+def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
+    """Why the model could not be opened. An unreachable Hub: what the user typed, what
+    happened and what they can do now, the cause one click away."""
+    if not isinstance(error, hub.Unreachable):
+        st.error(literal(error), icon=":material/error:")
+        return
+    shared = "POSVIZ_DATA_DIR" in os.environ
+    instead = "the **Upload a file** tab" + (" or the **Shared folder** tab" if shared else "")
+    st.error(
+        f"You asked for the model **{literal(repo)}** at revision **{literal(revision)}**. "
+        f"The Hugging Face Hub ({literal(error.host)}) could not be reached from this server, "
+        "so nothing was loaded and the current table stays. To use this model now, get its "
+        f"`model.safetensors` file another way and open it on {instead}; or try again later.",
+        icon=":material/cloud_off:",
+    )
+    with st.expander("Technical detail"):
+        st.code(f"{error}\n{error.detail}", language=None, wrap_lines=True)
 
 
 def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str, key: str) -> None:
@@ -431,8 +493,14 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
             disabled=trim.grid is None,
         )
         allowed = _travel_note(source, name) if remote else True
-        if not st.form_submit_button("Load", type="primary", disabled=not allowed):
-            return
+        clicked = st.form_submit_button("Load", type="primary", disabled=not allowed)
+    # A file with one candidate loads at once, with the form's defaults, once per file; a
+    # model on the Hub waits for its click (the note above says what will travel).
+    seen = (filename, name, info.shape, len(source) if isinstance(source, bytes) else source)
+    automatic = not remote and len(usable) == 1 and st.session_state.get(f"{key}.loaded") != seen
+    if not (clicked or automatic):
+        return
+    st.session_state[f"{key}.loaded"] = seen
     options = {
         "tensor": name,
         "row_start": int(start),

@@ -175,12 +175,26 @@ def test_a_deep_link_as_a_fresh_servers_first_request_goes_through_the_router(pa
         server.wait(timeout=20)
 
 
+def download_report(page: Page, folder: Path, *, slow: bool = False) -> Path:
+    """Make the report, then download it to `folder`. A `slow` one (seconds: the probes on a
+    large table) shows a progress bar naming the step meanwhile."""
+    report_button(page).click()
+    sidebar = page.get_by_test_id("stSidebar")
+    if slow:
+        told = sidebar.get_by_text(re.compile(r"Report: .+ \(step \d of 6"))
+        expect(told).to_be_visible(timeout=30_000)
+    ready = sidebar.get_by_role("button", name="Download the report")
+    ready.wait_for(timeout=300_000)  # the probes on a loaded machine
+    with page.expect_download(timeout=60_000) as download_info:
+        ready.click()
+    path = folder / "report.html"
+    download_info.value.save_as(path)
+    return path
+
+
 def test_report_downloads_and_opens_offline(page: Page, server_url: str, tmp_path: Path):
     open_page(page, server_url)
-    with page.expect_download(timeout=120_000) as download_info:
-        report_button(page).click()
-    report = tmp_path / "report.html"
-    download_info.value.save_as(report)
+    report = download_report(page, tmp_path, slow=True)
     # Offline: every request that is not the file itself fails.
     page.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
     page.goto(report.as_uri())
@@ -250,10 +264,7 @@ def test_the_smallest_table_reaches_every_page_and_the_report(
     assert f"{MIN_POSITIONS} positions" in sidebar_card(page)
     drawn = visit_every_page(page, "smallest")
     assert all(count >= 1 for count in drawn.values()), drawn
-    with page.expect_download(timeout=120_000) as download_info:
-        report_button(page).click()
-    report = tmp_path / "report.html"
-    download_info.value.save_as(report)
+    report = download_report(page, tmp_path)
     page.goto(report.as_uri())
     page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
     assert page.locator(".js-plotly-plot").count() == 8
