@@ -84,7 +84,7 @@ def nulls(repeats: int) -> None:
         )
         print(f"  compare: {without:.3f} s; with the 200-shuffle null {with_null:.3f} s")
         k = min(6, components.max_components(x.shape, center=True))
-        pc = components.principal_components(x, k=k)
+        pc = components.principal_components(x, n_components=k)
         like = components.sinusoid_likeness(pc)
         t999 = best(lambda pc=pc: components.sinusoid_likeness(pc), repeats)
         t1 = best(lambda pc=pc: components.sinusoid_likeness(pc, n_shuffles=1), repeats)
