@@ -270,7 +270,9 @@ def table_loader(slot: str = state.PRIMARY) -> None:
     shared = os.environ.get("POSVIZ_DATA_DIR")
     names = ["Simulate", "Upload a file", *(["Hub"] if hub.enabled() else [])]
     names += ["Shared folder"] if shared else []
-    tabs = dict(zip(names, st.tabs(names), strict=True))
+    # Keyed, so the open tab stays open when a load rewrites the URL (an unkeyed tab set
+    # falls back to its first tab then, hiding the loader the user was using).
+    tabs = dict(zip(names, st.tabs(names, key=f"{slot}.source", on_change="rerun"), strict=True))
     with tabs["Simulate"]:
         _simulate_form(slot)
     with tabs["Upload a file"]:

@@ -69,6 +69,7 @@ def test_hub_tab_loads_a_models_position_table_by_name(page: Page, hub_server):
         hub.log.clear()
         started = time.perf_counter()
         page.get_by_role("tab", name="Hub").click()
+        wait_idle(page)  # choosing a tab reruns the page
         page.get_by_label("Model id").fill(repo)
         page.get_by_role("button", name="Open").click()
         wait_idle(page)

@@ -325,6 +325,7 @@ def test_a_shared_table_draws_in_a_browser(container: Container, page: Page):
         screenshot(page, "image-first-open-blank")
         open_page(page, f"{container.url}/data")
     page.get_by_role("tab", name="Shared folder").click()
+    wait_idle(page)  # choosing a tab reruns the page
     page.get_by_role("combobox", name="File in the shared folder").click()
     page.get_by_role("option").filter(has_text="sinusoid.npy").click()
     expect(page.get_by_text("sinusoid.npy holds 1 tensor")).to_be_visible()

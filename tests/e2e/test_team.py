@@ -133,7 +133,9 @@ def test_two_sessions_see_only_their_own_table(
     for name in nav_names(pages[alpha]):
         for path, page in pages.items():
             go_to(page, name)
-            if name != "Collection":  # its own tables; the card (only_own) names the current one
+            # Collection and Schemes show their own tables and models; the card (only_own)
+            # names the current one.
+            if name not in ("Collection", "Schemes"):
                 expect(page.get_by_test_id("stMain")).to_contain_text(shapes[path])
         only_own(name)
     # A rerun from a widget in one session (centring off) leaves both tables where they were.
@@ -155,6 +157,7 @@ def test_a_file_of_the_shared_folder_loads(page: Page, team_server: tuple[int, s
     _, url = team_server
     open_page(page, f"{url}/data")
     page.get_by_role("tab", name="Shared folder").click()
+    wait_idle(page)  # choosing a tab reruns the page
     chooser = page.get_by_role("combobox", name="File in the shared folder")
     chooser.click()
     options = page.get_by_role("option")
@@ -190,6 +193,7 @@ async def _user(browser: AsyncBrowser, url: str, path: Path) -> dict[str, float]
     await page.get_by_text("Current table").wait_for()
     await _idle(page)
     await page.get_by_role("tab", name="Upload a file").click()
+    await _idle(page)  # choosing a tab reruns the page: the chooser is drawn anew
     await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(path)
     await page.get_by_text(f"{path.name} holds 1 tensor").wait_for()
     await page.wait_for_selector(IDLE)  # the listing ends the upload's run
@@ -326,6 +330,7 @@ def test_memory_levels_off_over_many_uploads(
         path = npy(tmp_path / f"upload{i:02}.npy", *MEMORY_SHAPE, seed=100 + i)
         go_to(page, "Data")  # through the navigation: a reload would start a new session
         page.get_by_role("tab", name="Upload a file").click()
+        wait_idle(page)  # choosing a tab reruns the page: the chooser is drawn anew
         page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(path)
         # The listing appears at the end of the upload's run: then wait only for idle.
         expect(page.get_by_text(f"{path.name} holds 1 tensor")).to_be_visible(timeout=60_000)
