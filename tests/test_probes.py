@@ -9,7 +9,7 @@ from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, cross_val_predict
 
-from posviz import figures, probes, simulate
+from posviz import _ridge, figures, probes, simulate
 from posviz._params import defaults
 
 
@@ -141,7 +141,7 @@ def test_pair_logistic_fit_is_sklearns_logistic_regression():
     rng = np.random.default_rng(0)
     i, j = rng.integers(60, size=(2, 2, 300))
     labels = j > i
-    coef, intercept = probes._fit_pair_logistic(x, i, j, labels, C=0.5, tol=1e-10)
+    coef, intercept = _ridge.fit_pair_logistic(x, i, j, labels, C=0.5, tol=1e-10)
     for fold in range(2):
         features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1)
         reference = LogisticRegression(C=0.5, tol=1e-10, max_iter=10000).fit(features, labels[fold])
@@ -157,7 +157,7 @@ def test_pair_logistic_stops_where_scikit_learns_lbfgs_would():
     rng = np.random.default_rng(3)
     i, j = rng.integers(300, size=(2, 3, 800))
     labels = j > i
-    coef, intercept = probes._fit_pair_logistic(x, i, j, labels, C=0.01, tol=1e-3)
+    coef, intercept = _ridge.fit_pair_logistic(x, i, j, labels, C=0.01, tol=1e-3)
     for fold in range(3):
         features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1).astype(np.float64)
         w = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
@@ -188,13 +188,13 @@ def test_relative_probe_finds_a_planted_order_and_its_penalty_by_inner_cv(monkey
     assert result.error_rate + 3 * result.error_rate_sd < 0.5
     # The chosen C is the one with the fewest inner validation errors: with every C but one
     # made useless, the inner cross-validation must pick that one.
-    fit = probes._fit_pair_logistic
+    fit = _ridge.fit_pair_logistic
 
     def only_one_c_learns(x, i, j, labels, *, C, tol=1e-3):
         coef, intercept = fit(x, i, j, labels, C=C, tol=tol)
         return (coef, intercept) if C == 0.1 else (0 * coef, intercept - 10)
 
-    monkeypatch.setattr(probes, "_fit_pair_logistic", only_one_c_learns)
+    monkeypatch.setattr(_ridge, "fit_pair_logistic", only_one_c_learns)
     assert set(probes.relative_probe(rows, np.arange(300), n_pairs=600).fold_C) == {0.1}
 
 
