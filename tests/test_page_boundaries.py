@@ -152,6 +152,18 @@ def test_a_closed_tab_builds_nothing_and_opening_it_shows_it():
     assert any(c.value.startswith("Steps against a local trend") for c in at.caption)
 
 
+def test_the_tables_name_statistics_by_labels_and_the_files_by_keys(downloads):
+    at = run(simulate.learned_like(128, 32, seed=0), section="Tables")
+    assert not at.exception
+    named = [d.value for d in at.dataframe if "statistic" in d.value]
+    assert len(named) == 2  # the flagged positions and the boundary summary
+    for shown in named:
+        assert "neighbour cos" in set(shown["statistic"])
+        assert not any("_" in name for name in shown["statistic"])
+    assert "statistic,first_8" in downloads["boundary_summary.csv"]()
+    assert "\nneighbour_cos," in downloads["boundary_summary.csv"]()
+
+
 # The Tables tab of this table: flagged positions and the boundary summary; no change point,
 # so "None" in words instead of an empty table.
 @pytest.mark.parametrize(("section", "tables", "plots"), [("Tables", 2, 0), ("Probes", 1, 1)])

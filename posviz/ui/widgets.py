@@ -235,8 +235,11 @@ def show_numbers(
     numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
     """
     config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
+    screen = frame if shown is None else shown
+    if "statistic" in screen:  # rows named by a key (the boundary tables'), read as labels too
+        screen = screen.assign(statistic=screen["statistic"].map(export.column_label))
     st.dataframe(
-        (frame if shown is None else shown).rename(columns=export.column_label),
+        screen.rename(columns=export.column_label),
         hide_index=True,
         width="stretch",
         column_config=config,
