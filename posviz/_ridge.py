@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg import blas
 from scipy.optimize import OptimizeResult, minimize
 
 __all__ = [
@@ -61,7 +62,9 @@ def nested_ridge(
     # Both sides give H = basis diag(weights) basis': primal with the rows in the eigenbasis
     # of Xc'Xc, dual with the eigenvectors of Xc Xc'.
     primal = d <= n
-    gram = xc.T @ xc if primal else xc @ xc.T
+    # One triangle of the symmetric Gram matrix (half a general product's work), the one
+    # eigh reads; xc.T is Fortran-ordered, as BLAS wants it, so nothing is copied.
+    gram = blas.dsyrk(1.0, xc.T, trans=0 if primal else 1, lower=1)
     lam, vectors = scipy.linalg.eigh(gram, driver="evd", overwrite_a=True, check_finite=False)
     basis = xc @ vectors if primal else vectors
     lam = np.clip(lam, 0.0, None)
