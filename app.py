@@ -4,18 +4,19 @@ import sys
 from pathlib import Path
 
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 
 HERE = Path(__file__).parent
 
-# A fresh server runs its first visit in Streamlit's pages-folder mode, which lists the raw
-# pages/ file names in the sidebar. This run is the router itself, whose st.navigation below
-# leaves that mode: say so before posviz.ui (which reruns a deep link into pages/ through
-# app.py) would rerun it, and draw the titles before the slow imports.
-PagesManager.uses_pages_directory = False
+# The pages as links drawn here, not Streamlit's own sidebar navigation (turned off in
+# .streamlit/config.toml): a fresh server runs its first visit in Streamlit's pages-folder
+# mode, whose own navigation would list the raw pages/ file names until st.navigation
+# replaced them. Drawn before the slow imports below, so the titles show at once.
 from posviz.ui import pages  # noqa: E402
 
-page = st.navigation([st.Page(HERE / p.file, title=p.title, icon=p.icon) for p in pages.PAGES])
+links = [st.Page(HERE / p.file, title=p.title, icon=p.icon) for p in pages.PAGES]
+page = st.navigation(links, position="hidden")
+for link in links:
+    st.sidebar.page_link(link)
 # A file, not ":material/...": Streamlit fetches a Material favicon from fonts.gstatic.com,
 # and nothing the app shows may leave the server's host.
 st.set_page_config(page_title="posviz", page_icon=HERE / "posviz/ui/favicon.png", layout="wide")

@@ -166,11 +166,11 @@ class Session:
 
     def click(self, name: str, *, charts: bool = True) -> dict[str, float]:
         """Open page `name` (its title too) from the sidebar; timed until DONE."""
-        link = self.page.get_by_test_id("stSidebarNavLink").filter(has_text=name).first
+        link = self.page.get_by_test_id("stPageLink-NavLink").filter(has_text=name).first
         return self.timed(link.click, name, charts=charts)
 
     def names(self) -> list[str]:
-        links = self.page.get_by_test_id("stSidebarNavLink")
+        links = self.page.get_by_test_id("stPageLink-NavLink")
         return [links.nth(i).inner_text().split("\n")[-1].strip() for i in range(links.count())]
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from posviz.embedding import MIN_DIMS, MIN_POSITIONS
 from posviz.export import from_csv
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
+from posviz.ui.pages import PAGES
 from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
 from tests.e2e.conftest import IDLE, open_page, report_button, screenshot, start_server, wait_idle
 
@@ -64,12 +65,12 @@ def load(page: Page) -> None:
 
 def nav_names(page: Page) -> list[str]:
     """Page titles in the sidebar (a link's text starts with its icon's ligature name)."""
-    links = page.get_by_test_id("stSidebarNavLink")
+    links = page.get_by_test_id("stPageLink-NavLink")
     return [links.nth(i).inner_text().split()[-1] for i in range(links.count())]
 
 
 def go_to(page: Page, name: str) -> None:
-    page.get_by_test_id("stSidebarNavLink").nth(nav_names(page).index(name)).click()
+    page.get_by_test_id("stPageLink-NavLink").nth(nav_names(page).index(name)).click()
     wait_idle(page)
 
 
@@ -177,6 +178,30 @@ def test_a_deep_link_as_a_fresh_servers_first_request_goes_through_the_router(pa
         assert "Spectrum" in nav_names(page)
         expect(page.get_by_role("heading", name="Similarity").first).to_be_visible()
         no_exception(page)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_a_fresh_servers_first_load_never_lists_the_raw_page_files(page: Page):
+    # Streamlit's pages-folder mode, in which a fresh server runs its first visit, would list
+    # pages/*.py by file name ("app", "boundaries", ...) until app.py's navigation replaced
+    # them. Every sidebar link drawn from the first byte on is recorded.
+    page.add_init_script(
+        """
+        window.seenLinks = new Set();
+        new MutationObserver(() => document.querySelectorAll(
+            "[data-testid=stSidebarNav] a, [data-testid=stPageLink-NavLink]"
+        ).forEach(a => window.seenLinks.add(a.innerText.trim().split(/\\s+/).pop())))
+            .observe(document, {subtree: true, childList: true, characterData: true});
+        """
+    )
+    server, url = start_server()
+    try:
+        open_page(page, url)
+        seen = set(page.evaluate("[...window.seenLinks]"))
+        assert seen == {title.split()[-1] for title in (p.title for p in PAGES)}, seen
+        screenshot(page, "first-load")
     finally:
         server.terminate()
         server.wait(timeout=20)

@@ -84,7 +84,7 @@ def test_hub_tab_loads_a_models_position_table_by_name(page: Page, hub_server):
         # literal() keeps "@" from autolinking with an invisible word joiner before it.
         card = page.get_by_test_id("stSidebar").inner_text().replace("\u2060", "")
         assert f"hf:{repo}@main · commit {hub.repos[repo, 'main'].commit}" in card
-        page.get_by_test_id("stSidebarNavLink").first.click()  # Spectrum
+        page.get_by_test_id("stPageLink-NavLink").first.click()  # Spectrum
         page.wait_for_selector("[data-testid=stPlotlyChart] .main-svg", timeout=60_000)
         elapsed = time.perf_counter() - started
         size = hub.repos[repo, "main"].files["model.safetensors"].stat().st_size

@@ -31,7 +31,7 @@ def test_a_rotary_preset_and_its_table_through_the_spectrum(page: Page, server_u
     sidebar = page.get_by_test_id("stSidebar")
     expect(sidebar.get_by_text("2,048 positions x 128 dims")).to_be_visible()
 
-    sidebar.get_by_test_id("stSidebarNavLink").filter(has_text="Spectrum").click()
+    sidebar.get_by_test_id("stPageLink-NavLink").filter(has_text="Spectrum").click()
     wait_idle(page)
     page.wait_for_selector(CHART, timeout=60_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)

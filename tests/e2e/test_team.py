@@ -208,7 +208,7 @@ async def _user(browser: AsyncBrowser, url: str, path: Path) -> dict[str, float]
     await page.wait_for_selector(IDLE)  # the listing ends the upload's run
     await page.get_by_role("button", name="Load", exact=True).click()
     await _idle(page)
-    links = page.get_by_test_id("stSidebarNavLink")
+    links = page.get_by_test_id("stPageLink-NavLink")
     names = [(await links.nth(i).inner_text()).split()[-1] for i in range(await links.count())]
     seconds = {}
     for i, name in enumerate(names):
