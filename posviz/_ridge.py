@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from scipy.linalg import blas
 from scipy.optimize import OptimizeResult, minimize
 
 __all__ = [
@@ -62,10 +61,8 @@ def nested_ridge(
     # Both sides give H = basis diag(weights) basis': primal with the rows in the eigenbasis
     # of Xc'Xc, dual with the eigenvectors of Xc Xc'.
     primal = d <= n
-    # One triangle of the symmetric Gram matrix (half a general product's work), the one
-    # eigh reads; xc.T is Fortran-ordered, as BLAS wants it, so nothing is copied.
-    gram = blas.dsyrk(1.0, xc.T, trans=0 if primal else 1, lower=1)
-    lam, vectors = scipy.linalg.eigh(gram, driver="evd", overwrite_a=True, check_finite=False)
+    gram = xc.T @ xc if primal else xc @ xc.T
+    lam, vectors = scipy.linalg.eigh(gram, driver="evd")
     basis = xc @ vectors if primal else vectors
     lam = np.clip(lam, 0.0, None)
     inverse = 1 / (lam + alphas[:, None])  # (alphas, k)
