@@ -305,17 +305,30 @@ with widgets.expander_drawn_when_open("Overlay several rotary models", key="sche
     if o:
         others = [name for name in rotary_presets() if name != label]
         chosen = st.multiselect("Models", others, default=others[:3], key="schemes.chosen")
-        specs = {name: position_scheme(PRESETS[name]).rotary[0] for name in chosen}
+        # Each model's config.json is its provenance, with the label and layer type it gives.
+        models = {}
         if scheme.kind == "rotary":
-            specs = {label: spec, **specs}
-        longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
-        freqs = {name: cache.frequencies(s, context=None) for name, s in specs.items()}
-        decays = {n: cache.decay(s, context=None, max_distance=longest) for n, s in specs.items()}
-        settings = exported("rotary_decay", {"models": list(specs), "max_distance": longest})
-        if specs:
+            models[label] = (spec, {**provenance, "model": label, "layer_type": spec.layer_type})
+        for name in chosen:
+            _, where, _ = read_config(PRESET + name)
+            first = position_scheme(PRESETS[name]).rotary[0]
+            models[name] = (first, {**where, "model": name, "layer_type": first.layer_type})
+        if models:
+            overlay = cache.overlay({name: s for name, (s, _) in models.items()})
+            settings = {
+                "analysis": "rotary_overlay",
+                "params": overlay.params,
+                "provenance": [where for _, where in models.values()],
+            }
             widgets.show_figure(
-                figures.schemes.ladders_overlay(freqs), name="ladders_overlay", settings=settings
+                figures.schemes.ladders_overlay(overlay.frequencies),
+                name="ladders_overlay",
+                settings=settings,
             )
             widgets.show_figure(
-                figures.schemes.decays_overlay(decays), name="decays_overlay", settings=settings
+                figures.schemes.decays_overlay(overlay.decays),
+                name="decays_overlay",
+                settings=settings,
             )
+            widgets.show_numbers(overlay.to_frame(), name="ladders_overlay", settings=settings)
+            widgets.show_numbers(overlay.decay_table(), name="decays_overlay", settings=settings)

@@ -12,9 +12,11 @@ from posviz.relative import RelativeBias, relative_bias
 from posviz.rotary import (
     RotaryDecay,
     RotaryFrequencies,
+    RotaryOverlay,
     RotarySpec,
     rotary_decay,
     rotary_frequencies,
+    rotary_overlay,
 )
 from posviz.scheme_summary import is_decoder_bias
 
@@ -26,6 +28,7 @@ __all__ = [
     "frequencies",
     "hub_config",
     "hub_model",
+    "overlay",
     "set_hub_model",
     "stored_inv_freq",
     "t5_bias",
@@ -52,8 +55,13 @@ def frequencies(spec: RotarySpec, *, context: int | None) -> RotaryFrequencies:
 
 
 @st.cache_data(max_entries=32, show_spinner="Computing B(Δ) and RoFormer's bound…")
-def decay(spec: RotarySpec, *, context: int | None, max_distance: int | None = None) -> RotaryDecay:
-    return rotary_decay(rotary_frequencies(spec, context=context), max_distance=max_distance)
+def decay(spec: RotarySpec, *, context: int | None) -> RotaryDecay:
+    return rotary_decay(rotary_frequencies(spec, context=context))
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing the models' B(Δ)…")
+def overlay(specs: dict[str, RotarySpec]) -> RotaryOverlay:
+    return rotary_overlay(specs)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
