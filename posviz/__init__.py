@@ -77,6 +77,8 @@ def load(
         A path to a .npy, .npz, .safetensors, .csv, .tsv or .txt file, or
         ``"hf:REPO_ID[@REVISION]"`` for a model on the Hub (only the safetensors header and
         the one tensor are fetched). Pickle-based checkpoints are refused, never unpickled.
+        A .safetensors checkpoint with a config.json beside it is read as that config says
+        (:func:`posviz.scheme_hub.load_checkpoint`: DeBERTa's relative table by default).
     tensor : str, optional
         Tensor to read; by default the position table detected by name and shape.
     row_start, row_stop : int
@@ -100,6 +102,11 @@ def load(
         from posviz import hub  # the Hub client loads only when a model is asked for
 
         return hub.load(source, **options)
+    if str(source).lower().endswith(".safetensors"):
+        from posviz import scheme_hub
+
+        if scheme_hub.config_beside(source):  # a checkpoint: read as its config.json says
+            return scheme_hub.load_checkpoint(scheme_hub.open_checkpoint(source), **options)
     return io.load(source, **options)
 
 

@@ -268,7 +268,8 @@ def _config(
     from posviz import hub
     from posviz.scheme_summary import PRESET, read_config
 
-    where = str(given or recorded["config"])
+    # A local checkpoint's scheme is read from the config.json beside its weights.
+    where = str(given or recorded.get("weights") or recorded["config"])
     if not (given or hub.is_hub_ref(where) or where.startswith(PRESET)):
         where = _find(where, base)
     read = read_config(where)
