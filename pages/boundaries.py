@@ -240,18 +240,26 @@ positions, tables, probed = widgets.page_tabs("boundaries")
 with positions:
     if positions.open:
         if flagged:
-            shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
+            labels = [p + table.first_position for p in flagged[:20]]  # as the axes label them
+            shown = ", ".join(map(str, labels)) + (" …" if len(flagged) > 20 else "")
             st.markdown(f"**Flagged** ({flags.rule}): {shown}")
         st.markdown(f"**Change points** on {statistic}: {changes.describe()}")
         stats = cache.position_statistics(table, top_k=top_k)
         widgets.show_figure(
-            cache.figure(figures.boundary.position_statistics, stats, flags, changes),
+            cache.figure(
+                figures.boundary.position_statistics,
+                stats,
+                flags,
+                changes,
+                first_position=table.first_position,
+            ),
             name="position_statistics",
             settings=export.header("change_points", changes.params, table),
         )
         st.caption(
-            "Positions are 0-based rows of the analysed table "
-            f"(source row {table.row_start} is position 0). Red circles: flagged on that "
+            "Positions are rows of the analysed table "
+            f"(source row {table.row_start} is position {table.first_position}). Red circles: "
+            "flagged on that "
             "panel's statistic (the cosine panel flags on the more similar neighbour). Dashed "
             f"lines: change points on {statistic}. "
             + " ".join(

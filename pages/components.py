@@ -49,7 +49,12 @@ def trajectories_section() -> None:
         persist_state="page",
     )
     widgets.show_figure(
-        cache.figure(figures.components.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
+        cache.figure(
+            figures.components.pc_trajectories,
+            pc,
+            overlaid=overlaid == "overlaid",
+            first_position=table.first_position,
+        ),
         name="pc_trajectories",
         settings=settings,
     )
@@ -81,7 +86,12 @@ def path_section() -> None:
     flat, solid = st.columns(2)
     with flat:
         widgets.show_figure(
-            cache.figure(figures.components.pc_path, pc, tuple(axes[:2])),
+            cache.figure(
+                figures.components.pc_path,
+                pc,
+                tuple(axes[:2]),
+                first_position=table.first_position,
+            ),
             name="pc_path_2d",
             settings={**settings, "components": axes[:2]},
         )
@@ -95,7 +105,12 @@ def path_section() -> None:
                 help="A WebGL chart, slow to draw without a GPU: drawn only when asked for.",
             ):
                 widgets.show_figure(
-                    cache.figure(figures.components.pc_path, pc, tuple(axes)),
+                    cache.figure(
+                        figures.components.pc_path,
+                        pc,
+                        tuple(axes),
+                        first_position=table.first_position,
+                    ),
                     name="pc_path_3d",
                     settings={**settings, "components": axes},
                 )
@@ -148,7 +163,9 @@ with fits_tab:
             help=components.DEFINITIONS["r2"],
         )
         widgets.show_figure(
-            cache.figure(figures.components.sinusoid_fits, pc, fits),
+            cache.figure(
+                figures.components.sinusoid_fits, pc, fits, first_position=table.first_position
+            ),
             name="sinusoid_fits",
             settings=fit_settings,
         )

@@ -77,13 +77,22 @@ def zoom_window() -> None:
         min(n, 256),
         key="similarity.zoom_size",
     )
-    row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
-    col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
+    # Asked and shown as the table's positions (a relative table's start below 0).
+    first = table.first_position
+    row0 = row_col.number_input(
+        "First row i", first, first + n - size, first, key="similarity.zoom_row"
+    )
+    col0 = col_col.number_input(
+        "First column j", first, first + n - size, first, key="similarity.zoom_col"
+    )
+    row0, col0 = row0 - first, col0 - first
     window = cache.similarity_map(
         table, metric=metric, center=center, rows=(row0, row0 + size), cols=(col0, col0 + size)
     )
     widgets.show_figure(
-        cache.figure(figures.similarity.similarity_heatmap, window, highlight=flags),
+        cache.figure(
+            figures.similarity.similarity_heatmap, window, highlight=flags, first_position=first
+        ),
         name="similarity_zoom",
         settings=export.header("similarity_map", window.params, table),
     )
@@ -92,9 +101,16 @@ def zoom_window() -> None:
 @st.fragment
 def position_section() -> None:
     """A fragment: moving the position redraws only this chart, not the heatmap."""
-    position = st.slider(
-        "Position", 0, n - 1, n // 2, key="similarity.position", persist_state="page"
+    first = table.first_position  # asked and shown as the table's positions
+    label = st.slider(
+        "Position",
+        first,
+        first + n - 1,
+        first + n // 2,
+        key="similarity.position",
+        persist_state="page",
     )
+    position = label - first
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
     row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
@@ -106,10 +122,14 @@ def position_section() -> None:
     )
     widgets.show_figure(
         cache.figure(
-            figures.similarity.position_profile, row, position=position, neighbours=neighbours
+            figures.similarity.position_profile,
+            row,
+            position=position,
+            neighbours=neighbours,
+            first_position=first,
         ),
         name="position_profile",
-        settings={**export.header("similarity_map", row.params, table), "position": position},
+        settings={**export.header("similarity_map", row.params, table), "position": label},
     )
 
 
@@ -131,7 +151,11 @@ with pairs:
         picture = as_picture(overview.values.size, key="similarity.exact_cells")
         widgets.show_figure(
             cache.figure(
-                figures.similarity.similarity_heatmap, overview, highlight=flags, picture=picture
+                figures.similarity.similarity_heatmap,
+                overview,
+                highlight=flags,
+                picture=picture,
+                first_position=table.first_position,
             ),
             name="similarity_heatmap",
             settings=export.header("similarity_map", overview.params, table),

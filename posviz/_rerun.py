@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,8 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
         else:
             where = _find(source, base)
         table = posviz.load(where, tensor=record["tensor"], **rows)
+    # What position its first row stands for (a relative table's), as it was exported.
+    table = replace(table, first_position=int(record.get("first_position", 0)))
     if table.sha256 != record["sha256"]:
         msg = (
             f"The table read from {where} is not the one exported: its sha256 is "
@@ -371,17 +373,22 @@ def _checks(entry: dict[str, Any], tables: tuple[Embedding, ...]) -> list[Check]
         raise LoadError(msg) from exc
     label = f"{name}" + (f" ({entry['caption']})" if "caption" in entry else "")
     if "columns" in entry:
-        return _column_checks(label, entry["columns"], result)
+        # Positions labelled as the export labels them (a relative table's first position).
+        labels = {"provenance": tables[0].provenance()} if len(tables) == 1 else {}
+        return _column_checks(label, entry["columns"], result, labels)
     return _number_checks(label, entry.get("numbers", {}), result)
 
 
-def _column_checks(label: str, exported: dict[str, list], result: Any) -> list[Check]:
-    """A table's cells against the result's frame with the same columns."""
-    from posviz.export import columns
+def _column_checks(
+    label: str, exported: dict[str, list], result: Any, settings: dict[str, Any] | None = None
+) -> list[Check]:
+    """A table's cells against the result's frame with the same columns (positions labelled
+    by `settings`, as :func:`posviz.export.labelled`)."""
+    from posviz.export import columns, labelled
 
     frames = [getattr(result, n) for n in dir(result) if n == "to_frame" or n.endswith("_table")]
     for make in frames:
-        recomputed = columns(make())
+        recomputed = columns(labelled(make(), settings or {}))
         if list(recomputed) == list(exported):
             break
     else:

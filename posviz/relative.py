@@ -170,6 +170,7 @@ def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embed
 
     Row r holds relative (bucketed) position ``r − rows / 2`` (DeBERTa indexes it with
     ``relative_position + att_span``); beyond half the buckets the positions are log-bucketed.
+    The table's ``first_position`` is ``−rows / 2``, so every page labels its rows so.
 
     Returns
     -------
@@ -178,15 +179,13 @@ def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embed
     Examples
     --------
     >>> t, span = relative_table(np.eye(512, 8), name="rel", source="s")
-    >>> t.shape, span
-    ((512, 8), [-256, 255])
+    >>> t.shape, span, t.positions[[0, -1]].tolist()
+    ((512, 8), [-256, 255], [-256, 255])
     """
     rows = np.asarray(weight).shape[0]
     if rows % 2:
         msg = f"{name} has {rows} rows; DeBERTa's rel_embeddings has an even number (2 · span)."
         raise LoadError(msg)
     span = rows // 2
-    # Pages draw row numbers: the source says how to read them.
-    source = f"{source} · row r is relative position r − {span}"
-    table = Embedding.from_array(weight, name=name, source=source)
+    table = Embedding.from_array(weight, name=name, source=source, first_position=-span)
     return table, [-span, span - 1]

@@ -23,7 +23,7 @@ from posviz import collection as _collection
 from posviz._params import defaults, split_params
 from posviz.collection import Collection
 from posviz.embedding import Embedding
-from posviz.export import column_label, columns
+from posviz.export import column_label, columns, labelled
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
 __all__ = [
@@ -152,7 +152,7 @@ def similarity_section(
         + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}.",
         {"Scores": scores.to_frame()},
         [
-            figures.similarity.similarity_heatmap(overview),
+            figures.similarity.similarity_heatmap(overview, first_position=table.first_position),
             figures.similarity.offset_profile(profile, scores),
         ],
         {"Scores": ("offset_scores", scores.params)},
@@ -186,8 +186,10 @@ def components_section(
         f"(seed {likeness.params['seed']}) for the chance level, m = {likeness.n_frequencies}.",
         {"Sinusoid fits": fits.to_frame(), "Likeness to sinusoids": likeness.to_frame()},
         [
-            figures.components.pc_trajectories(pcs, overlaid=False),
-            figures.components.sinusoid_fits(pcs, fits),
+            figures.components.pc_trajectories(
+                pcs, overlaid=False, first_position=table.first_position
+            ),
+            figures.components.sinusoid_fits(pcs, fits, first_position=table.first_position),
         ],
         {
             "Sinusoid fits": ("fit_sinusoids", fits.params),
@@ -225,12 +227,16 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
                 f"Boundary summary: {summary.procedure()}",
             ]
         ),
-        {
-            "Flagged positions": flags.to_frame(),
-            "Change points": changes.to_frame(),
+        {  # positions labelled as the table's (a relative table's start below 0)
+            "Flagged positions": labelled(flags.to_frame(), {"provenance": table.provenance()}),
+            "Change points": labelled(changes.to_frame(), {"provenance": table.provenance()}),
             "Boundary summary": summary.to_frame(),
         },
-        [figures.boundary.position_statistics(stats, flags, changes)],
+        [
+            figures.boundary.position_statistics(
+                stats, flags, changes, first_position=table.first_position
+            )
+        ],
         {
             "Flagged positions": ("outliers", flags.params),
             "Change points": ("change_points", changes.params),

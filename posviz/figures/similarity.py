@@ -116,12 +116,18 @@ def _cells(m: SimilarityMap) -> str:
     return f"{kind} of {m.block} x {m.block} blocks"
 
 
-def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> None:
-    """Flagged positions as triangles on the top (columns) and left (rows) edges of a map."""
+def _edge_marks(
+    fig: go.Figure, m: SimilarityMap, highlight: Sequence[int], first_position: int
+) -> None:
+    """Flagged positions (rows) as triangles on the top (columns) and left (rows) edges of a
+    map, drawn at their labels ``first_position + row``."""
     half = m.block / 2
     top, left = m.row_positions[0] - half, m.col_positions[0] - half
     cols = [p for p in highlight if left <= p < m.col_positions[-1] + half]
     rows = [p for p in highlight if top <= p < m.row_positions[-1] + half]
+    shift = first_position
+    top, left = top + shift, left + shift
+    cols, rows = [p + shift for p in cols], [p + shift for p in rows]
     marks = (
         (cols, [top] * len(cols), cols, "triangle-down"),
         ([left] * len(rows), rows, rows, "triangle-right"),
@@ -143,9 +149,14 @@ def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> N
 
 
 def similarity_heatmap(
-    m: SimilarityMap, *, highlight: Sequence[int] = (), picture: bool = False
+    m: SimilarityMap,
+    *,
+    highlight: Sequence[int] = (),
+    picture: bool = False,
+    first_position: int = 0,
 ) -> go.Figure:
-    """Position x position map, position 0 top left; `highlight` positions marked on the edges.
+    """Position x position map, the first position top left; `highlight` positions (rows)
+    marked on the edges. Row p is drawn at position ``first_position + p`` (the table's).
 
     Similarities use a diverging scale centred at 0; distances a sequential one. With
     `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
@@ -175,11 +186,11 @@ def similarity_heatmap(
         hovertemplate=f"{where}<br>{m.params['metric']}=%{{z:.4f}}",
         picture=picture,
         picture_hover=f"{near}<br>{PICTURE_HOVER}",
-        x=m.col_positions,
-        y=m.row_positions,
+        x=m.col_positions + first_position,
+        y=m.row_positions + first_position,
         step=m.block,
     )
-    _edge_marks(fig, m, highlight)
+    _edge_marks(fig, m, highlight, first_position)
     fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
     fig.update_xaxes(constrain="domain")
     return fig
@@ -238,27 +249,34 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
     return fig
 
 
-def position_profile(m: SimilarityMap, *, position: int, neighbours: Sequence[int]) -> go.Figure:
-    """One position's row of the map (`m` holds that single row, exact), neighbours marked."""
+def position_profile(
+    m: SimilarityMap, *, position: int, neighbours: Sequence[int], first_position: int = 0
+) -> go.Figure:
+    """One position's row of the map (`m` holds that single row, exact), neighbours marked.
+
+    `position` and `neighbours` are rows; row p is drawn and named as position
+    ``first_position + p`` (the table's).
+    """
     measure = _MEASURES[m.params["metric"]]
     row = m.values[0]
+    label = position + first_position
     fig = base_figure(
-        f"{measure.capitalize()} of position {position} to every position "
+        f"{measure.capitalize()} of position {label} to every position "
         f"({center_label(m.params['center'])})",
         "position j",
-        f"s({position}, j)",
+        f"s({label}, j)",
     )
-    positions = m.col_positions.astype(np.int32)
+    positions = (m.col_positions + first_position).astype(np.int32)
     fig.add_scatter(
         x=positions,
         y=f32(row),
         mode="lines",
-        name=f"s({position}, j)",
+        name=f"s({label}, j)",
         hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
     )
     marked = np.asarray(neighbours, dtype=np.int32)
     fig.add_scatter(
-        x=marked,
+        x=marked + first_position,
         y=f32(row[marked]),
         mode="markers",
         marker={"size": 9, "color": "darkorange"},
@@ -266,11 +284,11 @@ def position_profile(m: SimilarityMap, *, position: int, neighbours: Sequence[in
         hovertemplate="neighbour j=%{x}<br>%{y:.4f}<extra></extra>",
     )
     fig.add_scatter(
-        x=[position],
+        x=[label],
         y=f32(row[[position]]),
         mode="markers",
         marker={"size": 12, "symbol": "star", "color": "firebrick"},
-        name=f"position {position}",
+        name=f"position {label}",
         hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
     )
     return fig

@@ -233,7 +233,10 @@ def show_numbers(
 
     `shown` is drawn instead of `frame` when the screen needs text where the files keep
     numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
+    Positions are shown and exported as the table's (:func:`posviz.export.labelled`).
     """
+    frame = export.labelled(frame, settings)
+    shown = None if shown is None else export.labelled(shown, settings)
     config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
     st.dataframe(
         (frame if shown is None else shown).rename(columns=export.column_label),
