@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 import numpy as np
@@ -58,8 +58,8 @@ class LocalCheckpoint:
 
     @property
     def source(self) -> str:
-        """Where the scheme was read: the config.json beside the weights."""
-        return str(config_beside(self.path))
+        """Where the scheme was read: the config.json beside the weights (named by `label`)."""
+        return str(PurePosixPath(self.label).parent / "config.json")
 
     @cached_property
     def tensors(self) -> list[str]:
@@ -86,16 +86,18 @@ def config_beside(path: str | Path) -> Path | None:
     return config if path.suffix.lower() == ".safetensors" and config.is_file() else None
 
 
-def open_checkpoint(path: str | Path, *, label: str | None = None) -> LocalCheckpoint:
-    """The safetensors checkpoint `path` with the config.json beside it (config.json only is
-    read: the weights' header when a scheme asks for a tensor).
+def open_checkpoint(
+    path: str | Path, *, config: Path | None = None, label: str | None = None
+) -> LocalCheckpoint:
+    """The safetensors checkpoint `path` with the config.json beside it, or `config` (config.json
+    only is read: the weights' header when a scheme asks for a tensor).
 
     Raises
     ------
     LoadError
         If there is no config.json beside it, or it is too big, too deep or not a JSON object.
     """
-    config = config_beside(path)
+    config = config or config_beside(path)
     if config is None:
         msg = f"{path} has no config.json beside it: a model's position scheme is read there."
         raise LoadError(msg)

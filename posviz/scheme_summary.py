@@ -38,6 +38,7 @@ __all__ = [
     "N_SINGULAR_VALUES",
     "PRESET",
     "alibi_record",
+    "checkpoint_provenance",
     "config_provenance",
     "finite",
     "is_decoder_bias",
@@ -66,6 +67,13 @@ def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
     return {"config": config, "sha256": sha256, **where, "posviz_version": __version__}
 
 
+def checkpoint_provenance(model: scheme_hub.LocalCheckpoint) -> dict[str, Any]:
+    """:func:`config_provenance` of a local checkpoint: its config.json, and the weights under
+    "weights", both named by the checkpoint's label (a path, or its name in the shared
+    folder: never the server's own path)."""
+    return config_provenance(model.source, model.sha256, weights=model.label)
+
+
 def read_config(
     config: str, data: bytes | None = None, *, label: str | None = None
 ) -> tuple[dict, dict[str, Any], scheme_hub.Model | None]:
@@ -87,9 +95,8 @@ def read_config(
         opened = hub.open_config(ref.repo, ref.revision)
         return opened.config, config_provenance(opened.at_commit, opened.sha256), opened
     if data is None and config.lower().endswith(".safetensors"):  # its config.json beside
-        model = scheme_hub.open_checkpoint(config, label=label)
-        provenance = config_provenance(model.source, model.sha256, weights=config)
-        return model.config, provenance, model
+        model = scheme_hub.open_checkpoint(config, label=label or config)
+        return model.config, checkpoint_provenance(model), model
     if data is None and config.startswith(PRESET):
         from posviz.scheme_presets import PRESETS
 

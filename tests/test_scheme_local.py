@@ -4,6 +4,7 @@ there, through the same code as a Hub model's, reading only the bytes the scheme
 from __future__ import annotations
 
 import builtins
+import html
 import io as pyio
 import json
 from collections.abc import Callable
@@ -253,3 +254,76 @@ def test_a_huge_config_json_is_refused_unread(tmp_path, capsys, monkeypatch):
     assert asked == []  # its size said enough
     with pytest.raises(posviz.LoadError, match="52,428,800 bytes"):
         posviz.load(weights)
+
+
+# --- the app: the shared folder's checkpoints ----------------------------------------------
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture
+def shared(tmp_path, monkeypatch) -> Path:
+    """A shared folder with a T5, a DeBERTa and a Llama checkpoint, each with its config.json."""
+    bias = RNG.standard_normal((32, 8)).astype(np.float32)
+    checkpoint(tmp_path / "t5", PRESETS[T5], {ENCODER: bias, DECODER: -bias})
+    deberta(tmp_path)
+    checkpoint(tmp_path / "llama", PRESETS[LLAMA], BIG)
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_the_schemes_page_reads_a_shared_checkpoint(shared, downloads, capsys):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "pages/schemes.py"), default_timeout=60)
+    at.session_state["schemes.source"] = "Shared folder"
+    at.run()
+    assert not at.exception, at.exception
+    box = at.selectbox(key="schemes.shared")
+    assert box.options == ["deberta/model.safetensors", "llama/model.safetensors",
+                           "t5/model.safetensors"]  # fmt: skip
+    box.set_value("t5/model.safetensors").run()
+    at.toggle(key="schemes.read_bias").set_value(True).run()
+    assert not at.exception, at.exception
+    (bias,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")][-1:]
+    assert bias["layout"]["title"]["text"] == f"T5 relative bias: {DECODER}"
+    at.selectbox(key="schemes.shared").set_value("deberta/model.safetensors").run()
+    at.button[-1].click().run()  # "Open rel_embeddings as the current table"
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    assert (table.source, table.first_position, table.shape) == (
+        "deberta/model.safetensors",
+        -256,
+        (512, 64),
+    )
+    at.selectbox(key="schemes.shared").set_value("llama/model.safetensors").run()
+    at.session_state["schemes.section"] = "Numbers"
+    at.run()
+    data = json.loads(downloads["rotary_frequencies.json"]())
+    assert data["provenance"]["weights"] == "llama/model.safetensors"  # not the server's path
+    assert data["provenance"]["config"] == "llama/config.json"
+    export = shared / "rotary_frequencies.json"
+    export.write_text(json.dumps(data))
+    assert main(["rerun", str(export), "--table", str(shared / "llama/model.safetensors")]) == 0
+
+
+def test_the_data_page_names_the_scheme_and_opens_the_relative_table(shared):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    files = at.selectbox(key="posviz.table.shared.file")
+    files.set_value("llama/model.safetensors").run()
+    (said,) = [html.unescape(w.value) for w in at.warning]  # shown literally: escaped markdown
+    assert said.startswith("llama/model.safetensors has no learned absolute position table")
+    assert "uses rotary embeddings (rope_theta)" in said
+    at.selectbox(key="posviz.table.shared.file").set_value("deberta/model.safetensors").run()
+    at.selectbox(key="posviz.table.shared.tensor").set_value(REL).run()
+    at.button[-1].click().run()  # "Load"
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    assert (table.name, table.source, table.first_position) == (
+        REL,
+        "deberta/model.safetensors",
+        -256,
+    )

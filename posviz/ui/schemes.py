@@ -1,5 +1,6 @@
 """The Schemes page's cached core calls: a scheme's numbers are computed once per setting and
-shared by all sessions; the Hub is asked once per model and revision for ten minutes."""
+shared by all sessions; the Hub (or a shared checkpoint) is read once per model and revision
+for ten minutes."""
 
 from __future__ import annotations
 
@@ -74,13 +75,13 @@ def hub_config(repo: str, revision: str) -> hub.ConfigFile:
     return hub.open_config(repo, revision)
 
 
-@st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the bias tensors from the Hub…")
-def bias_tensors(opened: hub.ConfigFile) -> dict[str, np.ndarray]:
+@st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the bias tensors…")
+def bias_tensors(opened: scheme_hub.Model) -> dict[str, np.ndarray]:
     return scheme_hub.bias_tensors(opened)
 
 
 @st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the inv_freq buffer…")
-def stored_inv_freq(opened: hub.ConfigFile) -> tuple[str, np.ndarray] | None:
+def stored_inv_freq(opened: scheme_hub.Model) -> tuple[str, np.ndarray] | None:
     return scheme_hub.stored_inv_freq(opened)
 
 
