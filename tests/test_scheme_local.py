@@ -327,3 +327,29 @@ def test_the_data_page_names_the_scheme_and_opens_the_relative_table(shared):
         "deberta/model.safetensors",
         -256,
     )
+
+
+def test_serve_opens_the_relative_table_and_refuses_a_rotary_model(tmp_path, monkeypatch, capsys):
+    from tests.test_serve import Started, app_table
+
+    started = []
+
+    def execv(path, argv):
+        started.append(argv)
+        raise Started
+
+    monkeypatch.setattr("os.execv", execv)
+    monkeypatch.setenv("POSVIZ_OPEN", "")
+    llama = checkpoint(tmp_path / "llama", PRESETS[LLAMA], BIG)
+    assert main(["serve", str(llama)]) == 2  # before any server starts
+    assert started == []
+    assert "uses rotary embeddings (rope_theta)" in capsys.readouterr().err
+    weights, rel = deberta(tmp_path)
+    with pytest.raises(Started):
+        main(["serve", str(weights)])
+    assert f"{REL}, 512 x 64" in capsys.readouterr().out
+    at = app_table(monkeypatch, str(weights))
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    assert (table.name, table.first_position) == (REL, -256)
+    np.testing.assert_array_equal(table.values, rel)
