@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, resample, similarity
+from posviz import compare, export, figures, offsets, resample, similarity
 from posviz._params import defaults
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
@@ -35,8 +35,8 @@ with options[0]:
     center = widgets.center_toggle()
 metric = options[1].selectbox(
     "Similarity",
-    similarity.SIMILARITIES,
-    index=similarity.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
+    offsets.SIMILARITIES,
+    index=offsets.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
     key="compare.metric",
     help=compare.DEFINITIONS["metric"],
 )
@@ -45,7 +45,7 @@ max_offset = options[2].number_input(
     "Largest offset",
     1,
     shortest - 1,
-    similarity.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
+    offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
     key="compare.max_offset",
     help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
 )

@@ -19,6 +19,7 @@ from posviz import boundary as _boundary
 from posviz import collection as _collection
 from posviz import compare as _compare
 from posviz import components as _components
+from posviz import offsets as _offsets
 from posviz import probes as _probes
 from posviz import resample as _resample
 from posviz import similarity as _similarity
@@ -87,16 +88,17 @@ def grid_similarity(
     return _similarity.grid_similarity(table.values, **params)
 
 
-def offset_profile(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _similarity.OffsetProfile:
-    """:func:`posviz.similarity.offset_profile` of the table."""
-    return _similarity.offset_profile(table.values, **params)
+# --- offsets --------------------------------------------------------------------------------
 
 
-def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _similarity.OffsetScores:
-    """:func:`posviz.similarity.offset_scores` of the table's :func:`offset_profile`."""
-    return _chained(_similarity.offset_scores, offset_profile, table, run, params)
+def offset_profile(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetProfile:
+    """:func:`posviz.offsets.offset_profile` of the table."""
+    return _offsets.offset_profile(table.values, **params)
+
+
+def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetScores:
+    """:func:`posviz.offsets.offset_scores` of the table's :func:`offset_profile`."""
+    return _chained(_offsets.offset_scores, offset_profile, table, run, params)
 
 
 # --- boundaries and probes ------------------------------------------------------------------

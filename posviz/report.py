@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, pipeline, probes, similarity
+from posviz import boundary, components, figures, offsets, pipeline, probes
 from posviz import collection as _collection
 from posviz._params import defaults, split_params
 from posviz.collection import Collection
@@ -148,12 +148,12 @@ def similarity_section(
         "Similarity",
         "Cosine similarity between positions, and its mean and spread over all pairs at "
         "each offset. "
-        + " ".join(f"{key}: {value}" for key, value in similarity.DEFINITIONS.items())
+        + " ".join(f"{key}: {value}" for key, value in offsets.DEFINITIONS.items())
         + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}.",
         {"Scores": scores.to_frame()},
         [
             figures.similarity.similarity_heatmap(overview),
-            figures.similarity.offset_profile(profile, scores),
+            figures.offsets.offset_profile(profile, scores),
         ],
         {"Scores": ("offset_scores", scores.params)},
     )

@@ -114,7 +114,7 @@ def test_components_downloads_are_the_report_tables(saved, downloads):
 
 
 def test_similarity_scores_download_is_the_report_table(downloads):
-    # Longer than similarity.MAX_OFFSET + 1: a profile to every offset would ring differently.
+    # Longer than offsets.MAX_OFFSET + 1: a profile to every offset would ring differently.
     table = simulate.learned_like(1500, 16, seed=3)
     run_page(
         "similarity.py",
