@@ -77,16 +77,16 @@ def same_positions() -> None:
         )
         return
     k_max = compare.largest_k(first.shape, matched.shape)
-    k = st.number_input(
+    n_components = st.number_input(
         "Components k",
         1,
         k_max,
         min(defaults(compare.compare)["n_components"], k_max),
-        key="compare.k",
+        key="compare.n_components",
         help="Top principal components over positions whose spans are compared.",
     )
     try:
-        result = cache.compare(first, matched, n_components=k, center=center)
+        result = cache.compare(first, matched, n_components=n_components, center=center)
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, offsets, pipeline, probes
+from posviz import boundary, components, figures, forms, offsets, pipeline, probes
 from posviz import collection as _collection
 from posviz._params import defaults, split_params
 from posviz.collection import Collection
@@ -197,8 +197,8 @@ def components_section(
 
 
 def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -> Section:
-    fitted = boundary.defaults(table.shape)  # the signatures' defaults, fitted to the length
-    stats_params = {"top_k": fitted["top_k"]}
+    fitted = forms.boundary_defaults(table.shape)  # the signatures' defaults, fitted to the length
+    stats_params = {"n_directions_removed": fitted["n_directions_removed"]}
     flag_params = {
         **stats_params,
         "hampel_window": fitted["hampel_window"],

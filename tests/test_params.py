@@ -45,14 +45,14 @@ STEPS = {
         [offsets.offset_profile, offsets.offset_scores],
         {"max_offset": 30, "monotonicity_window": 10},
     ),
-    "position_statistics": ([boundary.position_statistics], {"top_k": 2}),
+    "position_statistics": ([boundary.position_statistics], {"n_directions_removed": 2}),
     "outliers": (
         [boundary.position_statistics, boundary.outliers],
         {"hampel_window": 6, "threshold": 3.0},
     ),
     "boundary_summary": (
         [boundary.position_statistics, boundary.boundary_summary],
-        {"boundary_size": 4, "top_k": 1},
+        {"boundary_size": 4, "n_directions_removed": 1},
     ),
     "change_points": (
         [boundary.position_statistics, boundary.outliers, boundary.change_points],
