@@ -252,26 +252,17 @@ def probes_section(
     )
 
 
-def build_report(
-    table: Embedding,
-    *,
-    center: bool | None = None,
-    n_components: int | None = None,
-    seed: int | None = None,
-    run: pipeline.Run | None = None,
-    progress: Progress | None = None,
-) -> str:
+def build_report(table: Embedding, *, progress: Progress | None = None, **options: Any) -> str:
     """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
 
     The table's provenance and each analysis' params are listed at the top, and embedded with
     every table of numbers as JSON (``<script id="posviz-data" type="application/json">``,
-    which ``posviz rerun`` reads). Options left None are the core's defaults. `run` and
-    `progress` as for :func:`report_sections`; writing the page is one step more.
+    which ``posviz rerun`` reads). `options` (``center``, ``n_components``, ``seed``, ``run``)
+    are :func:`report_sections`' (the one signature that holds them); `progress` as there,
+    writing the page is one step more.
     """
     told = progress and (lambda step, done, total: progress(step, done, total + 1))
-    sections = report_sections(
-        table, center=center, n_components=n_components, seed=seed, run=run, progress=told
-    )
+    sections = report_sections(table, progress=told, **options)
     if progress:
         progress("writing the page", len(sections), len(sections) + 1)
     title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
