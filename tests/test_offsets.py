@@ -3,8 +3,6 @@ diagonals of the matrix itself."""
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -152,16 +150,6 @@ def test_bad_arguments_say_what_to_do(learned):
         ).window
         == 5
     )
-
-
-def test_a_long_profile_never_forms_the_full_matrix():
-    values = learned_like(6000, 32, seed=0).values
-    tracemalloc.start()
-    p = offset_profile(values, metric="cosine", center=True)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert np.isfinite(p.std).all()
-    assert peak < 6000**2 * 8 / 3  # an L x L float64 matrix would be 288 MB
 
 
 def test_profile_figure(learned):

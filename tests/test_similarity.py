@@ -9,6 +9,7 @@ import pytest
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 
 from posviz import figures, similarity
+from posviz.offsets import offset_profile
 from posviz.similarity import grid_similarity, similarity_map
 from posviz.simulate import learned_like, vit_grid
 
@@ -103,13 +104,15 @@ def test_large_grids_subsample_tiles_evenly():
     assert g.tiles.shape == (24, 20, 30, 40)  # 800 // 40 = 20 tiles across
 
 
-def test_large_map_never_forms_the_full_matrix():
+def test_large_table_never_forms_the_full_matrix():
     values = learned_like(6000, 32, seed=0).values
     tracemalloc.start()
     m = similarity_map(values, metric="cosine", center=True)
+    p = offset_profile(values, metric="cosine", center=True)  # the offsets' too
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert m.values.shape == (750, 750)
+    assert np.isfinite(p.std).all()
     assert peak < 6000**2 * 8 / 3  # an L x L float64 matrix would be 288 MB
 
 
