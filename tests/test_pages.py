@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import inspect
 import io
 import json
@@ -20,6 +21,7 @@ from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding
 from posviz.spectrum import NO_VARIANCE, spectrum
 from posviz.ui import pages
 from posviz.ui.text import literal
+from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
 
 ROOT = Path(__file__).parents[1]
 PAGES = [p.file for p in pages.PAGES]
@@ -229,6 +231,27 @@ def test_a_refused_upload_keeps_the_loaded_table():
     assert not at.exception
     assert any("pickle" in e.value.lower() for e in at.error)
     assert at.session_state["posviz.table"].sha256 == before
+
+
+def test_every_hostile_upload_is_refused_by_name_and_the_table_stays(tmp_path):
+    # The browser test uploads a few of these through the real chooser; here every one.
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    before = at.session_state["posviz.table"].sha256
+    at.switch_page("pages/data.py").run()
+    for name, path in hostile_files(tmp_path).items():
+        at.file_uploader(key="posviz.table.upload").set_value(
+            (path.name, path.read_bytes(), "application/octet-stream")
+        ).run()
+        refusals = [html.unescape(e.value) for e in at.error]  # shown literally: escaped
+        if not refusals:  # listed fine: refused on reading
+            next(b for b in at.button if b.label == "Load").click().run()
+            refusals = [html.unescape(e.value) for e in at.error]
+        refusals = [r for r in refusals if path.name in r]
+        assert not at.exception, (name, at.exception)
+        assert refusals, (name, [e.value for e in at.error])
+        assert HOSTILE_WORDS[name].lower() in refusals[0].lower(), (name, refusals)
+        assert at.session_state["posviz.table"].sha256 == before, name
+    assert not (tmp_path / MARKER).exists()
 
 
 def test_a_link_reopens_the_same_simulated_table_and_view():
