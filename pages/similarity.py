@@ -5,7 +5,7 @@ Positions the Boundaries page flagged on this table are marked on the heatmap ed
 
 import streamlit as st
 
-from posviz import export, figures, io, similarity
+from posviz import export, figures, io, offsets, similarity
 from posviz._params import defaults
 from posviz.similarity import METRICS
 from posviz.ui import cache, state, widgets
@@ -36,11 +36,7 @@ metric = left.radio(
     "Measure",
     METRICS,
     index=METRICS.index(MAP["metric"]),
-    format_func={
-        "cosine": "cosine similarity",
-        "dot": "dot product",
-        "euclidean": "Euclidean distance",
-    }.get,
+    format_func=similarity.METRIC_NAMES.get,
     horizontal=True,
     key="similarity.metric",
     bind="query-params",
@@ -144,7 +140,7 @@ if not table.grid and layout and layout.row_start:
 
 # Settings inside the tabs persist on the page (persist_state): a closed tab's widgets are not
 # drawn, and would fall back to their defaults when it is opened again.
-pairs, offsets, one, grids = widgets.page_tabs("similarity")
+pairs, by_offset, one, grids = widgets.page_tabs("similarity")
 with pairs:
     if pairs.open:
         overview = cache.similarity_map(table, metric=metric, center=center)
@@ -184,9 +180,9 @@ with pairs:
             ) as opened:
                 if opened:
                     zoom_window()
-with offsets:
-    if offsets.open:
-        measure = metric if metric in similarity.SIMILARITIES else MAP["metric"]
+with by_offset:
+    if by_offset.open:
+        measure = metric if metric in offsets.SIMILARITIES else MAP["metric"]
         if metric == "euclidean":
             st.caption(
                 f"Offset profile and scores need a similarity: they use {measure} similarity."
@@ -196,7 +192,7 @@ with offsets:
             "Largest offset k",
             1,
             n - 1,
-            similarity.largest_offset(n),
+            offsets.largest_offset(n),
             key="similarity.max_offset",
             persist_state="page",
             help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and "
@@ -209,7 +205,7 @@ with offsets:
                 "Monotonicity window (offsets)",
                 2,
                 max_offset,
-                min(defaults(similarity.offset_scores)["monotonicity_window"], max_offset),
+                min(defaults(offsets.offset_scores)["monotonicity_window"], max_offset),
                 key="similarity.window",
                 persist_state="page",
                 help="Offsets k = 1..window over which the Spearman correlation is taken.",
@@ -236,7 +232,7 @@ with offsets:
             # Two rows of three: six metrics in one row truncate their labels.
             columns = [*st.columns(3), *st.columns(3)]
             for column, (label, value) in zip(columns, values.items(), strict=True):
-                meaning = " ".join(similarity.DEFINITIONS[name] for name in SCORES[label])
+                meaning = " ".join(offsets.DEFINITIONS[name] for name in SCORES[label])
                 column.metric(label, value, help=meaning)
             st.caption(
                 f"Monotonicity ρ over offsets 1..{window}: −1 = similarity falls with every "
@@ -248,7 +244,7 @@ with offsets:
             else export.header("offset_profile", profile.params, table)
         )
         widgets.show_figure(
-            cache.figure(figures.similarity.offset_profile, profile, scores),
+            cache.figure(figures.offsets.offset_profile, profile, scores),
             name="offset_profile",
             settings=offset_settings,
         )

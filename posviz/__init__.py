@@ -11,10 +11,10 @@ notebook (docs/python-api.md has a worked example)::
     posviz.figures.spectrum.singular_values(s)  # a plotly Figure, shown inline
     posviz.pipeline.offset_scores(table, center=True)  # the app's steps and defaults
 
-The analysis modules (``spectrum``, ``similarity``, ``components``, ``boundary``, ``probes``,
-``compare``, ``resample``), ``pipeline`` (each analysis as the app runs it, on an Embedding,
-with the app's defaults), ``simulate`` and ``figures`` are imported on first use, so
-``import posviz`` loads neither Plotly nor Streamlit.
+The analysis modules (``spectrum``, ``similarity``, ``offsets``, ``components``, ``boundary``,
+``probes``, ``compare``, ``resample``), ``pipeline`` (each analysis as the app runs it, on an
+Embedding, with the app's defaults), ``simulate`` and ``figures`` are imported on first use,
+so ``import posviz`` loads neither Plotly nor Streamlit.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ _LAZY = frozenset(
         "components",
         "export",
         "figures",
+        "offsets",
         "pipeline",
         "probes",
         "report",

@@ -42,8 +42,8 @@ def position_statistics(
     n = len(stats.norm)
     shown = evenly_spaced(n, LINE_POINTS)
     title = f"Per-position statistics · flagged: {flags.rule}"
-    if stats.params["top_k"]:
-        title += f" · residual outside the top {stats.params['top_k']} PCs (rows mean-centred)"
+    if removed := stats.params["n_directions_removed"]:
+        title += f" · residual outside the top {removed} PCs (rows mean-centred)"
     if len(shown) < n:
         title += f"<br><sup>{sampled_note(shown, n)}</sup>"
     fig = small_multiples(len(panels), [p[0] for p in panels], title)

@@ -17,7 +17,8 @@ from posviz.figures.layout import (
     f32,
     log_axis,
 )
-from posviz.similarity import OffsetProfile, SimilarityMap
+from posviz.offsets import OffsetProfile
+from posviz.similarity import SimilarityMap
 from posviz.spectrum import Spectrum
 
 

@@ -1,4 +1,4 @@
-"""Figures of posviz.similarity: similarity maps, offset profiles, grid tiles."""
+"""Figures of posviz.similarity: similarity maps, one position's row, grid tiles."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, center_label, f32
-from posviz.similarity import GridSimilarity, OffsetProfile, OffsetScores, SimilarityMap
+from posviz.similarity import METRIC_NAMES, GridSimilarity, SimilarityMap
 
-_MEASURES = {"cosine": "cosine similarity", "dot": "dot product", "euclidean": "Euclidean distance"}
 #: Maps with more cells than this may be sent as a picture (``picture=True``): a PNG of the
 #: colours their heatmap paints, a sixth of the bytes, which the app draws several times
 #: faster (benchmarks/split.py, the Similarity page); its hover has positions, not values.
@@ -161,7 +160,7 @@ def similarity_heatmap(
     Similarities use a diverging scale centred at 0; distances a sequential one. With
     `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
     """
-    measure = _MEASURES[m.params["metric"]]
+    measure = METRIC_NAMES[m.params["metric"]]
     fig = base_figure(
         f"{measure.capitalize()} between positions ({center_label(m.params['center'])}; "
         f"{_cells(m)})",
@@ -196,59 +195,6 @@ def similarity_heatmap(
     return fig
 
 
-def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.Figure:
-    """Mean of s(i, i+k) over i against the offset k, with a ±1 std band and the lengths marked."""
-    measure = _MEASURES[p.params["metric"]]
-    fig = base_figure(
-        f"Mean {measure} of positions k apart, ±1 std over i ({center_label(p.params['center'])})",
-        "offset k",
-        f"{measure} s(i, i+k)",
-    )
-    k = p.offsets.astype(np.int32)
-    fig.add_scatter(
-        x=k,
-        y=f32(p.mean + p.std),
-        mode="lines",
-        line={"width": 0},
-        hoverinfo="skip",
-        showlegend=False,
-    )
-    fig.add_scatter(
-        x=k,
-        y=f32(p.mean - p.std),
-        mode="lines",
-        line={"width": 0},
-        fill="tonexty",
-        fillcolor="rgba(31, 119, 180, 0.25)",
-        hoverinfo="skip",
-        name="±1 std over i",
-    )
-    fig.add_scatter(
-        x=k,
-        y=f32(p.mean),
-        customdata=f32(p.std),
-        mode="lines",
-        line={"color": "rgb(31, 119, 180)"},
-        name="mean over i",
-        hovertemplate="k=%{x}<br>mean=%{y:.4f}<br>std=%{customdata:.4f}<extra></extra>",
-    )
-    fig.add_hline(y=0, line={"color": "grey", "width": 1})
-    if scores is not None:
-        lengths = (
-            (scores.similarity_length, "similarity length: m(k) < m(0)/e", "top right"),
-            (scores.length_zero, "m(k) < 0", "bottom right"),
-        )
-        for offset, label, where in lengths:
-            if offset is not None:
-                fig.add_vline(
-                    x=offset,
-                    line={"dash": "dot", "color": "firebrick"},
-                    annotation_text=f"k={offset}: {label}",
-                    annotation_position=where,
-                )
-    return fig
-
-
 def position_profile(
     m: SimilarityMap, *, position: int, neighbours: Sequence[int], first_position: int = 0
 ) -> go.Figure:
@@ -257,7 +203,7 @@ def position_profile(
     `position` and `neighbours` are rows; row p is drawn and named as position
     ``first_position + p`` (the table's).
     """
-    measure = _MEASURES[m.params["metric"]]
+    measure = METRIC_NAMES[m.params["metric"]]
     row = m.values[0]
     label = position + first_position
     fig = base_figure(
