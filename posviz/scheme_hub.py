@@ -19,7 +19,7 @@ import numpy as np
 from posviz import hub, io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub.config import no_table_reason
-from posviz.relative import relative_table
+from posviz.relative import REL_EMBEDDINGS, labelled, relative_table
 from posviz.scheme import parse_config, position_scheme, read_config_file
 
 __all__ = [
@@ -126,17 +126,14 @@ def load_checkpoint(
         As :func:`posviz.io.load`; a config.json with a bad value; no tensor named and no
         learned table (the scheme is named, and where it is analysed).
     """
-    scheme = position_scheme(checkpoint.config)
-    relative = scheme.kind == "relative_table" and (
-        tensor is None or tensor.endswith("rel_embeddings.weight")
-    )
-    if relative:
-        return relative_embeddings(checkpoint)[0]
+    scheme = position_scheme(checkpoint.config)  # a bad config.json is refused here
+    if tensor is None and scheme.kind == "relative_table":
+        tensor = next((n for n in checkpoint.tensors if n.endswith(REL_EMBEDDINGS)), None)
     if tensor is None and (
         reason := no_table_reason(checkpoint.label, checkpoint.config, checkpoint.tensors)
     ):
         raise LoadError(reason)
-    return io.load(
+    table = io.load(
         checkpoint.path,
         checkpoint.label,
         tensor=tensor,
@@ -144,6 +141,7 @@ def load_checkpoint(
         row_stop=row_stop,
         grid=grid,
     )
+    return labelled(table, checkpoint.config)
 
 
 class _Weights(Protocol):
@@ -197,7 +195,7 @@ def relative_embeddings(model: Model) -> tuple[Embedding, list[int]]:
     """DeBERTa's ``rel_embeddings`` as a table, and the relative positions of its first and
     last rows (see :func:`posviz.relative.relative_table`)."""
     weights = _weights(model)
-    names = [n for n in weights.tensors if n.endswith("rel_embeddings.weight")]
+    names = [n for n in weights.tensors if n.endswith(REL_EMBEDDINGS)]
     if not names:
         msg = f"{weights.label}: config.json names relative attention but no rel_embeddings."
         raise LoadError(msg)

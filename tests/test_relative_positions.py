@@ -182,3 +182,34 @@ def test_the_boundaries_page_flags_and_exports_relative_positions(table, downloa
     expected = outliers(position_statistics(table.values)).to_frame()["position"] - 256
     assert flagged["columns"]["position"] == expected.tolist()
     assert OUTLIER - 256 in flagged["columns"]["position"]
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch):
+    from posviz.ui import widgets
+    from tests import fakehub
+
+    widgets._hub_model.clear()  # opened models are cached per server process
+    yield from fakehub.running(tmp_path, monkeypatch)
+
+
+def test_a_hub_deberta_loaded_on_the_data_page_or_by_a_link_is_labelled(fake_hub):
+    hub = fake_hub
+    config = json.dumps(PRESETS["microsoft/deberta-v3-base"]).encode()
+    hub.add("acme/deberta", {"config.json": config, "model.safetensors": save(
+        {REL: rel_embeddings()})})  # fmt: skip
+    at = AppTest.from_file(str(PAGES / "data.py"), default_timeout=60).run()
+    at.text_input(key="posviz.table.hub.repo").set_value("acme/deberta")
+    next(b for b in at.button if b.label == "Open").click().run()
+    next(b for b in at.button if b.label == "Load").click().run()
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    assert (table.name, table.first_position) == (REL, -256)
+    # The link the load wrote opens the same table, labelled alike.
+    link = AppTest.from_file(str(PAGES / "data.py"), default_timeout=60)
+    for key, value in at.query_params.items():
+        link.query_params[key] = value[0] if isinstance(value, list) else value
+    link.run()
+    again = link.session_state["posviz.table"]
+    assert (again.sha256, again.first_position) == (table.sha256, -256)
+    assert posviz.load("hf:acme/deberta", tensor=REL).first_position == -256
