@@ -4,6 +4,7 @@ DeBERTa's table of relative-position embeddings."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -21,6 +22,7 @@ __all__ = [
     "relative_bias",
     "relative_rows",
     "relative_table",
+    "relative_table_name",
     "t5_buckets",
 ]
 
@@ -192,6 +194,19 @@ def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embed
 
 #: How DeBERTa-v2/v3 checkpoints name the relative table (``deberta.encoder.rel_embeddings``).
 REL_EMBEDDINGS = "rel_embeddings.weight"
+
+
+def relative_table_name(config: dict, names: Iterable[str]) -> str | None:
+    """The tensor of `names` that is the model's table of relative positions, when its
+    `config` names relative attention (DeBERTa's ``rel_embeddings``): what a loader opens when
+    no tensor is named.
+
+    >>> relative_table_name({"relative_attention": True}, ["emb", "e.rel_embeddings.weight"])
+    'e.rel_embeddings.weight'
+    """
+    if scheme_kind(config)[0] != "relative_table":
+        return None
+    return next((name for name in names if name.endswith(REL_EMBEDDINGS)), None)
 
 
 def labelled(table: Embedding, config: dict) -> Embedding:

@@ -19,7 +19,7 @@ import numpy as np
 from posviz import hub, io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub.config import no_table_reason
-from posviz.relative import REL_EMBEDDINGS, labelled, relative_table
+from posviz.relative import REL_EMBEDDINGS, labelled, relative_table, relative_table_name
 from posviz.scheme import parse_config, position_scheme, read_config_file
 
 __all__ = [
@@ -126,9 +126,8 @@ def load_checkpoint(
         As :func:`posviz.io.load`; a config.json with a bad value; no tensor named and no
         learned table (the scheme is named, and where it is analysed).
     """
-    scheme = position_scheme(checkpoint.config)  # a bad config.json is refused here
-    if tensor is None and scheme.kind == "relative_table":
-        tensor = next((n for n in checkpoint.tensors if n.endswith(REL_EMBEDDINGS)), None)
+    position_scheme(checkpoint.config)  # a bad config.json is refused here
+    tensor = tensor or relative_table_name(checkpoint.config, checkpoint.tensors)
     if tensor is None and (
         reason := no_table_reason(checkpoint.label, checkpoint.config, checkpoint.tensors)
     ):

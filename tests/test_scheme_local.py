@@ -312,13 +312,8 @@ def test_the_data_page_names_the_scheme_and_opens_the_relative_table(shared):
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     at.switch_page("pages/data.py").run()
-    files = at.selectbox(key="posviz.table.shared.file")
-    files.set_value("llama/model.safetensors").run()
-    (said,) = [html.unescape(w.value) for w in at.warning]  # shown literally: escaped markdown
-    assert said.startswith("llama/model.safetensors has no learned absolute position table")
-    assert "uses rotary embeddings (rope_theta)" in said
     at.selectbox(key="posviz.table.shared.file").set_value("deberta/model.safetensors").run()
-    at.selectbox(key="posviz.table.shared.tensor").set_value(REL).run()
+    assert at.selectbox(key="posviz.table.shared.tensor").value == REL  # picked first
     at.button[-1].click().run()  # "Load"
     assert not at.exception, at.exception
     table = at.session_state["posviz.table"]
@@ -327,6 +322,10 @@ def test_the_data_page_names_the_scheme_and_opens_the_relative_table(shared):
         "deberta/model.safetensors",
         -256,
     )
+    at.selectbox(key="posviz.table.shared.file").set_value("llama/model.safetensors").run()
+    (said,) = [html.unescape(w.value) for w in at.warning]  # shown literally: escaped markdown
+    assert said.startswith("llama/model.safetensors has no learned absolute position table")
+    assert "uses rotary embeddings (rope_theta)" in said
 
 
 def test_serve_opens_the_relative_table_and_refuses_a_rotary_model(tmp_path, monkeypatch, capsys):

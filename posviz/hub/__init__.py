@@ -26,7 +26,7 @@ from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
 from posviz.hub.config import ConfigFile, no_table_reason, position_scheme
-from posviz.relative import labelled
+from posviz.relative import labelled, relative_table_name
 from posviz.scheme import MAX_CONFIG_BYTES, parse_config
 
 __all__ = [
@@ -367,6 +367,8 @@ def load(
 
 def _choose(model: HubModel) -> str:
     """The tensor `load` reads when none is named, or the reason there is none."""
+    if name := relative_table_name(model.config, model.tensors):  # DeBERTa's relative table
+        return name
     reason = model.no_table_reason()
     if reason:
         raise LoadError(reason)

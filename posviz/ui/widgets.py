@@ -18,6 +18,7 @@ import streamlit as st
 from posviz import compare, datadir, export, figures, hub, io, scheme_hub, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
+from posviz.relative import relative_table_name
 from posviz.spectrum import Spectrum, spectrum
 from posviz.ui import cache, pages, state
 from posviz.ui.text import literal
@@ -523,7 +524,9 @@ def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> 
         hide_index=True,
     )
     names = [info.name for info in usable]
-    detected = io.detect_position_tensor(infos)
+    config = source.config if isinstance(source, hub.HubModel | scheme_hub.LocalCheckpoint) else {}
+    # A relative-attention model's table of relative positions first, as its loaders open it.
+    detected = relative_table_name(config, names) or io.detect_position_tensor(infos)
     name = st.selectbox(
         "Tensor",
         names,
