@@ -175,7 +175,12 @@ with maps_tab:
             for name, table in {"first": first, "second": matched}.items()
         }
         widgets.show_figure(
-            cache.figure(figures.compare.similarity_pair, maps, difference=same_length),
+            cache.figure(
+                figures.compare.similarity_pair,
+                maps,
+                difference=same_length,
+                first_positions=(first.first_position, matched.first_position),
+            ),
             name="compare_similarity",
             settings=export.header("similarity_map", maps["first"].params, first, matched),
         )

@@ -89,6 +89,11 @@ def test_figures_draw_rows_at_their_relative_positions(table):
     assert profile.layout.title.text.startswith("Cosine similarity of position 0 to every")
     np.testing.assert_array_equal(profile.data[0].x, RELATIVE)
     assert list(profile.data[1].x) == [-1, 1]
+    pair = figures.compare.similarity_pair(
+        {"a": m, "b": m}, difference=True, first_positions=(first, first)
+    )
+    for trace in pair.data:  # both maps and their difference
+        np.testing.assert_array_equal(trace.x, RELATIVE)
     stats = position_statistics(table.values)
     flags = outliers(stats)
     curves = figures.boundary.position_statistics(stats, flags, first_position=first)
