@@ -123,15 +123,17 @@ def load_checkpoint(
     Raises
     ------
     LoadError
-        As :func:`posviz.io.load`; a config.json with a bad value; no tensor named and no
-        learned table (the scheme is named, and where it is analysed).
+        As :func:`posviz.io.load`; with no tensor named, a config.json with a bad value, or no
+        learned table (the scheme is named, and where it is analysed). A tensor named is read
+        whatever the config's scheme (only its relative rows are labelled).
     """
-    position_scheme(checkpoint.config)  # a bad config.json is refused here
-    tensor = tensor or relative_table_name(checkpoint.config, checkpoint.tensors)
-    if tensor is None and (
-        reason := no_table_reason(checkpoint.label, checkpoint.config, checkpoint.tensors)
-    ):
-        raise LoadError(reason)
+    if tensor is None:  # the config.json says which table: its values are checked first
+        position_scheme(checkpoint.config)
+        tensor = relative_table_name(checkpoint.config, checkpoint.tensors)
+        if tensor is None and (
+            reason := no_table_reason(checkpoint.label, checkpoint.config, checkpoint.tensors)
+        ):
+            raise LoadError(reason)
     table = io.load(
         checkpoint.path,
         checkpoint.label,
