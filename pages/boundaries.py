@@ -245,7 +245,8 @@ with positions:
             labels = [p + table.first_position for p in flagged[:20]]  # as the axes label them
             shown = ", ".join(map(str, labels)) + (" …" if len(flagged) > 20 else "")
             st.markdown(f"**Flagged** ({flags.rule}): {shown}")
-        st.markdown(f"**Change points** on {statistic}: {changes.describe()}")
+        shown = changes.describe(table.first_position)
+        st.markdown(f"**Change points** on {statistic}: {shown}")
         stats = cache.position_statistics(table, n_directions_removed=n_directions_removed)
         widgets.show_figure(
             cache.figure(

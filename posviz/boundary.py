@@ -420,11 +420,12 @@ class ChangePoints:
 
         return pd.DataFrame({"position": self.positions, "shift": self.shifts, "z": self.z})
 
-    def describe(self) -> str:
-        """The change points in words: their positions, or that none was found."""
+    def describe(self, first_position: int = 0) -> str:
+        """The change points in words: their positions (row 0 labelled `first_position`, as a
+        relative table's axes are), or that none was found."""
         if not self.positions.size:
             return "none found (no step stands out of the local trend)"
-        return ", ".join(map(str, self.positions.tolist()))
+        return ", ".join(map(str, (self.positions + first_position).tolist()))
 
     def procedure(self) -> str:
         """How the change points were found, in words."""

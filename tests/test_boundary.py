@@ -140,6 +140,8 @@ def test_a_drifting_norm_has_no_change_point_and_a_planted_jump_is_found():
     jump = drift * np.where(np.arange(512) < 300, 1.0, 1.05)[:, None]
     found = boundary.change_points(curve_flags(boundary.position_statistics(jump).norm))
     assert found.positions.tolist() == [300]
+    # In words as the axes label the rows: a relative table's row 300 is relative position 44.
+    assert (found.describe(), found.describe(first_position=-256)) == ("300", "44")
     # A curved drift (the square root of position) has no step either.
     assert boundary.change_points(curve_flags(np.sqrt(1 + np.arange(512.0)))).positions.size == 0
 
