@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -26,19 +25,10 @@ import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
 import scipy.special  # noqa: E402
 from scipy.linalg import lapack  # noqa: E402
+from timing import best  # noqa: E402  (benchmarks/timing.py)
 
 from posviz import _linalg, _ridge, spectrum  # noqa: E402
 from posviz.simulate import learned_like  # noqa: E402
-
-
-def best(f, repeats: int = 3) -> float:
-    """Best of `repeats` wall-clock seconds of `f()`."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def in_subprocess(code: str, **env: str) -> float:

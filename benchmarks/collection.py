@@ -24,7 +24,7 @@ import posviz  # noqa: F401  (first: sets OpenBLAS's thread timeout before numpy
 # isort: split
 import numpy as np
 
-from posviz import collection, similarity, simulate, spectrum
+from posviz import collection, offsets, similarity, simulate, spectrum
 
 
 def reference(values: np.ndarray) -> None:
@@ -32,7 +32,7 @@ def reference(values: np.ndarray) -> None:
     spectrum.spectrum(values, center=True)
     similarity.similarity_map(values, metric="cosine", center=True)
     n = len(values)
-    similarity.offset_profile(values, metric="cosine", center=True, max_offset=min(n - 1, 1024))
+    offsets.offset_profile(values, metric="cosine", center=True, max_offset=min(n - 1, 1024))
 
 
 def main() -> None:

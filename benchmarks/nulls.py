@@ -20,23 +20,12 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import time
-from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg
+from timing import best  # benchmarks/timing.py
 
 from posviz import boundary, compare, components, probes, simulate
-
-
-def best(f: Callable[[], object], repeats: int) -> float:
-    """Fewest seconds of `repeats` calls of `f`."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def probes_against_svd(repeats: int) -> None:

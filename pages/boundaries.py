@@ -5,7 +5,7 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 
 import streamlit as st
 
-from posviz import boundary, export, figures, io, probes
+from posviz import boundary, export, figures, forms, io, probes
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
@@ -47,8 +47,8 @@ offer_trim(table)
 # --- boundaries -----------------------------------------------------------------------------
 # The settings stay above the tabs (their flags are shared with the Similarity page whichever
 # tab is open), in a popover: its inputs are drawn in the browser only once it is opened.
-most = boundary.limits(table.shape)
-default = boundary.defaults(table.shape)
+most = forms.boundary_limits(table.shape)
+default = forms.boundary_defaults(table.shape)
 button, stated, count = st.columns([1, 4, 1], vertical_alignment="center")
 with button.popover("Settings", icon=":material/tune:", width="stretch"):
     window = st.number_input(
@@ -71,12 +71,12 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         bind="query-params",
         help=boundary.DEFINITIONS["robust_z"],
     )
-    top_k = st.number_input(
-        "Residual after top-k PCs (0 = off)",
+    n_directions_removed = st.number_input(
+        "Residual after the top principal directions (0 = off)",
         0,
-        most["top_k"],
-        default["top_k"],
-        key="boundaries.top_k",
+        most["n_directions_removed"],
+        default["n_directions_removed"],
+        key="boundaries.n_directions_removed",
         help=boundary.DEFINITIONS["residual_norm"],
     )
     edge = st.number_input(
@@ -87,7 +87,9 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         key="boundaries.edge",
         help="The summary compares the first k and last k positions with the middle.",
     )
-    flags = cache.outliers(table, top_k=top_k, hampel_window=window, threshold=threshold)
+    flags = cache.outliers(
+        table, n_directions_removed=n_directions_removed, hampel_window=window, threshold=threshold
+    )
     statistic = st.selectbox(
         "Change points on",
         flags.statistics,
@@ -109,7 +111,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
 changes = cache.change_points(
     table,
-    top_k=top_k,
+    n_directions_removed=n_directions_removed,
     hampel_window=window,
     threshold=threshold,
     statistic=statistic,
@@ -120,7 +122,7 @@ flagged = flags.positions.tolist()
 state.set_flags(table, flagged, flags.rule)
 stated.caption(
     f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
-    + (f" (after the top {top_k} PCs)" if top_k else "")
+    + (f" (after the top {n_directions_removed} PCs)" if n_directions_removed else "")
     + f". Change points on {statistic}: steps against the local quadratic trend, at most "
     f"{max_changes}, quadratics fitted to {changes.window} positions each side. Near the "
     f"boundaries: the first and last {edge} positions."
@@ -240,18 +242,27 @@ positions, tables, probed = widgets.page_tabs("boundaries")
 with positions:
     if positions.open:
         if flagged:
-            shown = ", ".join(map(str, flagged[:20])) + (" …" if len(flagged) > 20 else "")
+            labels = [p + table.first_position for p in flagged[:20]]  # as the axes label them
+            shown = ", ".join(map(str, labels)) + (" …" if len(flagged) > 20 else "")
             st.markdown(f"**Flagged** ({flags.rule}): {shown}")
-        st.markdown(f"**Change points** on {statistic}: {changes.describe()}")
-        stats = cache.position_statistics(table, top_k=top_k)
+        shown = changes.describe(table.first_position)
+        st.markdown(f"**Change points** on {statistic}: {shown}")
+        stats = cache.position_statistics(table, n_directions_removed=n_directions_removed)
         widgets.show_figure(
-            cache.figure(figures.boundary.position_statistics, stats, flags, changes),
+            cache.figure(
+                figures.boundary.position_statistics,
+                stats,
+                flags,
+                changes,
+                first_position=table.first_position,
+            ),
             name="position_statistics",
             settings=export.header("change_points", changes.params, table),
         )
         st.caption(
-            "Positions are 0-based rows of the analysed table "
-            f"(source row {table.row_start} is position 0). Red circles: flagged on that "
+            "Positions are rows of the analysed table "
+            f"(source row {table.row_start} is position {table.first_position}). Red circles: "
+            "flagged on that "
             "panel's statistic (the cosine panel flags on the more similar neighbour). Dashed "
             f"lines: change points on {statistic}. "
             + " ".join(
@@ -281,7 +292,9 @@ with tables:
                 st.markdown(f"None: {changes.describe()}.")
         with right:
             st.subheader("Near the boundaries")
-            summary = cache.boundary_summary(table, top_k=top_k, boundary_size=edge)
+            summary = cache.boundary_summary(
+                table, n_directions_removed=n_directions_removed, boundary_size=edge
+            )
             st.caption(summary.procedure())
             widgets.show_numbers(
                 summary.to_frame(),

@@ -297,7 +297,11 @@ def one_table(result: Collection, *, center: bool) -> None:
     left, right = st.columns(2)
     with left:
         widgets.show_figure(
-            cache.figure(figures.similarity.similarity_heatmap, overview),
+            cache.figure(
+                figures.similarity.similarity_heatmap,
+                overview,
+                first_position=table.first_position,
+            ),
             name="collection_heatmap",
             settings={**export.header("similarity_map", overview.params, table), "label": label},
         )

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, resample, similarity
+from posviz import compare, export, figures, offsets, resample, similarity
 from posviz._params import defaults
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
@@ -35,8 +35,8 @@ with options[0]:
     center = widgets.center_toggle()
 metric = options[1].selectbox(
     "Similarity",
-    similarity.SIMILARITIES,
-    index=similarity.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
+    offsets.SIMILARITIES,
+    index=offsets.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
     key="compare.metric",
     help=compare.DEFINITIONS["metric"],
 )
@@ -45,7 +45,7 @@ max_offset = options[2].number_input(
     "Largest offset",
     1,
     shortest - 1,
-    similarity.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
+    offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
     key="compare.max_offset",
     help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
 )
@@ -77,16 +77,16 @@ def same_positions() -> None:
         )
         return
     k_max = compare.largest_k(first.shape, matched.shape)
-    k = st.number_input(
+    n_components = st.number_input(
         "Components k",
         1,
         k_max,
         min(defaults(compare.compare)["n_components"], k_max),
-        key="compare.k",
+        key="compare.n_components",
         help="Top principal components over positions whose spans are compared.",
     )
     try:
-        result = cache.compare(first, matched, n_components=k, center=center)
+        result = cache.compare(first, matched, n_components=n_components, center=center)
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return
@@ -175,7 +175,12 @@ with maps_tab:
             for name, table in {"first": first, "second": matched}.items()
         }
         widgets.show_figure(
-            cache.figure(figures.compare.similarity_pair, maps, difference=same_length),
+            cache.figure(
+                figures.compare.similarity_pair,
+                maps,
+                difference=same_length,
+                first_positions=(first.first_position, matched.first_position),
+            ),
             name="compare_similarity",
             settings=export.header("similarity_map", maps["first"].params, first, matched),
         )

@@ -12,16 +12,16 @@ widgets.table_caption(table)
 n = table.shape[0]
 center = widgets.center_toggle()
 top = min(components.max_components(table.shape, center=center), 20)
-k = st.number_input(
+n_components = st.number_input(
     "Principal components k",
     1,
     top,
     min(defaults(components.principal_components)["n_components"], top),
-    key="components.k",
+    key="components.n_components",
     bind="query-params",
     help="How many leading principal components to show and fit (at most 20).",
 )
-pc = cache.principal_components(table, n_components=k, center=center)
+pc = cache.principal_components(table, n_components=n_components, center=center)
 settings = export.header("principal_components", pc.params, table)
 if table.grid:
     st.caption(
@@ -32,7 +32,7 @@ if table.grid:
 # Only the open tab is built. Its widgets keep their values while another tab is open
 # (persist_state="page"): a closed tab's widgets are not drawn, and Streamlit forgets those.
 over_position, path, fits_tab, span = widgets.page_tabs("components")
-numbers = list(range(1, k + 1))
+numbers = list(range(1, n_components + 1))
 
 
 @st.fragment
@@ -49,7 +49,12 @@ def trajectories_section() -> None:
         persist_state="page",
     )
     widgets.show_figure(
-        cache.figure(figures.components.pc_trajectories, pc, overlaid=overlaid == "overlaid"),
+        cache.figure(
+            figures.components.pc_trajectories,
+            pc,
+            overlaid=overlaid == "overlaid",
+            first_position=table.first_position,
+        ),
         name="pc_trajectories",
         settings=settings,
     )
@@ -63,7 +68,7 @@ def path_section() -> None:
         column.selectbox(
             label,
             numbers,
-            index=min(default, k - 1),
+            index=min(default, n_components - 1),
             key=f"components.axis{default}",
             persist_state="page",
         )
@@ -81,12 +86,17 @@ def path_section() -> None:
     flat, solid = st.columns(2)
     with flat:
         widgets.show_figure(
-            cache.figure(figures.components.pc_path, pc, tuple(axes[:2])),
+            cache.figure(
+                figures.components.pc_path,
+                pc,
+                tuple(axes[:2]),
+                first_position=table.first_position,
+            ),
             name="pc_path_2d",
             settings={**settings, "components": axes[:2]},
         )
     with solid:
-        if k >= 3:
+        if n_components >= 3:
             # Drawn on request: WebGL, which the browser may draw in software (seconds).
             if st.toggle(
                 "Show the 3-D path (PC x / y / z)",
@@ -95,7 +105,12 @@ def path_section() -> None:
                 help="A WebGL chart, slow to draw without a GPU: drawn only when asked for.",
             ):
                 widgets.show_figure(
-                    cache.figure(figures.components.pc_path, pc, tuple(axes)),
+                    cache.figure(
+                        figures.components.pc_path,
+                        pc,
+                        tuple(axes),
+                        first_position=table.first_position,
+                    ),
                     name="pc_path_3d",
                     settings={**settings, "components": axes},
                 )
@@ -140,7 +155,7 @@ with path:
 
 with fits_tab:
     if fits_tab.open:
-        fits = cache.fit_sinusoids(table, n_components=k, center=center)
+        fits = cache.fit_sinusoids(table, n_components=n_components, center=center)
         fit_settings = export.header("fit_sinusoids", fits.params, table)
         st.metric(
             "Median R² of the top-k fits",
@@ -148,7 +163,9 @@ with fits_tab:
             help=components.DEFINITIONS["r2"],
         )
         widgets.show_figure(
-            cache.figure(figures.components.sinusoid_fits, pc, fits),
+            cache.figure(
+                figures.components.sinusoid_fits, pc, fits, first_position=table.first_position
+            ),
             name="sinusoid_fits",
             settings=fit_settings,
         )
@@ -207,7 +224,12 @@ with span:
             bind="query-params",
         )
         likeness = cache.sinusoid_likeness(
-            table, n_components=k, center=center, n_frequencies=m, n_shuffles=shuffles, seed=seed
+            table,
+            n_components=n_components,
+            center=center,
+            n_frequencies=m,
+            n_shuffles=shuffles,
+            seed=seed,
         )
         like_settings = export.header("sinusoid_likeness", likeness.params, table)
         row = likeness.to_frame().iloc[0]
@@ -230,8 +252,9 @@ with span:
         )
         st.caption(
             f"Shuffled rows: {row.shuffled_mean_cos2:.4f} ± {row.shuffled_std_cos2:.4f} (mean ± "
-            f"standard deviation over {shuffles} shuffles, seed {seed}); a random {k}-dimensional "
-            f"span scores about 2m / n = {likeness.random_level:.4f}. {likeness.p_text}; the "
+            f"standard deviation over {shuffles} shuffles, seed {seed}); a random "
+            f"{n_components}-dimensional span scores about 2m / n = {likeness.random_level:.4f}. "
+            f"{likeness.p_text}; the "
             f"smallest p-value {shuffles:,} shuffles can give is 1 / {shuffles + 1:,} = "
             f"{likeness.smallest_p_value:.2g}. {likeness.procedure()}"
         )

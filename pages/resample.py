@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, io, resample, similarity
+from posviz import compare, export, figures, io, offsets, resample
 from posviz._params import defaults
 from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
 from posviz.ui import cache, state, widgets
@@ -159,7 +159,7 @@ with similarity_tab:
                 name: cache.offset_profile(
                     t,
                     center=center,
-                    max_offset=similarity.largest_offset(t.shape[0], compare.OVERLAY_MAX_OFFSET),
+                    max_offset=offsets.largest_offset(t.shape[0], compare.OVERLAY_MAX_OFFSET),
                 )
                 for name, t in {"original": table, "resampled": result}.items()
             }

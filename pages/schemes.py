@@ -2,6 +2,9 @@
 ALiBi slopes, T5 buckets and bias; a rotary table or DeBERTa's relative table opened as the
 current table."""
 
+import os
+from pathlib import Path
+
 import streamlit as st
 
 from posviz import figures, scheme_hub
@@ -15,12 +18,23 @@ from posviz.rotary import (
 )
 from posviz.scheme import KINDS, position_scheme
 from posviz.scheme_presets import PRESETS, rotary_presets
-from posviz.scheme_summary import INV_FREQ_TOLERANCE, PRESET, config_provenance, read_config
+from posviz.scheme_summary import (
+    INV_FREQ_TOLERANCE,
+    PRESET,
+    checkpoint_provenance,
+    config_provenance,
+    read_config,
+)
 from posviz.ui import schemes as cache
 from posviz.ui import state, widgets
 from posviz.ui.text import literal
 
 SOURCES = ["Known models", "Hub model", "config.json"]
+SHARED = os.environ.get("POSVIZ_DATA_DIR")  # the team's checkpoints, with their config.json
+if SHARED:
+    SOURCES.append("Shared folder")
+#: Where the model's weights are, to read what a learned scheme stores: in words.
+WEIGHTS = {"Hub model": "from the Hub", "Shared folder": "from the checkpoint"}
 
 
 def exported(analysis: str, params: dict, **where: str) -> dict:
@@ -35,7 +49,7 @@ st.caption(
     "Face transformers computes them, in float64; see docs/schemes.md)."
 )
 source = st.segmented_control("Scheme of", SOURCES, default=SOURCES[0], key="schemes.source")
-opened = None  # a model on the Hub, when read from there
+opened = None  # the model whose weights hold a learned scheme (Hub, or shared folder)
 if source == "Hub model":
     with st.form("schemes.hub"):
         left, right = st.columns([3, 1])
@@ -59,6 +73,14 @@ if source == "Hub model":
         st.stop()
     config, origin, label = opened.config, opened.source, named[0]
     provenance = config_provenance(opened.at_commit, opened.sha256)
+elif source == "Shared folder":
+    # Checkpoints saved with their config.json beside them (the config is read, then only the
+    # tensors a scheme needs).
+    opened = widgets.shared_checkpoint(Path(SHARED), key="schemes.shared")
+    if opened is None:
+        st.stop()
+    config, provenance = opened.config, checkpoint_provenance(opened)
+    origin = label = opened.label
 elif source == "config.json":
     upload = st.file_uploader("A model's config.json", type=["json"], key="schemes.upload")
     if upload is None:
@@ -249,11 +271,11 @@ elif scheme.kind == "relative_bias":
     )
     if opened is None:
         st.info(
-            "The learned bias is in the model's weights: open the model from the Hub to see "
-            "each head's bias (only its bias tensors travel).",
+            "The learned bias is in the model's weights: open the model from the Hub or the "
+            "shared folder to see each head's bias (only its bias tensors are read).",
             icon=":material/info:",
         )
-    elif st.toggle("Read the bias tensors from the Hub", key="schemes.read_bias"):
+    elif st.toggle(f"Read the bias tensors {WEIGHTS[source]}", key="schemes.read_bias"):
         try:
             weights = cache.bias_tensors(opened)
         except LoadError as error:
@@ -275,7 +297,8 @@ elif scheme.kind == "relative_table":
     )
     if opened is None:
         st.info(
-            "The table is in the model's weights: open the model from the Hub to analyse it.",
+            "The table is in the model's weights: open the model from the Hub or the shared "
+            "folder to analyse it.",
             icon=":material/info:",
         )
     elif st.button("Open rel_embeddings as the current table", type="primary"):
@@ -305,17 +328,30 @@ with widgets.expander_drawn_when_open("Overlay several rotary models", key="sche
     if o:
         others = [name for name in rotary_presets() if name != label]
         chosen = st.multiselect("Models", others, default=others[:3], key="schemes.chosen")
-        specs = {name: position_scheme(PRESETS[name]).rotary[0] for name in chosen}
+        # Each model's config.json is its provenance, with the label and layer type it gives.
+        models = {}
         if scheme.kind == "rotary":
-            specs = {label: spec, **specs}
-        longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
-        freqs = {name: cache.frequencies(s, context=None) for name, s in specs.items()}
-        decays = {n: cache.decay(s, context=None, max_distance=longest) for n, s in specs.items()}
-        settings = exported("rotary_decay", {"models": list(specs), "max_distance": longest})
-        if specs:
+            models[label] = (spec, {**provenance, "model": label, "layer_type": spec.layer_type})
+        for name in chosen:
+            _, where, _ = read_config(PRESET + name)
+            first = position_scheme(PRESETS[name]).rotary[0]
+            models[name] = (first, {**where, "model": name, "layer_type": first.layer_type})
+        if models:
+            overlay = cache.overlay({name: s for name, (s, _) in models.items()})
+            settings = {
+                "analysis": "rotary_overlay",
+                "params": overlay.params,
+                "provenance": [where for _, where in models.values()],
+            }
             widgets.show_figure(
-                figures.schemes.ladders_overlay(freqs), name="ladders_overlay", settings=settings
+                figures.schemes.ladders_overlay(overlay.frequencies),
+                name="ladders_overlay",
+                settings=settings,
             )
             widgets.show_figure(
-                figures.schemes.decays_overlay(decays), name="decays_overlay", settings=settings
+                figures.schemes.decays_overlay(overlay.decays),
+                name="decays_overlay",
+                settings=settings,
             )
+            widgets.show_numbers(overlay.to_frame(), name="ladders_overlay", settings=settings)
+            widgets.show_numbers(overlay.decay_table(), name="decays_overlay", settings=settings)

@@ -5,7 +5,7 @@ Positions the Boundaries page flagged on this table are marked on the heatmap ed
 
 import streamlit as st
 
-from posviz import export, figures, io, similarity
+from posviz import export, figures, io, offsets, similarity
 from posviz._params import defaults
 from posviz.similarity import METRICS
 from posviz.ui import cache, state, widgets
@@ -36,11 +36,7 @@ metric = left.radio(
     "Measure",
     METRICS,
     index=METRICS.index(MAP["metric"]),
-    format_func={
-        "cosine": "cosine similarity",
-        "dot": "dot product",
-        "euclidean": "Euclidean distance",
-    }.get,
+    format_func=similarity.METRIC_NAMES.get,
     horizontal=True,
     key="similarity.metric",
     bind="query-params",
@@ -77,13 +73,22 @@ def zoom_window() -> None:
         min(n, 256),
         key="similarity.zoom_size",
     )
-    row0 = row_col.number_input("First row i", 0, n - size, 0, key="similarity.zoom_row")
-    col0 = col_col.number_input("First column j", 0, n - size, 0, key="similarity.zoom_col")
+    # Asked and shown as the table's positions (a relative table's start below 0).
+    first = table.first_position
+    row0 = row_col.number_input(
+        "First row i", first, first + n - size, first, key="similarity.zoom_row"
+    )
+    col0 = col_col.number_input(
+        "First column j", first, first + n - size, first, key="similarity.zoom_col"
+    )
+    row0, col0 = row0 - first, col0 - first
     window = cache.similarity_map(
         table, metric=metric, center=center, rows=(row0, row0 + size), cols=(col0, col0 + size)
     )
     widgets.show_figure(
-        cache.figure(figures.similarity.similarity_heatmap, window, highlight=flags),
+        cache.figure(
+            figures.similarity.similarity_heatmap, window, highlight=flags, first_position=first
+        ),
         name="similarity_zoom",
         settings=export.header("similarity_map", window.params, table),
     )
@@ -92,9 +97,16 @@ def zoom_window() -> None:
 @st.fragment
 def position_section() -> None:
     """A fragment: moving the position redraws only this chart, not the heatmap."""
-    position = st.slider(
-        "Position", 0, n - 1, n // 2, key="similarity.position", persist_state="page"
+    first = table.first_position  # asked and shown as the table's positions
+    label = st.slider(
+        "Position",
+        first,
+        first + n - 1,
+        first + n // 2,
+        key="similarity.position",
+        persist_state="page",
     )
+    position = label - first
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
     row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
@@ -106,10 +118,14 @@ def position_section() -> None:
     )
     widgets.show_figure(
         cache.figure(
-            figures.similarity.position_profile, row, position=position, neighbours=neighbours
+            figures.similarity.position_profile,
+            row,
+            position=position,
+            neighbours=neighbours,
+            first_position=first,
         ),
         name="position_profile",
-        settings={**export.header("similarity_map", row.params, table), "position": position},
+        settings={**export.header("similarity_map", row.params, table), "position": label},
     )
 
 
@@ -124,14 +140,18 @@ if not table.grid and layout and layout.row_start:
 
 # Settings inside the tabs persist on the page (persist_state): a closed tab's widgets are not
 # drawn, and would fall back to their defaults when it is opened again.
-pairs, offsets, one, grids = widgets.page_tabs("similarity")
+pairs, by_offset, one, grids = widgets.page_tabs("similarity")
 with pairs:
     if pairs.open:
         overview = cache.similarity_map(table, metric=metric, center=center)
         picture = as_picture(overview.values.size, key="similarity.exact_cells")
         widgets.show_figure(
             cache.figure(
-                figures.similarity.similarity_heatmap, overview, highlight=flags, picture=picture
+                figures.similarity.similarity_heatmap,
+                overview,
+                highlight=flags,
+                picture=picture,
+                first_position=table.first_position,
             ),
             name="similarity_heatmap",
             settings=export.header("similarity_map", overview.params, table),
@@ -160,9 +180,9 @@ with pairs:
             ) as opened:
                 if opened:
                     zoom_window()
-with offsets:
-    if offsets.open:
-        measure = metric if metric in similarity.SIMILARITIES else MAP["metric"]
+with by_offset:
+    if by_offset.open:
+        measure = metric if metric in offsets.SIMILARITIES else MAP["metric"]
         if metric == "euclidean":
             st.caption(
                 f"Offset profile and scores need a similarity: they use {measure} similarity."
@@ -172,7 +192,7 @@ with offsets:
             "Largest offset k",
             1,
             n - 1,
-            similarity.largest_offset(n),
+            offsets.largest_offset(n),
             key="similarity.max_offset",
             persist_state="page",
             help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and "
@@ -185,7 +205,7 @@ with offsets:
                 "Monotonicity window (offsets)",
                 2,
                 max_offset,
-                min(defaults(similarity.offset_scores)["monotonicity_window"], max_offset),
+                min(defaults(offsets.offset_scores)["monotonicity_window"], max_offset),
                 key="similarity.window",
                 persist_state="page",
                 help="Offsets k = 1..window over which the Spearman correlation is taken.",
@@ -212,7 +232,7 @@ with offsets:
             # Two rows of three: six metrics in one row truncate their labels.
             columns = [*st.columns(3), *st.columns(3)]
             for column, (label, value) in zip(columns, values.items(), strict=True):
-                meaning = " ".join(similarity.DEFINITIONS[name] for name in SCORES[label])
+                meaning = " ".join(offsets.DEFINITIONS[name] for name in SCORES[label])
                 column.metric(label, value, help=meaning)
             st.caption(
                 f"Monotonicity ρ over offsets 1..{window}: −1 = similarity falls with every "
@@ -224,7 +244,7 @@ with offsets:
             else export.header("offset_profile", profile.params, table)
         )
         widgets.show_figure(
-            cache.figure(figures.similarity.offset_profile, profile, scores),
+            cache.figure(figures.offsets.offset_profile, profile, scores),
             name="offset_profile",
             settings=offset_settings,
         )

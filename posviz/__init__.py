@@ -11,10 +11,10 @@ notebook (docs/python-api.md has a worked example)::
     posviz.figures.spectrum.singular_values(s)  # a plotly Figure, shown inline
     posviz.pipeline.offset_scores(table, center=True)  # the app's steps and defaults
 
-The analysis modules (``spectrum``, ``similarity``, ``components``, ``boundary``, ``probes``,
-``compare``, ``resample``), ``pipeline`` (each analysis as the app runs it, on an Embedding,
-with the app's defaults), ``simulate`` and ``figures`` are imported on first use, so
-``import posviz`` loads neither Plotly nor Streamlit.
+The analysis modules (``spectrum``, ``similarity``, ``offsets``, ``components``, ``boundary``,
+``probes``, ``compare``, ``resample``), ``pipeline`` (each analysis as the app runs it, on an
+Embedding, with the app's defaults), ``simulate`` and ``figures`` are imported on first use,
+so ``import posviz`` loads neither Plotly nor Streamlit.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ _LAZY = frozenset(
         "components",
         "export",
         "figures",
+        "offsets",
         "pipeline",
         "probes",
         "report",
@@ -77,6 +78,8 @@ def load(
         A path to a .npy, .npz, .safetensors, .csv, .tsv or .txt file, or
         ``"hf:REPO_ID[@REVISION]"`` for a model on the Hub (only the safetensors header and
         the one tensor are fetched). Pickle-based checkpoints are refused, never unpickled.
+        A .safetensors checkpoint with a config.json beside it is read as that config says
+        (:func:`posviz.scheme_hub.load_checkpoint`: DeBERTa's relative table by default).
     tensor : str, optional
         Tensor to read; by default the position table detected by name and shape.
     row_start, row_stop : int
@@ -100,6 +103,11 @@ def load(
         from posviz import hub  # the Hub client loads only when a model is asked for
 
         return hub.load(source, **options)
+    if str(source).lower().endswith(".safetensors"):
+        from posviz import scheme_hub
+
+        if scheme_hub.config_beside(source):  # a checkpoint: read as its config.json says
+            return scheme_hub.load_checkpoint(scheme_hub.open_checkpoint(source), **options)
     return io.load(source, **options)
 
 

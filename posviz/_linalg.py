@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+import scipy.fft
 from scipy.linalg import blas
 
 __all__ = [
     "BLOCK_BYTES",
     "N_BLOCKS",
+    "autocorrelation",
     "block_rows",
     "centered",
     "evenly_spaced",
@@ -32,6 +34,8 @@ N_BLOCKS = 8
 BLOCK_BYTES = 32 * 2**20
 #: Columns of a Gram matrix mirrored at a time (its upper triangle from the lower).
 _MIRROR_COLUMNS = 256
+#: Columns transformed per FFT call: bounds the FFT scratch to ~2L x 16 complex values.
+_FFT_COLUMNS = 16
 
 
 def block_rows(n_rows: int, width: int) -> int:
@@ -154,3 +158,20 @@ def evenly_spaced(n: int, k: int) -> np.ndarray:
     if n <= k:
         return np.arange(n)
     return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
+
+
+def autocorrelation(x: np.ndarray) -> np.ndarray:
+    """``sum_i <x_i, x_{i+k}>`` for k = 0..len(x)-1, by float64 FFT of each column.
+
+    `x` is an array or anything sliced like one (``x[:, a:b]``), e.g. prepared rows made a
+    slice at a time. The offset profile and the grid profiles both sum along it.
+    """
+    n = len(x)
+    n_fft = scipy.fft.next_fast_len(2 * n - 1, real=True)
+    power = np.zeros(n_fft // 2 + 1)
+    for start in range(0, x.shape[1], _FFT_COLUMNS):
+        # Columns made contiguous first: an FFT along contiguous rows beats strided columns.
+        columns = np.ascontiguousarray(x[:, start : start + _FFT_COLUMNS].T)
+        spectrum = scipy.fft.rfft(columns, n=n_fft)
+        power += (spectrum.real**2 + spectrum.imag**2).sum(axis=0)
+    return scipy.fft.irfft(power, n=n_fft)[:n]

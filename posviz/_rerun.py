@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 from posviz._params import as_recorded
 from posviz.alibi import alibi_bias
 from posviz.embedding import Embedding, LoadError
-from posviz.rotary import rotary_frequencies
+from posviz.rotary import rotary_frequencies, rotary_overlay
 
 __all__ = ["Check", "RerunResult", "read_export", "rerun"]
 
@@ -39,6 +39,17 @@ _SCHEME_STEPS: dict[str, tuple[Callable[..., Any], Callable[[Any, dict[str, Any]
         lambda scheme, where: next(s for s in scheme.rotary if s.layer_type == where["layer_type"]),
     ),
     "alibi_bias": (alibi_bias, lambda scheme, where: scheme.alibi.n_heads),
+}
+#: Exports of several models' schemes (a provenance per config.json, each naming its model):
+#: the core function, and how it takes its data from the schemes and their provenances.
+_SCHEMES_STEPS: dict[str, tuple[Callable[..., Any], Callable[[list, list], Any]]] = {
+    "rotary_overlay": (
+        rotary_overlay,
+        lambda schemes, records: {
+            where["model"]: _SCHEME_STEPS["rotary_frequencies"][1](scheme, where)
+            for scheme, where in zip(schemes, records, strict=True)
+        },
+    ),
 }
 #: A scheme record's keys that are not its numbers: its header and its words.
 _NOT_NUMBERS = frozenset({"analysis", "params", "provenance", "description", "reason", "warnings"})
@@ -143,9 +154,10 @@ def rerun(
     if provenance is None:
         msg = "The export has no provenance: it was not made by this version of posviz."
         raise LoadError(msg)
-    if "config" in provenance:  # a position scheme's: its config.json is read again
+    configs = provenance if isinstance(provenance, list) else [provenance]
+    if all("config" in p for p in configs):  # position schemes': each config.json read again
         try:
-            checks = _scheme_checks(export, tables[0] if tables else None, base)
+            checks = _scheme_checks(export, tables, base)
         except (KeyError, TypeError, AttributeError, StopIteration) as exc:
             msg = f"The export is incomplete or not from this posviz version ({exc!r})."
             raise LoadError(msg) from exc
@@ -198,6 +210,8 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
         else:
             where = _find(source, base)
         table = posviz.load(where, tensor=record["tensor"], **rows)
+    # What position its first row stands for (a relative table's), as it was exported.
+    table = replace(table, first_position=int(record.get("first_position", 0)))
     if table.sha256 != record["sha256"]:
         msg = (
             f"The table read from {where} is not the one exported: its sha256 is "
@@ -209,40 +223,67 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
 
 
 def _scheme_checks(
-    export: dict[str, Any], given: str | Path | None, base: str | Path | None
+    export: dict[str, Any], given: Sequence[str | Path], base: str | Path | None
 ) -> list[Check]:
-    """Each number of a scheme's export, recomputed from its config.json read again."""
-    from posviz import hub
+    """Each number of a scheme's export, recomputed from its config.json(s) read again."""
     from posviz.scheme import position_scheme
-    from posviz.scheme_summary import PRESET, read_config, scheme_record
+    from posviz.scheme_summary import scheme_record
 
     recorded = export["provenance"]
-    where = str(given or recorded["config"])
-    if not (given or hub.is_hub_ref(where) or where.startswith(PRESET)):
-        where = _find(where, base)
-    config, provenance, opened = read_config(where)
-    if not recorded["sha256"] or provenance["sha256"] != recorded["sha256"]:
-        msg = (
-            f"The config.json read from {where} is not the one exported: its sha256 is "
-            f"{provenance['sha256'][:16] or 'unknown'}…, the export's "
-            f"{str(recorded['sha256'])[:16] or 'unknown (read offline)'}… (its bytes changed)."
-        )
-        raise LoadError(msg)
-    scheme = position_scheme(config)
+    records = recorded if isinstance(recorded, list) else [recorded]
+    read = [
+        _config(where, given[i] if i < len(given) else None, base)
+        for i, where in enumerate(records)
+    ]
+    schemes = [position_scheme(config) for config, _, _ in read]
     name = export["analysis"]
     params = as_recorded(export["params"])
     try:
-        if name == "scheme_record":
+        if isinstance(recorded, list):
+            if name not in _SCHEMES_STEPS:
+                msg = f"{name!r} is not an analysis of several schemes posviz can recompute."
+                raise LoadError(msg)
+            step, data = _SCHEMES_STEPS[name]
+            result = step(data(schemes, records), **params)
+        elif name == "scheme_record":
+            (_, provenance, opened), (scheme,) = read[0], schemes
             return _record_checks(name, export, scheme_record(scheme, provenance, opened, **params))
-        if name not in _SCHEME_STEPS:
+        elif name in _SCHEME_STEPS:
+            step, data = _SCHEME_STEPS[name]
+            result = step(data(schemes[0], recorded), **params)
+        else:
             msg = f"{name!r} is not a scheme analysis posviz can recompute."
             raise LoadError(msg)
-        step, data = _SCHEME_STEPS[name]
-        result = step(data(scheme, recorded), **params)
     except (TypeError, ValueError) as exc:  # a setting this version does not take, or refuses
+        if isinstance(exc, LoadError):
+            raise
         msg = f"{name} cannot be recomputed with the export's params: {exc}"
         raise LoadError(msg) from exc
     return _column_checks(name, export["columns"], result)
+
+
+def _config(
+    recorded: dict[str, Any], given: str | Path | None, base: str | Path | None
+) -> tuple[dict, dict[str, Any], Any]:
+    """The config.json provenance `recorded` names (or `given`), read again, its bytes checked:
+    as :func:`posviz.scheme_summary.read_config` returns it."""
+    from posviz import hub
+    from posviz.scheme_summary import PRESET, read_config
+
+    # A local checkpoint's scheme is read from the config.json beside its weights.
+    where = str(given or recorded.get("weights") or recorded["config"])
+    if not (given or hub.is_hub_ref(where) or where.startswith(PRESET)):
+        where = _find(where, base)
+    read = read_config(where)
+    sha256 = read[1]["sha256"]
+    if not recorded["sha256"] or sha256 != recorded["sha256"]:
+        msg = (
+            f"The config.json read from {where} is not the one exported: its sha256 is "
+            f"{sha256[:16] or 'unknown'}…, the export's "
+            f"{str(recorded['sha256'])[:16] or 'unknown (read offline)'}… (its bytes changed)."
+        )
+        raise LoadError(msg)
+    return read
 
 
 def _record_checks(
@@ -332,17 +373,22 @@ def _checks(entry: dict[str, Any], tables: tuple[Embedding, ...]) -> list[Check]
         raise LoadError(msg) from exc
     label = f"{name}" + (f" ({entry['caption']})" if "caption" in entry else "")
     if "columns" in entry:
-        return _column_checks(label, entry["columns"], result)
+        # Positions labelled as the export labels them (a relative table's first position).
+        labels = {"provenance": tables[0].provenance()} if len(tables) == 1 else {}
+        return _column_checks(label, entry["columns"], result, labels)
     return _number_checks(label, entry.get("numbers", {}), result)
 
 
-def _column_checks(label: str, exported: dict[str, list], result: Any) -> list[Check]:
-    """A table's cells against the result's frame with the same columns."""
-    from posviz.export import columns
+def _column_checks(
+    label: str, exported: dict[str, list], result: Any, settings: dict[str, Any] | None = None
+) -> list[Check]:
+    """A table's cells against the result's frame with the same columns (positions labelled
+    by `settings`, as :func:`posviz.export.labelled`)."""
+    from posviz.export import columns, labelled
 
     frames = [getattr(result, n) for n in dir(result) if n == "to_frame" or n.endswith("_table")]
     for make in frames:
-        recomputed = columns(make())
+        recomputed = columns(labelled(make(), settings or {}))
         if list(recomputed) == list(exported):
             break
     else:

@@ -9,7 +9,6 @@ import numpy as np
 import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
-from posviz import _params
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
 from posviz._params import records_params
 
@@ -24,9 +23,7 @@ __all__ = [
     "PositionStatistics",
     "boundary_summary",
     "change_points",
-    "defaults",
     "hampel",
-    "limits",
     "outliers",
     "position_statistics",
 ]
@@ -67,10 +64,10 @@ class PositionStatistics:
         cos(e_p, e_p+1); NaN at the last position.
     dist_to_mean : ndarray of shape (n_positions,)
     residual_norm : ndarray of shape (n_positions,) or None
-        Norm of the centred row outside the top-`top_k` principal directions; None when
-        ``top_k == 0``.
+        Norm of the centred row outside its top `n_directions_removed` principal directions;
+        None when ``n_directions_removed == 0``.
     params : dict
-        The settings of :func:`position_statistics` (``top_k``).
+        The settings of :func:`position_statistics` (``n_directions_removed``).
     """
 
     norm: np.ndarray
@@ -98,13 +95,13 @@ class PositionStatistics:
 
 
 @records_params
-def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatistics:
+def position_statistics(values: np.ndarray, *, n_directions_removed: int = 0) -> PositionStatistics:
     """Norm, neighbour cosines, distance to the mean row and (optionally) residual norm.
 
     Parameters
     ----------
     values : ndarray of shape (n_positions, d_model)
-    top_k : int
+    n_directions_removed : int
         Principal directions (of the mean-centred table) to remove for `residual_norm`;
         0 skips it.
 
@@ -123,8 +120,11 @@ def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatis
     ([5.0, 1.0, 2.0], [0.8, 1.0, nan])
     """
     n, d = values.shape
-    if not 0 <= top_k < min(n, d):
-        msg = f"top_k must be in 0..{min(n, d) - 1} for a {n} x {d} table, got {top_k}."
+    if not 0 <= n_directions_removed < min(n, d):
+        msg = (
+            f"n_directions_removed must be in 0..{min(n, d) - 1} for a {n} x {d} table, "
+            f"got {n_directions_removed}."
+        )
         raise ValueError(msg)
     mean = mean_row(values, center=True)
     norm, dist, dots = [], [], []
@@ -140,9 +140,9 @@ def position_statistics(values: np.ndarray, *, top_k: int = 0) -> PositionStatis
     cos = np.concatenate(dots) / (safe[1:] * safe[:-1])
     nan = np.array([np.nan])
     residual = None
-    if top_k:
+    if n_directions_removed:
         gram = gram_of_blocks(row_blocks(values, mean), d)
-        _, directions = scipy.linalg.eigh(gram, subset_by_index=[d - top_k, d - 1])
+        _, directions = scipy.linalg.eigh(gram, subset_by_index=[d - n_directions_removed, d - 1])
         residual = np.concatenate(
             [
                 np.linalg.norm(c - (c @ directions) @ directions.T, axis=1)
@@ -420,11 +420,12 @@ class ChangePoints:
 
         return pd.DataFrame({"position": self.positions, "shift": self.shifts, "z": self.z})
 
-    def describe(self) -> str:
-        """The change points in words: their positions, or that none was found."""
+    def describe(self, first_position: int = 0) -> str:
+        """The change points in words: their positions (row 0 labelled `first_position`, as a
+        relative table's axes are), or that none was found."""
         if not self.positions.size:
             return "none found (no step stands out of the local trend)"
-        return ", ".join(map(str, self.positions.tolist()))
+        return ", ".join(map(str, (self.positions + first_position).tolist()))
 
     def procedure(self) -> str:
         """How the change points were found, in words."""
@@ -562,44 +563,3 @@ def _steps(x: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _degrees_of_freedom(w: int) -> int:
     """Of the pooled residuals of two trends fitted to w positions each."""
     return 2 * (w - _TREND_DEGREE - 1)
-
-
-def limits(shape: tuple[int, int]) -> dict[str, int]:
-    """Largest value of each integer setting that a table of this shape allows.
-
-    A window or a shortest segment of more than half the table says nothing more; the
-    boundary size leaves a middle; `top_k` leaves a residual.
-
-    Examples
-    --------
-    >>> limits((20, 6))
-    {'top_k': 5, 'hampel_window': 10, 'boundary_size': 9, 'min_size': 10}
-    """
-    n, d = shape
-    half = max(1, n // 2)
-    return {
-        "top_k": min(n, d) - 1,
-        "hampel_window": half,
-        "boundary_size": max(1, (n - 1) // 2),
-        "min_size": half,
-    }
-
-
-def defaults(shape: tuple[int, int]) -> dict[str, object]:
-    """The default settings of the boundary functions for a table of this shape: each
-    signature's default, within its :func:`limits`.
-
-    Examples
-    --------
-    >>> d = defaults((20, 6))
-    >>> d["hampel_window"], d["boundary_size"], d["min_size"], d["threshold"]
-    (10, 8, 10, 8.0)
-    """
-    most = limits(shape)
-    found = {
-        **_params.defaults(position_statistics),
-        **_params.defaults(outliers),
-        **_params.defaults(boundary_summary),
-        **_params.defaults(change_points),
-    }
-    return {name: min(value, most.get(name, value)) for name, value in found.items()}

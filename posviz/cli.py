@@ -197,7 +197,10 @@ def _rerun(args: argparse.Namespace) -> int:
         )
     differing = len(result.differing)
     tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
-    tables = tables or export["provenance"]["config"]  # a scheme's: from its config.json
+    if not tables:  # a scheme's: from its config.json (several: an overlay's)
+        configs = export["provenance"]
+        configs = configs if isinstance(configs, list) else [configs]
+        tables = ", ".join(c["config"] for c in configs)
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
         f"from {tables}" + (f"; {differing} differ" if differing else "")

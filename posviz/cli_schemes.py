@@ -1,6 +1,7 @@
-"""`posviz summary` of a model's position scheme: from a config.json file, or from the Hub by
-name, fetching only what the scheme needs (config.json for rotary and ALiBi; the bias tensors
-for T5; the relative table for DeBERTa; a stored inv_freq buffer when asked to check it)."""
+"""`posviz summary` of a model's position scheme: from a config.json file, from the Hub by
+name, or from a safetensors checkpoint with its config.json beside it, reading only what the
+scheme needs (config.json for rotary and ALiBi; the bias tensors for T5; the relative table for
+DeBERTa; a stored inv_freq buffer when asked to check it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from posviz import hub
+from posviz import hub, scheme_hub
 from posviz.scheme import position_scheme
 from posviz.scheme_summary import read_config, scheme_record
 
@@ -34,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check-inv-freq",
         action="store_true",
-        help="hf: rotary models: also read the safetensors headers and a stored "
-        "rotary_emb.inv_freq buffer, and compare it with config.json's",
+        help="rotary models on the Hub or in a local checkpoint: also read the safetensors "
+        "headers and a stored rotary_emb.inv_freq buffer, and compare it with config.json's",
     )
 
 
@@ -48,12 +49,13 @@ def summary(args: argparse.Namespace) -> int | None:
     """Print the scheme record of PATH and return 0, or None when PATH is to be analysed as a
     position table as before (a weights file; a Hub model with a learned table)."""
     path = args.path
-    if not (is_config(path) or hub.is_hub_ref(path)):
+    if not (is_config(path) or hub.is_hub_ref(path) or scheme_hub.config_beside(path)):
         return None
     config, provenance, opened = read_config(path)
     scheme = position_scheme(config)
     if opened is not None and scheme.kind == "learned_absolute":
-        args.opened = opened  # the table is read at the commit config.json was read at
+        if isinstance(opened, hub.ConfigFile):
+            args.opened = opened  # the table is read at the commit config.json was read at
         return None
     record = scheme_record(
         scheme,

@@ -23,15 +23,14 @@ from posviz._params import defaults, records_params
 from posviz.boundary import position_statistics
 from posviz.components import max_components, principal_components, sinusoid_likeness
 from posviz.embedding import Embedding, LoadError
-from posviz.similarity import (
+from posviz.offsets import (
     MAX_OFFSET,
     OffsetProfile,
-    SimilarityMap,
     largest_offset,
     offset_profile,
     similarity_length,
-    similarity_map,
 )
+from posviz.similarity import SimilarityMap, similarity_map
 from posviz.spectrum import Spectrum, spectrum
 
 if TYPE_CHECKING:

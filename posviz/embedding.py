@@ -200,6 +200,11 @@ class Embedding:
         (height, width) when the rows are a row-major 2-D patch grid (ViT), else None.
     sha256 : str
         Hex digest of the values' dtype, shape and bytes: the key of every cache.
+    first_position : int
+        The position ``values[0]`` stands for: analyses index rows 0 … n − 1, and every
+        position axis, hover, exported ``position`` column and report labels row p as position
+        ``first_position + p`` (:attr:`positions`). 0, except for a table whose rows are
+        relative positions (DeBERTa's ``rel_embeddings``: −span).
     """
 
     values: np.ndarray
@@ -211,6 +216,7 @@ class Embedding:
     prefix: np.ndarray
     grid: tuple[int, int] | None
     sha256: str = field(repr=False)
+    first_position: int = 0
 
     @classmethod
     def from_array(
@@ -223,8 +229,10 @@ class Embedding:
         row_start: int = 0,
         row_stop: int | None = None,
         grid: tuple[int, int] | None = None,
+        first_position: int = 0,
     ) -> Embedding:
-        """Check `array`, keep rows ``[row_start, row_stop)`` and wrap them.
+        """Check `array`, keep rows ``[row_start, row_stop)`` and wrap them; the first kept row
+        stands for position `first_position`.
 
         Raises
         ------
@@ -266,12 +274,22 @@ class Embedding:
             prefix=prefix,
             grid=grid,
             sha256=digest.hexdigest(),
+            first_position=int(first_position),
         )
 
     @property
     def shape(self) -> tuple[int, int]:
         """(n_positions, d_model) of the analysed rows."""
         return tuple(self.values.shape)
+
+    @property
+    def positions(self) -> np.ndarray:
+        """The position each row stands for: ``first_position + arange(n_positions)``.
+
+        >>> Embedding.from_array(np.eye(12, 2), name="r", source="s", first_position=-6).positions
+        array([-6, -5, -4, -3, -2, -1,  0,  1,  2,  3,  4,  5])
+        """
+        return np.arange(self.shape[0]) + self.first_position
 
     def describe_rows(self) -> str:
         """Which rows of the source are analysed, in words, for titles and exports."""
@@ -284,6 +302,9 @@ class Embedding:
             trimmed.append(f"{n - stop} trailing row{'s' * (n - stop > 1)}")
         if trimmed:
             text += f" ({' and '.join(trimmed)} trimmed)"
+        if self.first_position:
+            last = self.first_position + self.shape[0] - 1
+            text += f", positions {self.first_position} … {last}"
         return text
 
     def provenance(self) -> dict[str, object]:
@@ -312,6 +333,8 @@ class Embedding:
             "sha256": self.sha256,
             "posviz_version": __version__,
         }
+        if self.first_position:  # rows are not positions 0 … n − 1 (a relative table)
+            out["first_position"] = self.first_position
         parts = self.source.split(" · ")
         if self.source.startswith("hf:") and len(parts) >= 3 and parts[1].startswith("commit "):
             out["repo"] = parts[0].removeprefix("hf:").removeprefix("//").partition("@")[0]

@@ -25,6 +25,7 @@ __all__ = [
     "columns",
     "from_csv",
     "header",
+    "labelled",
     "to_csv",
     "to_json",
 ]
@@ -55,6 +56,25 @@ def header(analysis: str, params: dict[str, Any], *tables: Embedding) -> dict[st
         "params": params,
         "provenance": provenance[0] if len(provenance) == 1 else provenance,
     }
+
+
+def labelled(frame: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
+    """`frame` with its ``position`` column as the positions the rows stand for: results count
+    rows from 0; a table whose first row is another position (DeBERTa's relative table) says
+    so in its provenance's ``first_position``. Pages, the report and `posviz rerun` label alike.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> settings = {"provenance": {"first_position": -256}}
+    >>> labelled(pd.DataFrame({"position": [0, 511]}), settings)["position"].tolist()
+    [-256, 255]
+    """
+    provenance = settings.get("provenance")
+    first = provenance.get("first_position", 0) if isinstance(provenance, dict) else 0
+    if not first or "position" not in frame:
+        return frame
+    return frame.assign(position=frame["position"] + first)
 
 
 def to_csv(frame: pd.DataFrame, settings: dict[str, Any]) -> str:

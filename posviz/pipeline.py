@@ -13,12 +13,13 @@ chain with the same settings and give the same numbers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from posviz import boundary as _boundary
 from posviz import collection as _collection
 from posviz import compare as _compare
 from posviz import components as _components
+from posviz import offsets as _offsets
 from posviz import probes as _probes
 from posviz import resample as _resample
 from posviz import similarity as _similarity
@@ -28,6 +29,25 @@ from posviz.embedding import Embedding
 
 #: How a step asks for another step's result: ``run(step, *tables, **params)``.
 Run = Callable[..., Any]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _settings_of(
+    core: Callable[Concatenate[Any, P], object],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[Embedding, P], R]]:
+    """Type a step as taking `core`'s keyword settings, which it forwards (for type checkers).
+
+    A step declares no settings of its own (``**params``), so without this a checker would take
+    any keyword; typed so, a page's ``cache.spectrum(table, n_components="x")`` is an error
+    (tests/test_typing.py). The step itself is returned unchanged: it still takes ``run``.
+    """
+
+    def typed(step: Callable[..., R]) -> Callable[Concatenate[Embedding, P], R]:
+        return step
+
+    return typed
 
 
 def call(step: Callable[..., Any], /, *tables: Embedding, **params: Any) -> Any:
@@ -46,11 +66,13 @@ def _chained(
 # --- spectrum and components ----------------------------------------------------------------
 
 
+@_settings_of(_spectrum.spectrum)
 def spectrum(table: Embedding, *, run: Run = call, **params: Any) -> _spectrum.Spectrum:
     """:func:`posviz.spectrum.spectrum` of the table."""
     return _spectrum.spectrum(table.values, **params)
 
 
+@_settings_of(_components.principal_components)
 def principal_components(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _components.PrincipalComponents:
@@ -73,6 +95,7 @@ def sinusoid_likeness(
 # --- similarity -----------------------------------------------------------------------------
 
 
+@_settings_of(_similarity.similarity_map)
 def similarity_map(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _similarity.SimilarityMap:
@@ -80,6 +103,7 @@ def similarity_map(
     return _similarity.similarity_map(table.values, **params)
 
 
+@_settings_of(_similarity.grid_similarity)
 def grid_similarity(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _similarity.GridSimilarity:
@@ -87,21 +111,24 @@ def grid_similarity(
     return _similarity.grid_similarity(table.values, **params)
 
 
-def offset_profile(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _similarity.OffsetProfile:
-    """:func:`posviz.similarity.offset_profile` of the table."""
-    return _similarity.offset_profile(table.values, **params)
+# --- offsets --------------------------------------------------------------------------------
 
 
-def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _similarity.OffsetScores:
-    """:func:`posviz.similarity.offset_scores` of the table's :func:`offset_profile`."""
-    return _chained(_similarity.offset_scores, offset_profile, table, run, params)
+@_settings_of(_offsets.offset_profile)
+def offset_profile(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetProfile:
+    """:func:`posviz.offsets.offset_profile` of the table."""
+    return _offsets.offset_profile(table.values, **params)
+
+
+def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetScores:
+    """:func:`posviz.offsets.offset_scores` of the table's :func:`offset_profile`."""
+    return _chained(_offsets.offset_scores, offset_profile, table, run, params)
 
 
 # --- boundaries and probes ------------------------------------------------------------------
 
 
+@_settings_of(_boundary.position_statistics)
 def position_statistics(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _boundary.PositionStatistics:
@@ -126,6 +153,7 @@ def change_points(table: Embedding, *, run: Run = call, **params: Any) -> _bound
     return _chained(_boundary.change_points, outliers, table, run, params)
 
 
+@_settings_of(_probes.probe_with_controls)
 def probe_with_controls(table: Embedding, *, run: Run = call, **params: Any) -> _probes.ProbeReport:
     """:func:`posviz.probes.probe_with_controls` on the table."""
     return _probes.probe_with_controls(table.values, **params)
@@ -152,6 +180,7 @@ def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedd
     return _resample.resampled_table(table, result)
 
 
+@_settings_of(_collection.table_summary)
 def table_summary(table: Embedding, *, run: Run = call, **params: Any) -> _collection.TableSummary:
     """:func:`posviz.collection.table_summary` of the table."""
     return _collection.table_summary(table.values, **params)

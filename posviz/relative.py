@@ -4,19 +4,25 @@ DeBERTa's table of relative-position embeddings."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from posviz._params import records_params
 from posviz.embedding import Embedding, LoadError
+from posviz.scheme import scheme_kind
 
 __all__ = [
+    "REL_EMBEDDINGS",
     "RelativeBias",
     "bucket_layout",
     "bucket_layouts",
+    "labelled",
     "relative_bias",
+    "relative_rows",
     "relative_table",
+    "relative_table_name",
     "t5_buckets",
 ]
 
@@ -170,6 +176,7 @@ def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embed
 
     Row r holds relative (bucketed) position ``r − rows / 2`` (DeBERTa indexes it with
     ``relative_position + att_span``); beyond half the buckets the positions are log-bucketed.
+    The table's ``first_position`` is ``−rows / 2``, so every page labels its rows so.
 
     Returns
     -------
@@ -178,15 +185,69 @@ def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embed
     Examples
     --------
     >>> t, span = relative_table(np.eye(512, 8), name="rel", source="s")
-    >>> t.shape, span
-    ((512, 8), [-256, 255])
+    >>> t.shape, span, t.positions[[0, -1]].tolist()
+    ((512, 8), [-256, 255], [-256, 255])
     """
-    rows = np.asarray(weight).shape[0]
+    table = relative_rows(Embedding.from_array(weight, name=name, source=source))
+    return table, [int(table.positions[0]), int(table.positions[-1])]
+
+
+#: How DeBERTa-v2/v3 checkpoints name the relative table (``deberta.encoder.rel_embeddings``).
+REL_EMBEDDINGS = "rel_embeddings.weight"
+
+
+def relative_table_name(config: dict, names: Iterable[str]) -> str | None:
+    """The tensor of `names` that is the model's table of relative positions, when its
+    `config` names relative attention (DeBERTa's ``rel_embeddings``): what a loader opens when
+    no tensor is named.
+
+    >>> relative_table_name({"relative_attention": True}, ["emb", "e.rel_embeddings.weight"])
+    'e.rel_embeddings.weight'
+    """
+    if scheme_kind(config)[0] != "relative_table":
+        return None
+    return next((name for name in names if name.endswith(REL_EMBEDDINGS)), None)
+
+
+def labelled(table: Embedding, config: dict) -> Embedding:
+    """`table` with its rows labelled as the model's `config` says: DeBERTa's
+    ``rel_embeddings`` of a model with relative attention as relative positions
+    (:func:`relative_rows`); any other table as it is. Every loader (Hub, local checkpoint)
+    passes its tables through here.
+
+    Examples
+    --------
+    >>> t = Embedding.from_array(np.eye(16, 2), name="deberta.encoder.rel_embeddings.weight",
+    ...                          source="s")
+    >>> labelled(t, {"relative_attention": True}).first_position
+    -8
+    >>> labelled(t, {"model_type": "gpt2"}).first_position
+    0
+    """  # fmt: skip
+    relative = scheme_kind(config)[0] == "relative_table" and table.name.endswith(REL_EMBEDDINGS)
+    return relative_rows(table) if relative else table
+
+
+def relative_rows(table: Embedding) -> Embedding:
+    """`table`, DeBERTa's ``rel_embeddings`` (all its rows or some), with its rows labelled as
+    the relative positions they are: source row r is ``r − rows / 2``.
+
+    Raises
+    ------
+    LoadError
+        If the source tensor has an odd number of rows (it is 2 · span).
+
+    Examples
+    --------
+    >>> rows = relative_rows(Embedding.from_array(np.eye(64, 4), name="r", source="s",
+    ...                                           row_start=8, row_stop=40))
+    >>> rows.positions[[0, -1]].tolist()
+    [-24, 7]
+    """  # fmt: skip
+    rows = table.n_source_rows
     if rows % 2:
-        msg = f"{name} has {rows} rows; DeBERTa's rel_embeddings has an even number (2 · span)."
+        msg = (
+            f"{table.name} has {rows} rows; DeBERTa's rel_embeddings has an even number (2 · span)."
+        )
         raise LoadError(msg)
-    span = rows // 2
-    # Pages draw row numbers: the source says how to read them.
-    source = f"{source} · row r is relative position r − {span}"
-    table = Embedding.from_array(weight, name=name, source=source)
-    return table, [-span, span - 1]
+    return replace(table, first_position=table.row_start - rows // 2)

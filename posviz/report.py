@@ -18,12 +18,12 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, pipeline, probes, similarity
+from posviz import boundary, components, figures, forms, offsets, pipeline, probes
 from posviz import collection as _collection
 from posviz._params import defaults, split_params
 from posviz.collection import Collection
 from posviz.embedding import Embedding
-from posviz.export import column_label, columns
+from posviz.export import column_label, columns, labelled
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
 __all__ = [
@@ -148,12 +148,12 @@ def similarity_section(
         "Similarity",
         "Cosine similarity between positions, and its mean and spread over all pairs at "
         "each offset. "
-        + " ".join(f"{key}: {value}" for key, value in similarity.DEFINITIONS.items())
+        + " ".join(f"{key}: {value}" for key, value in offsets.DEFINITIONS.items())
         + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}.",
         {"Scores": scores.to_frame()},
         [
-            figures.similarity.similarity_heatmap(overview),
-            figures.similarity.offset_profile(profile, scores),
+            figures.similarity.similarity_heatmap(overview, first_position=table.first_position),
+            figures.offsets.offset_profile(profile, scores),
         ],
         {"Scores": ("offset_scores", scores.params)},
     )
@@ -186,8 +186,10 @@ def components_section(
         f"(seed {likeness.params['seed']}) for the chance level, m = {likeness.n_frequencies}.",
         {"Sinusoid fits": fits.to_frame(), "Likeness to sinusoids": likeness.to_frame()},
         [
-            figures.components.pc_trajectories(pcs, overlaid=False),
-            figures.components.sinusoid_fits(pcs, fits),
+            figures.components.pc_trajectories(
+                pcs, overlaid=False, first_position=table.first_position
+            ),
+            figures.components.sinusoid_fits(pcs, fits, first_position=table.first_position),
         ],
         {
             "Sinusoid fits": ("fit_sinusoids", fits.params),
@@ -197,8 +199,8 @@ def components_section(
 
 
 def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -> Section:
-    fitted = boundary.defaults(table.shape)  # the signatures' defaults, fitted to the length
-    stats_params = {"top_k": fitted["top_k"]}
+    fitted = forms.boundary_defaults(table.shape)  # the signatures' defaults, fitted to the length
+    stats_params = {"n_directions_removed": fitted["n_directions_removed"]}
     flag_params = {
         **stats_params,
         "hampel_window": fitted["hampel_window"],
@@ -225,12 +227,16 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
                 f"Boundary summary: {summary.procedure()}",
             ]
         ),
-        {
-            "Flagged positions": flags.to_frame(),
-            "Change points": changes.to_frame(),
+        {  # positions labelled as the table's (a relative table's start below 0)
+            "Flagged positions": labelled(flags.to_frame(), {"provenance": table.provenance()}),
+            "Change points": labelled(changes.to_frame(), {"provenance": table.provenance()}),
             "Boundary summary": summary.to_frame(),
         },
-        [figures.boundary.position_statistics(stats, flags, changes)],
+        [
+            figures.boundary.position_statistics(
+                stats, flags, changes, first_position=table.first_position
+            )
+        ],
         {
             "Flagged positions": ("outliers", flags.params),
             "Change points": ("change_points", changes.params),
@@ -252,26 +258,17 @@ def probes_section(
     )
 
 
-def build_report(
-    table: Embedding,
-    *,
-    center: bool | None = None,
-    n_components: int | None = None,
-    seed: int | None = None,
-    run: pipeline.Run | None = None,
-    progress: Progress | None = None,
-) -> str:
+def build_report(table: Embedding, *, progress: Progress | None = None, **options: Any) -> str:
     """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
 
     The table's provenance and each analysis' params are listed at the top, and embedded with
     every table of numbers as JSON (``<script id="posviz-data" type="application/json">``,
-    which ``posviz rerun`` reads). Options left None are the core's defaults. `run` and
-    `progress` as for :func:`report_sections`; writing the page is one step more.
+    which ``posviz rerun`` reads). `options` (``center``, ``n_components``, ``seed``, ``run``)
+    are :func:`report_sections`' (the one signature that holds them); `progress` as there,
+    writing the page is one step more.
     """
     told = progress and (lambda step, done, total: progress(step, done, total + 1))
-    sections = report_sections(
-        table, center=center, n_components=n_components, seed=seed, run=run, progress=told
-    )
+    sections = report_sections(table, progress=told, **options)
     if progress:
         progress("writing the page", len(sections), len(sections) + 1)
     title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"

@@ -311,7 +311,9 @@ def resample_grid(
 def resampled_table(table: Embedding, result: Resampled) -> Embedding:
     """The resampled rows as an Embedding with the table's prefix rows, name and stored dtype.
 
-    Trailing rows trimmed from the source are not carried over.
+    Trailing rows trimmed from the source are not carried over. Relative positions (a table
+    whose first row is not position 0) stretch with the rows: −256 … 255 resampled to 1024
+    rows are −512 … 511.
     """
     prefix = table.prefix.astype(result.values.dtype)
     # Without prefix rows the result is used as it is: a concatenated copy would double it.
@@ -322,4 +324,5 @@ def resampled_table(table: Embedding, result: Resampled) -> Embedding:
         dtype=table.dtype,
         row_start=table.row_start,
         grid=result.grid,
+        first_position=round(table.first_position * len(result.values) / table.shape[0]),
     )

@@ -10,6 +10,7 @@ of ``rotary_dim / 2`` rotates by ``inv_freq[i]`` radians per position; its wavel
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,12 +28,14 @@ __all__ = [
     "ROPE_TYPES",
     "RotaryDecay",
     "RotaryFrequencies",
+    "RotaryOverlay",
     "RotarySpec",
     "dynamic_base",
     "dynamic_base_curve",
     "inv_freq_difference",
     "rotary_decay",
     "rotary_frequencies",
+    "rotary_overlay",
     "rotary_table",
     "yarn_mscale",
 ]
@@ -409,6 +412,95 @@ def rotary_decay(
     similarity, bound = curves(frequencies.inv_freq)
     similarity_unscaled, bound_unscaled = curves(frequencies.inv_freq_unscaled)
     return RotaryDecay(distances, similarity, similarity_unscaled, bound, bound_unscaled)
+
+
+@dataclass(frozen=True)
+class RotaryOverlay:
+    """Several rotary models side by side: each one's ladder and decay, each as applied at its
+    own context (max_position_embeddings), the decays to one common largest distance.
+
+    Attributes
+    ----------
+    frequencies : dict of str to RotaryFrequencies
+        By model label, in the order given.
+    decays : dict of str to RotaryDecay
+        By model label: B(Δ) and RoFormer's bound, Δ = 0 … the common `max_distance`.
+    """
+
+    frequencies: dict[str, RotaryFrequencies]
+    decays: dict[str, RotaryDecay]
+    params: dict = field(default_factory=dict)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per model and pair: its place in the ladder and its wavelength as applied."""
+        import pandas as pd
+
+        return pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "model": label,
+                        "pair": np.arange(f.spec.n_pairs),
+                        "pair_fraction": np.arange(f.spec.n_pairs) / f.spec.n_pairs,
+                        "wavelength": f.wavelengths,
+                    }
+                )
+                for label, f in self.frequencies.items()
+            ],
+            ignore_index=True,
+        )
+
+    def decay_table(self) -> pd.DataFrame:
+        """One row per model and distance: B(Δ) and RoFormer's bound as applied."""
+        import pandas as pd
+
+        return pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "model": label,
+                        "distance": d.distances,
+                        "similarity": d.similarity,
+                        "bound": d.bound,
+                    }
+                )
+                for label, d in self.decays.items()
+            ],
+            ignore_index=True,
+        )
+
+
+@records_params
+def rotary_overlay(
+    specs: Mapping[str, RotarySpec], *, max_distance: int | None = None, n_distances: int = 1024
+) -> RotaryOverlay:
+    """Several models' frequencies (each at its own context) and decays to one distance.
+
+    Parameters
+    ----------
+    specs : mapping of str to RotarySpec
+        The models, by label.
+    max_distance : int, optional
+        Largest Δ of every decay (default: the longest context among the models, a model
+        without one counting as 4096), so the curves share one axis.
+    n_distances : int
+        As :func:`rotary_decay`.
+
+    Examples
+    --------
+    >>> o = rotary_overlay({"a": RotarySpec("default", 8, 10000.0, context=100),
+    ...                     "b": RotarySpec("default", 4, 500.0, context=300)})
+    >>> [int(d.distances[-1]) for d in o.decays.values()], o.params["max_distance"]
+    ([300, 300], None)
+    """  # fmt: skip
+    longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
+    stop = max_distance or longest
+    frequencies = {label: rotary_frequencies(spec) for label, spec in specs.items()}
+    decays = {
+        label: rotary_decay(f, max_distance=stop, n_distances=n_distances)
+        for label, f in frequencies.items()
+    }
+    return RotaryOverlay(frequencies, decays)
 
 
 def rotary_table(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from posviz.embedding import LoadError
@@ -27,6 +28,7 @@ __all__ = [
     "Scheme",
     "parse_config",
     "position_scheme",
+    "read_config_file",
     "scheme_kind",
 ]
 
@@ -165,6 +167,37 @@ def parse_config(data: bytes, *, what: str = "config.json") -> dict:
         msg = f"{what} holds a JSON {type(config).__name__}, not an object of settings."
         raise LoadError(msg)
     return config
+
+
+def read_config_file(path: str | Path) -> bytes:
+    """The bytes of the config.json at `path`, at most `MAX_CONFIG_BYTES` of them read.
+
+    Raises
+    ------
+    LoadError
+        If it cannot be read, is not a regular file, or is bigger than `MAX_CONFIG_BYTES`
+        (refused unread when its size says so; never more than one byte past the limit read).
+    """
+    path = Path(path)
+    try:
+        if not path.is_file():  # a FIFO would block the read
+            msg = f"{path} is not a file; give the model's config.json."
+            raise LoadError(msg)
+        size = path.stat().st_size
+        if size <= MAX_CONFIG_BYTES:  # bigger ones are refused unread
+            with path.open("rb") as file:
+                data = file.read(MAX_CONFIG_BYTES + 1)  # a file that grew: at most this
+            size = len(data)
+    except OSError as exc:
+        msg = f"Cannot read {path}: {exc.strerror or exc}."
+        raise LoadError(msg) from exc
+    if size > MAX_CONFIG_BYTES:
+        msg = (
+            f"{path} is {size:,} bytes; a model config is a few kB (limit "
+            f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
+        )
+        raise LoadError(msg)
+    return data
 
 
 def _max_depth(data: bytes) -> int:

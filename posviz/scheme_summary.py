@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from posviz.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.scheme import KINDS, MAX_CONFIG_BYTES, RelativeBiasSpec, Scheme, parse_config
+from posviz.scheme import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
 from posviz.simulate import sinusoidal
 from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 
@@ -39,6 +38,7 @@ __all__ = [
     "N_SINGULAR_VALUES",
     "PRESET",
     "alibi_record",
+    "checkpoint_provenance",
     "config_provenance",
     "finite",
     "is_decoder_bias",
@@ -67,13 +67,23 @@ def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
     return {"config": config, "sha256": sha256, **where, "posviz_version": __version__}
 
 
-def read_config(
-    config: str, data: bytes | None = None
-) -> tuple[dict, dict[str, Any], hub.ConfigFile | None]:
-    """The config.json `config` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``), parsed;
-    its :func:`config_provenance` (a Hub model at the commit read); the Hub model, if any.
+def checkpoint_provenance(model: scheme_hub.LocalCheckpoint) -> dict[str, Any]:
+    """:func:`config_provenance` of a local checkpoint: its config.json, and the weights under
+    "weights", both named by the checkpoint's label (a path, or its name in the shared
+    folder: never the server's own path)."""
+    return config_provenance(model.source, model.sha256, weights=model.label)
 
-    `data` is its bytes when already read (an upload named `config`).
+
+def read_config(
+    config: str, data: bytes | None = None, *, label: str | None = None
+) -> tuple[dict, dict[str, Any], scheme_hub.Model | None]:
+    """The config.json `config` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``, or a
+    safetensors checkpoint with its config.json beside it), parsed; its
+    :func:`config_provenance` (a Hub model at the commit read; a checkpoint's path under
+    "weights"); the model whose weights hold the scheme's tensors (Hub or local), if any.
+
+    `data` is its bytes when already read (an upload named `config`); `label` names a local
+    checkpoint's tables (default: the file's name).
 
     Raises
     ------
@@ -84,6 +94,9 @@ def read_config(
         ref = hub.parse_ref(config)
         opened = hub.open_config(ref.repo, ref.revision)
         return opened.config, config_provenance(opened.at_commit, opened.sha256), opened
+    if data is None and config.lower().endswith(".safetensors"):  # its config.json beside
+        model = scheme_hub.open_checkpoint(config, label=label or config)
+        return model.config, checkpoint_provenance(model), model
     if data is None and config.startswith(PRESET):
         from posviz.scheme_presets import PRESETS
 
@@ -93,22 +106,9 @@ def read_config(
             raise LoadError(msg)
         data = json.dumps(PRESETS[name]).encode()  # the bytes a preset stands for
     elif data is None:
-        data = _read_config_file(Path(config))
+        data = read_config_file(config)
     sha256 = hashlib.sha256(data).hexdigest()
     return parse_config(data, what=config), config_provenance(config, sha256), None
-
-
-def _read_config_file(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:  # refused before it is read
-            msg = f"{path} is {size:,} bytes; a model config is a few kB (limit "
-            msg += f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
-            raise LoadError(msg)
-        return path.read_bytes()
-    except OSError as exc:
-        msg = f"Cannot read {path}: {exc.strerror or exc}."
-        raise LoadError(msg) from exc
 
 
 def scheme_head(scheme: Scheme) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def scheme_head(scheme: Scheme) -> dict[str, Any]:
 def scheme_record(
     scheme: Scheme,
     provenance: dict[str, Any],
-    model: hub.ConfigFile | None = None,
+    model: scheme_hub.Model | None = None,
     *,
     context: int | None = None,
     positions: int | None = None,
@@ -138,9 +138,9 @@ def scheme_record(
     scheme : Scheme
     provenance : dict
         :func:`config_provenance` of the config.json `scheme` was read from.
-    model : ConfigFile, optional
-        The Hub model, for what its weights hold (T5's bias, DeBERTa's table, a stored
-        inv_freq buffer).
+    model : ConfigFile or LocalCheckpoint, optional
+        The model on the Hub or on disk, for what its weights hold (T5's bias, DeBERTa's
+        table, a stored inv_freq buffer).
     context : int, optional
         Sequence length a rotary scaling rule is applied at (default max_position_embeddings).
     positions : int, optional
@@ -149,7 +149,7 @@ def scheme_record(
     center : bool
         Center the table before its spectrum.
     check_inv_freq : bool
-        Read a stored ``rotary_emb.inv_freq`` buffer from the Hub model and compare.
+        Read a stored ``rotary_emb.inv_freq`` buffer from the model's weights and compare.
     """
     record = scheme_head(scheme)
     record["analysis"] = "scheme_record"

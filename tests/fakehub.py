@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import re
+import socket
 import struct
 import threading
 import time
@@ -225,6 +226,16 @@ def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub
     yield hub
     server.shutdown()
     server.server_close()
+
+
+def unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the Hub client and posviz at a port of this machine that nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in hub_environment(f"http://127.0.0.1:{port}", tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
 
 def hub_environment(url: str, tmp_path: Path) -> dict[str, str]:

@@ -12,7 +12,7 @@ from posviz._params import defaults
 
 def test_sinusoidal_statistics_are_analytic():
     pe = simulate.sinusoidal_table(200, 64)
-    s = boundary.position_statistics(pe, top_k=0)
+    s = boundary.position_statistics(pe, n_directions_removed=0)
     # Every row has norm sqrt(d/2); the cosine of neighbours depends on the offset only:
     # <PE[p], PE[p+1]> = sum_i cos(w_i) over the d/2 frequencies.
     freqs = 10000.0 ** (-np.arange(0, 64, 2) / 64)
@@ -26,7 +26,7 @@ def test_sinusoidal_statistics_are_analytic():
 
 def test_distance_and_residual_against_references():
     x = np.random.default_rng(3).standard_normal((60, 10))
-    s = boundary.position_statistics(x, top_k=3)
+    s = boundary.position_statistics(x, n_directions_removed=3)
     np.testing.assert_allclose(s.dist_to_mean, cdist(x, x.mean(axis=0)[None])[:, 0])
     # Residual outside the top-3 right singular vectors of the centred table, by SVD.
     centred = x - x.mean(axis=0)
@@ -38,7 +38,7 @@ def test_distance_and_residual_against_references():
 def test_block_edges_change_nothing():
     # 10,000 rows cross several block edges (posviz._linalg.N_BLOCKS): compare with whole numpy.
     x = np.random.default_rng(4).standard_normal((10_000, 8)).astype(np.float32)
-    s = boundary.position_statistics(x, top_k=2)
+    s = boundary.position_statistics(x, n_directions_removed=2)
     x64 = x.astype(np.float64)
     unit = x64 / np.linalg.norm(x64, axis=1, keepdims=True)
     np.testing.assert_allclose(s.cos_next[:-1], np.sum(unit[1:] * unit[:-1], axis=1), rtol=1e-12)
@@ -49,9 +49,9 @@ def test_block_edges_change_nothing():
     np.testing.assert_allclose(s.residual_norm, expected, rtol=1e-9)
 
 
-def test_top_k_out_of_range_is_refused():
-    with pytest.raises(ValueError, match=r"top_k must be in 0\.\.9"):
-        boundary.position_statistics(np.ones((20, 10)), top_k=10)
+def test_too_many_directions_removed_is_refused():
+    with pytest.raises(ValueError, match=r"n_directions_removed must be in 0\.\.9"):
+        boundary.position_statistics(np.ones((20, 10)), n_directions_removed=10)
 
 
 def test_hampel_matches_a_direct_window_median_and_mad():
@@ -103,7 +103,7 @@ def test_boundary_summary_means():
     assert list(table.columns) == ["statistic", "first_2", "middle", "last_2"]
     assert table.iloc[0].tolist() == ["norm", 0.5, 4.5, 8.5]
     assert list(table["statistic"]) == list(stats.flagging_curves())
-    assert s.params == {"top_k": 0, "boundary_size": 2}
+    assert s.params == {"n_directions_removed": 0, "boundary_size": 2}
     with pytest.raises(ValueError, match=r"boundary_size must be in 1\.\.4"):
         boundary.boundary_summary(stats, boundary_size=5)
 
@@ -140,6 +140,8 @@ def test_a_drifting_norm_has_no_change_point_and_a_planted_jump_is_found():
     jump = drift * np.where(np.arange(512) < 300, 1.0, 1.05)[:, None]
     found = boundary.change_points(curve_flags(boundary.position_statistics(jump).norm))
     assert found.positions.tolist() == [300]
+    # In words as the axes label the rows: a relative table's row 300 is relative position 44.
+    assert (found.describe(), found.describe(first_position=-256)) == ("300", "44")
     # A curved drift (the square root of position) has no step either.
     assert boundary.change_points(curve_flags(np.sqrt(1 + np.arange(512.0)))).positions.size == 0
 
@@ -165,7 +167,7 @@ def test_change_points_respect_min_size_and_cap():
 
 def test_position_figure_traces_and_marks():
     table = simulate.learned_like(300, 32, seed=0)
-    stats = boundary.position_statistics(table.values, top_k=4)
+    stats = boundary.position_statistics(table.values, n_directions_removed=4)
     flags = boundary.outliers(stats)
     changes = boundary.change_points(flags, max_changes=2)
     fig = figures.boundary.position_statistics(stats, flags, changes)
@@ -201,14 +203,14 @@ def test_position_figure_downsamples_long_tables_but_keeps_flags():
 
 def test_results_carry_their_settings_and_tables():
     table = simulate.learned_like(200, 32, seed=0).values
-    stats = boundary.position_statistics(table, top_k=3)
+    stats = boundary.position_statistics(table, n_directions_removed=3)
     flags = boundary.outliers(stats, hampel_window=10, threshold=6.0)
-    assert stats.params == {"top_k": 3}
-    assert flags.params == {"top_k": 3, "hampel_window": 10, "threshold": 6.0}
+    assert stats.params == {"n_directions_removed": 3}
+    assert flags.params == {"n_directions_removed": 3, "hampel_window": 10, "threshold": 6.0}
     assert flags.rule == "|robust z| > 6 in a window of ±10 positions"
     changes = boundary.change_points(flags, statistic="dist_to_mean", max_changes=2, min_size=5)
     assert changes.params == {
-        "top_k": 3,
+        "n_directions_removed": 3,
         "hampel_window": 10,
         "threshold": 6.0,
         "statistic": "dist_to_mean",
@@ -227,37 +229,3 @@ def test_results_carry_their_settings_and_tables():
     np.testing.assert_array_equal(frame["z"], changes.z)
     assert "on dist_to_mean" in changes.procedure()
     assert "at most 2, at least 8 positions apart" in changes.procedure()
-
-
-def test_the_defaults_are_the_signatures_and_fit_short_tables():
-    fitted = boundary.defaults((1000, 64))
-    assert fitted == {
-        "top_k": 0,
-        "hampel_window": 16,
-        "threshold": 8.0,
-        "boundary_size": 8,
-        "statistic": "norm",
-        "max_changes": 3,
-        "min_size": 16,
-        "alpha": 0.01,
-    }
-    for core in (
-        boundary.position_statistics,
-        boundary.outliers,
-        boundary.change_points,
-        boundary.boundary_summary,
-    ):
-        for name, default in defaults(core).items():
-            assert fitted[name] == default, (core, name)
-    # At the smallest table each default is within what the table allows, and works.
-    short = boundary.defaults((10, 4))
-    assert boundary.limits((10, 4)) == {
-        "top_k": 3,
-        "hampel_window": 5,
-        "boundary_size": 4,
-        "min_size": 5,
-    }
-    assert (short["hampel_window"], short["boundary_size"], short["min_size"]) == (5, 4, 5)
-    stats = boundary.position_statistics(np.random.default_rng(0).standard_normal((10, 4)))
-    summary = boundary.boundary_summary(stats, boundary_size=short["boundary_size"])
-    assert summary.params["boundary_size"] == 4

@@ -16,7 +16,7 @@ from posviz import (
     compare,
     components,
     gather,
-    similarity,
+    offsets,
     simulate,
     spectrum,
 )
@@ -154,7 +154,7 @@ def test_metrics_equal_the_single_table_core_results():
         n = len(x)
         expected = spectrum.spectrum(x, center=True).metrics()
         assert {k: record[k] for k in expected} == expected
-        profile = similarity.offset_profile(
+        profile = offsets.offset_profile(
             x, metric="cosine", center=True, max_offset=min(n - 1, 1024)
         )
         below = [k for k in range(1, n) if profile.mean[k] < 1 / math.e]

@@ -208,7 +208,7 @@ def test_escape_turns_markup_into_its_characters():
 
 
 def test_labels_of_compare_and_resample_figures_stay_text():
-    from posviz.similarity import offset_profile
+    from posviz.offsets import offset_profile
 
     tables = [learned_like(64, 16, seed=s).values for s in (0, 1)]
     named = dict(zip(HOSTILE, tables, strict=True))

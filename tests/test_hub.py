@@ -294,14 +294,7 @@ def test_a_shard_index_naming_a_missing_file_is_refused(fake_hub):
 
 
 def test_an_unreachable_hub(monkeypatch, tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(tmp_path))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    fakehub.unreachable(tmp_path, monkeypatch)
     with pytest.raises(LoadError, match=r"could not be reached from this server"):
         hub.load("hf:acme/gpt2")
 

@@ -18,7 +18,7 @@ import safetensors.numpy
 from streamlit.testing.v1 import AppTest
 
 import posviz
-from posviz import boundary, compare, export, pipeline, probes, report, simulate
+from posviz import compare, export, forms, pipeline, probes, report, simulate
 from posviz._params import defaults
 from posviz.cli import main
 from posviz.embedding import Embedding
@@ -114,7 +114,7 @@ def test_components_downloads_are_the_report_tables(saved, downloads):
 
 
 def test_similarity_scores_download_is_the_report_table(downloads):
-    # Longer than similarity.MAX_OFFSET + 1: a profile to every offset would ring differently.
+    # Longer than offsets.MAX_OFFSET + 1: a profile to every offset would ring differently.
     table = simulate.learned_like(1500, 16, seed=3)
     run_page(
         "similarity.py",
@@ -224,12 +224,12 @@ def test_boundary_exports_are_the_reports_tables(downloads):
     assert 0 in set(page["flagged_positions"][0]["position"])
     assert page["change_points"][0]["position"].tolist() == [128]
     # The exports state the settings the report used: the core's defaults.
-    fitted = boundary.defaults(table.shape)
+    fitted = forms.boundary_defaults(table.shape)
     settings = page["change_points"][1]["params"]
     assert settings == {
         name: fitted[name]
         for name in (
-            "top_k",
+            "n_directions_removed",
             "hampel_window",
             "threshold",
             "statistic",
@@ -239,7 +239,10 @@ def test_boundary_exports_are_the_reports_tables(downloads):
         )
     }
     summary = page["boundary_summary"][1]["params"]
-    assert summary == {"top_k": fitted["top_k"], "boundary_size": fitted["boundary_size"]}
+    assert summary == {
+        "n_directions_removed": fitted["n_directions_removed"],
+        "boundary_size": fitted["boundary_size"],
+    }
     assert f"window of ±{settings['hampel_window']} positions" in section.note
     # The page's statements of the procedures are the report's.
     stated = [

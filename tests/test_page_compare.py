@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import compare, similarity, simulate
+from posviz import compare, offsets, simulate
 from posviz.resample import resample_length
 from tests.test_pages import smallest
 
@@ -71,8 +71,8 @@ def test_tables_of_different_lengths_are_compared_after_resampling_the_second():
 
     spectra = open_section(at, "Spectra")["Explained variance per component"]
     assert [t["name"] for t in spectra["data"]] == ["first", "second"]
-    offsets = open_section(at, "Similarity vs offset")["Mean cosine similarity against offset"]
-    assert offsets["layout"]["xaxis"]["title"]["text"] == "offset k (positions)"
+    overlay = open_section(at, "Similarity vs offset")["Mean cosine similarity against offset"]
+    assert overlay["layout"]["xaxis"]["title"]["text"] == "offset k (positions)"
     maps = open_section(at, "Similarity maps")
     heatmaps = maps["cosine similarity between positions"]["data"]
     assert [t["type"] for t in heatmaps] == ["heatmap"] * 3
@@ -191,7 +191,7 @@ def test_the_offset_profiles_are_computed_only_in_their_tab(monkeypatch):
         msg = "offset profiles computed for a closed tab"
         raise AssertionError(msg)
 
-    monkeypatch.setattr(similarity, "offset_profile", refuse)
+    monkeypatch.setattr(offsets, "offset_profile", refuse)
     first, second = simulate.learned_like(72, 12, seed=4), simulate.sinusoidal(72, 12)
     for section in ("Spectra", "Similarity maps", SAME):
         at = run(first, second, section=section)

@@ -171,7 +171,7 @@ def test_widgets_change_k_layout_and_the_control_seed(sinusoidal):
         at.number_input(key="components.shuffles").value,
         at.query_params["components.seed"],
     ) == (30, "5")
-    at.number_input(key="components.k").set_value(2).run()
+    at.number_input(key="components.n_components").set_value(2).run()
     assert not at.exception, at.exception
     opened(at, "Path")
     assert len(charts(at)) == 1  # no 3-D path with two components

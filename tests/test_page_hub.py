@@ -147,14 +147,7 @@ def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, ro
 
 
 def test_an_unreachable_hub_says_what_was_asked_what_happened_and_what_to_do(monkeypatch, tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(tmp_path))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    fakehub.unreachable(tmp_path, monkeypatch)
     widgets._hub_model.clear()
     at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
     before = at.session_state["posviz.table"].sha256

@@ -15,6 +15,7 @@ from posviz import (
     compare,
     components,
     export,
+    offsets,
     pipeline,
     probes,
     resample,
@@ -39,19 +40,19 @@ STEPS = {
     ),
     "similarity_map": ([similarity.similarity_map], {"metric": "dot", "rows": (2, 30)}),
     "grid_similarity": ([similarity.grid_similarity], {"grid": (8, 8), "max_tiles": 3}),
-    "offset_profile": ([similarity.offset_profile], {"max_offset": 20, "spread": False}),
+    "offset_profile": ([offsets.offset_profile], {"max_offset": 20, "spread": False}),
     "offset_scores": (
-        [similarity.offset_profile, similarity.offset_scores],
+        [offsets.offset_profile, offsets.offset_scores],
         {"max_offset": 30, "monotonicity_window": 10},
     ),
-    "position_statistics": ([boundary.position_statistics], {"top_k": 2}),
+    "position_statistics": ([boundary.position_statistics], {"n_directions_removed": 2}),
     "outliers": (
         [boundary.position_statistics, boundary.outliers],
         {"hampel_window": 6, "threshold": 3.0},
     ),
     "boundary_summary": (
         [boundary.position_statistics, boundary.boundary_summary],
-        {"boundary_size": 4, "top_k": 1},
+        {"boundary_size": 4, "n_directions_removed": 1},
     ),
     "change_points": (
         [boundary.position_statistics, boundary.outliers, boundary.change_points],
@@ -96,9 +97,11 @@ def test_every_step_is_listed():
     steps = {
         name
         for name, value in vars(pipeline).items()
-        if callable(value) and getattr(value, "__module__", "") == "posviz.pipeline"
+        if callable(value)
+        and getattr(value, "__module__", "") == "posviz.pipeline"
+        and not name.startswith("_")
     }
-    assert steps - {"call", "_chained"} == {*STEPS, "resample_length", "resample_grid"}
+    assert steps - {"call"} == {*STEPS, "resample_length", "resample_grid"}
 
 
 @pytest.mark.parametrize("name", STEPS)
@@ -149,7 +152,7 @@ def test_one_centring_default_everywhere():
             spectrum.spectrum,
             components.principal_components,
             similarity.similarity_map,
-            similarity.offset_profile,
+            offsets.offset_profile,
             similarity.grid_similarity,
             compare.compare,
             collection.table_summary,

@@ -350,7 +350,8 @@ def test_deberta_relative_table():
                                  source="s")  # fmt: skip
     assert table.shape == (512, 16)
     assert span == [-256, 255]
-    assert table.source.endswith("row r is relative position r − 256")
+    assert table.source == "s"  # the rows' positions are the table's, not words in its source
+    assert (table.first_position, table.positions[-1]) == (-256, 255)
 
 
 def test_numbers_tables():

@@ -26,19 +26,24 @@ _PANEL_FLAGS = {
 
 
 def position_statistics(
-    stats: PositionStatistics, flags: Outliers, changes: ChangePoints | None = None
+    stats: PositionStatistics,
+    flags: Outliers,
+    changes: ChangePoints | None = None,
+    *,
+    first_position: int = 0,
 ) -> go.Figure:
     """Per-position curves with flagged positions (red) and change points (dashed lines).
 
     Above `LINE_POINTS` positions the curves are drawn at evenly spaced positions (as the
     subtitle says); flagged positions and change points are always drawn at their exact place.
+    Row p is drawn at position ``first_position + p`` (the table's).
     """
     panels = [p for p in _BOUNDARY_PANELS if getattr(stats, p[1][0]) is not None]
     n = len(stats.norm)
     shown = evenly_spaced(n, LINE_POINTS)
     title = f"Per-position statistics · flagged: {flags.rule}"
-    if stats.params["top_k"]:
-        title += f" · residual outside the top {stats.params['top_k']} PCs (rows mean-centred)"
+    if removed := stats.params["n_directions_removed"]:
+        title += f" · residual outside the top {removed} PCs (rows mean-centred)"
     if len(shown) < n:
         title += f"<br><sup>{sampled_note(shown, n)}</sup>"
     fig = small_multiples(len(panels), [p[0] for p in panels], title)
@@ -46,7 +51,7 @@ def position_statistics(
         for name in names:
             fig.add_trace(
                 go.Scatter(
-                    x=shown.astype(np.int32),
+                    x=(shown + first_position).astype(np.int32),
                     y=f32(getattr(stats, name)[shown]),
                     mode="lines",
                     name=name,
@@ -61,7 +66,7 @@ def position_statistics(
         where = np.flatnonzero(flags.flagged[i])
         fig.add_trace(
             go.Scatter(
-                x=where.astype(np.int32),
+                x=(where + first_position).astype(np.int32),
                 y=f32(flags.values[i, where]),
                 customdata=f32(flags.z[i, where]),
                 mode="markers",
@@ -77,5 +82,7 @@ def position_statistics(
         )
     if changes is not None:
         for p in changes.positions.tolist():
-            fig.add_vline(x=p - 0.5, line={"dash": "dash", "color": "grey"}, row="all", col=1)
+            fig.add_vline(
+                x=p + first_position - 0.5, line={"dash": "dash", "color": "grey"}, row="all", col=1
+            )
     return fig

@@ -17,7 +17,8 @@ from posviz.figures.layout import (
     f32,
     log_axis,
 )
-from posviz.similarity import OffsetProfile, SimilarityMap
+from posviz.offsets import OffsetProfile
+from posviz.similarity import SimilarityMap
 from posviz.spectrum import Spectrum
 
 
@@ -100,8 +101,14 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
     return fig
 
 
-def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.Figure:
-    """Two similarity maps on one colour scale, and optionally (second - first) beside them."""
+def similarity_pair(
+    maps: dict[str, SimilarityMap], *, difference: bool, first_positions: tuple[int, int] = (0, 0)
+) -> go.Figure:
+    """Two similarity maps on one colour scale, and optionally (second - first) beside them.
+
+    Row p of each is drawn at its table's position ``first_positions[i] + p`` (the difference
+    at the first table's).
+    """
     names, pair = [escape(name) for name in maps], list(maps.values())
     metric, block = pair[0].params["metric"], max(m.block for m in pair)
     center = center_label(pair[0].params["center"])
@@ -124,10 +131,10 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
     colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
     title = {"side": "top", "text": f"{metric} similarity"}
     fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3, "title": title}})
-    for col, (name, m) in enumerate(zip(names, pair, strict=True), start=1):
+    for col, (name, m, shift) in enumerate(zip(names, pair, first_positions, strict=True), start=1):
         fig.add_heatmap(
-            x=f32(m.col_positions),
-            y=f32(m.row_positions),
+            x=f32(m.col_positions + shift),
+            y=f32(m.row_positions + shift),
             z=f32(m.values),
             zsmooth=PIXEL_CELLS,
             coloraxis="coloraxis",
@@ -153,8 +160,8 @@ def similarity_pair(maps: dict[str, SimilarityMap], *, difference: bool) -> go.F
             }
         )
         fig.add_heatmap(
-            x=f32(pair[0].col_positions),
-            y=f32(pair[0].row_positions),
+            x=f32(pair[0].col_positions + first_positions[0]),
+            y=f32(pair[0].row_positions + first_positions[0]),
             z=f32(delta),
             zsmooth=PIXEL_CELLS,
             coloraxis="coloraxis2",

@@ -28,11 +28,13 @@ def _pc_label(pc: PrincipalComponents, c: int) -> str:
     return f"PC{c + 1} ({pc.explained_variance[c]:.1%})"
 
 
-def pc_trajectories(pc: PrincipalComponents, *, overlaid: bool) -> go.Figure:
+def pc_trajectories(
+    pc: PrincipalComponents, *, overlaid: bool, first_position: int = 0
+) -> go.Figure:
     """Each position's projection on PC 1..k over position, overlaid or as small multiples.
 
     Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
-    subtitle says.
+    subtitle says. Row p is drawn at position ``first_position + p`` (the table's).
     """
     n, k = pc.scores.shape
     shown = evenly_spaced(n, LINE_POINTS)
@@ -47,7 +49,7 @@ def pc_trajectories(pc: PrincipalComponents, *, overlaid: bool) -> go.Figure:
     for c in range(k):
         fig.add_trace(
             go.Scatter(
-                x=shown.astype(np.int32),
+                x=(shown + first_position).astype(np.int32),
                 y=f32(pc.scores[shown, c]),
                 mode="lines",
                 name=labels[c],
@@ -60,12 +62,16 @@ def pc_trajectories(pc: PrincipalComponents, *, overlaid: bool) -> go.Figure:
 
 
 def pc_path(
-    pc: PrincipalComponents, components: tuple[int, ...], *, max_points: int = PATH_POINTS
+    pc: PrincipalComponents,
+    components: tuple[int, ...],
+    *,
+    max_points: int = PATH_POINTS,
+    first_position: int = 0,
 ) -> go.Figure:
     """Positions as a path through 2 or 3 chosen PCs (1-based), coloured by position.
 
     Above `max_points` positions only evenly spaced ones are drawn (first and last kept); the
-    subtitle says how many.
+    subtitle says how many. Row p is position ``first_position + p`` (the table's).
     """
     n = pc.scores.shape[0]
     shown = evenly_spaced(n, max_points)
@@ -79,12 +85,13 @@ def pc_path(
     title = f"Path through {' / '.join(f'PC{c}' for c in components)}<br><sup>{note}</sup>"
     coords = [f32(pc.scores[shown, c - 1]) for c in components]
     ends = [f32(pc.scores[[0, n - 1], c - 1]) for c in components]
-    colour = {"color": shown.astype(np.float32), "colorscale": "Viridis"}
+    labels = shown + first_position
+    colour = {"color": labels.astype(np.float32), "colorscale": "Viridis"}
     colorbar = {"colorbar": {"title": {"text": "position"}, "thickness": 12}}
     hover = "p=%{customdata}<br>" + "<br>".join(
         f"{a}=%{{{xyz}:.4g}}" for a, xyz in zip(axes, "xyz", strict=False)
     )
-    ends_text = ["first p=0", f"last p={n - 1}"]
+    ends_text = [f"first p={first_position}", f"last p={first_position + n - 1}"]
     if len(components) == 2:
         fig = base_figure(title, axes[0], axes[1], showlegend=False)
         fig.add_scatter(
@@ -92,7 +99,7 @@ def pc_path(
             y=coords[1],
             mode="lines",
             line={"color": "lightgrey"},
-            customdata=shown,
+            customdata=labels,
             name="path",
             hovertemplate=hover + "<extra></extra>",
         )
@@ -101,7 +108,7 @@ def pc_path(
             y=coords[1][marked],
             mode="markers",
             marker={"size": 5, **colour, "color": colour["color"][marked], **colorbar},
-            customdata=shown[marked],
+            customdata=labels[marked],
             name="positions",
             hovertemplate=hover + "<extra></extra>",
         )
@@ -125,7 +132,7 @@ def pc_path(
         mode="lines+markers",
         line={"width": 3, **colour, **colorbar},
         marker={"size": 2, **colour},
-        customdata=shown,
+        customdata=labels,
         name="positions",
         hovertemplate=hover + "<extra></extra>",
     )
@@ -150,11 +157,14 @@ def pc_path(
     return fig
 
 
-def sinusoid_fits(pc: PrincipalComponents, fits: SinusoidFits) -> go.Figure:
+def sinusoid_fits(
+    pc: PrincipalComponents, fits: SinusoidFits, *, first_position: int = 0
+) -> go.Figure:
     """Each PC's trajectory with its best-fitting sinusoid (dashed), R² in the panel title.
 
     Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
-    subtitle says.
+    subtitle says. Row p is drawn at position ``first_position + p`` (the table's); the fitted
+    formula counts p from the first row.
     """
     n, k = pc.scores.shape
     shown = evenly_spaced(n, LINE_POINTS)
@@ -174,7 +184,7 @@ def sinusoid_fits(pc: PrincipalComponents, fits: SinusoidFits) -> go.Figure:
         ):
             fig.add_trace(
                 go.Scatter(
-                    x=shown.astype(np.int32),
+                    x=(shown + first_position).astype(np.int32),
                     y=f32(values),
                     mode="lines",
                     name=name,

@@ -1,4 +1,4 @@
-"""Figures of posviz.similarity: similarity maps, offset profiles, grid tiles."""
+"""Figures of posviz.similarity: similarity maps, one position's row, grid tiles."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, center_label, f32
-from posviz.similarity import GridSimilarity, OffsetProfile, OffsetScores, SimilarityMap
+from posviz.similarity import METRIC_NAMES, GridSimilarity, SimilarityMap
 
-_MEASURES = {"cosine": "cosine similarity", "dot": "dot product", "euclidean": "Euclidean distance"}
 #: Maps with more cells than this may be sent as a picture (``picture=True``): a PNG of the
 #: colours their heatmap paints, a sixth of the bytes, which the app draws several times
 #: faster (benchmarks/split.py, the Similarity page); its hover has positions, not values.
@@ -116,12 +115,18 @@ def _cells(m: SimilarityMap) -> str:
     return f"{kind} of {m.block} x {m.block} blocks"
 
 
-def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> None:
-    """Flagged positions as triangles on the top (columns) and left (rows) edges of a map."""
+def _edge_marks(
+    fig: go.Figure, m: SimilarityMap, highlight: Sequence[int], first_position: int
+) -> None:
+    """Flagged positions (rows) as triangles on the top (columns) and left (rows) edges of a
+    map, drawn at their labels ``first_position + row``."""
     half = m.block / 2
     top, left = m.row_positions[0] - half, m.col_positions[0] - half
     cols = [p for p in highlight if left <= p < m.col_positions[-1] + half]
     rows = [p for p in highlight if top <= p < m.row_positions[-1] + half]
+    shift = first_position
+    top, left = top + shift, left + shift
+    cols, rows = [p + shift for p in cols], [p + shift for p in rows]
     marks = (
         (cols, [top] * len(cols), cols, "triangle-down"),
         ([left] * len(rows), rows, rows, "triangle-right"),
@@ -143,14 +148,19 @@ def _edge_marks(fig: go.Figure, m: SimilarityMap, highlight: Sequence[int]) -> N
 
 
 def similarity_heatmap(
-    m: SimilarityMap, *, highlight: Sequence[int] = (), picture: bool = False
+    m: SimilarityMap,
+    *,
+    highlight: Sequence[int] = (),
+    picture: bool = False,
+    first_position: int = 0,
 ) -> go.Figure:
-    """Position x position map, position 0 top left; `highlight` positions marked on the edges.
+    """Position x position map, the first position top left; `highlight` positions (rows)
+    marked on the edges. Row p is drawn at position ``first_position + p`` (the table's).
 
     Similarities use a diverging scale centred at 0; distances a sequential one. With
     `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
     """
-    measure = _MEASURES[m.params["metric"]]
+    measure = METRIC_NAMES[m.params["metric"]]
     fig = base_figure(
         f"{measure.capitalize()} between positions ({center_label(m.params['center'])}; "
         f"{_cells(m)})",
@@ -175,90 +185,44 @@ def similarity_heatmap(
         hovertemplate=f"{where}<br>{m.params['metric']}=%{{z:.4f}}",
         picture=picture,
         picture_hover=f"{near}<br>{PICTURE_HOVER}",
-        x=m.col_positions,
-        y=m.row_positions,
+        x=m.col_positions + first_position,
+        y=m.row_positions + first_position,
         step=m.block,
     )
-    _edge_marks(fig, m, highlight)
+    _edge_marks(fig, m, highlight, first_position)
     fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
     fig.update_xaxes(constrain="domain")
     return fig
 
 
-def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.Figure:
-    """Mean of s(i, i+k) over i against the offset k, with a ±1 std band and the lengths marked."""
-    measure = _MEASURES[p.params["metric"]]
-    fig = base_figure(
-        f"Mean {measure} of positions k apart, ±1 std over i ({center_label(p.params['center'])})",
-        "offset k",
-        f"{measure} s(i, i+k)",
-    )
-    k = p.offsets.astype(np.int32)
-    fig.add_scatter(
-        x=k,
-        y=f32(p.mean + p.std),
-        mode="lines",
-        line={"width": 0},
-        hoverinfo="skip",
-        showlegend=False,
-    )
-    fig.add_scatter(
-        x=k,
-        y=f32(p.mean - p.std),
-        mode="lines",
-        line={"width": 0},
-        fill="tonexty",
-        fillcolor="rgba(31, 119, 180, 0.25)",
-        hoverinfo="skip",
-        name="±1 std over i",
-    )
-    fig.add_scatter(
-        x=k,
-        y=f32(p.mean),
-        customdata=f32(p.std),
-        mode="lines",
-        line={"color": "rgb(31, 119, 180)"},
-        name="mean over i",
-        hovertemplate="k=%{x}<br>mean=%{y:.4f}<br>std=%{customdata:.4f}<extra></extra>",
-    )
-    fig.add_hline(y=0, line={"color": "grey", "width": 1})
-    if scores is not None:
-        lengths = (
-            (scores.similarity_length, "similarity length: m(k) < m(0)/e", "top right"),
-            (scores.length_zero, "m(k) < 0", "bottom right"),
-        )
-        for offset, label, where in lengths:
-            if offset is not None:
-                fig.add_vline(
-                    x=offset,
-                    line={"dash": "dot", "color": "firebrick"},
-                    annotation_text=f"k={offset}: {label}",
-                    annotation_position=where,
-                )
-    return fig
+def position_profile(
+    m: SimilarityMap, *, position: int, neighbours: Sequence[int], first_position: int = 0
+) -> go.Figure:
+    """One position's row of the map (`m` holds that single row, exact), neighbours marked.
 
-
-def position_profile(m: SimilarityMap, *, position: int, neighbours: Sequence[int]) -> go.Figure:
-    """One position's row of the map (`m` holds that single row, exact), neighbours marked."""
-    measure = _MEASURES[m.params["metric"]]
+    `position` and `neighbours` are rows; row p is drawn and named as position
+    ``first_position + p`` (the table's).
+    """
+    measure = METRIC_NAMES[m.params["metric"]]
     row = m.values[0]
+    label = position + first_position
     fig = base_figure(
-        f"{measure.capitalize()} of position {position} to every position "
+        f"{measure.capitalize()} of position {label} to every position "
         f"({center_label(m.params['center'])})",
         "position j",
-        f"s({position}, j)",
+        f"s({label}, j)",
     )
-    positions = m.col_positions.astype(np.int32)
+    positions = (m.col_positions + first_position).astype(np.int32)
     fig.add_scatter(
         x=positions,
         y=f32(row),
         mode="lines",
-        name=f"s({position}, j)",
+        name=f"s({label}, j)",
         hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
     )
     marked = np.asarray(neighbours, dtype=np.int32)
     fig.add_scatter(
-        x=marked,
+        x=marked + first_position,
         y=f32(row[marked]),
         mode="markers",
         marker={"size": 9, "color": "darkorange"},
@@ -266,11 +230,11 @@ def position_profile(m: SimilarityMap, *, position: int, neighbours: Sequence[in
         hovertemplate="neighbour j=%{x}<br>%{y:.4f}<extra></extra>",
     )
     fig.add_scatter(
-        x=[position],
+        x=[label],
         y=f32(row[[position]]),
         mode="markers",
         marker={"size": 12, "symbol": "star", "color": "firebrick"},
-        name=f"position {position}",
+        name=f"position {label}",
         hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
     )
     return fig

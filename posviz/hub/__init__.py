@@ -26,6 +26,7 @@ from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
 from posviz.hub.config import ConfigFile, no_table_reason, position_scheme
+from posviz.relative import labelled, relative_table_name
 from posviz.scheme import MAX_CONFIG_BYTES, parse_config
 
 __all__ = [
@@ -322,7 +323,7 @@ def load_model(
     `max_bytes` as in :func:`read_tensor`."""
     name = tensor if tensor is not None else _choose(model)
     array = read_tensor(model, name, progress=progress, max_bytes=max_bytes)
-    return io.table_from(
+    table = io.table_from(
         array,
         name=name,
         source=model.source(name),
@@ -331,6 +332,7 @@ def load_model(
         row_stop=row_stop,
         grid=grid,
     )
+    return labelled(table, model.config)  # DeBERTa's rel_embeddings: relative positions
 
 
 def load(
@@ -365,6 +367,8 @@ def load(
 
 def _choose(model: HubModel) -> str:
     """The tensor `load` reads when none is named, or the reason there is none."""
+    if name := relative_table_name(model.config, model.tensors):  # DeBERTa's relative table
+        return name
     reason = model.no_table_reason()
     if reason:
         raise LoadError(reason)

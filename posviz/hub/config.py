@@ -61,7 +61,7 @@ def no_table_reason(label: str, config: dict, tensors: Iterable[str]) -> str | N
         return None
     return (
         f"{label} has no learned absolute position table: its config.json says it "
-        f"uses {scheme}. `posviz summary hf:REPO` and the Schemes page analyse that scheme; "
+        f"uses {scheme}. `posviz summary {label}` and the Schemes page analyse that scheme; "
         "pick any 2-D tensor by name if you want to look at it as a table anyway."
     )
 

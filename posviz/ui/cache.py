@@ -100,8 +100,10 @@ def _step(
     Typed as the step itself, so a page's call is checked against it.
     """
 
-    def cached_step(*tables: Embedding, **params: Any) -> Any:
-        return step(*tables, run=run, **params)
+    forward: Callable[..., R] = step  # it takes `run` too, which its type leaves out
+
+    def cached_step(*tables: Embedding, **params: Any) -> R:
+        return forward(*tables, run=run, **params)
 
     # Streamlit keys a cache by the function's module, qualified name and source: one name
     # per step keeps their caches apart.

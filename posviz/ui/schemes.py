@@ -1,5 +1,6 @@
 """The Schemes page's cached core calls: a scheme's numbers are computed once per setting and
-shared by all sessions; the Hub is asked once per model and revision for ten minutes."""
+shared by all sessions; the Hub (or a shared checkpoint) is read once per model and revision
+for ten minutes."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from posviz.relative import RelativeBias, relative_bias
 from posviz.rotary import (
     RotaryDecay,
     RotaryFrequencies,
+    RotaryOverlay,
     RotarySpec,
     rotary_decay,
     rotary_frequencies,
+    rotary_overlay,
 )
 from posviz.scheme_summary import is_decoder_bias
 
@@ -26,6 +29,7 @@ __all__ = [
     "frequencies",
     "hub_config",
     "hub_model",
+    "overlay",
     "set_hub_model",
     "stored_inv_freq",
     "t5_bias",
@@ -52,8 +56,13 @@ def frequencies(spec: RotarySpec, *, context: int | None) -> RotaryFrequencies:
 
 
 @st.cache_data(max_entries=32, show_spinner="Computing B(Δ) and RoFormer's bound…")
-def decay(spec: RotarySpec, *, context: int | None, max_distance: int | None = None) -> RotaryDecay:
-    return rotary_decay(rotary_frequencies(spec, context=context), max_distance=max_distance)
+def decay(spec: RotarySpec, *, context: int | None) -> RotaryDecay:
+    return rotary_decay(rotary_frequencies(spec, context=context))
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing the models' B(Δ)…")
+def overlay(specs: dict[str, RotarySpec]) -> RotaryOverlay:
+    return rotary_overlay(specs)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -66,13 +75,13 @@ def hub_config(repo: str, revision: str) -> hub.ConfigFile:
     return hub.open_config(repo, revision)
 
 
-@st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the bias tensors from the Hub…")
-def bias_tensors(opened: hub.ConfigFile) -> dict[str, np.ndarray]:
+@st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the bias tensors…")
+def bias_tensors(opened: scheme_hub.Model) -> dict[str, np.ndarray]:
     return scheme_hub.bias_tensors(opened)
 
 
 @st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the inv_freq buffer…")
-def stored_inv_freq(opened: hub.ConfigFile) -> tuple[str, np.ndarray] | None:
+def stored_inv_freq(opened: scheme_hub.Model) -> tuple[str, np.ndarray] | None:
     return scheme_hub.stored_inv_freq(opened)
 
 

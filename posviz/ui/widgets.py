@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import compare, datadir, export, figures, hub, io, simulate
+from posviz import compare, datadir, export, figures, hub, io, scheme_hub, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
+from posviz.relative import relative_table_name
 from posviz.spectrum import Spectrum, spectrum
 from posviz.ui import cache, pages, state
 from posviz.ui.text import literal
@@ -233,7 +234,10 @@ def show_numbers(
 
     `shown` is drawn instead of `frame` when the screen needs text where the files keep
     numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
+    Positions are shown and exported as the table's (:func:`posviz.export.labelled`).
     """
+    frame = export.labelled(frame, settings)
+    shown = None if shown is None else export.labelled(shown, settings)
     config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
     screen = frame if shown is None else shown
     if "statistic" in screen:  # rows named by a key (the boundary tables'), read as labels too
@@ -360,11 +364,58 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     try:
         path = datadir.resolve(root, relative)
+        checkpoint = _checkpoint(root, path, relative)
+        # As for a model on the Hub: a config.json that names another scheme says so.
+        reason = checkpoint and hub.no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return
-    _pick_and_load(path, relative, slot=slot, key=f"{slot}.shared")
+    if reason:
+        st.warning(literal(reason), icon=":material/info:")
+    _pick_and_load(checkpoint or path, relative, slot=slot, key=f"{slot}.shared")
 
+
+def _checkpoint(root: Path, path: Path, relative: str) -> scheme_hub.LocalCheckpoint | None:
+    """The shared checkpoint `relative` (its checked real `path`) with the config.json beside
+    its name (a Hugging Face cache links both to blobs), when that config.json is inside the
+    shared folder too (a link out of it is not followed)."""
+    config = scheme_hub.config_beside(root / relative)
+    if config is None or not config.resolve().is_relative_to(root.resolve()):
+        return None
+    return scheme_hub.open_checkpoint(path, config=config.resolve(), label=relative)
+
+
+def shared_checkpoint(root: Path, *, key: str) -> scheme_hub.LocalCheckpoint | None:
+    """Pick a safetensors checkpoint of the shared folder that has its config.json beside it;
+    None until one is picked (or when it is refused: the page says why)."""
+    try:
+        files = shared_files(root)
+    except LoadError as error:
+        st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
+        return None
+    found = [f for f in files if scheme_hub.config_beside(root / f)]
+    relative = st.selectbox(
+        f"Checkpoint with its config.json: {len(found):,} in the shared folder",
+        found,
+        index=None,
+        placeholder="Choose a checkpoint",
+        key=key,
+        help="A model folder as save_pretrained leaves it: config.json beside model.safetensors.",
+    )
+    if relative is None:
+        return None
+    try:
+        checkpoint = _checkpoint(root, datadir.resolve(root, relative), relative)
+    except LoadError as error:
+        st.error(literal(error), icon=":material/error:")
+        return None
+    if checkpoint is None:
+        st.error(f"{literal(relative)}: its config.json is not inside the shared folder.")
+    return checkpoint
+
+
+#: What the loader lists and loads: a file, a checkpoint read with its config.json, a Hub model.
+_Loadable = io.Source | scheme_hub.LocalCheckpoint | hub.HubModel
 
 #: Bytes of opened models kept, shared by all sessions. A model's heads are at most
 #: io.MAX_HEADER_BYTES (8 MiB) together, its config.json usually a few kB: a few dozen models.
@@ -446,15 +497,16 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
         st.code(f"{error}\n{error.detail}", language=None, wrap_lines=True)
 
 
-def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str, key: str) -> None:
-    """List `source`'s tensors (a file, or a model on the Hub), let the user pick one and trim
-    its rows, then load it into `slot`. Widget keys start with `key`, so two loaders can be on
-    one page."""
+def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> None:
+    """List `source`'s tensors (a file, a checkpoint with its config.json, or a model on the
+    Hub), let the user pick one and trim its rows, then load it into `slot`. Widget keys start
+    with `key`, so two loaders can be on one page."""
     import pandas as pd
 
     remote = isinstance(source, hub.HubModel)
+    local = source.path if isinstance(source, scheme_hub.LocalCheckpoint) else source
     try:
-        infos = source.infos if remote else io.list_tensors(source, filename)
+        infos = source.infos if remote else io.list_tensors(local, filename)
         usable = [info for info in infos if info.table_shape is not None]
         if not usable:
             _read(source, filename, {})  # raises the precise reason (1-D, object dtype, ...)
@@ -475,7 +527,9 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
         hide_index=True,
     )
     names = [info.name for info in usable]
-    detected = io.detect_position_tensor(infos)
+    config = source.config if isinstance(source, hub.HubModel | scheme_hub.LocalCheckpoint) else {}
+    # A relative-attention model's table of relative positions first, as its loaders open it.
+    detected = relative_table_name(config, names) or io.detect_position_tensor(infos)
     name = st.selectbox(
         "Tensor",
         names,
@@ -522,8 +576,11 @@ def _pick_and_load(source: io.Source | hub.HubModel, filename: str, *, slot: str
     st.success(f"Loaded {literal(table.name)} ({table.describe_rows()}).")
 
 
-def _read(source: io.Source | hub.HubModel, filename: str, options: dict[str, Any]) -> Embedding:
-    """io.load for a file; for a model on the Hub, the tensor fetched under a progress bar."""
+def _read(source: _Loadable, filename: str, options: dict[str, Any]) -> Embedding:
+    """io.load for a file; a checkpoint as its config.json says (DeBERTa's relative table with
+    its positions); for a model on the Hub, the tensor fetched under a progress bar."""
+    if isinstance(source, scheme_hub.LocalCheckpoint):
+        return scheme_hub.load_checkpoint(source, **options)
     if not isinstance(source, hub.HubModel):
         return io.load(source, filename, **options)
     bar = st.progress(0.0, text="Fetching from the Hub…")

@@ -1,0 +1,63 @@
+"""Figures of posviz.offsets: similarity against the offset between positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from posviz.figures.layout import base_figure, center_label, f32
+from posviz.offsets import OffsetProfile, OffsetScores
+from posviz.similarity import METRIC_NAMES
+
+
+def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.Figure:
+    """Mean of s(i, i+k) over i against the offset k, with a ±1 std band and the lengths marked."""
+    measure = METRIC_NAMES[p.params["metric"]]
+    fig = base_figure(
+        f"Mean {measure} of positions k apart, ±1 std over i ({center_label(p.params['center'])})",
+        "offset k",
+        f"{measure} s(i, i+k)",
+    )
+    k = p.offsets.astype(np.int32)
+    fig.add_scatter(
+        x=k,
+        y=f32(p.mean + p.std),
+        mode="lines",
+        line={"width": 0},
+        hoverinfo="skip",
+        showlegend=False,
+    )
+    fig.add_scatter(
+        x=k,
+        y=f32(p.mean - p.std),
+        mode="lines",
+        line={"width": 0},
+        fill="tonexty",
+        fillcolor="rgba(31, 119, 180, 0.25)",
+        hoverinfo="skip",
+        name="±1 std over i",
+    )
+    fig.add_scatter(
+        x=k,
+        y=f32(p.mean),
+        customdata=f32(p.std),
+        mode="lines",
+        line={"color": "rgb(31, 119, 180)"},
+        name="mean over i",
+        hovertemplate="k=%{x}<br>mean=%{y:.4f}<br>std=%{customdata:.4f}<extra></extra>",
+    )
+    fig.add_hline(y=0, line={"color": "grey", "width": 1})
+    if scores is not None:
+        lengths = (
+            (scores.similarity_length, "similarity length: m(k) < m(0)/e", "top right"),
+            (scores.length_zero, "m(k) < 0", "bottom right"),
+        )
+        for offset, label, where in lengths:
+            if offset is not None:
+                fig.add_vline(
+                    x=offset,
+                    line={"dash": "dot", "color": "firebrick"},
+                    annotation_text=f"k={offset}: {label}",
+                    annotation_position=where,
+                )
+    return fig

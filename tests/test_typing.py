@@ -1,0 +1,72 @@
+"""The cached steps keep each core function's settings for a type checker (mypy).
+
+A page calls ``cache.<step>(table, **settings)``; a misspelt or mistyped setting must be a type
+error, not a silent ``**params``. One mypy run checks a small file of wrong calls (each must be
+reported) and the pages (none of their keywords may be).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+CALLS = """
+from posviz.components import PrincipalComponents
+from posviz.simulate import learned_like
+from posviz.ui import cache
+
+table = learned_like(16, 4, seed=0)
+good: PrincipalComponents = cache.principal_components(table, n_components=3, center=False)
+cache.principal_components(table, n_components="3")  # WRONG: arg-type
+cache.principal_components(table, n_component=3)  # WRONG: call-arg
+cache.similarity_map(table, metric="dot", max_side="800")  # WRONG: arg-type
+cache.offset_profile(table, spread=True, max_offset=None)
+wrong: int = cache.spectrum(table)  # WRONG: assignment
+"""
+
+
+def errors(*paths: Path) -> list[tuple[Path, int, str]]:
+    """(file, line, message) of each mypy error in `paths` (the config in pyproject.toml)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--cache-dir",
+            "/dev/null",
+            "--no-error-summary",
+            *map(str, paths),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr  # 2: mypy itself failed
+    found = re.findall(r"^(.+?):(\d+): error: (.*)$", done.stdout, flags=re.MULTILINE)
+    return [(Path(path), int(line), message) for path, line, message in found]
+
+
+def test_wrong_settings_are_type_errors_and_the_pages_have_none(tmp_path):
+    calls = tmp_path / "calls.py"
+    calls.write_text(CALLS)
+    pages = sorted((ROOT / "pages").glob("*.py"))
+    found = errors(ROOT / "posviz/ui/cache.py", calls, *pages)
+    # Every wrong call, and only those, is reported, with the reason.
+    lines = CALLS.splitlines()
+    wrong = {i + 1 for i, text in enumerate(lines) if "# WRONG" in text}
+    in_calls = {line: message for path, line, message in found if path.name == "calls.py"}
+    assert set(in_calls) == wrong, in_calls
+    for line, message in in_calls.items():
+        assert f"[{lines[line - 1].rsplit('WRONG: ', 1)[1]}]" in message, message
+    assert not [e for e in found if e[0] == Path("posviz/ui/cache.py")]
+    # Pages: every keyword they pass is one the function takes (and none it needs is missing).
+    # The types of the values are checked only above: mypy also questions values that the pages
+    # narrow at run time (an Optional grid inside ``if table.grid``, number_input's int | float).
+    names = re.compile(r"^(Unexpected keyword argument|Missing named argument)")
+    assert [e for e in found if e[0].parent.name == "pages" and names.match(e[2])] == []
