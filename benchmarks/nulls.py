@@ -23,6 +23,7 @@ import inspect
 
 import numpy as np
 import scipy.linalg
+from threadpoolctl import threadpool_limits
 from timing import best  # benchmarks/timing.py
 
 from posviz import boundary, compare, components, probes, simulate
@@ -55,7 +56,8 @@ def probes_against_svd(repeats: int) -> None:
         centred.T @ centred, driver="evd"
     )
     for name, part in parts.items():
-        seconds = best(part, repeats)
+        with threadpool_limits(1, user_api="blas"):  # as probe_with_controls runs them
+            seconds = best(part, repeats)
         print(f"  {name}: {seconds:.3f} s = {seconds / svd:.2f}x the SVD")
 
 

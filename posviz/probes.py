@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from posviz import _ridge
 from posviz._params import records_params
@@ -601,17 +602,22 @@ def probe_with_controls(
     # Below 2**31: the probes add split and fold numbers to it (KFold takes < 2**32).
     options = {"folds": folds, "seed": int(probe_seed) % 2**31}
     absolute = {"repeats": repeats, "protocol": protocol, **options}
-    # The row-shuffled control fits the table's rows, so its absolute probe shares the table's.
-    table, *row_shuffled = _absolute_probes(x, [positions, *shuffles], **absolute)
-    gaussians = _absolute_probes(gaussian, placements, **absolute)
     relative = {"n_pairs": n_pairs, **options}
-    return ProbeReport(
-        absolute={"table": table, "row-shuffled": row_shuffled[0], "Gaussian": gaussians[0]},
-        relative={
+    # One BLAS thread: the fits are many mid-sized products and 768 x 768 decompositions, which
+    # a second thread's hand-offs slow down (default table, 2 cores: 4.45 -> 3.70 s on a quiet
+    # machine, 10.8 -> 4.1 s with the other core busy; benchmarks/nulls.py --probes-only).
+    with threadpool_limits(1, user_api="blas"):
+        # The row-shuffled control fits the table's rows: its absolute probe shares the table's.
+        table, *row_shuffled = _absolute_probes(x, [positions, *shuffles], **absolute)
+        gaussians = _absolute_probes(gaussian, placements, **absolute)
+        fitted = {
             "table": relative_probe(x, positions, **relative),
             "row-shuffled": relative_probe(x, shuffles[0], **relative),
             "Gaussian": relative_probe(gaussian, positions, **relative),
-        },
+        }
+    return ProbeReport(
+        absolute={"table": table, "row-shuffled": row_shuffled[0], "Gaussian": gaussians[0]},
+        relative=fitted,
         control_draws={"row-shuffled": row_shuffled, "Gaussian": gaussians},
         n_rows=len(x),
         n_positions=n,

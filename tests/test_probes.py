@@ -8,6 +8,7 @@ from scipy.special import expit
 from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, cross_val_predict
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from posviz import _ridge, figures, probes, simulate
 from posviz._params import defaults
@@ -301,3 +302,18 @@ def test_the_controls_summary_over_draws_covers_chance():
         assert len(targets) == 20
     assert report.absolute["table"].skill > 0.9
     assert report.params["n_control_draws"] == 20
+
+
+def test_the_fits_run_on_one_blas_thread(monkeypatch):
+    # A second BLAS thread slows the probes' many mid-sized products on a shared machine.
+    seen = []
+    fit = _ridge.nested_ridge
+
+    def recording(*args, **kwargs):
+        seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(_ridge, "nested_ridge", recording)
+    with threadpool_limits(2, user_api="blas"):
+        probes.probe_with_controls(simulate.sinusoidal_table(64, 8), n_pairs=200, n_control_draws=2)
+    assert set(seen) == {1}  # (empty if the fits were not reached)
