@@ -7,6 +7,11 @@ import streamlit as st
 
 HERE = Path(__file__).parent
 
+# A file, not ":material/...": Streamlit fetches a Material favicon from fonts.gstatic.com,
+# and nothing the app shows may leave the server's host. Before st.navigation, which would
+# otherwise make the open page's Material icon the favicon until this call replaced it.
+st.set_page_config(page_title="posviz", page_icon=HERE / "posviz/ui/favicon.png", layout="wide")
+
 # The pages as links drawn here, not Streamlit's own sidebar navigation (turned off in
 # .streamlit/config.toml): a fresh server runs its first visit in Streamlit's pages-folder
 # mode, whose own navigation would list the raw pages/ file names until st.navigation
@@ -17,9 +22,6 @@ links = [st.Page(HERE / p.file, title=p.title, icon=p.icon) for p in pages.PAGES
 page = st.navigation(links, position="hidden")
 for link in links:
     st.sidebar.page_link(link)
-# A file, not ":material/...": Streamlit fetches a Material favicon from fonts.gstatic.com,
-# and nothing the app shows may leave the server's host.
-st.set_page_config(page_title="posviz", page_icon=HERE / "posviz/ui/favicon.png", layout="wide")
 # A fresh server's first visitor waits a second or two for the imports, then for the first
 # page's analyses: a progress bar says so (later visits find the imports done: no bar).
 first = "posviz.ui.widgets" not in sys.modules
