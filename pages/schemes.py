@@ -192,22 +192,15 @@ if scheme.kind == "rotary":
                 name="decay",
                 settings=exported("rotary_decay", d.params, layer_type=spec.layer_type),
             )
-    if "Dynamic NTK base" in tabs:
-        with tabs["Dynamic NTK base"]:
-            if tabs["Dynamic NTK base"].open:
-                widgets.show_figure(
-                    figures.schemes.dynamic_base(spec),
-                    name="dynamic_base",
-                    settings=settings,
-                )
-    if "LongRoPE factors" in tabs:
-        with tabs["LongRoPE factors"]:
-            if tabs["LongRoPE factors"].open:
-                widgets.show_figure(
-                    figures.schemes.longrope_factors(spec),
-                    name="longrope_factors",
-                    settings=settings,
-                )
+    # The tabs only some rules have.
+    for title, build in (
+        ("Dynamic NTK base", figures.schemes.dynamic_base),
+        ("LongRoPE factors", figures.schemes.longrope_factors),
+    ):
+        if title in tabs:
+            with tabs[title]:
+                if tabs[title].open:
+                    widgets.show_figure(build(spec), name=build.__name__, settings=settings)
     with tabs["Numbers"]:
         if tabs["Numbers"].open:
             numbers = f.to_frame()

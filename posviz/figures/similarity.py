@@ -124,9 +124,8 @@ def _edge_marks(
     top, left = m.row_positions[0] - half, m.col_positions[0] - half
     cols = [p for p in highlight if left <= p < m.col_positions[-1] + half]
     rows = [p for p in highlight if top <= p < m.row_positions[-1] + half]
-    shift = first_position
-    top, left = top + shift, left + shift
-    cols, rows = [p + shift for p in cols], [p + shift for p in rows]
+    top, left = top + first_position, left + first_position
+    cols, rows = [p + first_position for p in cols], [p + first_position for p in rows]
     marks = (
         (cols, [top] * len(cols), cols, "triangle-down"),
         ([left] * len(rows), rows, rows, "triangle-right"),
