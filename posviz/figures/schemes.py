@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from posviz.alibi import FALLS, AlibiBias
-from posviz.figures.layout import DIVERGING, base_figure, escape, f32, small_multiples
+from posviz.figures.layout import DIVERGING, base_figure, escape, f32, log_axis, small_multiples
 from posviz.relative import RelativeBias
 from posviz.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
 
@@ -71,7 +71,9 @@ def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
         + (f", factor {spec.factor:g}" if spec.rope_type != "default" else "")
         + (f" ({escape(spec.layer_type)})" if spec.layer_type != "all" else "")
     )
-    fig = base_figure(title, "pair i", "wavelength 2π/θᵢ (positions)", yaxis_type="log")
+    fig = base_figure(title, "pair i", "wavelength 2π/θᵢ (positions)")
+    contexts = [c for c in (spec.original_context, f.context) if c]  # marked by _context_lines
+    fig.update_yaxes(**log_axis(np.r_[f.wavelengths_unscaled, f.wavelengths, contexts]))
     pairs = np.arange(spec.n_pairs)
     fig.add_trace(
         go.Scatter(
@@ -154,7 +156,7 @@ def decay(d: RotaryDecay, f: RotaryFrequencies) -> go.Figure:
                            showlegend=row == 1, legendgroup=label),
                 row=row, col=1,
             )  # fmt: skip
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(**log_axis(x))
     fig.update_xaxes(title_text="distance Δ (positions)", row=2, col=1)
     fig.update_layout(height=620)
     _context_lines(fig, f, horizontal=False)
@@ -168,9 +170,9 @@ def dynamic_base(spec: RotarySpec) -> go.Figure:
         "Dynamic NTK: rotary base against sequence length",
         "sequence length L",
         "base",
-        xaxis_type="log",
-        yaxis_type="log",
     )
+    fig.update_xaxes(**log_axis(lengths))
+    fig.update_yaxes(**log_axis(bases))
     fig.add_trace(go.Scatter(x=lengths, y=bases, name="base", mode="lines"))
     fig.add_vline(x=spec.context, line_dash="dash", line_color="grey")
     fig.add_annotation(
@@ -182,7 +184,8 @@ def dynamic_base(spec: RotarySpec) -> go.Figure:
 
 def longrope_factors(spec: RotarySpec) -> go.Figure:
     """LongRoPE's short and long factors per pair."""
-    fig = base_figure("LongRoPE: each pair's division factor", "pair i", "factor", yaxis_type="log")
+    fig = base_figure("LongRoPE: each pair's division factor", "pair i", "factor")
+    fig.update_yaxes(**log_axis(np.r_[spec.short_factor, spec.long_factor]))
     pairs = np.arange(spec.n_pairs)
     fig.add_trace(go.Scatter(x=pairs, y=f32(spec.short_factor),
                              name="short (within the original context)"))  # fmt: skip
@@ -193,8 +196,8 @@ def longrope_factors(spec: RotarySpec) -> go.Figure:
 def alibi_slopes(b: AlibiBias) -> go.Figure:
     """Each head's slope (log axis), in stored head order."""
     n = len(b.slopes)
-    fig = base_figure(f"ALiBi slopes, {n} heads", "head", "slope (logits per position)",
-                      yaxis_type="log")  # fmt: skip
+    fig = base_figure(f"ALiBi slopes, {n} heads", "head", "slope (logits per position)")
+    fig.update_yaxes(**log_axis(b.slopes))
     fig.add_trace(go.Bar(x=np.arange(n), y=f32(b.slopes), name="slope"))
     return fig
 
@@ -270,9 +273,9 @@ def ladders_overlay(frequencies: dict[str, RotaryFrequencies]) -> go.Figure:
     """Several models' ladders as applied, against the pair's place in the ladder (i / pairs,
     so widths differ freely)."""
     fig = base_figure(
-        "Frequency ladders as applied", "pair i / number of pairs", "wavelength 2π/θᵢ (positions)",
-        yaxis_type="log",
-    )  # fmt: skip
+        "Frequency ladders as applied", "pair i / number of pairs", "wavelength 2π/θᵢ (positions)"
+    )
+    fig.update_yaxes(**log_axis(np.concatenate([f.wavelengths for f in frequencies.values()])))
     for label, f in frequencies.items():
         n = f.spec.n_pairs
         x = f32(np.arange(n) / n)
@@ -283,8 +286,10 @@ def ladders_overlay(frequencies: dict[str, RotaryFrequencies]) -> go.Figure:
 
 def decays_overlay(decays: dict[str, RotaryDecay]) -> go.Figure:
     """Several models' content-free similarity B(Δ) as applied, on a log distance axis."""
-    fig = base_figure("Content-free similarity B(Δ) as applied", "distance Δ (positions)", "B(Δ)",
-                      xaxis_type="log")  # fmt: skip
+    fig = base_figure("Content-free similarity B(Δ) as applied", "distance Δ (positions)", "B(Δ)")
+    fig.update_xaxes(
+        **log_axis(np.concatenate([np.maximum(d.distances, 1) for d in decays.values()]))
+    )
     for label, d in decays.items():
         fig.add_trace(go.Scatter(x=np.maximum(d.distances, 1), y=f32(d.similarity),
                                  name=escape(label), mode="lines"))  # fmt: skip
