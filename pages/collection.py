@@ -7,12 +7,12 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import _params, export, figures, gather, hub, io, simulate
-from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, members_table
+from posviz import _params, export, figures, hub, io, simulate
+from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, gather, members_table
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
-from posviz.rotary import MAX_TABLE_POSITIONS
-from posviz.scheme_presets import preset_rotary_table, preset_rotary_width, rotary_presets
+from posviz.schemes.presets import preset_rotary_table, preset_rotary_width, rotary_presets
+from posviz.schemes.rotary import MAX_TABLE_POSITIONS
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 

@@ -7,23 +7,24 @@ from pathlib import Path
 
 import streamlit as st
 
-from posviz import figures, scheme_hub
+from posviz import figures
 from posviz.embedding import LoadError
-from posviz.relative import bucket_layouts
-from posviz.rotary import (
-    BANDS,
-    MAX_TABLE_POSITIONS,
-    inv_freq_difference,
-    rotary_table,
-)
-from posviz.scheme import KINDS, position_scheme
-from posviz.scheme_presets import PRESETS, rotary_presets
-from posviz.scheme_summary import (
+from posviz.schemes import weights
+from posviz.schemes.config import KINDS, position_scheme
+from posviz.schemes.presets import PRESETS, rotary_presets
+from posviz.schemes.record import (
     INV_FREQ_TOLERANCE,
     PRESET,
     checkpoint_provenance,
     config_provenance,
     read_config,
+)
+from posviz.schemes.relative import bucket_layouts
+from posviz.schemes.rotary import (
+    BANDS,
+    MAX_TABLE_POSITIONS,
+    inv_freq_difference,
+    rotary_table,
 )
 from posviz.ui import schemes as cache
 from posviz.ui import state, widgets
@@ -270,12 +271,12 @@ elif scheme.kind == "relative_bias":
         )
     elif st.toggle(f"Read the bias tensors {WEIGHTS[source]}", key="schemes.read_bias"):
         try:
-            weights = cache.bias_tensors(opened)
+            tensors = cache.bias_tensors(opened)
         except LoadError as error:
             st.error(literal(error), icon=":material/error:")
             st.stop()
-        name = st.selectbox("Tensor", list(weights), key="schemes.tensor")
-        r = cache.t5_bias(weights[name], name, max_distance=spec.max_distance)
+        name = st.selectbox("Tensor", list(tensors), key="schemes.tensor")
+        r = cache.t5_bias(tensors[name], name, max_distance=spec.max_distance)
         widgets.show_figure(
             figures.schemes.t5_bias(r, name=name),
             name="t5_bias",
@@ -296,7 +297,7 @@ elif scheme.kind == "relative_table":
         )
     elif st.button("Open rel_embeddings as the current table", type="primary"):
         try:
-            table, span = scheme_hub.relative_embeddings(opened)
+            table, span = weights.relative_embeddings(opened)
         except LoadError as error:
             st.error(literal(error), icon=":material/error:")
             st.stop()

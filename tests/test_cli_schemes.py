@@ -12,7 +12,7 @@ import pytest
 
 from posviz import __version__
 from posviz.cli import main
-from posviz.scheme_presets import PRESETS
+from posviz.schemes.presets import PRESETS
 
 ROTARY_KEYS = [
     "scheme", "rope_type", "rotary_dim", "base", "interleaved", "context", "original_context",

@@ -15,13 +15,12 @@ from posviz import (
     collection,
     compare,
     components,
-    gather,
     offsets,
     simulate,
     spectrum,
 )
 from posviz.cli import main
-from posviz.collection import Member, Step, analyse, member, order, parse_step
+from posviz.collection import Member, Step, analyse, gather, member, order, parse_step
 from posviz.embedding import Embedding, LoadError
 
 
@@ -343,7 +342,7 @@ def test_summary_of_a_label_is_that_tables_summary():
     assert result.summary("step1") is result.summaries[0]
 
 
-# --- requests and budgets (posviz.gather) ------------------------------------------------------
+# --- requests and budgets (posviz.collection.gather) ----------------------------------------------
 
 
 def counted(label: str, nbytes: int, calls: list[str]) -> gather.Request:

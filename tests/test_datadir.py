@@ -1,4 +1,4 @@
-"""posviz.datadir and the Shared folder tab: only loadable files inside the folder are listed
+"""posviz.io.datadir and the Shared folder tab: only loadable files inside the folder are listed
 and opened."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import datadir, io
+from posviz import io
 from posviz.embedding import LoadError
+from posviz.io import datadir
 from posviz.simulate import sinusoidal_table
 
 ROOT = Path(__file__).parents[1]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from posviz import figures
-from posviz.alibi import alibi_bias
-from posviz.relative import relative_bias
-from posviz.rotary import RotarySpec, rotary_decay, rotary_frequencies
+from posviz.schemes.alibi import alibi_bias
+from posviz.schemes.relative import relative_bias
+from posviz.schemes.rotary import RotarySpec, rotary_decay, rotary_frequencies
 
 LLAMA3 = RotarySpec("llama3", 128, 500000.0, context=131072, original_context=8192, factor=8.0,
                     low_freq_factor=1.0, high_freq_factor=4.0)  # fmt: skip

@@ -15,9 +15,9 @@ import pytest
 from safetensors.numpy import save
 
 from posviz import hub
-from posviz.alibi import alibi_slopes
 from posviz.cli import main
-from posviz.scheme_presets import PRESETS
+from posviz.schemes.alibi import alibi_slopes
+from posviz.schemes.presets import PRESETS
 from tests import fakehub
 from tests.fakehub import FakeHub
 

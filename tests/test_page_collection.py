@@ -13,8 +13,8 @@ import pytest
 from safetensors.numpy import save
 from streamlit.testing.v1 import AppTest
 
-from posviz import gather, simulate
-from posviz.collection import Member, table_summary
+from posviz import simulate
+from posviz.collection import Member, gather, table_summary
 from posviz.export import column_label
 from posviz.similarity import similarity_map
 from posviz.ui import pages, state, widgets

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz.scheme_presets import PRESETS
+from posviz.schemes.presets import PRESETS
 from tests import fakehub
 from tests.fakehub import FakeHub
 

@@ -18,7 +18,7 @@ from posviz.boundary import outliers, position_statistics
 from posviz.cli import main
 from posviz.components import fit_sinusoids, principal_components
 from posviz.report import build_report
-from posviz.scheme_presets import PRESETS
+from posviz.schemes.presets import PRESETS
 from posviz.similarity import similarity_map
 
 PAGES = Path(__file__).parents[1] / "pages"

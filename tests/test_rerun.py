@@ -13,10 +13,10 @@ from streamlit.testing.v1 import AppTest
 
 import posviz
 from posviz import simulate
-from posviz._rerun import read_export
 from posviz.cli import main
 from posviz.embedding import LoadError
-from posviz.scheme_presets import PRESETS
+from posviz.export.rerun import read_export
+from posviz.schemes.presets import PRESETS
 from tests import fakehub
 from tests.fakehub import FakeHub
 

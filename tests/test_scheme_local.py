@@ -16,11 +16,11 @@ from safetensors.numpy import save
 
 import posviz
 from posviz import io
-from posviz.alibi import alibi_slopes
 from posviz.cli import main
-from posviz.relative import t5_buckets
-from posviz.scheme import MAX_CONFIG_BYTES
-from posviz.scheme_presets import PRESETS
+from posviz.schemes.alibi import alibi_slopes
+from posviz.schemes.config import MAX_CONFIG_BYTES
+from posviz.schemes.presets import PRESETS
+from posviz.schemes.relative import t5_buckets
 
 RNG = np.random.default_rng(0)
 #: Weights a rotary or ALiBi scheme must never read: 4 MB.

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 import posviz
 from posviz._params import defaults
 from posviz.cli import main
-from posviz.rotary import RotarySpec, rotary_overlay
+from posviz.schemes.rotary import RotarySpec, rotary_overlay
 
 PAGE = str(Path(__file__).parents[1] / "pages/schemes.py")
 LLAMA = "meta-llama/Llama-3.1-8B"

@@ -8,10 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from posviz.alibi import alibi_bias, alibi_slopes
 from posviz.embedding import LoadError
-from posviz.relative import relative_bias, relative_table, t5_buckets
-from posviz.rotary import (
+from posviz.schemes.alibi import alibi_bias, alibi_slopes
+from posviz.schemes.config import parse_config, position_scheme
+from posviz.schemes.presets import PRESETS
+from posviz.schemes.relative import relative_bias, relative_table, t5_buckets
+from posviz.schemes.rotary import (
     RotarySpec,
     dynamic_base,
     inv_freq_difference,
@@ -19,8 +21,6 @@ from posviz.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.scheme import parse_config, position_scheme
-from posviz.scheme_presets import PRESETS
 
 
 def _rotary(config: dict) -> RotarySpec:
@@ -365,8 +365,8 @@ def test_numbers_tables():
 
 
 def test_dynamic_base_curve_and_bucket_layouts():
-    from posviz.relative import bucket_layouts
-    from posviz.rotary import dynamic_base_curve
+    from posviz.schemes.relative import bucket_layouts
+    from posviz.schemes.rotary import dynamic_base_curve
 
     spec = RotarySpec("dynamic", 64, 10000.0, context=2048, factor=2.0)
     lengths, bases = dynamic_base_curve(spec)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from posviz.alibi import FALLS, AlibiBias
 from posviz.figures.layout import DIVERGING, base_figure, escape, f32, log_axis, small_multiples
-from posviz.relative import RelativeBias
-from posviz.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
+from posviz.schemes.alibi import FALLS, AlibiBias
+from posviz.schemes.relative import RelativeBias
+from posviz.schemes.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
 
 __all__ = [
     "BAND_COLOURS",
@@ -26,7 +26,7 @@ __all__ = [
     "t5_buckets",
 ]
 
-#: One colour per band of a scaling rule (posviz.rotary.BANDS).
+#: One colour per band of a scaling rule (posviz.schemes.rotary.BANDS).
 BAND_COLOURS = {
     "kept": "#1f77b4",
     "blended": "#ff7f0e",

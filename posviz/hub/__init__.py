@@ -26,8 +26,8 @@ from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
 from posviz.hub.config import ConfigFile, no_table_reason, position_scheme
-from posviz.relative import labelled, relative_table_name
-from posviz.scheme import MAX_CONFIG_BYTES, parse_config
+from posviz.schemes.config import MAX_CONFIG_BYTES, parse_config
+from posviz.schemes.relative import labelled, relative_table_name
 
 __all__ = [
     "SUGGESTED_MODELS",
@@ -230,7 +230,8 @@ def open_config(repo: str, revision: str = "main") -> ConfigFile:
     ------
     LoadError
         As :func:`open_model`; also when config.json is too big, too deep or not a JSON
-        object (:func:`posviz.scheme.parse_config`). A repo without one gives an empty config.
+        object (:func:`posviz.schemes.config.parse_config`). A repo without one gives an empty
+        config.
     """
     ref = parse_ref(f"hf:{repo}@{revision}")
     _check_enabled()

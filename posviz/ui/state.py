@@ -18,9 +18,9 @@ from typing import Any
 import streamlit as st
 
 import posviz
-from posviz import gather, hub, simulate
+from posviz import hub, simulate
 from posviz.cli import SERVED_TABLE
-from posviz.collection import Member
+from posviz.collection import Member, gather
 from posviz.embedding import Embedding
 from posviz.ui.text import literal
 
@@ -229,6 +229,6 @@ def server_collection_bytes() -> int:
 
 def add_to_collection(requests: Sequence[gather.Request]) -> None:
     """Load `requests` into this session's collection if they fit its and the server's
-    budgets (see :func:`posviz.gather.gather`); else raise LoadError, loading none."""
+    budgets (see :func:`posviz.collection.gather.gather`); else raise LoadError, loading none."""
     members = gather.gather(requests, collection(), server_bytes=server_collection_bytes())
     set_collection(members)

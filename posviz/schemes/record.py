@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from posviz import __version__, hub, scheme_hub
-from posviz.alibi import alibi_slopes
+from posviz import __version__, hub
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
-from posviz.relative import t5_buckets
-from posviz.rotary import (
+from posviz.schemes import weights
+from posviz.schemes.alibi import alibi_slopes
+from posviz.schemes.config import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
+from posviz.schemes.relative import t5_buckets
+from posviz.schemes.rotary import (
     MAX_TABLE_POSITIONS,
     RotaryFrequencies,
     RotarySpec,
@@ -29,7 +31,6 @@ from posviz.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.scheme import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
 from posviz.simulate import sinusoidal
 from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 
@@ -56,7 +57,7 @@ N_SINGULAR_VALUES = 10
 #: Largest relative difference of a stored inv_freq buffer from config.json's that passes:
 #: bfloat16 stores 8 significant bits (relative error up to 2**-8 = 0.0039).
 INV_FREQ_TOLERANCE = 2**-8
-#: How a config built into posviz (`posviz.scheme_presets.PRESETS`) is named in a provenance.
+#: How a config built into posviz (`posviz.schemes.presets.PRESETS`) is named in a provenance.
 PRESET = "preset:"
 
 
@@ -67,7 +68,7 @@ def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
     return {"config": config, "sha256": sha256, **where, "posviz_version": __version__}
 
 
-def checkpoint_provenance(model: scheme_hub.LocalCheckpoint) -> dict[str, Any]:
+def checkpoint_provenance(model: weights.LocalCheckpoint) -> dict[str, Any]:
     """:func:`config_provenance` of a local checkpoint: its config.json, and the weights under
     "weights", both named by the checkpoint's label (a path, or its name in the shared
     folder: never the server's own path)."""
@@ -76,7 +77,7 @@ def checkpoint_provenance(model: scheme_hub.LocalCheckpoint) -> dict[str, Any]:
 
 def read_config(
     config: str, data: bytes | None = None, *, label: str | None = None
-) -> tuple[dict, dict[str, Any], scheme_hub.Model | None]:
+) -> tuple[dict, dict[str, Any], weights.Model | None]:
     """The config.json `config` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``, or a
     safetensors checkpoint with its config.json beside it), parsed; its
     :func:`config_provenance` (a Hub model at the commit read; a checkpoint's path under
@@ -95,10 +96,10 @@ def read_config(
         opened = hub.open_config(ref.repo, ref.revision)
         return opened.config, config_provenance(opened.at_commit, opened.sha256), opened
     if data is None and config.lower().endswith(".safetensors"):  # its config.json beside
-        model = scheme_hub.open_checkpoint(config, label=label or config)
+        model = weights.open_checkpoint(config, label=label or config)
         return model.config, checkpoint_provenance(model), model
     if data is None and config.startswith(PRESET):
-        from posviz.scheme_presets import PRESETS
+        from posviz.schemes.presets import PRESETS
 
         name = config.removeprefix(PRESET)
         if name not in PRESETS:
@@ -123,7 +124,7 @@ def scheme_head(scheme: Scheme) -> dict[str, Any]:
 def scheme_record(
     scheme: Scheme,
     provenance: dict[str, Any],
-    model: scheme_hub.Model | None = None,
+    model: weights.Model | None = None,
     *,
     context: int | None = None,
     positions: int | None = None,
@@ -163,7 +164,7 @@ def scheme_record(
     source = provenance["config"] if model is None else model.source  # a table names its commit
     if scheme.kind == "rotary":
         main, *others = scheme.rotary
-        stored = scheme_hub.stored_inv_freq(model) if model and check_inv_freq else None
+        stored = weights.stored_inv_freq(model) if model and check_inv_freq else None
         record |= rotary_record(
             main,
             context=context,
@@ -177,14 +178,14 @@ def scheme_record(
     elif scheme.kind == "alibi":
         record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
     elif scheme.kind == "relative_bias":
-        weights = scheme_hub.bias_tensors(model) if model is not None else {}
-        record |= relative_bias_record(scheme.relative_bias, weights)
+        tensors = weights.bias_tensors(model) if model is not None else {}
+        record |= relative_bias_record(scheme.relative_bias, tensors)
     elif scheme.kind == "relative_table":
         spec = scheme.relative_table
         record |= {"span": spec.span, "hidden_size": spec.hidden_size}
         record["absolute_table_too"] = spec.absolute_too
         if model is not None:
-            table, span = scheme_hub.relative_embeddings(model)
+            table, span = weights.relative_embeddings(model)
             record["relative_positions"] = span
             record["table"] = table_record(table, spectrum(table.values, center=center))
     elif scheme.kind == "sinusoidal" and scheme.width and scheme.context:
@@ -286,7 +287,7 @@ def is_decoder_bias(name: str) -> bool:
     return name.startswith("decoder.") or ".decoder." in name
 
 
-def relative_bias_record(spec: RelativeBiasSpec, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+def relative_bias_record(spec: RelativeBiasSpec, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
     """T5's keys: buckets and bias per tensor (heads by relative positions -max ... max).
 
     Without tensors (a config.json alone) `buckets` is given for the encoder and decoder
@@ -302,11 +303,11 @@ def relative_bias_record(spec: RelativeBiasSpec, weights: dict[str, np.ndarray])
             max_distance=spec.max_distance,
         ).tolist()
 
-    if weights:
-        per_tensor = {name: buckets(not is_decoder_bias(name)) for name in weights}
+    if tensors:
+        per_tensor = {name: buckets(not is_decoder_bias(name)) for name in tensors}
         bias = {
             name: np.asarray(w, dtype=np.float64)[per_tensor[name]].T.tolist()
-            for name, w in weights.items()
+            for name, w in tensors.items()
         }
     else:
         per_tensor = {"encoder": buckets(True), "decoder": buckets(False)}
@@ -316,7 +317,7 @@ def relative_bias_record(spec: RelativeBiasSpec, weights: dict[str, np.ndarray])
         "max_distance": spec.max_distance,
         "n_heads": spec.n_heads,
         "per_layer": spec.per_layer,
-        "tensors": list(weights),
+        "tensors": list(tensors),
         "relative_positions": positions.tolist(),
         "buckets": per_tensor,
         "bias": bias,

@@ -20,9 +20,10 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from posviz import datadir, hub, io, simulate
+from posviz import hub, io, simulate
 from posviz.collection import MAX_TABLES, Member, member, order
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
+from posviz.io import datadir
 
 __all__ = [
     "COLLECTION_BYTES",
@@ -148,7 +149,7 @@ def file_request(
 def shared_request(
     root: Path, relative: str, *, tensor: str | None = None, row_start: int = 0
 ) -> Request:
-    """A file of the shared folder `root` (see :func:`posviz.datadir.resolve`), labelled by its
+    """A file of the shared folder `root` (see :func:`posviz.io.datadir.resolve`), labelled by its
     relative path without the suffix, as :func:`file_request`."""
     try:
         path = datadir.resolve(root, relative)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from posviz.embedding import LoadError
-from posviz.rotary import ROPE_TYPES, RotarySpec
+from posviz.schemes.rotary import ROPE_TYPES, RotarySpec
 
 __all__ = [
     "KINDS",

@@ -9,9 +9,10 @@ import argparse
 import json
 from typing import Any
 
-from posviz import hub, scheme_hub
-from posviz.scheme import position_scheme
-from posviz.scheme_summary import read_config, scheme_record
+from posviz import hub
+from posviz.schemes import weights
+from posviz.schemes.config import position_scheme
+from posviz.schemes.record import read_config, scheme_record
 
 __all__ = ["add_arguments", "summary"]
 
@@ -49,7 +50,7 @@ def summary(args: argparse.Namespace) -> int | None:
     """Print the scheme record of PATH and return 0, or None when PATH is to be analysed as a
     position table as before (a weights file; a Hub model with a learned table)."""
     path = args.path
-    if not (is_config(path) or hub.is_hub_ref(path) or scheme_hub.config_beside(path)):
+    if not (is_config(path) or hub.is_hub_ref(path) or weights.config_beside(path)):
         return None
     config, provenance, opened = read_config(path)
     scheme = position_scheme(config)

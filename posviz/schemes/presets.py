@@ -6,8 +6,8 @@ written)."""
 from __future__ import annotations
 
 from posviz.embedding import Embedding
-from posviz.rotary import rotary_frequencies, rotary_table
-from posviz.scheme import position_scheme
+from posviz.schemes.config import position_scheme
+from posviz.schemes.rotary import rotary_frequencies, rotary_table
 
 __all__ = ["PRESETS", "preset_rotary_table", "preset_rotary_width", "rotary_presets"]
 
@@ -232,7 +232,7 @@ def rotary_presets() -> list[str]:
 
 def preset_rotary_table(name: str, *, positions: int | None = None) -> Embedding:
     """The rotary position table of preset `name` (its main layer type, frequencies at its
-    context; see :func:`posviz.rotary.rotary_table`).
+    context; see :func:`posviz.schemes.rotary.rotary_table`).
 
     Examples
     --------

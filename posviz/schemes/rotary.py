@@ -55,7 +55,7 @@ MAX_TABLE_POSITIONS = 8192
 
 @dataclass(frozen=True)
 class RotarySpec:
-    """A rotary scheme as config.json states it, checked (see posviz.scheme.position_scheme).
+    """A rotary scheme as config.json states it, checked (posviz.schemes.config.position_scheme).
 
     Attributes
     ----------

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from posviz import __version__, cli_schemes, hub
+from posviz import __version__, hub
 from posviz import load as load_table
+from posviz.cli import schemes
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
-from posviz.scheme_summary import N_SINGULAR_VALUES, table_record
+from posviz.schemes.record import N_SINGULAR_VALUES, table_record
 from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Singular-value summary of a position table read from PATH.",
     )
     summary.add_argument("--json", action="store_true", help="print one JSON object")
-    cli_schemes.add_arguments(summary)
+    schemes.add_arguments(summary)
     summary.set_defaults(run=_summary, run_many=_collection_summary)
     report = commands.add_parser(
         "report",
@@ -153,7 +154,7 @@ def _centring(args: argparse.Namespace) -> dict[str, bool]:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    done = cli_schemes.summary(args)  # a config.json, or a Hub model without a learned table
+    done = schemes.summary(args)  # a config.json, or a Hub model without a learned table
     if done is not None:
         return done
     table = _load(args)
@@ -185,7 +186,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rerun(args: argparse.Namespace) -> int:
-    from posviz._rerun import read_export, rerun  # the pipeline: not for `summary`
+    from posviz.export.rerun import read_export, rerun  # the pipeline: not for `summary`
 
     export = read_export(args.export)
     result = rerun(export, tables=args.table, base=Path(args.export).parent)

@@ -5,7 +5,7 @@ An export (`posviz.export.header`) is ``{"analysis", "params", "provenance"}`` p
 ``"columns"`` (a table, as the CSV/JSON downloads hold it) or ``"numbers"`` (``posviz summary
 --json``). A report embeds ``{"provenance", "analyses": [...]}``, one entry per table. A position
 scheme's export names a config.json in its provenance instead of a table
-(`posviz.scheme_summary.config_provenance`): the scheme is read from it again.
+(`posviz.schemes.record.config_provenance`): the scheme is read from it again.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from posviz._params import as_recorded
-from posviz.alibi import alibi_bias
 from posviz.embedding import Embedding, LoadError
-from posviz.rotary import rotary_frequencies, rotary_overlay
+from posviz.schemes.alibi import alibi_bias
+from posviz.schemes.rotary import rotary_frequencies, rotary_overlay
 
 __all__ = ["Check", "RerunResult", "read_export", "rerun"]
 
@@ -226,8 +226,8 @@ def _scheme_checks(
     export: dict[str, Any], given: Sequence[str | Path], base: str | Path | None
 ) -> list[Check]:
     """Each number of a scheme's export, recomputed from its config.json(s) read again."""
-    from posviz.scheme import position_scheme
-    from posviz.scheme_summary import scheme_record
+    from posviz.schemes.config import position_scheme
+    from posviz.schemes.record import scheme_record
 
     recorded = export["provenance"]
     records = recorded if isinstance(recorded, list) else [recorded]
@@ -266,9 +266,9 @@ def _config(
     recorded: dict[str, Any], given: str | Path | None, base: str | Path | None
 ) -> tuple[dict, dict[str, Any], Any]:
     """The config.json provenance `recorded` names (or `given`), read again, its bytes checked:
-    as :func:`posviz.scheme_summary.read_config` returns it."""
+    as :func:`posviz.schemes.record.read_config` returns it."""
     from posviz import hub
-    from posviz.scheme_summary import PRESET, read_config
+    from posviz.schemes.record import PRESET, read_config
 
     # A local checkpoint's scheme is read from the config.json beside its weights.
     where = str(given or recorded.get("weights") or recorded["config"])

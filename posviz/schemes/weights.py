@@ -19,8 +19,8 @@ import numpy as np
 from posviz import hub, io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub.config import no_table_reason
-from posviz.relative import REL_EMBEDDINGS, labelled, relative_table, relative_table_name
-from posviz.scheme import parse_config, position_scheme, read_config_file
+from posviz.schemes.config import parse_config, position_scheme, read_config_file
+from posviz.schemes.relative import REL_EMBEDDINGS, labelled, relative_table, relative_table_name
 
 __all__ = [
     "LocalCheckpoint",
@@ -43,7 +43,7 @@ class LocalCheckpoint:
     path : str
         The weights file, as given (a provenance names it so `posviz rerun` finds it again).
     config : dict
-        Its config.json, parsed and checked (:func:`posviz.scheme.parse_config`).
+        Its config.json, parsed and checked (:func:`posviz.schemes.config.parse_config`).
     label : str
         How tables read from it name their source (the file's name, or its path in the
         shared folder).
@@ -194,7 +194,7 @@ def bias_tensors(model: Model) -> dict[str, np.ndarray]:
 
 def relative_embeddings(model: Model) -> tuple[Embedding, list[int]]:
     """DeBERTa's ``rel_embeddings`` as a table, and the relative positions of its first and
-    last rows (see :func:`posviz.relative.relative_table`)."""
+    last rows (see :func:`posviz.schemes.relative.relative_table`)."""
     weights = _weights(model)
     names = [n for n in weights.tensors if n.endswith(REL_EMBEDDINGS)]
     if not names:

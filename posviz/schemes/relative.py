@@ -11,7 +11,7 @@ import numpy as np
 
 from posviz._params import records_params
 from posviz.embedding import Embedding, LoadError
-from posviz.scheme import scheme_kind
+from posviz.schemes.config import scheme_kind
 
 __all__ = [
     "REL_EMBEDDINGS",
