@@ -1,6 +1,5 @@
 """Collection: many tables side by side, a model zoo or one model's checkpoints over training."""
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -8,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from posviz import _params, export, figures, hub, io, simulate
+from posviz._settings import data_dir
 from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, gather, members_table
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
@@ -320,7 +320,7 @@ st.caption(
     "tables are ordered by it and the over-training views appear."
 )
 members = state.collection()
-shared = os.environ.get("POSVIZ_DATA_DIR")
+shared = data_dir()
 sources = {"Upload files": from_uploads, "Simulate": from_simulations}
 sources["Rotary schemes"] = from_schemes
 if shared:

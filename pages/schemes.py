@@ -2,12 +2,12 @@
 ALiBi slopes, T5 buckets and bias; a rotary table or DeBERTa's relative table opened as the
 current table."""
 
-import os
 from pathlib import Path
 
 import streamlit as st
 
 from posviz import figures
+from posviz._settings import data_dir
 from posviz.embedding import LoadError
 from posviz.schemes import weights
 from posviz.schemes.config import KINDS, position_scheme
@@ -31,7 +31,7 @@ from posviz.ui import state, widgets
 from posviz.ui.text import literal
 
 SOURCES = ["Known models", "Hub model", "config.json"]
-SHARED = os.environ.get("POSVIZ_DATA_DIR")  # the team's checkpoints, with their config.json
+SHARED = data_dir()  # the team's checkpoints, with their config.json
 if SHARED:
     SOURCES.append("Shared folder")
 #: Where the model's weights are, to read what a learned scheme stores: in words.

@@ -23,23 +23,18 @@ import importlib
 import os
 from typing import TYPE_CHECKING
 
-# numpy and scipy each bundle an OpenBLAS whose idle threads spin for 2^28 cycles before
-# sleeping; every hand-over between them (a numpy product, then a scipy LAPACK call) then
-# runs against the other's spinning threads on the same cores. At 2^20 cycles they yield
-# the cores almost at once, so the spectrum, the probes and compare() no longer wait at each
-# hand-over, and two BLAS threads beat one for them (figures: benchmarks/README.md). Read
-# when numpy first loads, so set here, before it does (a value already in the environment
-# wins).
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
-
-from posviz import _moved, io
+from posviz import (
+    _moved,
+    _settings,  # noqa: F401 (sets OpenBLAS's thread timeout before numpy loads)
+    io,
+)
+from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors
 
 if TYPE_CHECKING:
     from posviz.export.rerun import RerunResult
 
-__version__ = "0.1.0"
 __all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load", "rerun"]
 
 _moved.install()

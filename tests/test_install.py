@@ -31,7 +31,7 @@ from playwright.sync_api import Page
 from safetensors.numpy import save, save_file
 
 from posviz import __version__
-from posviz.cli import SERVED_TABLE
+from posviz._settings import SERVED_TABLE
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
 from tests.e2e.conftest import (  # noqa: F401 -- the browser fixtures: Debian's chromium

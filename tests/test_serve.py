@@ -12,7 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import posviz
-from posviz.cli import SERVED_TABLE, main
+from posviz._settings import SERVED_TABLE
+from posviz.cli import main
 from posviz.simulate import sinusoidal_table
 from posviz.ui.text import literal
 

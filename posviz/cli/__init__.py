@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from posviz import __version__, hub
+from posviz import _settings, hub
 from posviz import load as load_table
+from posviz._version import __version__
 from posviz.cli import schemes
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "main"]
 
 #: The environment variable naming the table `posviz serve` opens (read by posviz.ui.state).
-SERVED_TABLE = "POSVIZ_OPEN"
 
 EXAMPLES = """examples:
   posviz serve model.safetensors               the app in a browser, opened on that table
@@ -213,7 +213,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.table:
         ref = args.table if args.table.startswith("hf:") else os.path.abspath(args.table)
         table = load_table(ref)  # a refused file fails here, not in the browser
-        os.environ[SERVED_TABLE] = ref
+        _settings.serve_table(ref)
         print(f"posviz serve: {table.name}, {table.shape[0]} x {table.shape[1]}, {table.source}")
     # Options given later win in Streamlit's parser: the user's passed-on ones override these.
     options = [f"--server.port={args.port}", f"--server.address={args.host}"]
@@ -229,9 +229,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _app_path() -> Path:
     """app.py: packed into posviz/_app in a wheel, at the top of a clone."""
-    here = Path(__file__).parent
-    packed = here / "_app" / "app.py"
-    return packed if packed.exists() else here.parent / "app.py"
+    package = Path(__file__).parents[1]
+    packed = package / "_app" / "app.py"
+    return packed if packed.exists() else package.parent / "app.py"
 
 
 def _load(args: argparse.Namespace) -> Embedding:

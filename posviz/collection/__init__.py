@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from posviz import __version__, _linalg
+from posviz import _linalg
 from posviz._params import defaults, records_params
+from posviz._version import __version__
 from posviz.boundary import position_statistics
 from posviz.components import max_components, principal_components, sinusoid_likeness
 from posviz.embedding import Embedding, LoadError

@@ -12,7 +12,6 @@ the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,7 +19,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from posviz import io
+from posviz import _settings, io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
@@ -149,7 +148,7 @@ class HubModel:
 
 def enabled() -> bool:
     """Whether Hub access is on (``POSVIZ_HUB=off`` turns it off for air-gapped servers)."""
-    return os.environ.get("POSVIZ_HUB", "on").strip().lower() not in {"off", "0", "false", "no"}
+    return _settings.hub_enabled()
 
 
 def is_hub_ref(text: str) -> bool:

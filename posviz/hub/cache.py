@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from posviz import _settings
 from posviz.embedding import LoadError
 
 if TYPE_CHECKING:
@@ -31,15 +32,12 @@ def cache_dir() -> Path:
     """posviz's own folder for the Hub cache: POSVIZ_HUB_CACHE/posviz-hub (the setting may
     name a folder others use, such as /tmp), else posviz/hub under the user's cache directory.
     Only files posviz named there are counted and deleted."""
-    if os.environ.get("POSVIZ_HUB_CACHE"):
-        return Path(os.environ["POSVIZ_HUB_CACHE"]) / "posviz-hub"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "posviz" / "hub"
+    return _settings.hub_cache_dir()
 
 
 def cache_limit() -> int:
     """POSVIZ_HUB_CACHE_SIZE in bytes."""
-    return parse_size(os.environ.get("POSVIZ_HUB_CACHE_SIZE", DEFAULT_CACHE_SIZE))
+    return parse_size(_settings.hub_cache_size(DEFAULT_CACHE_SIZE))
 
 
 def parse_size(text: str) -> int:

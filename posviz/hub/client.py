@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import time
@@ -15,7 +14,7 @@ from urllib.parse import urlsplit
 
 from huggingface_hub import constants
 
-from posviz import io
+from posviz import _settings, io
 from posviz.embedding import LoadError
 
 if TYPE_CHECKING:
@@ -48,13 +47,12 @@ class Unreachable(LoadError):
 
 
 def _offline() -> bool:
-    flag = os.environ.get("HF_HUB_OFFLINE", "")
-    return constants.HF_HUB_OFFLINE or flag.strip().upper() in {"1", "ON", "YES", "TRUE"}
+    return constants.HF_HUB_OFFLINE or _settings.hub_offline()
 
 
 def _endpoint() -> str:
     # Read at each call (the client reads HF_ENDPOINT once, at import).
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    return (_settings.hub_endpoint() or constants.ENDPOINT).rstrip("/")
 
 
 def _file_url(repo: str, commit: str, file: str) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from posviz import __version__, hub
+from posviz import hub
+from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
 from posviz.schemes import weights

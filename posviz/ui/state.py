@@ -9,7 +9,6 @@ that way and clears it.
 from __future__ import annotations
 
 import inspect
-import os
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,8 +17,7 @@ from typing import Any
 import streamlit as st
 
 import posviz
-from posviz import hub, simulate
-from posviz.cli import SERVED_TABLE
+from posviz import _settings, hub, simulate
 from posviz.collection import Member, gather
 from posviz.embedding import Embedding
 from posviz.ui.text import literal
@@ -70,7 +68,7 @@ def upload_limit() -> int:
 
 def _served() -> Embedding | None:
     """The table `posviz serve PATH` names in the environment, loaded as an upload would be."""
-    ref = os.environ.get(SERVED_TABLE)
+    ref = _settings.served_table()
     if not ref:
         return None
     try:

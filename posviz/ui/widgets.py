@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import html
 import inspect
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import compare, export, figures, hub, io, simulate
+from posviz import _settings, compare, export, figures, hub, io, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.io import datadir
@@ -276,7 +275,7 @@ def table_loader(slot: str = state.PRIMARY) -> None:
     """Load a table into `slot` by simulation, upload, from the Hugging Face Hub (unless
     POSVIZ_HUB=off) or (when POSVIZ_DATA_DIR is set) from the team's shared folder; a refusal
     keeps the table there."""
-    shared = os.environ.get("POSVIZ_DATA_DIR")
+    shared = _settings.data_dir()
     names = ["Simulate", "Upload a file", *(["Hub"] if hub.enabled() else [])]
     names += ["Shared folder"] if shared else []
     # Keyed, so the open tab stays open when a load rewrites the URL (an unkeyed tab set
@@ -486,7 +485,7 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
     if not isinstance(error, hub.Unreachable):
         st.error(literal(error), icon=":material/error:")
         return
-    shared = "POSVIZ_DATA_DIR" in os.environ
+    shared = _settings.data_dir() is not None
     instead = "the **Upload a file** tab" + (" or the **Shared folder** tab" if shared else "")
     st.error(
         f"You asked for the model **{literal(repo)}** at revision **{literal(revision)}**. "
