@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from posviz import (
     _moved,
     _settings,  # noqa: F401 (sets OpenBLAS's thread timeout before numpy loads)
-    io,
 )
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
@@ -95,17 +94,9 @@ def load(
         If the file or model is refused or no tensor can be chosen; the message says why and
         what to do (e.g. the candidate tensors to pass as `tensor`).
     """
-    options = {"tensor": tensor, "row_start": row_start, "row_stop": row_stop, "grid": grid}
-    if isinstance(source, str) and source.startswith("hf:"):
-        from posviz import hub  # the Hub client loads only when a model is asked for
+    from posviz.schemes import weights  # with the Hub's code: a checkpoint reads as a model
 
-        return hub.load(source, **options)
-    if str(source).lower().endswith(".safetensors"):
-        from posviz.schemes import weights
-
-        if weights.config_beside(source):  # a checkpoint: read as its config.json says
-            return weights.load_checkpoint(weights.open_checkpoint(source), **options)
-    return io.load(source, **options)
+    return weights.load(source, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid)
 
 
 def rerun(export: dict, **options: object) -> RerunResult:

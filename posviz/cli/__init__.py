@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from posviz import _settings, hub
-from posviz import load as load_table
 from posviz._version import __version__
 from posviz.cli import schemes
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
+from posviz.schemes import weights
 from posviz.schemes.record import N_SINGULAR_VALUES, table_record
 from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
 
@@ -212,7 +212,7 @@ def _rerun(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     if args.table:
         ref = args.table if args.table.startswith("hf:") else os.path.abspath(args.table)
-        table = load_table(ref)  # a refused file fails here, not in the browser
+        table = weights.load(ref)  # a refused file fails here, not in the browser
         _settings.serve_table(ref)
         print(f"posviz serve: {table.name}, {table.shape[0]} x {table.shape[1]}, {table.source}")
     # Options given later win in Streamlit's parser: the user's passed-on ones override these.
@@ -240,7 +240,7 @@ def _load(args: argparse.Namespace) -> Embedding:
     if opened is not None:  # its config.json was read for the scheme: not again
         model = hub.open_model_at(opened)
         return hub.load_model(model, tensor=args.tensor, row_start=args.drop_prefix)
-    return load_table(args.path, tensor=args.tensor, row_start=args.drop_prefix)
+    return weights.load(args.path, tensor=args.tensor, row_start=args.drop_prefix)
 
 
 def _tensors(path: str) -> list[TensorInfo]:
@@ -303,7 +303,8 @@ def _collection(args: argparse.Namespace) -> Collection:
 
     members = [
         member(
-            path, lambda path=path: load_table(path, tensor=args.tensor, row_start=args.drop_prefix)
+            path,
+            lambda path=path: weights.load(path, tensor=args.tensor, row_start=args.drop_prefix),
         )
         for path in args.path
     ]

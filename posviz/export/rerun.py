@@ -20,9 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from posviz import export, hub, io, pipeline, simulate
 from posviz._params import as_recorded
 from posviz.embedding import Embedding, LoadError
+from posviz.export import columns, labelled
+from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_bias
+from posviz.schemes.config import position_scheme
+from posviz.schemes.record import PRESET, read_config, scheme_record
 from posviz.schemes.rotary import rotary_frequencies, rotary_overlay
 
 __all__ = ["Check", "RerunResult", "read_export", "rerun"]
@@ -98,8 +103,6 @@ def read_export(path: str | Path) -> dict[str, Any]:
     LoadError
         If the file cannot be read or holds no posviz export.
     """
-    from posviz import export
-
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -186,8 +189,6 @@ def rerun(
 
 def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | None) -> Embedding:
     """The table `record` (a provenance) names, read as it was, its bytes checked."""
-    import posviz
-
     if "error" in record or "label" in record:
         msg = "A collection's export cannot be rerun yet: rerun each table's export instead."
         raise LoadError(msg)
@@ -209,7 +210,7 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
             where = f"hf:{record['repo']}@{record['commit']}"
         else:
             where = _find(source, base)
-        table = posviz.load(where, tensor=record["tensor"], **rows)
+        table = weights.load(where, tensor=record["tensor"], **rows)
     # What position its first row stands for (a relative table's), as it was exported.
     table = replace(table, first_position=int(record.get("first_position", 0)))
     if table.sha256 != record["sha256"]:
@@ -226,9 +227,6 @@ def _scheme_checks(
     export: dict[str, Any], given: Sequence[str | Path], base: str | Path | None
 ) -> list[Check]:
     """Each number of a scheme's export, recomputed from its config.json(s) read again."""
-    from posviz.schemes.config import position_scheme
-    from posviz.schemes.record import scheme_record
-
     recorded = export["provenance"]
     records = recorded if isinstance(recorded, list) else [recorded]
     read = [
@@ -267,9 +265,6 @@ def _config(
 ) -> tuple[dict, dict[str, Any], Any]:
     """The config.json provenance `recorded` names (or `given`), read again, its bytes checked:
     as :func:`posviz.schemes.record.read_config` returns it."""
-    from posviz import hub
-    from posviz.schemes.record import PRESET, read_config
-
     # A local checkpoint's scheme is read from the config.json beside its weights.
     where = str(given or recorded.get("weights") or recorded["config"])
     if not (given or hub.is_hub_ref(where) or where.startswith(PRESET)):
@@ -308,8 +303,6 @@ def _record_checks(
 def _simulated(source: str, **rows: Any) -> Embedding:
     """The simulated table `source` states (``simulated: learned_like(n=512, d=768, ...)``),
     made again, with the rows the export analysed."""
-    from posviz import io, simulate
-
     match = re.fullmatch(r"simulated: (\w+)\((.*)\)", source)
     generator = getattr(simulate, match.group(1), None) if match else None
     if generator not in simulate.GENERATORS.values():
@@ -355,8 +348,6 @@ def _find(source: str, base: str | Path | None) -> str:
 
 def _checks(entry: dict[str, Any], tables: tuple[Embedding, ...]) -> list[Check]:
     """Each number of one analysis of `entry`, recomputed."""
-    from posviz import pipeline
-
     name = entry["analysis"]
     step = getattr(pipeline, name, None)
     if not callable(step) or name.startswith("_") or name in _NOT_ANALYSES:
@@ -384,8 +375,6 @@ def _column_checks(
 ) -> list[Check]:
     """A table's cells against the result's frame with the same columns (positions labelled
     by `settings`, as :func:`posviz.export.labelled`)."""
-    from posviz.export import columns, labelled
-
     frames = [getattr(result, n) for n in dir(result) if n == "to_frame" or n.endswith("_table")]
     for make in frames:
         recomputed = columns(labelled(make(), settings or {}))

@@ -11,13 +11,10 @@ import threading
 from contextlib import suppress
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from posviz import _settings
 from posviz.embedding import LoadError
-
-if TYPE_CHECKING:
-    from posviz.hub import HubModel, Reference
+from posviz.hub.model import HubModel, Reference
 
 #: Default of POSVIZ_HUB_CACHE_SIZE.
 DEFAULT_CACHE_SIZE = "1GB"
@@ -84,8 +81,6 @@ class _Cache:
         self._write("refs", json.dumps({"commit": commit}).encode(), ref.repo, ref.revision)
 
     def model(self, ref: Reference, commit: str) -> HubModel | None:
-        from posviz.hub import HubModel  # the package imports this module first
-
         record = self._read_json("heads", ref.repo, commit)
         if not isinstance(record, dict):
             return None

@@ -23,6 +23,7 @@ from posviz.export import header
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.config import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
+from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import t5_buckets
 from posviz.schemes.rotary import (
     MAX_TABLE_POSITIONS,
@@ -100,8 +101,6 @@ def read_config(
         model = weights.open_checkpoint(config, label=label or config)
         return model.config, checkpoint_provenance(model), model
     if data is None and config.startswith(PRESET):
-        from posviz.schemes.presets import PRESETS
-
         name = config.removeprefix(PRESET)
         if name not in PRESETS:
             msg = f"{name!r} is not a model posviz has a config.json excerpt of."

@@ -9,10 +9,11 @@ checkpoint on disk with the config.json beside it (:class:`LocalCheckpoint`).
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -212,3 +213,14 @@ def stored_inv_freq(model: Model) -> tuple[str, np.ndarray] | None:
     if not names:
         return None
     return names[0], weights.read(names[0])
+
+
+def load(source: str | os.PathLike, **options: Any) -> Embedding:
+    """The table `source` names (`posviz.load`'s one implementation): ``hf:REPO[@REV]`` from the
+    Hub, a .safetensors checkpoint with its config.json beside it as that config says, any
+    other file by `posviz.io`. `options` are `posviz.load`'s (tensor, rows, grid)."""
+    if isinstance(source, str) and hub.is_hub_ref(source):
+        return hub.load(source, **options)
+    if str(source).lower().endswith(".safetensors") and config_beside(source):
+        return load_checkpoint(open_checkpoint(source), **options)
+    return io.load(source, **options)

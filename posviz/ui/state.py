@@ -16,10 +16,10 @@ from typing import Any
 
 import streamlit as st
 
-import posviz
 from posviz import _settings, hub, simulate
 from posviz.collection import Member, gather
 from posviz.embedding import Embedding
+from posviz.schemes import weights
 from posviz.ui.text import literal
 
 #: The table every page analyses, and the Compare page's second table.
@@ -72,7 +72,9 @@ def _served() -> Embedding | None:
     if not ref:
         return None
     try:
-        table = hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else posviz.load(ref)
+        table = (
+            hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else weights.load(ref)
+        )
     except ValueError as error:  # LoadError included: the file changed since the server started
         # The name only: `ref` is the path on the server, not the visitor's business.
         name = ref if hub.is_hub_ref(ref) else Path(ref).name
