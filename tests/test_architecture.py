@@ -7,9 +7,8 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+from tests import ROOT
 
 #: The house, bottom to top (docs/architecture.md draws it). A module may import modules of its
 #: own layer or below, never above; the most specific prefix names a module's layer. schemes/

@@ -10,11 +10,11 @@ import socket
 import subprocess
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
+from tests import ROOT
+
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 

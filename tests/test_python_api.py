@@ -14,8 +14,8 @@ import pytest
 
 import posviz
 from posviz.simulate import sinusoidal_table
+from tests import ROOT
 
-ROOT = Path(__file__).parents[1]
 DOC = ROOT / "docs" / "python-api.md"
 
 

@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,8 +15,7 @@ from posviz import simulate
 from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding
 from posviz.report import build_report, report_sections
 from posviz.spectrum import NO_VARIANCE, spectrum
-
-ROOT = Path(__file__).parents[1]
+from tests import ROOT
 
 
 @pytest.fixture(scope="module")

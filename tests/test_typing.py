@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+from tests import ROOT
 
 CALLS = """
 from posviz.components import PrincipalComponents

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +10,10 @@ from streamlit.testing.v1 import AppTest
 
 from posviz import compare, offsets, simulate
 from posviz.resample import resample_length
-from tests.test_pages import smallest
+from tests import apptest
+from tests.app.test_pages import smallest
 
-PAGE = str(Path(__file__).parents[1] / "pages/compare.py")
+PAGE = "pages/compare.py"
 
 
 #: The page's sections, as tabs of which only the open one is built.
@@ -22,7 +22,7 @@ SAME = SECTIONS[3]
 
 
 def run(first, second, *, section: str | None = None, **state) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = first
     at.session_state["posviz.second"] = second
     if section:
@@ -164,7 +164,7 @@ def test_the_cumulative_spectra_are_drawn_once_their_expander_opens():
 
 @pytest.mark.parametrize("section", SECTIONS[1:])
 def test_a_link_opens_its_tab(section):
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.second"] = simulate.sinusoidal(1024, 64)
     at.query_params["compare.section"] = section
     at.run()

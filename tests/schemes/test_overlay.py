@@ -4,18 +4,17 @@ export of the Schemes page's overlay that `posviz rerun` recomputes from each co
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 import posviz
 from posviz._params import defaults
 from posviz.cli import main
 from posviz.schemes.rotary import RotarySpec, rotary_overlay
+from tests import apptest
 
-PAGE = str(Path(__file__).parents[1] / "pages/schemes.py")
+PAGE = "pages/schemes.py"
 LLAMA = "meta-llama/Llama-3.1-8B"
 
 
@@ -47,7 +46,7 @@ def test_no_model_gives_an_empty_overlay():
 
 
 def test_the_pages_overlay_exports_params_and_reruns(downloads, tmp_path, capsys):
-    at = AppTest.from_file(PAGE, default_timeout=120)
+    at = apptest(PAGE)
     at.session_state["schemes.overlay"] = True
     at.run()
     assert not at.exception, at.exception

@@ -6,7 +6,6 @@ import functools
 import gc
 import html
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,10 +18,10 @@ from posviz.export import column_label
 from posviz.similarity import similarity_map
 from posviz.ui import pages, state, widgets
 from posviz.ui.text import literal
-from tests import fakehub
-from tests.test_pages import decode
+from tests import apptest
+from tests.app.test_pages import decode
 
-PAGE = str(Path(__file__).parents[1] / "pages/collection.py")
+PAGE = "pages/collection.py"
 TABS = pages.page("collection").tabs
 
 
@@ -43,13 +42,13 @@ def open_tab(at: AppTest, label: str) -> AppTest:
 
 
 def with_members(members: list[Member]) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60)
+    at = apptest(PAGE)
     at.session_state[state.COLLECTION] = members
     return at.run()
 
 
 def test_an_empty_collection_asks_for_tables_and_offers_the_example():
-    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    at = apptest(PAGE).run()
     assert not at.exception, at.exception
     assert "at least two" in at.info[0].value
     assert at.button(key="collection.example").label.startswith("Try an example")
@@ -57,7 +56,7 @@ def test_an_empty_collection_asks_for_tables_and_offers_the_example():
 
 
 def test_the_example_is_a_simulated_training_run_drawn_one_tab_at_a_time():
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = apptest(PAGE).run()
     at.button(key="collection.example").click().run()
     assert not at.exception, at.exception
     members = at.session_state[state.COLLECTION]
@@ -88,7 +87,7 @@ def test_the_example_is_a_simulated_training_run_drawn_one_tab_at_a_time():
 
 
 def test_simulations_are_added_as_a_set_with_a_dash_for_no_step():
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = apptest(PAGE).run()
     at.text_input(key="collection.sim.n").set_value("96, 128")
     at.text_input(key="collection.sim.seeds").set_value("0, 1")
     at.number_input(key="collection.sim.d").set_value(32)
@@ -170,7 +169,7 @@ def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
     np.save(tmp_path / "other.npy", np.eye(4))
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
     widgets.shared_files.clear()
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = apptest(PAGE).run()
     at.selectbox(key="collection.shared.folder").set_value("pythia/run1")
     at.text_input(key="collection.shared.pattern").set_value("step*.npy").run()
     at.button(key="collection.shared.add").click().run()
@@ -187,7 +186,7 @@ def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
 def test_a_files_matching_pattern_is_bounded(tmp_path, monkeypatch):
     np.save(tmp_path / "step1.npy", simulate.learned_like(48, 8, seed=1).values)
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = apptest(PAGE).run()
     pattern = at.text_input(key="collection.shared.pattern")
     pattern.set_value("*" * 500_000).run()
     assert not at.exception
@@ -196,18 +195,13 @@ def test_a_files_matching_pattern_is_bounded(tmp_path, monkeypatch):
     assert pattern.value == "*" * gather.MAX_PATTERN  # cut on the server: what fnmatch compiles
 
 
-@pytest.fixture
-def fake_hub(tmp_path, monkeypatch):
-    yield from fakehub.running(tmp_path, monkeypatch)
-
-
 def test_hub_ids_and_revisions_are_read_from_the_hub(fake_hub):
     for revision, seed in (("step2000", 1), ("step100", 2)):
         wpe = simulate.learned_like(32, 8, seed=seed).values
         fake_hub.add("org/model", {"model.safetensors": save({"wpe.weight": wpe})}, revision)
     gpt2 = simulate.learned_like(40, 8, seed=3).values
     fake_hub.add("gpt2", {"model.safetensors": save({"wpe.weight": gpt2})})
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = apptest(PAGE).run()
     at.text_area(key="collection.hub.refs").set_value("gpt2\nhf:org/model@nope")
     at.text_input(key="collection.hub.repo").set_value("org/model")
     at.text_input(key="collection.hub.revisions").set_value("step2000, step100").run()
@@ -226,7 +220,7 @@ def test_hub_ids_and_revisions_are_read_from_the_hub(fake_hub):
 
 
 def test_more_models_than_a_collection_holds_are_refused_before_the_hub_is_asked(fake_hub):
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = apptest(PAGE).run()
     at.text_area(key="collection.hub.refs").set_value("\n".join(f"org/m{i}" for i in range(33)))
     at.run()
     assert "33 models named; a collection holds at most 32" in plain(at.error[0].value)
@@ -236,7 +230,7 @@ def test_more_models_than_a_collection_holds_are_refused_before_the_hub_is_asked
 
 def test_posviz_hub_off_removes_the_hub_source(monkeypatch):
     monkeypatch.setenv("POSVIZ_HUB", "off")
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = apptest(PAGE).run()
     assert not at.exception, at.exception
     assert "Hugging Face Hub" not in [tab.label for tab in at.tabs]
     monkeypatch.setenv("POSVIZ_HUB", "on")
@@ -272,7 +266,7 @@ def ask(at: AppTest, lengths: str, seeds: str, d_model: int) -> AppTest:
 
 
 def test_more_tables_than_a_collection_holds_are_refused_before_any_is_built(built):
-    at = ask(AppTest.from_file(PAGE, default_timeout=60).run(), "16", "0, 1", 4)
+    at = ask(apptest(PAGE).run(), "16", "0, 1", 4)
     assert len(built) == 2
     seeds = ", ".join(str(s) for s in range(31))
     ask(at, "16", seeds, 4)
@@ -285,7 +279,7 @@ def test_more_tables_than_a_collection_holds_are_refused_before_any_is_built(bui
 
 def test_more_bytes_than_the_budget_are_refused_before_any_is_built(built):
     # 3 tables of 8192 x 4096 float32: 384 MiB, above the 256 MiB of a collection.
-    at = ask(AppTest.from_file(PAGE, default_timeout=60).run(), "8192", "0, 1, 2", 4096)
+    at = ask(apptest(PAGE).run(), "8192", "0, 1, 2", 4096)
     assert built == []
     message = plain(at.error[0].value)
     assert "would hold 384.0 MiB" in message
@@ -294,7 +288,7 @@ def test_more_bytes_than_the_budget_are_refused_before_any_is_built(built):
 
 
 def test_the_form_cannot_ask_beyond_the_generators_bounds(built):
-    at = ask(AppTest.from_file(PAGE, default_timeout=60).run(), "70000", "0", 4)
+    at = ask(apptest(PAGE).run(), "70000", "0", 4)
     assert "Positions: one or more whole numbers from 10 to 65,536" in plain(at.error[0].value)
     limit = simulate.PARAMETERS["d_model"].high
     assert at.number_input(key="collection.sim.d").max == limit
@@ -303,7 +297,7 @@ def test_the_form_cannot_ask_beyond_the_generators_bounds(built):
 
 
 def test_the_page_states_the_budgets():
-    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    at = apptest(PAGE).run()
     budget = gather.COLLECTION_BYTES // 2**20
     assert any(f"at most 32 tables and {budget} MiB" in c.value for c in at.caption)
 
@@ -342,9 +336,9 @@ def test_the_server_budget_counts_every_live_sessions_collection(monkeypatch):
     gc.collect()  # no earlier test's session left in the count
     # A budget of 1 MiB over the server: two sessions of 512 KiB each fill it.
     monkeypatch.setitem(gather.gather.__kwdefaults__, "max_server_bytes", 2**20)
-    first = ask(AppTest.from_file(PAGE, default_timeout=60).run(), "256", "0, 1", 256)
+    first = ask(apptest(PAGE).run(), "256", "0, 1", 256)
     assert len(first.session_state[state.COLLECTION]) == 2
-    second = ask(AppTest.from_file(PAGE, default_timeout=60).run(), "256", "2, 3, 4", 256)
+    second = ask(apptest(PAGE).run(), "256", "2, 3, 4", 256)
     message = plain(second.error[0].value)
     assert "everyone using this server hold 0.5 MiB of their budget of 1.0 MiB" in message
     assert second.session_state[state.COLLECTION] == []

@@ -9,14 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from posviz import io
 from posviz.embedding import LoadError
 from posviz.io import datadir
 from posviz.simulate import sinusoidal_table
-
-ROOT = Path(__file__).parents[1]
+from tests import apptest
 
 
 @pytest.fixture
@@ -116,7 +114,7 @@ def test_the_data_page_loads_from_the_folder_and_refuses_a_swapped_link(
     shared: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(shared))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     at.switch_page("pages/data.py").run()
     assert [tab.label for tab in at.tabs][-1] == "Shared folder"
     before = at.session_state["posviz.table"].sha256

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import save
-from streamlit.testing.v1 import AppTest
 
 import posviz
 from posviz import simulate
@@ -17,10 +15,7 @@ from posviz.cli import main
 from posviz.embedding import LoadError
 from posviz.export.rerun import read_export
 from posviz.schemes.presets import PRESETS
-from tests import fakehub
-from tests.fakehub import FakeHub
-
-PAGES = Path(__file__).parents[1] / "pages"
+from tests import apptest
 
 
 @pytest.fixture
@@ -127,7 +122,7 @@ def test_a_report_reruns_every_table_of_numbers(saved, capsys):
     ],
 )
 def test_a_page_export_reruns(saved, downloads, capsys, page, state, name):
-    at = AppTest.from_file(str(PAGES / page), default_timeout=120)
+    at = apptest(f"pages/{page}")
     at.session_state["posviz.table"] = posviz.load(saved)
     at.session_state["posviz.center"] = False
     for key, value in state.items():
@@ -178,11 +173,6 @@ def test_exports_that_cannot_be_rerun_say_why(saved):
         posviz.rerun(old, base=saved.parent)
     with pytest.raises(LoadError, match="incomplete"):
         posviz.rerun({"analysis": "spectrum", "provenance": table.provenance()}, base=saved.parent)
-
-
-@pytest.fixture
-def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    yield from fakehub.running(tmp_path, monkeypatch)
 
 
 def test_a_hub_model_reruns_at_its_commit(fake_hub, tmp_path, capsys):
@@ -306,7 +296,7 @@ def test_a_changed_or_missing_config_exits_2(tmp_path, capsys):
     ],
 )
 def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
-    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    at = apptest("pages/schemes.py")
     for key, value in state.items():
         at.session_state[key] = value
     at.run()
@@ -325,7 +315,7 @@ def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
 
 
 def test_the_gemma_sliding_layers_rerun_with_their_own_base(downloads, tmp_path, capsys):
-    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    at = apptest("pages/schemes.py")
     at.session_state["schemes.preset"] = "google/gemma-3-4b-it"
     at.session_state["schemes.layer"] = "sliding_attention"
     at.session_state["schemes.section"] = "Numbers"
@@ -363,7 +353,7 @@ def test_a_hub_schemes_page_export_and_a_checked_inv_freq_rerun(fake_hub, downlo
     name = "model.layers.0.self_attn.rotary_emb.inv_freq"
     fake_hub.add(repo, {"config.json": config, "model.safetensors": save({name: inv_freq})})
     commit = fake_hub.repos[repo, "main"].commit
-    at = AppTest.from_file(str(PAGES / "schemes.py"), default_timeout=120)
+    at = apptest("pages/schemes.py")
     at.session_state["schemes.source"] = "Hub model"
     at.session_state["schemes.section"] = "Numbers"
     at.run()

@@ -16,8 +16,7 @@ from posviz._settings import SERVED_TABLE
 from posviz.cli import main
 from posviz.simulate import sinusoidal_table
 from posviz.ui.text import literal
-
-ROOT = Path(__file__).parents[1]
+from tests import ROOT, apptest
 
 
 class Started(Exception):
@@ -93,7 +92,7 @@ def test_a_refused_file_fails_before_any_server_starts(
 def test_a_fifo_is_refused_before_any_server_starts(
     started: list[list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    from tests.test_io import fifo, finishes, release
+    from tests.io.test_io import fifo, finishes, release
 
     pipe = fifo(tmp_path / "wpe.npy")
     try:
@@ -134,7 +133,7 @@ def test_version(capsys: pytest.CaptureFixture[str]):
 
 def app_table(monkeypatch: pytest.MonkeyPatch, served: str, **query: str) -> AppTest:
     monkeypatch.setenv(SERVED_TABLE, served)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     for key, value in query.items():
         at.query_params[key] = value
     return at.run()
@@ -170,7 +169,7 @@ def test_a_served_file_that_went_away_gives_a_warning_and_the_default_table(
 def test_a_served_file_replaced_by_a_fifo_does_not_hang_a_session(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):
-    from tests.test_io import fifo, finishes, release
+    from tests.io.test_io import fifo, finishes, release
 
     pipe = fifo(tmp_path / "wpe.npy")
     try:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from posviz import figures, simulate
+from tests import apptest
 
-PAGE = str(Path(__file__).parents[1] / "pages/similarity.py")
+PAGE = "pages/similarity.py"
 
 
 def charts(at: AppTest) -> dict[str, dict]:
@@ -47,7 +47,7 @@ PAIRS, OFFSETS, ONE, GRID = (
 
 
 def run(table=None, section: str | None = None, **state) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60)
+    at = apptest(PAGE)
     if section is not None:
         at.session_state["similarity.section"] = section
     if table is not None:
@@ -117,7 +117,7 @@ def test_a_closed_tab_builds_nothing_until_opened(section, chart):
 
 
 def test_a_link_opens_its_tab():
-    at = AppTest.from_file(PAGE, default_timeout=60)
+    at = apptest(PAGE)
     at.query_params["similarity.section"] = OFFSETS
     at.run()
     assert not at.exception

@@ -7,7 +7,6 @@ import json
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,9 @@ from safetensors.numpy import save, save_file
 from posviz import hub, io
 from posviz.cli import main
 from posviz.embedding import LoadError
-from tests import fakehub
+from tests import ROOT, fakehub
 from tests.fakehub import TOKEN, FakeHub
 
-ROOT = Path(__file__).parents[1]
 RNG = np.random.default_rng(0)
 WPE = RNG.standard_normal((64, 16)).astype(np.float32)
 WTE = RNG.standard_normal((100, 16)).astype(np.float32)
@@ -28,11 +26,6 @@ GPT2 = {"transformer.wpe.weight": WPE, "transformer.wte.weight": WTE}
 CONFIG = json.dumps({"model_type": "gpt2", "n_positions": 64}).encode()
 #: The revision API's answer and request headers' worth of slack in the bytes-sent budget.
 OVERHEAD = 1024
-
-
-@pytest.fixture
-def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    yield from fakehub.running(tmp_path, monkeypatch)
 
 
 def header_bytes(data: bytes) -> int:

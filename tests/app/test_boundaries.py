@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,9 +11,10 @@ from streamlit.testing.v1 import AppTest
 from posviz import boundary, probes, simulate
 from posviz._params import defaults
 from posviz.embedding import Embedding
-from tests.test_pages import smallest
+from tests import apptest
+from tests.app.test_pages import smallest
 
-PAGE = str(Path(__file__).parents[1] / "pages/boundaries.py")
+PAGE = "pages/boundaries.py"
 
 
 #: The page's sections, as tabs of which only the open one is built.
@@ -22,7 +22,7 @@ SECTIONS = ["Positions", "Tables", "Probes"]
 
 
 def run(table: Embedding, *, section: str | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = table
     if section:
         at.session_state["boundaries.section"] = section
@@ -105,7 +105,7 @@ def test_reserved_rows_are_named_and_trimmed_for_every_page():
 
 
 def test_a_long_table_is_probed_on_a_stated_subsample():
-    at = AppTest.from_file(PAGE, default_timeout=60)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.sinusoidal(3000, 16)
     at.session_state["probes.max_rows"] = 500
     at.session_state["boundaries.section"] = "Probes"
@@ -168,7 +168,7 @@ def test_the_tables_name_statistics_by_labels_and_the_files_by_keys(downloads):
 # so "None" in words instead of an empty table.
 @pytest.mark.parametrize(("section", "tables", "plots"), [("Tables", 2, 0), ("Probes", 1, 1)])
 def test_a_link_opens_its_tab(section, tables, plots):
-    at = AppTest.from_file(PAGE, default_timeout=60)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.learned_like(64, 16, seed=0)
     at.query_params["boundaries.section"] = section
     at.run()

@@ -14,9 +14,9 @@ from posviz.cli import main
 from posviz.embedding import MIN_POSITIONS
 from posviz.simulate import sinusoidal_table, vit_grid
 from posviz.spectrum import NO_VARIANCE
+from tests import ROOT
 from tests.corpus import HOSTILE_WORDS, hostile_files
 
-ROOT = Path(__file__).resolve().parents[1]
 #: The summary's JSON: the scheme, what made the numbers, the table's provenance, the numbers.
 KEYS = ["scheme", "analysis", "params", "provenance", "numbers"]
 NUMBERS = [
@@ -185,7 +185,7 @@ def test_summary_json_is_strict_json_with_null_for_undefined_numbers(
 
 
 def test_summary_of_a_fifo_exits_2_at_once(tmp_path, capsys):
-    from tests.test_io import fifo, finishes, release
+    from tests.io.test_io import fifo, finishes, release
 
     pipe = fifo(tmp_path / "wpe.npy")
     try:

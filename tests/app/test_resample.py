@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
@@ -12,12 +11,13 @@ from streamlit.testing.v1 import AppTest
 from posviz import simulate
 from posviz.resample import resample_grid, resample_length
 from posviz.ui import cache
+from tests import apptest
 
-PAGE = str(Path(__file__).parents[1] / "pages/resample.py")
+PAGE = "pages/resample.py"
 
 
 def run(table) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = table
     return at.run()
 
@@ -137,7 +137,7 @@ def test_one_chart_per_tab_and_the_others_one_click_away():
 
 
 def test_a_link_opens_a_tab():
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.vit_grid(6, 6, 32)
     at.query_params["resample.section"] = "Similarity"
     at.run()

@@ -4,18 +4,14 @@ uploaded configs read and bad ones refused with a message."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from posviz.schemes.presets import PRESETS
-from tests import fakehub
-from tests.fakehub import FakeHub
+from tests import ROOT, apptest
 
-ROOT = Path(__file__).parents[1]
 PAGE = str(ROOT / "pages/schemes.py")
 
 
@@ -24,7 +20,7 @@ def figures(at: AppTest) -> list[dict]:
 
 
 def page(**state) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60)
+    at = apptest(PAGE)
     for key, value in state.items():
         at.session_state[key] = value
     return at.run()
@@ -86,7 +82,7 @@ def test_open_the_rotary_table_makes_it_the_current_table():
     np.testing.assert_allclose(table.values[3, :64], np.cos(3 * 10000.0 ** (-np.arange(64) / 64)))
     assert "is now the current table" in at.success[0].value
     # Every page then analyses it.
-    spectrum = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60)
+    spectrum = apptest("pages/spectrum.py")
     spectrum.session_state["posviz.table"] = table
     spectrum.run()
     assert not spectrum.exception, spectrum.exception
@@ -125,11 +121,6 @@ def test_a_sinusoidal_model_opens_its_table():
     at.button[0].click().run()
     assert not at.exception, at.exception
     assert at.session_state["posviz.table"].shape == (512, 512)
-
-
-@pytest.fixture
-def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    yield from fakehub.running(tmp_path, monkeypatch)
 
 
 def hub_page(repo: str) -> AppTest:
@@ -210,7 +201,7 @@ def test_overlay_of_several_rotary_models():
 
 
 def test_the_collection_takes_rotary_tables():
-    at = AppTest.from_file(str(ROOT / "pages/collection.py"), default_timeout=60)
+    at = apptest("pages/collection.py")
     at.session_state["collection.schemes.models"] = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2-7B"]
     at.session_state["collection.schemes.rows"] = 256
     at.run()

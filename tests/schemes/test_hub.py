@@ -7,8 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +16,6 @@ from posviz import hub
 from posviz.cli import main
 from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.presets import PRESETS
-from tests import fakehub
 from tests.fakehub import FakeHub
 
 RNG = np.random.default_rng(0)
@@ -40,11 +37,6 @@ DYNAMIC = {
     "max_position_embeddings": 4096,
     "rope_scaling": {"type": "dynamic", "factor": 2.0},
 }
-
-
-@pytest.fixture
-def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    yield from fakehub.running(tmp_path, monkeypatch)
 
 
 def add_repo(fake_hub: FakeHub, name: str, config: dict, tensors: dict) -> tuple[bytes, bytes]:

@@ -9,7 +9,6 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,9 +20,9 @@ from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding
 from posviz.spectrum import NO_VARIANCE, spectrum
 from posviz.ui import pages
 from posviz.ui.text import literal
+from tests import ROOT, apptest
 from tests.corpus import HOSTILE_WORDS, MARKER, hostile_files
 
-ROOT = Path(__file__).parents[1]
 PAGES = [p.file for p in pages.PAGES]
 
 
@@ -46,14 +45,14 @@ def npy_bytes(array: np.ndarray) -> bytes:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_on_the_default_table(page):
-    at = AppTest.from_file(str(ROOT / page), default_timeout=60).run()
+    at = apptest(page).run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_on_a_2d_grid_table(page):
-    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
+    at = apptest(page)
     at.session_state["posviz.table"] = simulate.vit_grid(6, 6, 32)
     at.run()
     assert not at.exception, at.exception
@@ -72,7 +71,7 @@ NUMBERS_KEY = {"resample": "resample.spectra_numbers"}
 
 @pytest.mark.parametrize("page", NUMBERS)
 def test_numbers_are_drawn_once_their_expander_opens(page):
-    at = AppTest.from_file(str(ROOT / f"pages/{page}.py"), default_timeout=60)
+    at = apptest(f"pages/{page}.py")
     if page in NUMBERS_TAB:
         at.session_state[f"{page}.section"] = NUMBERS_TAB[page]
     at.run()
@@ -82,13 +81,13 @@ def test_numbers_are_drawn_once_their_expander_opens(page):
     assert not at.exception, at.exception
     assert len(at.dataframe) > closed
     assert any(e.label.startswith("Numbers") for e in at.expander)
-    # On screen, labels; the CSV and JSON keep the keys (tests/test_export.py).
+    # On screen, labels; the CSV and JSON keep the keys (tests/export/test_export.py).
     headers = [c for frame in at.dataframe for c in frame.value.columns]
     assert not [c for c in headers if "_" in c], headers
 
 
 def test_app_opens_on_the_spectrum_of_a_simulated_table():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     assert not at.exception
     assert at.title[0].value == "Spectrum"
     default = at.session_state["posviz.table"]
@@ -144,7 +143,7 @@ SPECTRUM_TABS = {
 
 
 def test_spectrum_draws_only_the_open_tab():
-    at = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60).run()
+    at = apptest("pages/spectrum.py").run()
     assert [t.label for t in at.tabs] == list(SPECTRUM_TABS)
     assert len(at.metric) == 4  # the metrics and the shares stay above the tabs
     assert any("Components for a share" in md.value for md in at.markdown)
@@ -161,7 +160,7 @@ def test_spectrum_draws_only_the_open_tab():
 def test_spectrum_noise_caption_stays_with_the_singular_values():
     # An exactly low-rank table: singular values below the floor are drawn grey and said so.
     values = np.outer(np.arange(1, 65.0), np.ones(16)) + np.outer(np.ones(64), np.arange(16.0))
-    at = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60)
+    at = apptest("pages/spectrum.py")
     at.session_state["posviz.table"] = Embedding.from_array(values, name="low", source="test")
     at.run()
     assert any("rounding noise" in c.value for c in at.caption)
@@ -171,7 +170,7 @@ def test_spectrum_noise_caption_stays_with_the_singular_values():
 
 
 def test_a_link_opens_a_spectrum_tab():
-    at = AppTest.from_file(str(ROOT / "pages/spectrum.py"), default_timeout=60)
+    at = apptest("pages/spectrum.py")
     at.query_params["spectrum.section"] = "Reconstruction error"
     at.run()
     assert not at.exception
@@ -181,21 +180,21 @@ def test_a_link_opens_a_spectrum_tab():
 
 
 def test_the_simulate_form_shows_how_the_loaded_table_was_made():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params.update({"sim": "sinusoidal", "n_positions": "256", "d_model": "64"})
     at.run()
     at.switch_page("pages/data.py").run()
     assert at.selectbox(key="posviz.table.kind").value == "sinusoidal"
     assert {n.label: n.value for n in at.number_input}["Positions"] == 256
     # The default table is learned-like, and the form says so.
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     at.switch_page("pages/data.py").run()
     assert at.selectbox(key="posviz.table.kind").value == "learned-like"
 
 
 def test_upload_then_switch_page_shows_the_uploaded_table():
     table = simulate.sinusoidal_table(512, 768).astype(np.float32)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     at.switch_page("pages/data.py").run()
     at.tabs[1]  # the upload tab exists
     at.file_uploader(key="posviz.table.upload").set_value(
@@ -222,7 +221,7 @@ def test_upload_then_switch_page_shows_the_uploaded_table():
 
 
 def test_a_refused_upload_keeps_the_loaded_table():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     before = at.session_state["posviz.table"].sha256
     at.switch_page("pages/data.py").run()
     at.file_uploader(key="posviz.table.upload").set_value(
@@ -235,7 +234,7 @@ def test_a_refused_upload_keeps_the_loaded_table():
 
 def test_every_hostile_upload_is_refused_by_name_and_the_table_stays(tmp_path):
     # The browser test uploads a few of these through the real chooser; here every one.
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     before = at.session_state["posviz.table"].sha256
     at.switch_page("pages/data.py").run()
     for name, path in hostile_files(tmp_path).items():
@@ -255,7 +254,7 @@ def test_every_hostile_upload_is_refused_by_name_and_the_table_stays(tmp_path):
 
 
 def test_a_link_reopens_the_same_simulated_table_and_view():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params.update(
         {"sim": "sinusoidal", "n_positions": "512", "d_model": "768", "posviz.center": "false"}
     )
@@ -268,7 +267,7 @@ def test_a_link_reopens_the_same_simulated_table_and_view():
 
 
 def test_a_link_asking_for_a_huge_table_is_refused_before_allocating():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params.update({"sim": "gaussian", "n_positions": "1000000", "d_model": "100000"})
     at.run()
     assert not at.exception
@@ -277,7 +276,7 @@ def test_a_link_asking_for_a_huge_table_is_refused_before_allocating():
 
 
 def test_simulating_names_the_table_in_the_url():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     at.switch_page("pages/data.py").run()
     at.selectbox(key="posviz.table.kind").set_value("gaussian").run()
     at.number_input[0].set_value(300)  # inside the form: sent with the submit
@@ -289,7 +288,7 @@ def test_simulating_names_the_table_in_the_url():
 
 
 def test_page_settings_live_in_the_url():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params.update({"sim": "sinusoidal", "n_positions": "256", "d_model": "64"})
     at.query_params["similarity.metric"] = "dot product"  # a choice is named by its label
     at.run()
@@ -312,7 +311,7 @@ def smallest(kind: str) -> Embedding:
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_on_the_smallest_table(page, kind):
     # Formerly: "Leading rows to trim" had min > max on a 2-row table (Boundaries crashed).
-    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
+    at = apptest(page)
     at.session_state["posviz.table"] = smallest(kind)
     at.run()
     assert not at.exception, at.exception
@@ -338,7 +337,7 @@ def test_page_runs_on_the_smallest_table(page, kind):
 )
 def test_a_link_with_options_beyond_the_form_is_refused_with_a_warning(query):
     # Formerly: unbounded or fractional link options took the server's memory or crashed.
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params.update(query)
     at.run()
     assert not at.exception, at.exception
@@ -349,7 +348,7 @@ def test_a_link_with_options_beyond_the_form_is_refused_with_a_warning(query):
 
 
 def test_the_form_offers_exactly_the_bounds_the_link_parser_accepts():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     at.switch_page("pages/data.py").run()
     for kind in simulate.GENERATORS:
         at.selectbox(key="posviz.table.kind").set_value(kind).run()
@@ -364,7 +363,7 @@ MARKDOWN = "![x](http://127.0.0.1:9/x.png) [Log in again](http://127.0.0.1:9/) *
 
 def test_text_from_a_link_is_shown_literally():
     # Formerly: an image in a URL value made every visitor's browser fetch an outside URL.
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params.update({"sim": "sinusoidal", "base": MARKDOWN})
     at.run()
     warning = at.warning[0].value
@@ -377,7 +376,7 @@ def test_tensor_and_file_names_are_shown_literally(tmp_path):
     # the "holds N tensors" line.
     path = tmp_path / "t.safetensors"
     save_file({MARKDOWN: simulate.sinusoidal_table(16, 8).astype(np.float32)}, path)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     at.switch_page("pages/data.py").run()
     at.file_uploader(key="posviz.table.upload").set_value(
         (f"{MARKDOWN}.safetensors", path.read_bytes(), "application/octet-stream")
@@ -387,7 +386,7 @@ def test_tensor_and_file_names_are_shown_literally(tmp_path):
     table = at.session_state["posviz.table"]
     assert table.name == MARKDOWN
     shown = [*at.markdown, *at.caption, *at.success]  # "holds", the table caption, "Loaded"
-    card = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    card = apptest("app.py")
     card.session_state["posviz.table"] = table
     card.run()
     shown += [*card.sidebar.markdown, *card.sidebar.caption]  # name and source in the card
@@ -403,12 +402,12 @@ def test_a_fresh_server_says_it_is_opening_and_later_visits_do_not():
     # In a new interpreter, as a fresh server: the first visit loads the analyses.
     code = """
 import streamlit as st
-from streamlit.testing.v1 import AppTest
+from tests import apptest
 told = []
 shown = st.progress
 st.progress = lambda *args, **kwargs: told.append(kwargs.get("text")) or shown(*args, **kwargs)
 for visit in range(2):
-    at = AppTest.from_file("app.py", default_timeout=60).run()
+    at = apptest("app.py").run()
     assert not at.exception, at.exception
     assert not at.get("progress"), "the bar is gone once the page is drawn"
     print(visit, sorted(set(told)))

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,10 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 from posviz.ui import widgets
 from posviz.ui.text import literal
-from tests import fakehub
+from tests import apptest, fakehub
 from tests.fakehub import FakeHub
 
-ROOT = Path(__file__).parents[1]
 RNG = np.random.default_rng(1)
 WPE = RNG.standard_normal((66, 16)).astype(np.float32)  # RoBERTa-like: 2 reserved + 64 rows
 WTE = RNG.standard_normal((300, 16)).astype(np.float32)
@@ -28,12 +25,6 @@ WTE = RNG.standard_normal((300, 16)).astype(np.float32)
 def plain(markdown: str) -> str:
     """The text a `literal()` markdown string shows."""
     return html.unescape(markdown).replace("\u2060", "")
-
-
-@pytest.fixture
-def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    widgets._hub_model.clear()  # opened models are cached per server process
-    yield from fakehub.running(tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -55,7 +46,7 @@ def open_model(at: AppTest, repo: str, revision: str = "main") -> None:
 
 
 def test_hub_tab_picks_trims_and_loads_only_the_tensor(fake_hub, roberta):
-    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    at = apptest("pages/data.py").run()
     open_model(at, "acme/roberta")
     assert at.selectbox(key="posviz.table.hub.tensor").value == (
         "embeddings.position_embeddings.weight"
@@ -80,7 +71,7 @@ def test_hub_tab_picks_trims_and_loads_only_the_tensor(fake_hub, roberta):
 
 def test_a_refusal_keeps_the_table(fake_hub):
     fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
-    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    at = apptest("pages/data.py").run()
     before = at.session_state["posviz.table"].sha256
     open_model(at, "acme/old")
     assert any("only pickle-based weights" in plain(e.value) for e in at.error)
@@ -92,14 +83,14 @@ def test_a_refusal_keeps_the_table(fake_hub):
 def test_a_rotary_model_says_it_has_no_table(fake_hub):
     config = json.dumps({"model_type": "llama", "rope_theta": 1e4}).encode()
     fake_hub.add("acme/llama", {"config.json": config, "model.safetensors": save({"e": WTE})})
-    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    at = apptest("pages/data.py").run()
     open_model(at, "acme/llama")
     assert "no learned absolute position table" in at.warning[0].value
     assert "rotary embeddings (rope_theta)" in plain(at.warning[0].value)
 
 
 def test_a_link_reopens_the_hub_table(fake_hub, roberta):
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params.update(
         {"hub": "acme/roberta", "revision": "main", "tensor": "embeddings.word.weight"}
     )
@@ -113,7 +104,7 @@ def test_a_link_reopens_the_hub_table(fake_hub, roberta):
 
 def test_posviz_hub_off_removes_the_tab_and_ignores_links(fake_hub, roberta, monkeypatch):
     monkeypatch.setenv("POSVIZ_HUB", "off")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params["hub"] = "acme/roberta"
     at.run()
     assert at.session_state["posviz.table"].source.startswith("simulated")
@@ -123,7 +114,7 @@ def test_posviz_hub_off_removes_the_tab_and_ignores_links(fake_hub, roberta, mon
 
 
 def test_compare_loads_its_second_table_from_the_hub(fake_hub, roberta):
-    at = AppTest.from_file(str(ROOT / "pages/compare.py"), default_timeout=60)
+    at = apptest("pages/compare.py")
     at.session_state["compare.second"] = True  # the loader is drawn once its expander opens
     at.run()
     at.text_input(key="posviz.second.hub.repo").set_value("acme/roberta")
@@ -139,7 +130,7 @@ def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, ro
     monkeypatch.setattr(
         st, "get_option", lambda key: 0 if key == "server.maxUploadSize" else real(key)
     )
-    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    at = apptest("pages/data.py").run()
     open_model(at, "acme/roberta")
     assert "above this server's upload limit of 0 MB" in at.error[0].value
     assert button(at, "Load").disabled
@@ -149,7 +140,7 @@ def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, ro
 def test_an_unreachable_hub_says_what_was_asked_what_happened_and_what_to_do(monkeypatch, tmp_path):
     fakehub.unreachable(tmp_path, monkeypatch)
     widgets._hub_model.clear()
-    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    at = apptest("pages/data.py").run()
     before = at.session_state["posviz.table"].sha256
     open_model(at, "gpt2", "main")
     (error,) = at.error
@@ -190,7 +181,7 @@ def big_reads(fake_hub: FakeHub) -> list:
 
 
 def test_a_link_fetches_nothing_above_the_upload_limit(fake_hub, big, upload_limit_1mb):
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params["hub"] = "acme/big"
     at.run()
     assert not at.exception, at.exception
@@ -200,7 +191,7 @@ def test_a_link_fetches_nothing_above_the_upload_limit(fake_hub, big, upload_lim
 
 
 def test_the_collection_fetches_nothing_above_the_upload_limit(fake_hub, big, upload_limit_1mb):
-    at = AppTest.from_file(str(ROOT / "pages/collection.py"), default_timeout=60).run()
+    at = apptest("pages/collection.py").run()
     at.text_area(key="collection.hub.refs").set_value("acme/big").run()
     at.button(key="collection.hub.add").click().run()
     assert not at.exception, at.exception
@@ -213,7 +204,7 @@ def test_a_served_hub_model_above_the_upload_limit_is_not_fetched(
     fake_hub, big, upload_limit_1mb, monkeypatch
 ):
     monkeypatch.setenv("POSVIZ_OPEN", "hf:acme/big")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     assert not at.exception, at.exception
     assert "above this server's upload limit of 1 MB" in plain(at.warning[0].value)
     assert big_reads(fake_hub) == []
@@ -221,7 +212,7 @@ def test_a_served_hub_model_above_the_upload_limit_is_not_fetched(
 
 def test_a_failed_open_is_not_retried_on_every_rerun(fake_hub):
     fake_hub.add("acme/deep", {"config.json": b"[" * 100_000 + b"]" * 100_000})
-    at = AppTest.from_file(str(ROOT / "pages/data.py"), default_timeout=60).run()
+    at = apptest("pages/data.py").run()
     open_model(at, "acme/deep")
     assert "config.json" in plain(at.error[0].value)
     asked = len(fake_hub.log)
@@ -236,7 +227,7 @@ def test_a_failed_open_is_not_retried_on_every_rerun(fake_hub):
 
 def test_a_hostile_link_leaves_every_page_working(fake_hub):
     fake_hub.add("acme/deep", {"config.json": b"[" * 100_000 + b"]" * 100_000})
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = apptest("app.py")
     at.query_params["hub"] = "acme/deep"
     at.run()
     assert not at.exception, at.exception
@@ -249,7 +240,7 @@ def test_a_hostile_link_leaves_every_page_working(fake_hub):
 
 def test_a_hostile_line_of_a_collection_batch_keeps_the_good_ones(fake_hub, roberta):
     fake_hub.add("acme/deep", {"config.json": b"[" * 100_000 + b"]" * 100_000})
-    at = AppTest.from_file(str(ROOT / "pages/collection.py"), default_timeout=60).run()
+    at = apptest("pages/collection.py").run()
     at.text_area(key="collection.hub.refs").set_value("acme/deep\nacme/roberta").run()
     at.button(key="collection.hub.add").click().run()
     assert not at.exception, at.exception

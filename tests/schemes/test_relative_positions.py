@@ -20,8 +20,8 @@ from posviz.components import fit_sinusoids, principal_components
 from posviz.report import build_report
 from posviz.schemes.presets import PRESETS
 from posviz.similarity import similarity_map
+from tests import apptest
 
-PAGES = Path(__file__).parents[1] / "pages"
 REL = "deberta.encoder.rel_embeddings.weight"
 #: Relative positions of the 512 rows of DeBERTa-v3's table (span 256).
 RELATIVE = np.arange(-256, 256)
@@ -125,7 +125,7 @@ def test_the_report_labels_relative_positions(table):
 
 
 def page(name: str, table, **state) -> AppTest:
-    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=60)
+    at = apptest(f"pages/{name}.py")
     at.session_state["posviz.table"] = table
     for key, value in state.items():
         at.session_state[key] = value
@@ -189,21 +189,12 @@ def test_the_boundaries_page_flags_and_exports_relative_positions(table, downloa
     assert OUTLIER - 256 in flagged["columns"]["position"]
 
 
-@pytest.fixture
-def fake_hub(tmp_path, monkeypatch):
-    from posviz.ui import widgets
-    from tests import fakehub
-
-    widgets._hub_model.clear()  # opened models are cached per server process
-    yield from fakehub.running(tmp_path, monkeypatch)
-
-
 def test_a_hub_deberta_loaded_on_the_data_page_or_by_a_link_is_labelled(fake_hub):
     hub = fake_hub
     config = json.dumps(PRESETS["microsoft/deberta-v3-base"]).encode()
     hub.add("acme/deberta", {"config.json": config, "model.safetensors": save(
         {REL: rel_embeddings()})})  # fmt: skip
-    at = AppTest.from_file(str(PAGES / "data.py"), default_timeout=60).run()
+    at = apptest("pages/data.py").run()
     at.text_input(key="posviz.table.hub.repo").set_value("acme/deberta")
     next(b for b in at.button if b.label == "Open").click().run()
     next(b for b in at.button if b.label == "Load").click().run()
@@ -211,7 +202,7 @@ def test_a_hub_deberta_loaded_on_the_data_page_or_by_a_link_is_labelled(fake_hub
     table = at.session_state["posviz.table"]
     assert (table.name, table.first_position) == (REL, -256)
     # The link the load wrote opens the same table, labelled alike.
-    link = AppTest.from_file(str(PAGES / "data.py"), default_timeout=60)
+    link = apptest("pages/data.py")
     for key, value in at.query_params.items():
         link.query_params[key] = value[0] if isinstance(value, list) else value
     link.run()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,9 @@ from posviz import simulate
 from posviz.components import fit_sinusoids, principal_components, sinusoid_likeness
 from posviz.embedding import MIN_POSITIONS
 from posviz.export import column_label
+from tests import apptest
 
-PAGE = str(Path(__file__).parents[1] / "pages/components.py")
+PAGE = "pages/components.py"
 SECTIONS = ["Over position", "Path", "Sinusoid fits", "Sinusoid span"]
 
 
@@ -47,7 +47,7 @@ def opened(at: AppTest, section: str) -> AppTest:
 @pytest.fixture(scope="module")
 def sinusoidal():
     table = simulate.sinusoidal(256, 128)
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = table
     return table, at.run()
 
@@ -125,7 +125,7 @@ def test_the_periodogram_is_one_click_away(sinusoidal):
 
 
 def test_a_link_opens_a_tab():
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.sinusoidal(128, 32)
     at.query_params["components.section"] = "Sinusoid span"
     at.run()
@@ -183,7 +183,7 @@ def test_widgets_change_k_layout_and_the_control_seed(sinusoidal):
 
 
 def test_uncentred_choice_is_stated_in_titles():
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.gaussian(64, 16, seed=1)
     at.run()
     at.toggle(key="posviz.center").set_value(False).run()
@@ -197,7 +197,7 @@ def test_uncentred_choice_is_stated_in_titles():
 
 
 def test_tiny_and_grid_tables_do_not_break_the_page():
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.gaussian(MIN_POSITIONS, 4, seed=0)
     at.session_state["components.periodogram"] = True
     at.session_state["components.numbers"] = True
@@ -211,7 +211,7 @@ def test_tiny_and_grid_tables_do_not_break_the_page():
         titles += [fig["layout"]["title"]["text"] for fig in charts(at)]
     assert any("sinusoid" in title.lower() for title in titles), titles
     assert len(titles) == 5
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.vit_grid(6, 6, 32)
     at.run()
     assert not at.exception, at.exception
@@ -219,7 +219,7 @@ def test_tiny_and_grid_tables_do_not_break_the_page():
 
 
 def test_long_tables_state_the_drawing_rule():
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = apptest(PAGE)
     at.session_state["posviz.table"] = simulate.learned_like(6000, 8, seed=0)
     opened(at, "Path")
     assert not at.exception, at.exception

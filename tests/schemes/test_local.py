@@ -21,6 +21,7 @@ from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.config import MAX_CONFIG_BYTES
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import t5_buckets
+from tests import apptest
 
 RNG = np.random.default_rng(0)
 #: Weights a rotary or ALiBi scheme must never read: 4 MB.
@@ -258,8 +259,6 @@ def test_a_huge_config_json_is_refused_unread(tmp_path, capsys, monkeypatch):
 
 # --- the app: the shared folder's checkpoints ----------------------------------------------
 
-ROOT = Path(__file__).parents[1]
-
 
 @pytest.fixture
 def shared(tmp_path, monkeypatch) -> Path:
@@ -273,9 +272,8 @@ def shared(tmp_path, monkeypatch) -> Path:
 
 
 def test_the_schemes_page_reads_a_shared_checkpoint(shared, downloads, capsys):
-    from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "pages/schemes.py"), default_timeout=60)
+    at = apptest("pages/schemes.py")
     at.session_state["schemes.source"] = "Shared folder"
     at.run()
     assert not at.exception, at.exception
@@ -308,9 +306,8 @@ def test_the_schemes_page_reads_a_shared_checkpoint(shared, downloads, capsys):
 
 
 def test_the_data_page_names_the_scheme_and_opens_the_relative_table(shared):
-    from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = apptest("app.py").run()
     at.switch_page("pages/data.py").run()
     at.selectbox(key="posviz.table.shared.file").set_value("deberta/model.safetensors").run()
     assert at.selectbox(key="posviz.table.shared.tensor").value == REL  # picked first
@@ -329,7 +326,7 @@ def test_the_data_page_names_the_scheme_and_opens_the_relative_table(shared):
 
 
 def test_serve_opens_the_relative_table_and_refuses_a_rotary_model(tmp_path, monkeypatch, capsys):
-    from tests.test_serve import Started, app_table
+    from tests.cli.test_serve import Started, app_table
 
     started = []
 
