@@ -34,11 +34,13 @@ LAYERS = {
     "posviz.probes": 3,
     "posviz.compare": 3,
     "posviz.resample": 3,
+    "posviz.heads": 3,
     "posviz.forms": 3,
     "posviz.schemes": 3,
     "posviz.hub": 4,
     "posviz.schemes.weights": 5,
     "posviz.schemes.record": 5,
+    "posviz.schemes.attention": 5,  # reads a layer's q/k from the Hub or a checkpoint
     "posviz.collection": 5,
     "posviz.pipeline": 6,
     "posviz.figures": 7,

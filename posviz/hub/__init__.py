@@ -44,7 +44,9 @@ __all__ = [
     "open_model_at",
     "parse_ref",
     "position_scheme",
+    "read_rows",
     "read_tensor",
+    "rows_cached",
 ]
 
 #: Model ids offered as examples in the app (names only; nothing is bundled).
@@ -225,6 +227,39 @@ def read_tensor(
         buffer, _ = client._get_range(url, begin, end, what=what, progress=progress)
         cache.put_tensor(model, name, buffer)
     return io.safetensors_array(buffer, entry)
+
+
+def read_rows(
+    model: HubModel, name: str, start: int, stop: int, *, progress: Progress | None = None
+) -> np.ndarray:
+    """Rows [start, stop) of tensor `name` (along its first axis), from the disk cache or by
+    one range request for exactly their bytes (a layer's query and key rows of a fused
+    q/k/v tensor, without its values'). BF16 becomes float32 (exact)."""
+    if name not in model.tensors:
+        msg = f"{model.label} has no tensor {name!r}."
+        raise LoadError(msg)
+    entry, file = model.entry(name), model.tensors[name]
+    what = f"{model.label}:{file}: tensor '{name}'"
+    part = io.rows_entry(what, entry, start, stop)
+    io.check_safetensors_tensor(what, part)
+    row = io.row_bytes(entry)
+    first = model.span(name)[0]
+    span = (first + start * row, first + stop * row)
+    cache = _Cache()
+    buffer = cache.tensor(model, name, span)
+    if buffer is None and span[0] == span[1]:
+        buffer = bytearray()
+    if buffer is None:
+        url = client._file_url(model.repo, model.commit, file)
+        buffer, _ = client._get_range(url, *span, what=what, progress=progress)
+        cache.put_tensor(model, name, buffer, span)
+    return io.safetensors_array(buffer, part)
+
+
+def rows_cached(model: HubModel, name: str, start: int, stop: int) -> bool:
+    """Whether rows [start, stop) of tensor `name` are in the disk cache."""
+    first, row = model.span(name)[0], io.row_bytes(model.entry(name))
+    return _Cache().tensor(model, name, (first + start * row, first + stop * row)) is not None
 
 
 def load_model(

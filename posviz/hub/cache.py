@@ -99,9 +99,12 @@ class _Cache:
         record = {"config": model.config, "heads": heads, "tensors": model.tensors}
         self._write("heads", json.dumps(record).encode(), model.repo, model.commit)
 
-    def tensor(self, model: HubModel, name: str) -> bytearray | None:
-        begin, end = model.span(name)
-        path = self._path("tensors", model.repo, model.commit, model.tensors[name], name)
+    def tensor(
+        self, model: HubModel, name: str, span: tuple[int, int] | None = None
+    ) -> bytearray | None:
+        """Tensor `name`'s bytes, or only bytes `span` of its file (a slice of its rows)."""
+        begin, end = span or model.span(name)
+        path = self._path("tensors", *self._tensor_key(model, name, span))
         try:
             if path.stat().st_size != end - begin:
                 return None
@@ -111,8 +114,15 @@ class _Cache:
             return None
         return buffer
 
-    def put_tensor(self, model: HubModel, name: str, buffer: bytearray) -> None:
-        self._write("tensors", buffer, model.repo, model.commit, model.tensors[name], name)
+    def put_tensor(
+        self, model: HubModel, name: str, buffer: bytearray, span: tuple[int, int] | None = None
+    ) -> None:
+        self._write("tensors", buffer, *self._tensor_key(model, name, span))
+
+    @staticmethod
+    def _tensor_key(model: HubModel, name: str, span: tuple[int, int] | None) -> tuple[str, ...]:
+        key = (model.repo, model.commit, model.tensors[name], name)
+        return key if span is None else (*key, f"bytes {span[0]}-{span[1]}")
 
     def _path(self, kind: str, *key: str) -> Path:
         digest = hashlib.sha256("\0".join(key).encode()).hexdigest()

@@ -32,7 +32,10 @@ from posviz.io._safetensors import (
     MAX_TENSORS,
     _list_safetensors,
     _read_safetensors,
+    _read_safetensors_rows,
     check_safetensors_tensor,
+    row_bytes,
+    rows_entry,
     safetensors_array,
     safetensors_entries,
 )
@@ -73,8 +76,11 @@ __all__ = [
     "detect_position_tensor",
     "list_tensors",
     "load",
+    "read_rows",
     "read_tensor",
     "reserved_rows",
+    "row_bytes",
+    "rows_entry",
     "safetensors_array",
     "safetensors_entries",
     "storage_dtype",
@@ -148,6 +154,22 @@ def read_tensor(source: Source, name: str, filename: str | None = None) -> np.nd
     """
     with _opened(source, filename) as src:
         return _run(_READERS[src.kind], src, name)
+
+
+def read_rows(source: str | os.PathLike, name: str, start: int, stop: int) -> np.ndarray:
+    """Rows [start, stop) of tensor `name` of a safetensors file (along its first axis): only
+    their bytes are read, after their size was checked (BF16 becomes float32).
+
+    Raises
+    ------
+    LoadError
+        If the file is not safetensors, has no such tensor or rows, or is corrupt.
+    """
+    with _opened(source, None) as src:
+        if src.kind != "safetensors":
+            msg = f"{src.label} is not a safetensors file; a model's weights are read from one."
+            raise LoadError(msg)
+        return _run(_read_safetensors_rows, src, name, start, stop)
 
 
 def load(

@@ -193,6 +193,34 @@ def _read_safetensors(src: _File, name: str) -> np.ndarray:
     return safetensors_array(_read_exact(src.file, end - begin, what), entry)
 
 
+def _read_safetensors_rows(src: _File, name: str, start: int, stop: int) -> np.ndarray:
+    """Rows [start, stop) of tensor `name` along its first axis: only their bytes are read
+    (one layer's query rows of a fused q/k/v tensor, without its values' rows)."""
+    entries, data = _safetensors_header(src)
+    if name not in entries:
+        raise LoadError(_missing_message(src.label, name, entries))
+    what, entry = f"{src.label}: tensor '{_short(name)}'", entries[name]
+    part = rows_entry(what, entry, start, stop)
+    check_safetensors_tensor(what, part)
+    begin = entry["data_offsets"][0] + start * row_bytes(entry)
+    src.file.seek(data + begin)
+    return safetensors_array(_read_exact(src.file, (stop - start) * row_bytes(entry), what), part)
+
+
+def row_bytes(entry: dict) -> int:
+    """Bytes of one row (one index of the first axis) of a checked header entry."""
+    return math.prod(entry["shape"][1:]) * np.dtype(_SAFETENSORS_DTYPES[entry["dtype"]]).itemsize
+
+
+def rows_entry(what: str, entry: dict, start: int, stop: int) -> dict:
+    """The header entry of rows [start, stop) of `entry` (a slice of its first axis)."""
+    shape = entry["shape"]
+    if not shape or not 0 <= start < stop <= shape[0]:
+        msg = f"{what} of shape {shape} has no rows {start}:{stop}."
+        raise LoadError(msg)
+    return {**entry, "shape": [stop - start, *shape[1:]]}
+
+
 # The three functions below are also how posviz.hub reads a safetensors file by range requests.
 
 

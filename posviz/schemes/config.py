@@ -395,7 +395,12 @@ def _rotary_width(config: dict) -> tuple[int, bool]:
             head_dim = hidden // _heads(config)
         head_dim = _integer(head_dim, "head_dim")
         share_key = "rotary_pct" if "rotary_pct" in config else "partial_rotary_factor"
-        share = _number(config.get(share_key, 1.0), share_key)
+        share = config.get(share_key)
+        nested = config.get("rope_parameters")
+        if share is None and isinstance(nested, dict):  # transformers 5 writes it there
+            share_key = "rope_parameters.partial_rotary_factor"
+            share = nested.get("partial_rotary_factor")
+        share = _number(1.0 if share is None else share, share_key)
         if not 0 < share <= 1:
             msg = f"{share_key} is {share}; it must be in (0, 1]."
             raise LoadError(msg)

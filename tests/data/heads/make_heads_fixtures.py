@@ -24,6 +24,7 @@ Every parameter is perturbed by N(0, 0.2) so that biases and norm gains are not 
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -50,7 +51,9 @@ def capture(module, query, key, value, attention_mask, scaling=None, **kwargs):
         captured["q"], captured["k"] = query.detach().clone(), key.detach().clone()
         captured["scaling"] = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
     kwargs.pop("softcap", None)  # Gemma-2: only what follows layer 0's q/k differs
-    return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    return sdpa_attention_forward(
+        module, query, key, value, attention_mask, scaling=scaling, **kwargs
+    )
 
 
 AttentionInterface.register("capture", capture)
@@ -151,7 +154,8 @@ FAMILIES = {
     "llama": (
         "LlamaConfig",
         "LlamaForCausalLM",
-        {**DECODER, "num_hidden_layers": 2, "num_key_value_heads": 2, "max_position_embeddings": 64},
+        {**DECODER, "num_hidden_layers": 2, "num_key_value_heads": 2,
+         "max_position_embeddings": 64},
     ),
     "mistral": (
         "MistralConfig",
@@ -191,7 +195,9 @@ FAMILIES = {
         "PhiForCausalLM",
         {**DECODER, "num_hidden_layers": 1, "partial_rotary_factor": 0.5, "qk_layernorm": True},
     ),
-    "olmo": ("OlmoConfig", "OlmoForCausalLM", {**DECODER, "num_hidden_layers": 1, "pad_token_id": 0}),
+    "olmo": (
+        "OlmoConfig", "OlmoForCausalLM", {**DECODER, "num_hidden_layers": 1, "pad_token_id": 0}
+    ),
     "olmo2": (
         "Olmo2Config",
         "Olmo2ForCausalLM",
@@ -239,7 +245,16 @@ FAMILIES = {
     ),
 }  # fmt: skip
 #: Learned absolute tables: the kernel is taken from these many positions.
-LEARNED = {"gpt2": 12, "gpt_neo": 12, "deit": 18, "bert": 12, "roberta": 12, "vit": 17, "opt": 12, "opt_post_ln": 12}
+LEARNED = {
+    "gpt2": 12,
+    "gpt_neo": 12,
+    "deit": 18,
+    "bert": 12,
+    "roberta": 12,
+    "vit": 17,
+    "opt": 12,
+    "opt_post_ln": 12,
+}
 #: Families stored in half precision (save_pretrained keeps the model's dtype).
 HALF = {"llama": torch.bfloat16, "gemma": torch.float16}
 #: Tensors save_pretrained writes that posviz never reads (feed-forward and output layers).
@@ -254,13 +269,17 @@ def build(family: str):
     eager = family.startswith("falcon") or family == "gpt_neo"
     implementation = "eager" if eager else "capture"
     torch.manual_seed(sum(map(ord, family)))
-    model = getattr(transformers, model_name)._from_config(config, attn_implementation=implementation)
+    model = getattr(transformers, model_name)._from_config(
+        config, attn_implementation=implementation
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.2)
     dtype = HALF.get(family)
     if dtype is not None:  # stored in half precision; computed in float32 from the same values
-        model = model.to(dtype).to(torch.float32)
+        with torch.no_grad():  # parameters only: the rotary inv_freq buffer stays float32
+            for p in model.parameters():
+                p.copy_(p.to(dtype).to(torch.float32))
     return model.eval(), dtype
 
 
@@ -268,7 +287,8 @@ def layer0(model):
     for name, module in model.named_modules():
         if name.endswith(("layers.0", "layer.0", "h.0", "block.0")):
             return module
-    raise LookupError("no layer 0")
+    msg = "no layer 0"
+    raise LookupError(msg)
 
 
 def run(model, family: str, inputs: dict) -> dict:
@@ -282,7 +302,12 @@ def run(model, family: str, inputs: dict) -> dict:
     with torch.no_grad():
         model(**inputs)
     hook.remove()
-    return {"x": seen["x"][0], "q": captured["q"][0], "k": captured["k"][0], "scaling": captured["scaling"]}
+    return {
+        "x": seen["x"][0],
+        "q": captured["q"][0],
+        "k": captured["k"][0],
+        "scaling": captured["scaling"],
+    }
 
 
 def position_only(model, family: str, n: int) -> dict:
@@ -307,10 +332,8 @@ def position_only(model, family: str, n: int) -> dict:
 def save(model, family: str, dtype) -> Path:
     out = HERE / family
     shutil.rmtree(out, ignore_errors=True)
-    saved = model if dtype is None else model.to(dtype)
+    saved = model if dtype is None else copy.deepcopy(model).to(dtype)
     saved.save_pretrained(out, safe_serialization=True)
-    if dtype is not None:
-        model.to(torch.float32)
     weights = out / "model.safetensors"
     tensors = {k: v for k, v in load_file(weights).items() if not any(u in k for u in UNREAD)}
     save_file(tensors, weights, metadata={"format": "pt"})
