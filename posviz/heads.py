@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from posviz._params import records_params
 from posviz.embedding import LoadError
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LABELS",
     "MAX_POSITIONS",
+    "NULL_QUERIES",
     "PATTERN_NUMBERS",
     "ROTARY_NUMBERS",
     "Norm",
@@ -79,7 +81,9 @@ LABELS = {
     "first position": ("attention_first", 0.5),
     "local": ("attention_local", 0.8),
     "high-frequency": ("fast_share", 0.5),
-    "low-frequency": ("slow_share", 0.5),
+    # Half of a rotary model's pairs or more are often slow (Llama-3's at 131k: 39 of 64), so
+    # a random head already puts ~0.6 there: only a head nearly all slow is called so.
+    "low-frequency": ("slow_share", 0.9),
 }
 
 
@@ -159,15 +163,20 @@ def _spread(null: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _labels(numbers: dict[str, np.ndarray], null: dict[str, np.ndarray]) -> tuple[str | None, ...]:
+def _labels(
+    numbers: dict[str, np.ndarray], null: dict[str, np.ndarray], *, learned: bool = True
+) -> tuple[str | None, ...]:
     """Each head's label: the first of `LABELS` whose number passes its threshold and every
-    null draw; None when the null explains the head."""
+    null draw; None when the null explains the head. Without anything learned (ALiBi's
+    slopes are a formula) there is no null, and the threshold alone decides."""
     n_heads = len(next(iter(numbers.values())))
     labels: list[str | None] = [None] * n_heads
     for label, (name, threshold) in LABELS.items():
-        if name not in numbers or name not in null or not null[name].size:
+        if name not in numbers:
             continue
-        beyond = np.nanmax(null[name])
+        if learned and (name not in null or not null[name].size):
+            continue
+        beyond = np.nanmax(null[name]) if learned else -np.inf
         for h in range(n_heads):
             value = numbers[name][h]
             if labels[h] is None and value >= threshold and value > beyond:
@@ -284,50 +293,88 @@ def _softmax(kernel: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return weights / weights.sum(axis=1, keepdims=True)
 
 
+#: Queries the null's kernels are computed on: evenly spaced over 1 … n − 1 (all when fewer).
+#: Each null head then costs an eighth of a head at n = 1024; a mean over fewer queries only
+#: widens the null's spread, so labels beyond it stay earned.
+NULL_QUERIES = 128
+#: Stands for −∞ where a causal query sees no key: exp of it is 0, and 0 times it is 0 (not NaN).
+_UNSEEN = -1e300
+
+
 class _Geometry:
-    """What every head's numbers share at n positions: offsets, masks, distances."""
+    """What every head's numbers share, for queries `rows` over keys 0 … n − 1: which pairs
+    the attention sees, their offsets and distances."""
 
-    def __init__(self, n: int, causal: bool, window: int) -> None:
-        i = np.arange(n)
-        self.n, self.causal = n, causal
-        self.mask = _mask(n, causal)
-        self.offset_index = (i[:, None] - i[None, :] + n - 1).ravel()
-        self.distance = np.abs(i[:, None] - i[None, :]).astype(np.float64)
-        self.local = (self.distance <= window) & self.mask
-        counts = np.bincount(self.offset_index[self.mask.ravel()], minlength=2 * n - 1)
+    def __init__(self, n: int, rows: np.ndarray, causal: bool, window: int) -> None:
+        j = np.arange(n)
+        self.n, self.rows, self.causal = n, rows, causal
+        offset = rows[:, None] - j[None, :]
+        self.mask = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
+        self.unseen = ~self.mask
+        self.index = (offset + n - 1).ravel()
+        self.distance = np.abs(offset).astype(np.float64)
+        self.local = ((np.abs(offset) <= window) & self.mask).astype(np.float64)
+        counts = np.bincount(self.index[self.mask.ravel()], minlength=2 * n - 1)
         self.counts = counts.astype(np.float64)
+        self.averaged = rows >= 1  # query 0 of a decoder sees only itself
+        self.at = np.flatnonzero(self.averaged)
 
 
-def _kernel_numbers(kernel: np.ndarray, g: _Geometry) -> tuple[dict[str, float], np.ndarray]:
-    """The `PATTERN_NUMBERS` of one kernel and its offset profile m(Δ) (NaN where unseen)."""
-    n = g.n
-    seen = g.mask
-    values = np.where(seen, kernel, 0.0)
-    sums = np.bincount(g.offset_index, weights=values.ravel(), minlength=2 * n - 1)
+def _kernel_numbers(
+    kernel: np.ndarray, g: _Geometry, sums: np.ndarray | None = None
+) -> tuple[dict[str, float], np.ndarray]:
+    """The `PATTERN_NUMBERS` of a kernel's rows `g.rows` (overwritten) and its offset profile
+    m(Δ) over them (NaN at offsets they do not see); `sums` are the kernel's sums over the
+    seen pairs at each offset Δ = −(n − 1) … n − 1, when known."""
+    n, rows = g.n, g.rows
+    values = np.where(g.mask, kernel, 0.0) if g.causal else kernel.copy()
+    if sums is None:
+        sums = np.bincount(g.index, weights=values.ravel(), minlength=2 * n - 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         profile = np.where(g.counts > 0, sums / g.counts, np.nan)
     count = g.counts.sum()
     mean = sums.sum() / count
-    total = (values * values).sum() - count * mean * mean
+    total = np.einsum("ij,ij->", values, values) - count * mean * mean
     explained = np.nansum(g.counts * np.nan_to_num(profile) ** 2) - count * mean * mean
     share = explained / total if total > 0 else math.nan
-    logits = np.where(seen, kernel, -np.inf)
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    weights = np.exp(shifted)
+    np.copyto(kernel, _UNSEEN, where=g.unseen)
+    top = kernel.max(axis=1)
+    kernel -= top[:, None]
+    weights = np.exp(kernel, out=kernel)
     z = weights.sum(axis=1)
-    diagonal = np.arange(n)
-    rows = slice(1, n)  # query 0 of a decoder sees only itself
-    entropy = np.log(z) - (weights * np.where(seen, shifted, 0.0)).sum(axis=1) / z
+    # Σ_j A log A = Σ_j w (K − top) / z − log z, with w zero where unseen.
+    entropy = np.log(z) - (np.einsum("ij,ij->i", weights, values) - top * z) / z
+    k, at = np.arange(len(rows)), g.at
+    previous = np.where(rows >= 1, rows - 1, 0)
     numbers = {
-        "attention_self": (weights[diagonal, diagonal] / z)[rows].mean(),
-        "attention_previous": (weights[diagonal[1:], diagonal[:-1]] / z[1:]).mean(),
-        "attention_first": (weights[:, 0] / z)[rows].mean(),
-        "attention_local": ((weights * g.local).sum(axis=1) / z)[rows].mean(),
-        "mean_distance": ((weights * g.distance).sum(axis=1) / z)[rows].mean(),
-        "entropy_span": np.exp(entropy)[rows].mean(),
+        "attention_self": (weights[k, rows] / z)[at].mean(),
+        "attention_previous": (weights[k, previous] / z)[at].mean(),
+        "attention_first": (weights[:, 0] / z)[at].mean(),
+        "attention_local": (np.einsum("ij,ij->i", weights, g.local) / z)[at].mean(),
+        "mean_distance": (np.einsum("ij,ij->i", weights, g.distance) / z)[at].mean(),
+        "entropy_span": np.exp(entropy)[at].mean(),
         "toeplitz_share": share,
     }
-    return {k: float(v) for k, v in numbers.items()}, profile
+    return {name: float(v) for name, v in numbers.items()}, profile
+
+
+def _offset_sums(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
+    """Σ_i q_i · k_{i−Δ} for Δ = −(n − 1) … n − 1 (0 ahead of a causal query), by FFT
+    cross-correlation of the columns: the diagonal sums of q kᵀ without a pass over it."""
+    n = len(q)
+    spectrum = (np.fft.rfft(q, 2 * n, axis=0) * np.conj(np.fft.rfft(k, 2 * n, axis=0))).sum(1)
+    circular = np.fft.irfft(spectrum, 2 * n)  # [Δ = 0 … n − 1, (unused), Δ = −(n − 1) … −1]
+    sums = np.concatenate([circular[n + 1 :], circular[:n]])
+    if causal:
+        sums[: n - 1] = 0.0
+    return sums
+
+
+def _null_rows(n: int) -> np.ndarray:
+    """The queries the null is computed on (see `NULL_QUERIES`)."""
+    if n - 1 <= NULL_QUERIES:
+        return np.arange(1, n)
+    return np.unique(np.linspace(1, n - 1, NULL_QUERIES).round().astype(np.int64))
 
 
 def _check_positions(n_available: int, n_positions: int | None) -> int:
@@ -411,26 +458,32 @@ def learned_heads(
         k += np.asarray(bk, np.float64).ravel()
     q *= scale
     kv_head = np.arange(n_heads) // (n_heads // n_kv)
-    g = _Geometry(n, causal, local_window)
 
-    def numbers_of(q_rows: np.ndarray, k_rows: np.ndarray) -> tuple[dict, np.ndarray]:
+    def numbers_of(q_rows: np.ndarray, k_rows: np.ndarray, g: _Geometry) -> tuple[dict, list]:
         found: dict[str, list[float]] = {name: [] for name in PATTERN_NUMBERS}
         profiles = []
+        every = len(g.rows) == n
         for h in range(n_heads):
-            qh = q[:, q_rows[h * d : (h + 1) * d]]
+            qh = q[np.ix_(g.rows, q_rows[h * d : (h + 1) * d])]
             kh = k[:, k_rows[kv_head[h] * d : (kv_head[h] + 1) * d]]
-            numbers, profile = _kernel_numbers(qh @ kh.T, g)
+            sums = _offset_sums(qh, kh, causal) if every else None
+            numbers, profile = _kernel_numbers(qh @ kh.T, g, sums)
             for name, value in numbers.items():
                 found[name].append(value)
             profiles.append(profile)
-        return {name: np.array(v) for name, v in found.items()}, np.array(profiles)
+        return {name: np.array(v) for name, v in found.items()}, profiles
 
-    numbers, profile = numbers_of(np.arange(n_heads * d), np.arange(n_kv * d))
+    everything = _Geometry(n, np.arange(n), causal, local_window)
     rng = np.random.default_rng(seed)
-    draws = [
-        numbers_of(rng.permutation(n_heads * d), rng.permutation(n_kv * d))[0]
-        for _ in range(n_draws)
-    ]
+    sample = _Geometry(n, _null_rows(n), causal, local_window) if n_draws else None
+    # One BLAS thread: the products are small (n x d x n), and a second thread's hand-offs cost
+    # more than they save on a shared 2-core machine (as for the probes' fits).
+    with threadpool_limits(1, user_api="blas"):
+        numbers, profile = numbers_of(np.arange(n_heads * d), np.arange(n_kv * d), everything)
+        draws = [
+            numbers_of(rng.permutation(n_heads * d), rng.permutation(n_kv * d), sample)[0]
+            for _ in range(n_draws)
+        ]
     null = {name: np.array([draw[name] for draw in draws]) for name in numbers} if draws else {}
     return PatternHeads(
         kind="learned",
@@ -441,7 +494,7 @@ def learned_heads(
         keys=k.reshape(n, n_kv, d).transpose(1, 0, 2).copy(),
         offset_bias=None,
         offsets=np.arange(-(n - 1), n),
-        offset_profile=profile,
+        offset_profile=np.array(profile),
         numbers=numbers,
         null=null,
         labels=_labels(numbers, null),
@@ -502,22 +555,23 @@ def offset_bias_heads(
     n = (width + 1) // 2
     _check_positions(n, n)
     _check_draws(n_draws)
-    g = _Geometry(n, causal, local_window)
     i = np.arange(n)
-    index = i[:, None] - i[None, :] + n - 1
+    everything = _Geometry(n, i, causal, local_window)
+    sample = _Geometry(n, _null_rows(n), causal, local_window)
 
-    def numbers_of(table: np.ndarray) -> dict[str, np.ndarray]:
+    def numbers_of(table: np.ndarray, g: _Geometry) -> dict[str, np.ndarray]:
+        index = g.rows[:, None] - i[None, :] + n - 1
         found = [_kernel_numbers(table[h][index], g)[0] for h in range(n_heads)]
         return {name: np.array([f[name] for f in found]) for name in PATTERN_NUMBERS}
 
-    numbers = numbers_of(bias)
-    profile = np.where(g.counts > 0, bias, np.nan)
+    numbers = numbers_of(bias, everything)
+    profile = np.where(everything.counts > 0, bias, np.nan)
     draws = []
     if kind != "alibi":
         rng = np.random.default_rng(seed)
         for _ in range(n_draws):
             order = np.argsort(rng.random(bias.shape), axis=0)  # per offset, across heads
-            draws.append(numbers_of(np.take_along_axis(bias, order, axis=0)))
+            draws.append(numbers_of(np.take_along_axis(bias, order, axis=0), sample))
     null = {name: np.array([draw[name] for draw in draws]) for name in numbers} if draws else {}
     return PatternHeads(
         kind=kind,
@@ -531,7 +585,7 @@ def offset_bias_heads(
         offset_profile=profile,
         numbers=numbers,
         null=null,
-        labels=_labels(numbers, null),
+        labels=_labels(numbers, null, learned=kind != "alibi"),
     )
 
 
