@@ -721,7 +721,7 @@ def rotary_heads(
     Examples
     --------
     >>> from posviz.schemes.rotary import RotarySpec, rotary_frequencies
-    >>> f = rotary_frequencies(RotarySpec("default", 8, 10000.0, context=64))
+    >>> f = rotary_frequencies(RotarySpec("default", 8, 10000.0), context=64)
     >>> rng = np.random.default_rng(0)
     >>> r = rotary_heads(rng.normal(size=(4, 8, 16)), rng.normal(size=(2, 8, 16)), f)
     >>> r.usage.shape, r.kv_head.tolist(), r.params["context"]

@@ -87,11 +87,11 @@ def test_learned_numbers_equal_the_dense_computation(causal):
     for name, values in result.numbers.items():
         np.testing.assert_allclose(values, dense[name], atol=TOLERANCE, rtol=0, err_msg=name)
     np.testing.assert_allclose(result.offset_profile, dense["profile"], atol=TOLERANCE, rtol=0)
-    assert result.offsets[0] == -39 and result.offsets[-1] == 39
+    assert (result.offsets[0], result.offsets[-1]) == (-39, 39)
 
 
 def test_the_null_is_the_same_numbers_on_rows_permuted_across_heads():
-    x, wq, wk, bq, bk = random_layer(n=300)
+    x, wq, wk, _, _ = random_layer(n=300)
     result = learned_heads(x, wq, wk, None, None, True, n_draws=3, seed=7)
     rng = np.random.default_rng(7)
     rows = np.unique(np.linspace(1, 299, NULL_QUERIES).round().astype(int))
