@@ -43,11 +43,13 @@ __all__ = [
     "Norm",
     "PatternHeads",
     "RotaryHeads",
+    "alibi_heads",
     "alibi_offset_bias",
     "learned_heads",
     "offset_bias_heads",
     "pair_columns",
     "rotary_heads",
+    "t5_heads",
     "t5_offset_bias",
 ]
 
@@ -587,6 +589,47 @@ def offset_bias_heads(
         null=null,
         labels=_labels(numbers, null, learned=kind != "alibi"),
     )
+
+
+@records_params
+def alibi_heads(
+    slopes: np.ndarray,
+    *,
+    n_positions: int = 512,
+    local_window: int = 8,
+    n_draws: int = 8,
+    seed: int = 0,
+) -> PatternHeads:
+    """ALiBi's per-head view: the pattern of −m_h·Δ over `n_positions` positions of a decoder
+    (:func:`offset_bias_heads`; nothing is learned, so no null draws whatever `n_draws`)."""
+    _check_positions(MAX_POSITIONS, n_positions)
+    bias = alibi_offset_bias(np.asarray(slopes, dtype=np.float64), n_positions)
+    return offset_bias_heads(bias, True, "alibi", local_window=local_window)
+
+
+@records_params
+def t5_heads(
+    weight: np.ndarray,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    *,
+    n_positions: int = 512,
+    local_window: int = 8,
+    n_draws: int = 8,
+    seed: int = 0,
+) -> PatternHeads:
+    """T5's per-head view: its learned bias per bucket (`weight` [num_buckets, n_heads]) as a
+    kernel over `n_positions` positions (:func:`t5_offset_bias`, :func:`offset_bias_heads`)."""
+    _check_positions(MAX_POSITIONS, n_positions)
+    bias = t5_offset_bias(
+        weight, n_positions, bidirectional=bidirectional, num_buckets=num_buckets,
+        max_distance=max_distance,
+    )  # fmt: skip
+    return offset_bias_heads(
+        bias, not bidirectional, "relative_bias", local_window=local_window, n_draws=n_draws,
+        seed=seed,
+    )  # fmt: skip
 
 
 # --- rotary ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from posviz import boundary as _boundary
 from posviz import collection as _collection
 from posviz import compare as _compare
 from posviz import components as _components
+from posviz import heads as _heads
 from posviz import offsets as _offsets
 from posviz import probes as _probes
 from posviz import resample as _resample
@@ -26,6 +27,8 @@ from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
 from posviz._params import split_params
 from posviz.embedding import Embedding
+from posviz.schemes.attention import AttentionLayer
+from posviz.schemes.rotary import rotary_frequencies
 
 #: How a step asks for another step's result: ``run(step, *tables, **params)``.
 Run = Callable[..., Any]
@@ -184,3 +187,34 @@ def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedd
 def table_summary(table: Embedding, *, run: Run = call, **params: Any) -> _collection.TableSummary:
     """:func:`posviz.collection.table_summary` of the table."""
     return _collection.table_summary(table.values, **params)
+
+
+# --- heads: one attention layer of a model, not a table -------------------------------------
+
+
+def heads(
+    layer: AttentionLayer, *, run: Run = call, **params: Any
+) -> _heads.PatternHeads | _heads.RotaryHeads:
+    """How each head of `layer` reads position (:mod:`posviz.heads`), by the layer's kind:
+    :func:`~posviz.heads.learned_heads` on its position rows, :func:`~posviz.heads.rotary_heads`
+    on the frequencies its rule applies at `context` (a setting of
+    :func:`~posviz.schemes.rotary.rotary_frequencies`), :func:`~posviz.heads.alibi_heads`,
+    :func:`~posviz.heads.t5_heads`."""
+    plan = layer.plan
+    if plan.kind == "learned":
+        return _heads.learned_heads(
+            layer.inputs, layer.wq, layer.wk, layer.bq, layer.bk, plan.causal, plan.logit_scale,
+            **params,
+        )  # fmt: skip
+    if plan.kind == "rotary":
+        own, rest = split_params(params, _heads.rotary_heads)
+        frequencies = rotary_frequencies(plan.rotary, **rest)
+        return _heads.rotary_heads(
+            layer.wq, layer.wk, frequencies, layer.norm.gain, layer.q_gain, layer.k_gain, **own
+        )
+    if plan.kind == "alibi":
+        return _heads.alibi_heads(layer.slopes, **params)
+    spec = plan.options
+    return _heads.t5_heads(
+        layer.relative_bias, True, spec["num_buckets"], spec["max_distance"], **params
+    )

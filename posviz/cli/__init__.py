@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from posviz import _settings, hub
 from posviz._version import __version__
-from posviz.cli import schemes
+from posviz.cli import heads, schemes
 from posviz.embedding import Embedding, LoadError
 from posviz.io import TensorInfo, list_tensors, suggest_trim
 from posviz.schemes import weights
@@ -34,6 +34,7 @@ EXAMPLES = """examples:
   posviz summary hf:meta-llama/Llama-3.1-8B    a rotary model: frequencies, scaling, its table
   posviz summary config.json --positions 4096  any model's position scheme from its config
   posviz report vit.safetensors --drop-prefix 1 -o report.html
+  posviz heads hf:openai-community/gpt2 --json  per-head position numbers of layer 0
   posviz rerun spectrum_metrics.json           recompute an export's numbers and compare
 """
 
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the table's file when not where the provenance says (twice for a comparison)",
     )
     rerun.set_defaults(run=_rerun)
+    heads.add_parser(commands)
     serve = commands.add_parser(
         "serve",
         help="start the app, opened on a table (PATH or hf:REPO_ID[@REVISION])",
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
     args.streamlit_options = passed_on
     run = args.run
-    if args.command not in ("serve", "rerun"):  # one PATH: a table; several: a collection
+    if args.command not in ("serve", "rerun", "heads"):  # one PATH: a table; several: many
         if len(args.path) > 1:
             run = args.run_many
         else:
@@ -198,10 +200,10 @@ def _rerun(args: argparse.Namespace) -> int:
         )
     differing = len(result.differing)
     tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
-    if not tables:  # a scheme's: from its config.json (several: an overlay's)
+    if not tables:  # a scheme's: from its config.json (several: an overlay's); a layer's
         configs = export["provenance"]
         configs = configs if isinstance(configs, list) else [configs]
-        tables = ", ".join(c["config"] for c in configs)
+        tables = ", ".join(c.get("config") or f"{c['source']} layer {c['layer']}" for c in configs)
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
         f"from {tables}" + (f"; {differing} differ" if differing else "")

@@ -24,10 +24,10 @@ from posviz import export, hub, io, pipeline, simulate
 from posviz._params import as_recorded
 from posviz.embedding import Embedding, LoadError
 from posviz.export import columns, labelled
-from posviz.schemes import weights
+from posviz.schemes import attention, weights
 from posviz.schemes.alibi import alibi_bias
 from posviz.schemes.config import position_scheme
-from posviz.schemes.record import PRESET, read_config, scheme_record
+from posviz.schemes.record import PRESET, heads_record, read_config, scheme_record
 from posviz.schemes.rotary import rotary_frequencies, rotary_overlay
 
 __all__ = ["Check", "RerunResult", "read_export", "rerun"]
@@ -57,7 +57,10 @@ _SCHEMES_STEPS: dict[str, tuple[Callable[..., Any], Callable[[list, list], Any]]
     ),
 }
 #: A scheme record's keys that are not its numbers: its header and its words.
-_NOT_NUMBERS = frozenset({"analysis", "params", "provenance", "description", "reason", "warnings"})
+_NOT_NUMBERS = frozenset(
+    {"analysis", "params", "provenance", "description", "reason", "warnings", "notes",
+     "definitions", "bytes_fetched"}
+)  # fmt: skip
 #: The report's embedded JSON block.
 _DATA = re.compile(r'<script id="posviz-data" type="application/json">(.*?)</script>', re.S)
 
@@ -157,6 +160,12 @@ def rerun(
     if provenance is None:
         msg = "The export has no provenance: it was not made by this version of posviz."
         raise LoadError(msg)
+    if export.get("analysis") == "heads":  # one attention layer of a model, read again
+        try:
+            return RerunResult(tuple(_heads_checks(export, tables, base)), ())
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            msg = f"The export is incomplete or not from this posviz version ({exc!r})."
+            raise LoadError(msg) from exc
     configs = provenance if isinstance(provenance, list) else [provenance]
     if all("config" in p for p in configs):  # position schemes': each config.json read again
         try:
@@ -289,15 +298,51 @@ def _record_checks(
     for key, value in exported.items():
         if key in _NOT_NUMBERS:
             continue
-        name, new = prefix + key, recomputed.get(key)
-        if isinstance(value, dict) and isinstance(new, dict):
-            checks += _record_checks(label, value, new, f"{name}.")
-        elif isinstance(value, list) and isinstance(new, list) and len(value) == len(new):
-            pairs = enumerate(zip(value, new, strict=True))
-            checks += [Check(label, f"{name}[{i}]", v, w) for i, (v, w) in pairs]
-        else:
-            checks.append(Check(label, name, value, new))
+        checks += _nested_checks(label, prefix + key, value, recomputed.get(key))
     return checks
+
+
+def _nested_checks(label: str, name: str, value: Any, new: Any) -> list[Check]:
+    """`value` against `new` number by number, through nested objects and lists (a heads
+    record's heads, each with its kernel's rows)."""
+    if isinstance(value, dict) and isinstance(new, dict):
+        return _record_checks(label, value, new, f"{name}.")
+    if isinstance(value, list) and isinstance(new, list) and len(value) == len(new):
+        pairs = enumerate(zip(value, new, strict=True))
+        return [c for i, (v, w) in pairs for c in _nested_checks(label, f"{name}[{i}]", v, w)]
+    return [Check(label, name, value, new)]
+
+
+def _heads_checks(
+    export: dict[str, Any], given: Sequence[str | Path], base: str | Path | None
+) -> list[Check]:
+    """Each number of a heads export, recomputed from the layer read again (every tensor's
+    sha256 checked against the export's)."""
+    recorded = export["provenance"]
+    where = str(given[0]) if given else str(recorded["source"])
+    if not (given or hub.is_hub_ref(where)):
+        where = _find(where, base)
+    layer = attention.open_layer(attention.open_source(where), layer=int(recorded["layer"]))
+    read = {t["name"]: t["sha256"] for t in layer.tensors}
+    for tensor in recorded["tensors"]:
+        if read.get(tensor["name"]) != tensor["sha256"]:
+            msg = (
+                f"The layer read from {where} is not the one exported: its tensor "
+                f"{tensor['name']} has sha256 {str(read.get(tensor['name']))[:16]}…, the "
+                f"export's {tensor['sha256'][:16]}… (the weights changed)."
+            )
+            raise LoadError(msg)
+    try:
+        result = pipeline.call(pipeline.heads, layer, **as_recorded(export["params"]))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, LoadError):
+            raise
+        msg = f"heads cannot be recomputed with the export's params: {exc}"
+        raise LoadError(msg) from exc
+    if "columns" in export:  # a page's download of one of its tables
+        return _column_checks("heads", export["columns"], result)
+    recomputed = heads_record(layer, result, positions=int(export["positions"]))
+    return _record_checks("heads", export, recomputed)
 
 
 def _simulated(source: str, **rows: Any) -> Embedding:

@@ -44,8 +44,11 @@ __all__ = [
     "NoHeadsView",
     "Read",
     "open_layer",
+    "open_model",
+    "open_source",
     "plan_layer",
     "read_layer",
+    "read_planned",
 ]
 
 #: A layer's tensors read at most (its q/k rows, norms and the position table): Llama-3.1-8B
@@ -945,6 +948,21 @@ def open_model(model: weights.Model) -> Opened:
 
     return Opened(listed.label, model.at_commit, model.config, model.sha256, infos, read_hub,
                   cached, remote=True)  # fmt: skip
+
+
+def open_source(source: str, *, label: str | None = None) -> weights.Model:
+    """The model `source` names, its config.json read (no weights): ``hf:REPO[@REV]`` on the
+    Hub, or a safetensors checkpoint with its config.json beside it."""
+    if hub.is_hub_ref(source):
+        ref = hub.parse_ref(source)
+        return hub.open_config(ref.repo, ref.revision)
+    if str(source).lower().endswith(".json"):
+        msg = (
+            f"{source} is a config.json: give the weights beside it (model.safetensors), or "
+            "the model's hf: name; a layer's heads are read from its weights."
+        )
+        raise LoadError(msg)
+    return weights.open_checkpoint(source, label=label or source)
 
 
 def open_layer(model: weights.Model, *, layer: int = 0) -> AttentionLayer:

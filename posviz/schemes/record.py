@@ -20,8 +20,10 @@ from posviz import hub
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
+from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_slopes
+from posviz.schemes.attention import AttentionLayer
 from posviz.schemes.config import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import t5_buckets
@@ -37,6 +39,7 @@ from posviz.simulate import sinusoidal
 from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 
 __all__ = [
+    "HEADS_POSITIONS",
     "INV_FREQ_TOLERANCE",
     "N_SINGULAR_VALUES",
     "PRESET",
@@ -44,6 +47,7 @@ __all__ = [
     "checkpoint_provenance",
     "config_provenance",
     "finite",
+    "heads_record",
     "is_decoder_bias",
     "other_layer_types",
     "read_config",
@@ -333,3 +337,94 @@ def finite(record: Any) -> Any:
     if isinstance(record, float) and not math.isfinite(record):
         return None
     return record
+
+
+#: Positions of each head's kernel and offset profile in a heads record (`posviz heads
+#: --positions`); the numbers are computed over all positions whatever it is.
+HEADS_POSITIONS = 64
+#: A layer's kind as a heads record names its scheme.
+_SCHEMES = {"learned": "learned_absolute", "rotary": "rotary", "alibi": "alibi",
+            "relative_bias": "relative_bias"}  # fmt: skip
+
+
+def heads_record(
+    layer: AttentionLayer, result: PatternHeads | RotaryHeads, *, positions: int = HEADS_POSITIONS
+) -> dict[str, Any]:
+    """One layer's per-head numbers as one JSON-ready record (`posviz heads --json`): the
+    export header (analysis "heads", its params, the layer's provenance with every tensor's
+    sha256), the layer's shape, one object per query head, and the null.
+
+    Per head: ``head``, ``kv_head``, ``label`` (null where the null explains it), the numbers
+    by name; rotary: ``usage`` (u_h(k), k = 0 the fastest pair, not normalised),
+    ``usage_share`` and ``usage_folded``; learned, ALiBi and T5: ``kernel`` (the first
+    `positions` rows and columns) and ``offset_profile`` (m_h(Δ), Δ = 0 … positions − 1 back
+    from the query; ``offset_profile_ahead`` Δ = −1 … −(positions − 1) where keys ahead count).
+    """
+    plan = layer.plan
+    record: dict[str, Any] = {
+        "analysis": "heads",
+        "params": result.params,
+        "provenance": layer.provenance(),
+        "scheme": _SCHEMES[plan.kind],
+        "family": plan.family,
+        "layer": plan.layer,
+        "n_heads": plan.n_heads,
+        "n_kv_heads": plan.n_kv_heads,
+        "head_dim": plan.head_dim,
+        "bytes_fetched": layer.bytes_fetched,
+        "positions": positions,
+        "notes": list(plan.notes),
+    }
+    numbers = ROTARY_NUMBERS if plan.kind == "rotary" else PATTERN_NUMBERS
+    record["definitions"] = dict(numbers)
+    heads = []
+    for h in range(plan.n_heads):
+        head: dict[str, Any] = {
+            "head": h,
+            "kv_head": int(result.kv_head[h]),
+            "label": result.labels[h],
+        }
+        head |= {name: float(values[h]) for name, values in result.numbers.items()}
+        heads.append(head)
+    if isinstance(result, RotaryHeads):
+        f = result.frequencies
+        record |= {
+            "rotary_dim": plan.rotary.rotary_dim,
+            "rope_type": plan.rotary.rope_type,
+            "context": f.context,
+            "inv_freq": f.inv_freq.tolist(),
+            "wavelengths": f.wavelengths.tolist(),
+            "bands": f.band.tolist(),
+        }
+        for h, head in enumerate(heads):
+            head["usage"] = result.usage[h].tolist()
+            head["usage_share"] = result.usage_share[h].tolist()
+            head["usage_folded"] = result.usage_folded[h].tolist()
+    else:
+        stop = min(positions, result.n_positions)
+        record["n_positions"] = result.n_positions
+        record["causal"] = result.causal
+        zero = result.n_positions - 1  # the profile's index of Δ = 0
+        for h, head in enumerate(heads):
+            head["kernel"] = result.kernel(h, stop).tolist()
+            head["offset_profile"] = result.offset_profile[h, zero : zero + stop].tolist()
+            if not result.causal:
+                ahead = result.offset_profile[h, zero - stop + 1 : zero][::-1]
+                head["offset_profile_ahead"] = ahead.tolist()
+    record["heads"] = heads
+    record["null"] = {
+        "draws": result.params.get("n_draws", 0) if result.null else 0,
+        "seed": result.params.get("seed"),
+        "method": "the same numbers with the layer's query rows, and independently its key "
+        "rows, permuted across heads" + ("" if plan.kind == "rotary" else
+        " (learned kernels: over 128 evenly spaced queries; T5: each offset's bias permuted "
+        "across heads)"),
+        "spread": result.spread(),
+        "values": {name: values.tolist() for name, values in result.null.items()},
+    }  # fmt: skip
+    record["labels"] = {
+        label: {"number": name, "at_least": threshold, "and": "above every null draw"}
+        for label, (name, threshold) in LABELS.items()
+        if name in result.numbers
+    }
+    return finite(record)

@@ -1,0 +1,138 @@
+"""`posviz heads SOURCE --json`: its keys, the bytes it fetches from a (fake) Hub, its
+refusals before any weight travels, and `posviz rerun` of its output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from posviz.cli import main
+from posviz.schemes.record import HEADS_POSITIONS
+from tests import ROOT
+
+DATA = ROOT / "tests" / "data" / "heads"
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main(["heads", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def serve(fake_hub, family: str, repo: str | None = None, **faults):
+    folder = DATA / family
+    files = {"config.json": (folder / "config.json").read_bytes()}
+    files["model.safetensors"] = folder / "model.safetensors"
+    return fake_hub.add(repo or f"test/{family}", files, **faults)
+
+
+def header_bytes(path) -> int:
+    with open(path, "rb") as file:
+        return 8 + struct.unpack("<Q", file.read(8))[0]
+
+
+def test_learned_json_has_every_key_the_issue_names(capsys):
+    record = run_json(capsys, str(DATA / "gpt2" / "model.safetensors"))
+    for key in ("analysis", "params", "provenance", "scheme", "layer", "n_heads", "n_kv_heads",
+                "head_dim", "bytes_fetched", "heads", "null"):  # fmt: skip
+        assert key in record
+    assert record["analysis"] == "heads"
+    assert record["scheme"] == "learned_absolute"
+    assert (record["n_heads"], record["n_kv_heads"], record["head_dim"]) == (4, 4, 8)
+    tensors = record["provenance"]["tensors"]
+    assert {t["name"] for t in tensors} >= {
+        "transformer.h.0.attn.c_attn.weight",
+        "transformer.wpe.weight",
+    }
+    assert all(len(t["sha256"]) == 64 for t in tensors)
+    head = record["heads"][0]
+    assert {"head", "kv_head", "label", "attention_previous", "kernel", "offset_profile"} <= set(
+        head
+    )
+    n = min(HEADS_POSITIONS, 32)  # the fixture's table has 32 positions
+    assert np.asarray(head["kernel"]).shape == (n, n)
+    assert len(head["offset_profile"]) == n
+    assert record["null"]["draws"] == 8
+    assert set(record["null"]["spread"]) == set(record["definitions"])
+
+
+def test_rotary_json_has_usage_by_pair(capsys):
+    record = run_json(capsys, str(DATA / "phi3" / "model.safetensors"), "--positions", "8")
+    assert record["scheme"] == "rotary"
+    assert record["rotary_dim"] == 4  # partial_rotary_factor 0.5 of head_dim 8
+    head = record["heads"][3]
+    assert head["kv_head"] == 1
+    assert len(head["usage"]) == len(head["usage_share"]) == len(head["usage_folded"]) == 2
+    assert sum(head["usage_share"]) == pytest.approx(1)
+    assert head["label"] is None
+
+
+def test_a_hub_model_fetches_only_its_query_and_key_rows(capsys, fake_hub):
+    serve(fake_hub, "phi3")
+    assert main(["heads", "hf:test/phi3", "--json"]) == 0
+    printed = capsys.readouterr()
+    record = json.loads(printed.out)
+    assert f"{(6 * 8 * 32 + 32) * 4:,} to fetch" in printed.err  # said before fetching
+    weights = fake_hub.requests_for("model.safetensors")
+    ranges = [s for s in weights if s.nbytes > 16]
+    header = header_bytes(DATA / "phi3" / "model.safetensors")
+    planned = record["bytes_fetched"]
+    # qkv rows of q and k only: (4 + 2) x 8 rows of 32 float32; the input norm's 32.
+    assert planned == (6 * 8 * 32 + 32) * 4
+    assert sum(s.nbytes for s in weights) == 8 + (header - 8) + planned
+    assert len(ranges) == 3  # the header, qkv's q/k rows, the norm
+    assert record["provenance"]["source"].startswith("hf:test/phi3@")
+    # A second time, nothing but the revision's answer travels: the rows are cached.
+    fake_hub.log.clear()
+    again = run_json(capsys, "hf:test/phi3")
+    assert again["bytes_fetched"] == 0
+    assert fake_hub.requests_for("model.safetensors") == []
+
+
+def test_an_unknown_architecture_is_refused_before_any_weight(capsys, fake_hub, tmp_path):
+    config = json.loads((DATA / "llama" / "config.json").read_text())
+    config["model_type"] = "newfangled"
+    files = {"config.json": json.dumps(config).encode(),
+             "model.safetensors": DATA / "llama" / "model.safetensors"}  # fmt: skip
+    fake_hub.add("test/new", files)
+    assert main(["heads", "hf:test/new"]) == 2
+    assert "not an architecture posviz reads" in capsys.readouterr().err
+    header = header_bytes(DATA / "llama" / "model.safetensors")
+    assert sum(s.nbytes for s in fake_hub.requests_for("model.safetensors")) == header
+
+
+def test_rerun_recomputes_every_number(capsys, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(DATA / "bert", folder)
+    out = tmp_path / "heads.json"
+    out.write_text(
+        json.dumps(run_json(capsys, str(folder / "model.safetensors"), "--positions", "6"))
+    )
+    assert main(["rerun", str(out)]) == 0
+    assert " 0 differ" not in capsys.readouterr().out
+    # Other weights under the same name: refused, naming the tensor.
+    tensors = load_file(folder / "model.safetensors")
+    name = "bert.encoder.layer.0.attention.self.query.weight"
+    tensors[name] = tensors[name] * 2
+    save_file(tensors, str(folder / "model.safetensors"))
+    assert main(["rerun", str(out)]) == 2
+    assert "not the one exported" in capsys.readouterr().err
+
+
+def test_rerun_of_a_hub_model(capsys, fake_hub, tmp_path):
+    serve(fake_hub, "gpt_neox")
+    out = tmp_path / "heads.json"
+    out.write_text(json.dumps(run_json(capsys, "hf:test/gpt_neox")))
+    assert main(["rerun", str(out)]) == 0
+    assert "numbers recomputed exactly" in capsys.readouterr().out
+
+
+def test_layers_without_heads_say_so(capsys, tmp_path):
+    assert main(["heads", str(DATA / "gpt2" / "config.json")]) == 2
+    assert "give the weights beside it" in capsys.readouterr().err
+    assert main(["heads", str(DATA / "gpt2" / "model.safetensors"), "--layer", "7"]) == 2
+    assert "there is no layer 7" in capsys.readouterr().err
