@@ -87,6 +87,8 @@ PAGES = (
     Page("resample", "Resample", ":material/aspect_ratio:", ("Spectrum", "Similarity")),
     # Its tabs depend on the scheme shown (rotary, ALiBi, ...): the page keeps them itself.
     Page("schemes", "Schemes", ":material/waves:"),
+    # Its tabs depend on the layer's kind (learned table, rotary, ALiBi, T5).
+    Page("heads", "Heads", ":material/hub:"),
     Page("data", "Data", ":material/upload_file:"),
 )
 

@@ -1,0 +1,61 @@
+"""The Heads page's cached calls: a model's headers and plan once per model and revision, a
+layer's weights read once (kept as the object: a Llama-8B layer is 80 MB), each head's
+numbers once per layer and setting, shared by all sessions."""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any
+
+import streamlit as st
+
+from posviz import hub, pipeline
+from posviz.heads import PatternHeads, RotaryHeads
+from posviz.schemes import attention, weights
+
+__all__ = ["HUB_MODEL", "heads", "hub_model", "layer", "opened", "plan", "set_hub_model"]
+
+#: The Hub model (repo, revision) the Heads page shows.
+HUB_MODEL = "heads.opened"
+
+
+def set_hub_model(repo: str, revision: str) -> None:
+    st.session_state[HUB_MODEL] = (repo.strip(), revision.strip() or "main")
+
+
+def hub_model() -> tuple[str, str] | None:
+    """The Hub model named on the Heads page, if any."""
+    named = st.session_state.get(HUB_MODEL)
+    return named if named and named[0] else None
+
+
+@st.cache_resource(ttl=600, max_entries=16, show_spinner="Reading the model's headers…")
+def opened(model: weights.Model) -> attention.Opened:
+    """config.json and the safetensors headers (a Hub model at the commit it was read at)."""
+    return attention.open_model(model)
+
+
+def _source(model: weights.Model) -> str:
+    return model.at_commit if isinstance(model, hub.ConfigFile) else f"{model.path}:{model.sha256}"
+
+
+@st.cache_data(ttl=600, max_entries=64, show_spinner=False, hash_funcs={
+    hub.ConfigFile: attrgetter("at_commit"), weights.LocalCheckpoint: _source})  # fmt: skip
+def plan(model: weights.Model, layer: int) -> attention.LayerPlan:
+    """What reading `layer` takes (LoadError / NoHeadsView before anything is fetched)."""
+    found = opened(model)
+    return attention.plan_layer(found.config, found.tensors, layer=layer, label=found.label)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Reading the layer's query and key rows…",
+                   hash_funcs={hub.ConfigFile: attrgetter("at_commit"),
+                               weights.LocalCheckpoint: _source})  # fmt: skip
+def layer(model: weights.Model, index: int) -> attention.AttentionLayer:
+    """The layer's weights, read once (a second session opening it reads nothing)."""
+    return attention.read_planned(opened(model), plan(model, index))
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing each head's numbers and their null…",
+               hash_funcs={attention.AttentionLayer: attrgetter("digest")})  # fmt: skip
+def heads(found: attention.AttentionLayer, **params: Any) -> PatternHeads | RotaryHeads:
+    return pipeline.call(pipeline.heads, found, **params)
