@@ -137,7 +137,9 @@ if scheme.kind == "rotary":
     columns[2].metric(
         "attention factor", f"{f.attention_factor:.4f}", help="Multiplies cos and sin of q and k."
     )
-    columns[3].metric("logit multiplier", f"{f.attention_factor**2:.4f}", help="factor²")
+    columns[3].metric(
+        "logit multiplier", f"{f.logit_multiplier:.4f}", help=f.logit_multiplier_source
+    )
     columns[4].metric(
         "pairs beyond L₀",
         f.pairs_beyond_original_context,
