@@ -64,6 +64,7 @@ def integer(value: Any, key: str, *, high: int | None = None) -> int:
         msg = f"{key} in config.json is {shown(value)}; expected a positive whole number."
         raise LoadError(msg)
     if high is not None and result > high:
-        msg = f"{key} in config.json is {result:,.0f}; posviz takes at most {high:,}."
+        text = f"{result:,.0f}" if result < 1e15 else f"{result:g}"
+        msg = f"{key} in config.json is {text}; posviz takes at most {high:,}."
         raise LoadError(msg)
     return int(result)
