@@ -13,6 +13,7 @@ from posviz.schemes.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dy
 
 __all__ = [
     "BAND_COLOURS",
+    "RULE_FIGURES",
     "alibi_bias",
     "alibi_slopes",
     "bands",
@@ -296,3 +297,11 @@ def decays_overlay(decays: dict[str, RotaryDecay]) -> go.Figure:
         fig.add_trace(go.Scatter(x=np.maximum(d.distances, 1), y=f32(d.similarity),
                                  name=escape(label), mode="lines"))  # fmt: skip
     return fig
+
+
+#: The figure a rope rule has beyond every rule's ladder, bands and decay: (tab title, builder),
+#: by rope_type (posviz.schemes.rope.ROPE_RULES).
+RULE_FIGURES = {
+    "dynamic": ("Dynamic NTK base", dynamic_base),
+    "longrope": ("LongRoPE factors", longrope_factors),
+}

@@ -67,7 +67,8 @@ _ROTARY_MODELS = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
     "gemma2", "gemma3", "gemma3_text", "phi", "phi3", "gpt_neox", "gptj", "codegen", "falcon",
     "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "stablelm", "starcoder2", "cohere",
-    "persimmon", "granite", "internlm2", "baichuan", "chatglm", "mpt-rope",
+    "persimmon", "granite", "internlm2", "baichuan", "chatglm", "mpt-rope", "smollm3",
+    "llama4", "llama4_text", "gemma4", "gemma4_text", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
 }  # fmt: skip
 _SINUSOIDAL_MODELS = {"marian", "fsmt", "pegasus", "speech_to_text", "m2m_100", "nllb"}
 _NO_POSITION_MODELS = {"mamba", "mamba2", "rwkv", "falcon_mamba"}
