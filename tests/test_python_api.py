@@ -18,6 +18,7 @@ from tests import ROOT
 DOC = ROOT / "docs" / "python-api.md"
 
 
+@pytest.mark.slow
 def test_the_worked_example_runs_and_prints_what_the_page_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -351,6 +351,7 @@ def test_cli_refuses_a_pickle_only_repo_with_exit_2(fake_hub, capsys):
     assert "only pickle-based weights" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
     gpt2_repo(fake_hub)
     out = tmp_path / "report.html"
@@ -442,6 +443,7 @@ def many_shards(fake_hub: FakeHub, n_shards: int, per_shard: int, name: str = "a
     fake_hub.add(name, {"config.json": CONFIG, "model.safetensors.index.json": index} | shards)
 
 
+@pytest.mark.slow
 def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeypatch):
     # 16 shards of 4,500 tensors: each file within the limits, the model 72,000 tensors.
     many_shards(fake_hub, 16, 4_500)
@@ -458,6 +460,7 @@ def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeyp
     assert fake_hub.bytes_sent() < 3 * shard_head
 
 
+@pytest.mark.slow
 def test_a_json_trickle_is_given_up_by_one_deadline(fake_hub, monkeypatch):
     from posviz.hub import client
 
