@@ -70,6 +70,7 @@ def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
     spec = f.spec
     title = (
         f"Frequency ladder: {spec.rope_type}, θ = {spec.base:g}, {spec.n_pairs} pairs"
+        + (f" ({spec.rotating_pairs} rotate)" if spec.rotating_pairs is not None else "")
         + (f", factor {spec.factor:g}" if spec.rope_type != "default" else "")
         + (f" ({escape(spec.layer_type)})" if spec.layer_type != "all" else "")
     )
@@ -114,7 +115,10 @@ def bands(f: RotaryFrequencies) -> go.Figure:
         "division θᵢ / θᵢ' (unscaled over applied)",
     )
     rotating = ~np.isnan(f.division)
-    fig.update_yaxes(**log_axis(np.r_[f.division[rotating], 1.0, spec.factor]))
+    # Divisions span a decade or two: label the powers of two and the factor, not only decades.
+    top = max(float(np.max(f.division[rotating], initial=1.0)), spec.factor)
+    ticks = sorted({2.0**k for k in range(int(np.ceil(np.log2(top))) + 1)} | {spec.factor})
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     pairs = np.arange(spec.n_pairs)
     # Markers, not bars: a kept pair (division 1) stays visible on the log axis.
     fig.add_trace(
