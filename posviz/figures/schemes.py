@@ -117,7 +117,9 @@ def bands(f: RotaryFrequencies) -> go.Figure:
     rotating = ~np.isnan(f.division)
     # Divisions span a decade or two: label the powers of two and the factor, not only decades.
     top = max(float(np.max(f.division[rotating], initial=1.0)), spec.factor)
-    ticks = sorted({2.0**k for k in range(int(np.ceil(np.log2(top))) + 1)} | {spec.factor})
+    powers = [2.0**k for k in range(int(np.ceil(np.log2(top))) + 1)]
+    near = [p for p in powers if p != spec.factor and abs(np.log2(p / spec.factor)) < 0.4]
+    ticks = sorted(set(powers) - set(near) | {spec.factor})  # 32 would crowd factor 40
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     pairs = np.arange(spec.n_pairs)
     # Markers, not bars: a kept pair (division 1) stays visible on the log axis.
