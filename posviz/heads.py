@@ -72,7 +72,8 @@ ROTARY_NUMBERS = {
     "fast_share": "share of the usage on pairs that turn more than once in `fast_wavelength` "
     "positions",
     "slow_share": "share of the usage on pairs that never complete a turn in the original context",
-    "weighted_wavelength": "usage-weighted wavelength (weighted geometric mean, positions)",
+    "weighted_wavelength": "usage-weighted wavelength (weighted geometric mean over the pairs "
+    "that turn, positions)",
     "nope_share": "the position-free columns' q·k norm product over it plus the pairs' usage",
 }
 #: label -> (the number it reads, the value it must reach). A head is labelled only when its
@@ -799,11 +800,13 @@ def rotary_heads(
     usage_folded = _pair_norms(folded_q, a, b) * _pair_norms(folded_k, a, b)[kv_head]
     nope = np.sqrt(q_rows[:, rot:].sum(axis=1)) * np.sqrt(k_rows[:, rot:].sum(axis=1))[kv_head]
 
-    wavelengths = frequencies.wavelengths
+    with np.errstate(divide="ignore"):
+        wavelengths = frequencies.wavelengths  # infinite for a pair that does not rotate
     original = spec.pretraining_context
     fast = wavelengths < fast_wavelength
     slow = wavelengths > original if original else np.zeros_like(fast)
-    log_wavelength = np.log(wavelengths)
+    turning = np.isfinite(wavelengths)
+    log_wavelength = np.log(np.where(turning, wavelengths, 1.0))
 
     def numbers_of(u: np.ndarray, nope_part: np.ndarray) -> dict[str, np.ndarray]:
         total = u.sum(axis=1)
@@ -811,7 +814,7 @@ def rotary_heads(
             return {
                 "fast_share": u[:, fast].sum(axis=1) / total,
                 "slow_share": u[:, slow].sum(axis=1) / total,
-                "weighted_wavelength": np.exp(u @ log_wavelength / total),
+                "weighted_wavelength": np.exp(u @ log_wavelength / u[:, turning].sum(axis=1)),
                 "nope_share": nope_part / (nope_part + total),
             }
 

@@ -33,7 +33,7 @@ from posviz.heads import Norm
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.config import position_scheme
-from posviz.schemes.rotary import RotarySpec
+from posviz.schemes.rope import RotarySpec
 
 __all__ = [
     "FAMILIES",
@@ -427,15 +427,14 @@ def plan_layer(
             "the stored weights would misstate it; posviz does not draw it."
         )
         raise NoHeadsView(msg, kind="mla")
-    rope_layers = config.get("no_rope_layers")
-    if isinstance(rope_layers, list) and layer < len(rope_layers) and rope_layers[layer] == 0:
+    scheme = position_scheme(config)
+    if scheme.kind == "rotary" and layer < len(scheme.layers) and not scheme.layers[layer].rope:
         msg = (
-            f"Layer {layer} of {label} uses no position encoding (NoPE: config.json's "
-            "no_rope_layers): its heads see order only through the causal mask. Pick a rotary "
-            "layer."
+            f"Layer {layer} of {label} uses no position encoding (NoPE, as config.json's "
+            "per-layer map says): its heads see order only through the causal mask. Pick a "
+            "rotary layer."
         )
         raise NoHeadsView(msg, kind="nope")
-    scheme = position_scheme(config)
     names = _Names(tensors, label)
     if scheme.kind == "alibi":
         return _plan_alibi(config, scheme.alibi, layer, n_layers)
@@ -653,7 +652,11 @@ def _plan_family(
                 "position alone, not the residual stream the layer sees."
             )
     else:
-        rotary = _rotary_spec(scheme.rotary, config, layer)
+        # The layer's own rule (Gemma-3's local layers rotate at their own base).
+        in_map = layer < len(scheme.layers)
+        rotary = (
+            scheme.layers[layer].rotary if in_map else _rotary_spec(scheme.rotary, config, layer)
+        )
         if rotary.rotary_dim > d:
             msg = f"{label}: config.json's rotary width {rotary.rotary_dim} exceeds head_dim {d}."
             raise LoadError(msg)

@@ -33,6 +33,7 @@ def charts(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+@pytest.mark.slow
 def test_flags_curves_and_probes_on_a_learned_like_table():
     table = simulate.learned_like(256, 64, seed=1)
     at = run(table)

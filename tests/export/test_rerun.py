@@ -245,7 +245,10 @@ def config_file(tmp_path: Path, name: str) -> Path:
 @pytest.mark.parametrize(
     ("name", "numbers"),
     [
-        (LLAMA, ["inv_freq[63]", "bands.divided", "attention_factor", "table.numbers.k90"]),
+        (
+            LLAMA,
+            ["inv_freq[63]", "bands.divided.division[28]", "attention_factor", "table.numbers.k90"],
+        ),
         ("bigscience/bloom", ["slopes[111]", "n_heads"]),  # ALiBi, 112 heads
         ("google-t5/t5-small", ["buckets.encoder[0]", "buckets.decoder[256]", "max_distance"]),
     ],

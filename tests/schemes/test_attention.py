@@ -209,7 +209,8 @@ def test_bad_models_are_refused_from_their_headers(config, tensors, words):
     [
         ({**LLAMA, "model_type": "deepseek_v3", "qk_rope_head_dim": 64, "kv_lora_rank": 512},
          "mla"),
-        ({**LLAMA, "no_rope_layers": [0, 1]}, "nope"),
+        ({**LLAMA, "model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [0, 1]},
+         "nope"),
         ({"model_type": "mamba", "hidden_size": 32}, "none"),
         ({"model_type": "deberta-v2", "relative_attention": True, "hidden_size": 32,
           "max_position_embeddings": 512, "num_attention_heads": 4}, "relative_table"),
