@@ -13,17 +13,19 @@ import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, forms, offsets, pipeline, probes
+from posviz import boundary, components, figures, forms, heads, hub, offsets, pipeline, probes
 from posviz import collection as _collection
 from posviz._params import defaults, split_params
 from posviz.collection import Collection
-from posviz.embedding import Embedding
+from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
+from posviz.schemes import attention, weights
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
 __all__ = [
@@ -50,6 +52,8 @@ class Section:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: list[go.Figure] = field(default_factory=list)
     analyses: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    #: Where its numbers came from when that is not the table (heads: the model's layer).
+    provenance: dict[str, Any] | None = None
 
 
 #: Told before each section: ``progress(section title, sections done, sections in all)``.
@@ -115,6 +119,9 @@ def report_sections(
         ("Boundaries", lambda: boundaries_section(table, run=run)),
         ("Probes", lambda: probes_section(table, run=run, **seeded)),
     ]
+    model = table_model(table)
+    if model is not None:  # the table came with its model: its layer 0's heads too
+        sections.append(("Heads", lambda: heads_section(model)))
     done = []
     for title, make in sections:
         if progress:
@@ -258,6 +265,58 @@ def probes_section(
     )
 
 
+def table_model(table: Embedding) -> weights.Model | None:
+    """The model a table was read from, when its provenance says (a Hub model at its commit,
+    or a safetensors checkpoint found with its config.json beside it), else None."""
+    provenance = table.provenance()
+    try:
+        if "repo" in provenance and "commit" in provenance:
+            return hub.open_config(str(provenance["repo"]), str(provenance["commit"]))
+        path = Path(table.source)
+        if path.suffix == ".safetensors" and weights.config_beside(path):
+            return weights.open_checkpoint(path, label=table.source)
+    except LoadError:
+        return None
+    return None
+
+
+def heads_section(model: weights.Model, *, layer: int = 0) -> Section:
+    """Layer `layer`'s heads of the table's model: each head's numbers beside the null's
+    largest draw, and the every-head overview; a model without a per-head view says why."""
+    try:
+        found = attention.open_layer(model, layer=layer)
+    except LoadError as error:
+        return Section("Heads", f"No per-head view of this model's layer {layer}: {error}")
+    result = pipeline.call(pipeline.heads, found)
+    if isinstance(result, heads.RotaryHeads):
+        overview = figures.heads.usage_overview(result, model=found.model)
+        definitions = heads.ROTARY_NUMBERS
+    else:
+        overview = figures.heads.offsets_overview(result, model=found.model)
+        definitions = heads.PATTERN_NUMBERS
+    thresholds = "; ".join(
+        f"“{label}”: {name} ≥ {threshold:g}"
+        for label, (name, threshold) in heads.LABELS.items()
+        if name in result.numbers
+    )
+    note = (
+        f"Layer {layer} of {found.model} ({found.plan.family}, {found.plan.kind}), from its "
+        f"weights alone. {' '.join(found.plan.notes)} "
+        + " ".join(f"{k}: {v}." for k, v in definitions.items())
+        + f" Null: the layer's query and key rows permuted across heads, "
+        f"{result.params['n_draws']} draws; a head is labelled only above every null draw and at "
+        f"least: {thresholds}."
+    )
+    return Section(
+        "Heads",
+        note,
+        {"Heads": result.to_frame()},
+        [overview],
+        {"Heads": ("heads", result.params)},
+        found.provenance(),
+    )
+
+
 def build_report(table: Embedding, *, progress: Progress | None = None, **options: Any) -> str:
     """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
 
@@ -276,6 +335,7 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
         "provenance": table.provenance(),
         "analyses": [
             {"analysis": step, "params": params, "caption": caption, "columns": columns(frame)}
+            | ({"provenance": section.provenance} if section.provenance else {})
             for section in sections
             for caption, frame in section.tables.items()
             for step, params in [section.analyses[caption]]

@@ -394,6 +394,8 @@ def _find(source: str, base: str | Path | None) -> str:
 def _checks(entry: dict[str, Any], tables: tuple[Embedding, ...]) -> list[Check]:
     """Each number of one analysis of `entry`, recomputed."""
     name = entry["analysis"]
+    if name == "heads":  # a report's heads: the layer its own provenance names
+        return _heads_checks(entry, (), None)
     step = getattr(pipeline, name, None)
     if not callable(step) or name.startswith("_") or name in _NOT_ANALYSES:
         msg = f"{name!r} is not an analysis posviz can recompute."

@@ -136,3 +136,15 @@ def test_layers_without_heads_say_so(capsys, tmp_path):
     assert "give the weights beside it" in capsys.readouterr().err
     assert main(["heads", str(DATA / "gpt2" / "model.safetensors"), "--layer", "7"]) == 2
     assert "there is no layer 7" in capsys.readouterr().err
+
+
+def test_a_report_of_a_table_that_came_with_its_model_has_its_heads(capsys, fake_hub, tmp_path):
+    serve(fake_hub, "gpt2", repo="test/gpt2-report")
+    out = tmp_path / "report.html"
+    assert main(["report", "hf:test/gpt2-report", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "<h2>Heads</h2>" in page
+    assert "(GPT-2, learned), from its weights alone" in page
+    capsys.readouterr()
+    assert main(["rerun", str(out)]) == 0
+    assert "heads attention_previous[0]: exported" in capsys.readouterr().out
