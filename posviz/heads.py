@@ -297,79 +297,126 @@ def _softmax(kernel: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 #: Queries the null's kernels are computed on: evenly spaced over 1 … n − 1 (all when fewer).
-#: Each null head then costs an eighth of a head at n = 1024; a mean over fewer queries only
+#: Each null head then costs a sixteenth of a head at n = 1024; a mean over fewer queries only
 #: widens the null's spread, so labels beyond it stay earned.
-NULL_QUERIES = 128
+NULL_QUERIES = 64
 #: Stands for −∞ where a causal query sees no key: exp of it is 0, and 0 times it is 0 (not NaN).
 _UNSEEN = -1e300
 
 
-class _Geometry:
-    """What every head's numbers share, for queries `rows` over keys 0 … n − 1: which pairs
-    the attention sees, their offsets and distances."""
-
-    def __init__(self, n: int, rows: np.ndarray, causal: bool, window: int) -> None:
-        j = np.arange(n)
-        self.n, self.rows, self.causal = n, rows, causal
-        offset = rows[:, None] - j[None, :]
-        self.mask = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
-        self.unseen = ~self.mask
-        self.index = (offset + n - 1).ravel()
-        self.distance = np.abs(offset).astype(np.float64)
-        self.local = ((np.abs(offset) <= window) & self.mask).astype(np.float64)
-        counts = np.bincount(self.index[self.mask.ravel()], minlength=2 * n - 1)
-        self.counts = counts.astype(np.float64)
-        self.averaged = rows >= 1  # query 0 of a decoder sees only itself
-        self.at = np.flatnonzero(self.averaged)
+#: Query rows per block: a causal block of rows a … b − 1 needs keys 0 … b − 1 only, so the
+#: unseen half of a decoder's kernel is never computed; a block is 128 x n floats.
+_BLOCK = 128
 
 
-def _kernel_numbers(
-    kernel: np.ndarray, g: _Geometry, sums: np.ndarray | None = None
-) -> tuple[dict[str, float], np.ndarray]:
-    """The `PATTERN_NUMBERS` of a kernel's rows `g.rows` (overwritten) and its offset profile
-    m(Δ) over them (NaN at offsets they do not see); `sums` are the kernel's sums over the
-    seen pairs at each offset Δ = −(n − 1) … n − 1, when known."""
-    n, rows = g.n, g.rows
-    values = np.where(g.mask, kernel, 0.0) if g.causal else kernel.copy()
-    if sums is None:
-        sums = np.bincount(g.index, weights=values.ravel(), minlength=2 * n - 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        profile = np.where(g.counts > 0, sums / g.counts, np.nan)
-    count = g.counts.sum()
-    mean = sums.sum() / count
-    total = np.einsum("ij,ij->", values, values) - count * mean * mean
-    explained = np.nansum(g.counts * np.nan_to_num(profile) ** 2) - count * mean * mean
-    share = explained / total if total > 0 else math.nan
-    np.copyto(kernel, _UNSEEN, where=g.unseen)
+def _row_numbers(
+    kernel: np.ndarray, rows: np.ndarray, causal: bool, window: int
+) -> dict[str, np.ndarray]:
+    """Per query row of `kernel` (rows `rows` over keys 0 … width − 1; overwritten): the
+    attention of the kernel alone on itself, the previous and first position, within the
+    window, its mean distance, its entropy span."""
+    width = kernel.shape[1]
+    keys = np.arange(width)
+    if causal:  # keys after the query are not seen: −∞ (exp gives 0, and 0 · _UNSEEN is 0)
+        np.copyto(kernel, _UNSEEN, where=keys[None, :] > rows[:, None])
     top = kernel.max(axis=1)
     kernel -= top[:, None]
-    weights = np.exp(kernel, out=kernel)
+    weights = np.exp(kernel)
     z = weights.sum(axis=1)
-    # Σ_j A log A = Σ_j w (K − top) / z − log z, with w zero where unseen.
-    entropy = np.log(z) - (np.einsum("ij,ij->i", weights, values) - top * z) / z
-    k, at = np.arange(len(rows)), g.at
-    previous = np.where(rows >= 1, rows - 1, 0)
-    numbers = {
-        "attention_self": (weights[k, rows] / z)[at].mean(),
-        "attention_previous": (weights[k, previous] / z)[at].mean(),
-        "attention_first": (weights[:, 0] / z)[at].mean(),
-        "attention_local": (np.einsum("ij,ij->i", weights, g.local) / z)[at].mean(),
-        "mean_distance": (np.einsum("ij,ij->i", weights, g.distance) / z)[at].mean(),
-        "entropy_span": np.exp(entropy)[at].mean(),
-        "toeplitz_share": share,
+    # Σ_j A log A = Σ_j w (K − top) / z − log z.
+    entropy = np.log(z) - np.einsum("ij,ij->i", weights, kernel) / z
+    k = np.arange(len(rows))
+    local = np.zeros(len(rows))
+    for delta in range(0 if causal else -window, window + 1):  # the band: O(rows · window)
+        j = rows - delta
+        inside = (j >= 0) & (j < width)
+        local[inside] += weights[k[inside], j[inside]]
+    forward = weights @ keys.astype(np.float64)
+    distance = rows * z - forward  # Σ_j w (i − j): every seen key of a causal query is behind
+    if not causal:  # |i − j| = (i − j) + 2 (j − i) for the keys ahead
+        ahead = np.where(keys[None, :] > rows[:, None], weights, 0.0)
+        distance += 2 * (ahead @ keys.astype(np.float64) - rows * ahead.sum(axis=1))
+    return {
+        "attention_self": weights[k, rows] / z,
+        "attention_previous": weights[k, np.maximum(rows - 1, 0)] / z,
+        "attention_first": weights[:, 0] / z,
+        "attention_local": local / z,
+        "mean_distance": distance / z,
+        "entropy_span": np.exp(entropy),
     }
-    return {name: float(v) for name, v in numbers.items()}, profile
 
 
-def _offset_sums(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
-    """Σ_i q_i · k_{i−Δ} for Δ = −(n − 1) … n − 1 (0 ahead of a causal query), by FFT
-    cross-correlation of the columns: the diagonal sums of q kᵀ without a pass over it."""
+def _offset_counts(rows: np.ndarray, n: int, causal: bool) -> np.ndarray:
+    """How many (query, key) pairs of queries `rows` the attention sees at each offset
+    Δ = −(n − 1) … n − 1."""
+    if len(rows) == n:  # every query: n − |Δ| pairs at Δ (none ahead of a causal query)
+        offsets = np.arange(-(n - 1), n)
+        return np.where((offsets >= 0) | (not causal), n - np.abs(offsets), 0).astype(np.float64)
+    offset = rows[:, None] - np.arange(n)[None, :]
+    seen = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
+    return np.bincount((offset + n - 1)[seen], minlength=2 * n - 1).astype(np.float64)
+
+
+def _toeplitz(sums: np.ndarray, squares: float, counts: np.ndarray) -> tuple[np.ndarray, float]:
+    """The offset profile m(Δ) (NaN where no pair is seen) and the share of the kernel's
+    variance it explains, from the kernel's sums per offset and sum of squares."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        profile = np.where(counts > 0, sums / counts, np.nan)
+    count = counts.sum()
+    mean = sums.sum() / count
+    total = squares - count * mean * mean
+    explained = np.nansum(counts * np.nan_to_num(profile) ** 2) - count * mean * mean
+    return profile, (explained / total if total > 0 else math.nan)
+
+
+def _pattern(
+    blocks: list[tuple[np.ndarray, np.ndarray]], causal: bool, window: int
+) -> dict[str, float]:
+    """The `PATTERN_NUMBERS` (but the Toeplitz share) of kernel row blocks (rows, kernel),
+    averaged over queries i ≥ 1 (query 0 of a decoder sees only itself)."""
+    found = [(_row_numbers(kernel, rows, causal, window), rows) for rows, kernel in blocks]
+    out = {}
+    for name in found[0][0]:
+        values = np.concatenate([numbers[name][rows >= 1] for numbers, rows in found])
+        out[name] = float(values.mean())
+    return out
+
+
+def _row_blocks(n: int, rows: np.ndarray | None = None) -> list[np.ndarray]:
+    rows = np.arange(n) if rows is None else rows
+    return [rows[a : a + _BLOCK] for a in range(0, len(rows), _BLOCK)]
+
+
+def _causal_square_sum(q: np.ndarray, k: np.ndarray, block: int = _BLOCK) -> float:
+    """Σ_{j ≤ i} (q_i · k_j)² without the masked kernel: per block of rows, the keys before
+    it through their d x d Gram matrix, the block's own triangle directly."""
     n = len(q)
-    spectrum = (np.fft.rfft(q, 2 * n, axis=0) * np.conj(np.fft.rfft(k, 2 * n, axis=0))).sum(1)
-    circular = np.fft.irfft(spectrum, 2 * n)  # [Δ = 0 … n − 1, (unused), Δ = −(n − 1) … −1]
-    sums = np.concatenate([circular[n + 1 :], circular[:n]])
+    gram = np.zeros((q.shape[1], q.shape[1]))
+    total = 0.0
+    for a in range(0, n, block):
+        b = min(a + block, n)
+        total += np.einsum("ij,ij->", q[a:b] @ gram, q[a:b])
+        own = np.tril(q[a:b] @ k[a:b].T)
+        total += np.einsum("ij,ij->", own, own)
+        gram += k[a:b].T @ k[a:b]
+    return float(total)
+
+
+def _offset_sums(
+    q: np.ndarray, k: np.ndarray, kv_head: np.ndarray, d: int, causal: bool
+) -> np.ndarray:
+    """Each head's Σ_i q_i · k_{i−Δ} for Δ = −(n − 1) … n − 1 (0 ahead of a causal query),
+    (n_heads, 2n − 1), by FFT cross-correlation of the columns: the diagonal sums of every
+    head's q kᵀ without a pass over them. `q`, `k`: (n, heads · d) and (n, kv heads · d)."""
+    n, n_heads = len(q), len(kv_head)
+    # Along contiguous rows: pocketfft is a third faster than along columns.
+    qf = np.fft.rfft(np.ascontiguousarray(q.T), 2 * n).reshape(n_heads, d, n + 1)
+    kf = np.conj(np.fft.rfft(np.ascontiguousarray(k.T), 2 * n)).reshape(-1, d, n + 1)[kv_head]
+    circular = np.fft.irfft(np.einsum("hcf,hcf->hf", qf, kf), 2 * n)
+    # circular[:, Δ] for Δ = 0 … n − 1, then (unused), then Δ = −(n − 1) … −1.
+    sums = np.concatenate([circular[:, n + 1 :], circular[:, :n]], axis=1)
     if causal:
-        sums[: n - 1] = 0.0
+        sums[:, : n - 1] = 0.0
     return sums
 
 
@@ -462,27 +509,51 @@ def learned_heads(
     q *= scale
     kv_head = np.arange(n_heads) // (n_heads // n_kv)
 
-    def numbers_of(q_rows: np.ndarray, k_rows: np.ndarray, g: _Geometry) -> tuple[dict, list]:
+    def numbers_of(q_rows: np.ndarray, k_rows: np.ndarray, rows: np.ndarray) -> tuple:
+        """Each head's numbers and offset profile over query `rows` (all, or the null's)."""
         found: dict[str, list[float]] = {name: [] for name in PATTERN_NUMBERS}
         profiles = []
-        every = len(g.rows) == n
+        every = len(rows) == n
+        counts = totals if every else _offset_counts(rows, n, causal)
+        all_sums = _offset_sums(q, k, kv_head, d, causal) if every else None
+        geometry = []  # per block of the null's rows: the pairs seen, their offset's index
+        for block in [] if every else _row_blocks(n, rows):
+            width = block[-1] + 1 if causal else n
+            offset = block[:, None] - np.arange(width)[None, :]
+            seen = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
+            geometry.append((seen, (offset + n - 1)[seen]))
         for h in range(n_heads):
-            qh = q[np.ix_(g.rows, q_rows[h * d : (h + 1) * d])]
+            qh = q[:, q_rows[h * d : (h + 1) * d]]
             kh = k[:, k_rows[kv_head[h] * d : (kv_head[h] + 1) * d]]
-            sums = _offset_sums(qh, kh, causal) if every else None
-            numbers, profile = _kernel_numbers(qh @ kh.T, g, sums)
+            blocks = []
+            for block in _row_blocks(n, rows):
+                width = block[-1] + 1 if causal else n  # a causal block sees keys up to its last
+                blocks.append((block, qh[block] @ kh[:width].T))
+            if every:  # the offset sums by FFT, the squares by blocks: no pass over the kernel
+                sums = all_sums[h]
+                squares = _causal_square_sum(qh, kh) if causal else float(
+                    np.einsum("ij,ij->", qh.T @ qh, kh.T @ kh)
+                )  # fmt: skip
+            else:
+                sums, squares = np.zeros(2 * n - 1), 0.0
+                for (_, kernel), (seen, index) in zip(blocks, geometry, strict=True):
+                    values = kernel[seen]
+                    sums += np.bincount(index, weights=values, minlength=2 * n - 1)
+                    squares += float(values @ values)
+            profile, share = _toeplitz(sums, squares, counts)
+            numbers = _pattern(blocks, causal, local_window) | {"toeplitz_share": share}
             for name, value in numbers.items():
                 found[name].append(value)
             profiles.append(profile)
         return {name: np.array(v) for name, v in found.items()}, profiles
 
-    everything = _Geometry(n, np.arange(n), causal, local_window)
+    totals = _offset_counts(np.arange(n), n, causal)
     rng = np.random.default_rng(seed)
-    sample = _Geometry(n, _null_rows(n), causal, local_window) if n_draws else None
+    sample = _null_rows(n)
     # One BLAS thread: the products are small (n x d x n), and a second thread's hand-offs cost
     # more than they save on a shared 2-core machine (as for the probes' fits).
     with threadpool_limits(1, user_api="blas"):
-        numbers, profile = numbers_of(np.arange(n_heads * d), np.arange(n_kv * d), everything)
+        numbers, profile = numbers_of(np.arange(n_heads * d), np.arange(n_kv * d), np.arange(n))
         draws = [
             numbers_of(rng.permutation(n_heads * d), rng.permutation(n_kv * d), sample)[0]
             for _ in range(n_draws)
@@ -559,22 +630,28 @@ def offset_bias_heads(
     _check_positions(n, n)
     _check_draws(n_draws)
     i = np.arange(n)
-    everything = _Geometry(n, i, causal, local_window)
-    sample = _Geometry(n, _null_rows(n), causal, local_window)
+    totals = _offset_counts(i, n, causal)
 
-    def numbers_of(table: np.ndarray, g: _Geometry) -> dict[str, np.ndarray]:
-        index = g.rows[:, None] - i[None, :] + n - 1
-        found = [_kernel_numbers(table[h][index], g)[0] for h in range(n_heads)]
+    def numbers_of(table: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        counts = totals if len(rows) == n else _offset_counts(rows, n, causal)
+        found = []
+        for h in range(n_heads):
+            blocks = [(b, table[h][b[:, None] - i[None, :] + n - 1]) for b in _row_blocks(n, rows)]
+            seen = counts > 0  # a function of Δ alone: its profile is the bias itself
+            sums = np.where(seen, table[h] * counts, 0.0)
+            squares = float(np.sum(np.where(seen, table[h] ** 2 * counts, 0.0)))
+            share = _toeplitz(sums, squares, counts)[1]
+            found.append(_pattern(blocks, causal, local_window) | {"toeplitz_share": share})
         return {name: np.array([f[name] for f in found]) for name in PATTERN_NUMBERS}
 
-    numbers = numbers_of(bias, everything)
-    profile = np.where(everything.counts > 0, bias, np.nan)
+    numbers = numbers_of(bias, i)
+    profile = np.where(totals > 0, bias, np.nan)
     draws = []
     if kind != "alibi":
         rng = np.random.default_rng(seed)
         for _ in range(n_draws):
             order = np.argsort(rng.random(bias.shape), axis=0)  # per offset, across heads
-            draws.append(numbers_of(np.take_along_axis(bias, order, axis=0), sample))
+            draws.append(numbers_of(np.take_along_axis(bias, order, axis=0), _null_rows(n)))
     null = {name: np.array([draw[name] for draw in draws]) for name in numbers} if draws else {}
     return PatternHeads(
         kind=kind,

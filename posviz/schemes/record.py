@@ -456,7 +456,7 @@ def heads_record(
         "seed": result.params.get("seed"),
         "method": "the same numbers with the layer's query rows, and independently its key "
         "rows, permuted across heads" + ("" if plan.kind == "rotary" else
-        " (learned kernels: over 128 evenly spaced queries; T5: each offset's bias permuted "
+        " (learned kernels: over 64 evenly spaced queries; T5: each offset's bias permuted "
         "across heads)"),
         "spread": result.spread(),
         "values": {name: values.tolist() for name, values in result.null.items()},
