@@ -82,13 +82,13 @@ except LoadError as error:
 opened = cache.opened(model)
 waiting = sum(r.nbytes for r in plan.reads if opened.remote and not opened.cached(r))
 travel = (
-    f"{waiting / 1e6:,.2f} MB travel from the Hub"
+    f"{cache.size(waiting)} travel from the Hub"
     if waiting
     else ("nothing travels (cached)" if opened.remote else "read from the checkpoint")
 )
 st.caption(
     f"Layer {plan.layer} of {literal(opened.label)}: {plan.family}, {plan.kind.replace('_', ' ')}; "
-    f"{len(plan.reads)} tensors, {plan.nbytes / 1e6:,.2f} MB ({travel})."
+    f"{len(plan.reads)} tensors, {cache.size(plan.nbytes)} ({travel})."
 )
 try:
     layer = cache.layer(model, int(index))
@@ -128,7 +128,10 @@ columns[0].metric("heads", plan.n_heads, help=f"{plan.n_kv_heads} key/value head
 columns[1].metric("head dim", plan.head_dim)
 labelled = [label for label in result.labels if label]
 columns[2].metric("labelled heads", len(labelled), help="Beyond every null draw and the threshold")
-columns[3].metric("fetched", f"{layer.bytes_fetched / 1e6:,.2f} MB")
+if opened.remote:
+    columns[3].metric("fetched", cache.size(layer.bytes_fetched), help="0: from the cache")
+else:
+    columns[3].metric("read", cache.size(plan.nbytes), help="From the checkpoint on disk")
 for note in plan.notes:
     st.caption(literal(note))
 thresholds = "; ".join(

@@ -11,8 +11,9 @@ from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, 
 
 #: Cells a side of a kernel or pattern map drawn exactly; above, block means (as Similarity).
 MAX_SIDE = 800
-#: Offsets either side of 0 in the heads x offset overview.
-OVERVIEW_OFFSETS = 256
+#: Offsets either side of 0 in the heads x offset overview (a previous-token head's one column
+#: stays a few pixels wide).
+OVERVIEW_OFFSETS = 64
 #: Each band's colour on the heads x pairs map (posviz.schemes.rotary.BANDS).
 BAND_COLOURS = {
     "kept": "#2b8cbe",
@@ -40,7 +41,9 @@ def _block_means(values: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]
 
 def offsets_overview(result: PatternHeads, *, model: str = "") -> go.Figure:
     """Every head's offset profile m_h(Δ) as one row of a heads x offset map (Δ = i − j,
-    positive looking back), |Δ| up to `OVERVIEW_OFFSETS`."""
+    positive looking back), |Δ| up to `OVERVIEW_OFFSETS`. Each row is centred on its mean and
+    scaled by its largest deviation, so a quiet head's shape shows beside a loud one's (the
+    hover gives m itself)."""
     n = result.n_positions
     shown = (np.abs(result.offsets) <= OVERVIEW_OFFSETS) & np.isfinite(result.offset_profile[0])
     what = {"learned": "positional kernel", "alibi": "ALiBi bias", "relative_bias": "T5 bias"}
@@ -49,15 +52,22 @@ def offsets_overview(result: PatternHeads, *, model: str = "") -> go.Figure:
         "offset Δ = query − key (positions; positive: keys behind)",
         "head",
     )
+    profile = result.offset_profile[:, shown]
+    centred = profile - profile.mean(axis=1, keepdims=True)
+    largest = np.abs(centred).max(axis=1, keepdims=True)
+    scaled = np.divide(centred, largest, out=np.zeros_like(centred), where=largest > 0)
     fig.add_trace(
         go.Heatmap(
-            z=f32(result.offset_profile[:, shown]),
+            z=f32(scaled),
             x=result.offsets[shown],
             y=head_names(result),
+            customdata=f32(profile),
             colorscale=DIVERGING,
             zmid=0,
-            colorbar={"title": "m_h(Δ)"},
-            hovertemplate="%{y}<br>Δ = %{x}<br>m = %{z:.4g}<extra></extra>",
+            zmin=-1,
+            zmax=1,
+            colorbar={"title": "m_h(Δ), per head:<br>centred, ÷ largest"},
+            hovertemplate="%{y}<br>Δ = %{x}<br>m = %{customdata:.4g}<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed", type="category")
@@ -100,7 +110,8 @@ def kernel_map(result: PatternHeads, head: int, *, attention: bool = False) -> g
             hovertemplate="i = %{y}, j = %{x}<br>%{z:.4g}<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", scaleanchor="x")
+    fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
+    fig.update_xaxes(constrain="domain")
     return fig
 
 
@@ -152,8 +163,8 @@ def usage_overview(result: RotaryHeads, *, model: str = "") -> go.Figure:
                 y0=1.0, y1=1.04, fillcolor=colour, line_width=0,
             )  # fmt: skip
             fig.add_annotation(
-                text=band, x=(inside[0] + inside[-1]) / 2, xref="x", y=1.06, yref="paper",
-                showarrow=False, font={"size": 11},
+                text=band, x=(inside[0] + inside[-1]) / 2, xref="x", y=1.045, yref="paper",
+                yanchor="bottom", showarrow=False, font={"size": 11},
             )  # fmt: skip
     fast_limit = result.params.get("fast_wavelength", 10.0)
     original = f.spec.pretraining_context

@@ -13,10 +13,15 @@ from posviz import hub, pipeline
 from posviz.heads import PatternHeads, RotaryHeads
 from posviz.schemes import attention, weights
 
-__all__ = ["HUB_MODEL", "heads", "hub_model", "layer", "opened", "plan", "set_hub_model"]
+__all__ = ["HUB_MODEL", "heads", "hub_model", "layer", "opened", "plan", "set_hub_model", "size"]
 
 #: The Hub model (repo, revision) the Heads page shows.
 HUB_MODEL = "heads.opened"
+
+
+def size(nbytes: int) -> str:
+    """Bytes as the page says them: MB, or kB below 0.1 MB."""
+    return f"{nbytes / 1e6:,.2f} MB" if nbytes >= 10**5 else f"{nbytes / 1e3:,.1f} kB"
 
 
 def set_hub_model(repo: str, revision: str) -> None:

@@ -54,7 +54,7 @@ def test_a_model_by_name_draws_its_heads(fake_hub, family, trace):
     (fig,) = charts(at)
     assert fig["data"][0]["type"] == trace
     assert len(fig["data"][0]["y"]) == 4  # one row per head
-    assert any("MB" in c.value for c in at.caption)
+    assert any("kB travel from the Hub" in c.value for c in at.caption)  # said before reading
 
 
 def test_numbers_tab_shows_each_number_beside_its_null(fake_hub, downloads):
