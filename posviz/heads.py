@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from posviz._params import records_params
+from posviz._params import MAX_RESULT_BYTES, records_params
 from posviz.embedding import LoadError
 from posviz.schemes.rotary import RotaryFrequencies
 
@@ -498,6 +498,14 @@ def learned_heads(
     if n_heads % n_kv:
         msg = f"{n_heads} query heads cannot share {n_kv} key heads evenly."
         raise LoadError(msg)
+    needed = 8 * n * (2 * inputs.shape[1] + (n_heads + n_kv) * d)  # x, q, k in float64
+    if needed > MAX_RESULT_BYTES:
+        msg = (
+            f"{n} positions of this layer take {needed / 2**20:,.0f} MiB of queries and keys, "
+            f"above the limit of {MAX_RESULT_BYTES // 2**20} MiB; analyse fewer positions "
+            "(n_positions)."
+        )
+        raise LoadError(msg)
     scale = 1 / math.sqrt(d) if logit_scale is None else logit_scale
     x = np.asarray(inputs[:n], dtype=np.float64)
     q = x @ np.asarray(wq, np.float64).reshape(n_heads * d, -1).T
@@ -863,12 +871,16 @@ def rotary_heads(
     a, b = pair_columns(rot, interleaved=spec.interleaved)
 
     def squared_rows(w: np.ndarray, gain: np.ndarray | None, head_gain: np.ndarray | None):
-        w = np.asarray(w, dtype=np.float64)
-        if gain is not None:
-            w = w * np.asarray(gain, np.float64)
+        """Each row's squared norm, gains folded in; a head at a time in float64 (a Llama-8B
+        layer's q is 64 MB as float32: never copied whole)."""
+        g2 = None if gain is None else np.asarray(gain, np.float64) ** 2
+        out = np.empty(w.shape[:2])
+        for h in range(len(w)):
+            rows = np.asarray(w[h], dtype=np.float64)
+            out[h] = np.einsum("dc,dc->d", rows, rows) if g2 is None else (rows * rows) @ g2
         if head_gain is not None:
-            w = w * np.asarray(head_gain, np.float64)[:, :, None]
-        return np.einsum("hdc,hdc->hd", w, w)
+            out *= np.asarray(head_gain, np.float64) ** 2
+        return out
 
     q_rows, k_rows = squared_rows(wq, None, None), squared_rows(wk, None, None)
     usage = _pair_norms(q_rows, a, b) * _pair_norms(k_rows, a, b)[kv_head]

@@ -299,3 +299,21 @@ def test_results_remake_themselves_from_their_params():
     f = rotary_frequencies(LLAMA3, context=8192)
     rot = rotary_heads(*llama_like(heads=4, kv=4, hidden=8), f, n_draws=1)
     assert rot.params["context"] == 8192
+
+
+def test_a_layer_too_big_for_the_result_budget_is_refused_before_allocating():
+    x = np.lib.stride_tricks.as_strided(np.zeros(1), shape=(2048, 8192), strides=(0, 0))
+    w = np.lib.stride_tricks.as_strided(
+        np.zeros(1, np.float32), shape=(64, 128, 8192), strides=(0, 0, 0)
+    )
+    with pytest.raises(LoadError, match="analyse fewer positions"):
+        learned_heads(x, w, w)
+
+
+def test_a_planted_low_frequency_head_is_found():
+    wq, wk = llama_like(heads=8, kv=8)
+    a, b = pair_columns(128, interleaved=False)
+    slow = np.concatenate([a[-8:], b[-8:]])
+    wq[2][np.setdiff1d(np.arange(128), slow)] = 0.0
+    r = rotary_heads(wq, wk, rotary_frequencies(LLAMA3), n_draws=8)
+    assert r.labels == (None, None, "low-frequency", *(None,) * 5)
