@@ -148,3 +148,25 @@ def test_a_report_of_a_table_that_came_with_its_model_has_its_heads(capsys, fake
     capsys.readouterr()
     assert main(["rerun", str(out)]) == 0
     assert "heads attention_previous[0]: exported" in capsys.readouterr().out
+
+
+def test_a_sharded_hub_model_is_read_through_its_index(capsys, fake_hub, tmp_path):
+    tensors = load_file(DATA / "mistral" / "model.safetensors")
+    layer = {k: v for k, v in tensors.items() if ".layers.0." in k}
+    rest = {k: v for k, v in tensors.items() if k not in layer}
+    files = {"config.json": (DATA / "mistral" / "config.json").read_bytes()}
+    weight_map = {}
+    for name, part in (("model-00001-of-00002.safetensors", rest),
+                       ("model-00002-of-00002.safetensors", layer)):  # fmt: skip
+        save_file(part, str(tmp_path / name))
+        files[name] = tmp_path / name
+        weight_map |= dict.fromkeys(part, name)
+    files["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
+    fake_hub.add("test/sharded", files)
+    sharded = run_json(capsys, "hf:test/sharded")
+    whole = run_json(capsys, str(DATA / "mistral" / "model.safetensors"))
+    assert [h["usage"] for h in sharded["heads"]] == [h["usage"] for h in whole["heads"]]
+    first = fake_hub.requests_for("model-00001-of-00002.safetensors")
+    assert sum(s.nbytes for s in first) == header_bytes(
+        tmp_path / "model-00001-of-00002.safetensors"
+    )
