@@ -387,39 +387,6 @@ def _row_blocks(n: int, rows: np.ndarray | None = None) -> list[np.ndarray]:
     return [rows[a : a + _BLOCK] for a in range(0, len(rows), _BLOCK)]
 
 
-def _causal_square_sum(q: np.ndarray, k: np.ndarray, block: int = _BLOCK) -> float:
-    """Σ_{j ≤ i} (q_i · k_j)² without the masked kernel: per block of rows, the keys before
-    it through their d x d Gram matrix, the block's own triangle directly."""
-    n = len(q)
-    gram = np.zeros((q.shape[1], q.shape[1]))
-    total = 0.0
-    for a in range(0, n, block):
-        b = min(a + block, n)
-        total += np.einsum("ij,ij->", q[a:b] @ gram, q[a:b])
-        own = np.tril(q[a:b] @ k[a:b].T)
-        total += np.einsum("ij,ij->", own, own)
-        gram += k[a:b].T @ k[a:b]
-    return float(total)
-
-
-def _offset_sums(
-    q: np.ndarray, k: np.ndarray, kv_head: np.ndarray, d: int, causal: bool
-) -> np.ndarray:
-    """Each head's Σ_i q_i · k_{i−Δ} for Δ = −(n − 1) … n − 1 (0 ahead of a causal query),
-    (n_heads, 2n − 1), by FFT cross-correlation of the columns: the diagonal sums of every
-    head's q kᵀ without a pass over them. `q`, `k`: (n, heads · d) and (n, kv heads · d)."""
-    n, n_heads = len(q), len(kv_head)
-    # Along contiguous rows: pocketfft is a third faster than along columns.
-    qf = np.fft.rfft(np.ascontiguousarray(q.T), 2 * n).reshape(n_heads, d, n + 1)
-    kf = np.conj(np.fft.rfft(np.ascontiguousarray(k.T), 2 * n)).reshape(-1, d, n + 1)[kv_head]
-    circular = np.fft.irfft(np.einsum("hcf,hcf->hf", qf, kf), 2 * n)
-    # circular[:, Δ] for Δ = 0 … n − 1, then (unused), then Δ = −(n − 1) … −1.
-    sums = np.concatenate([circular[:, n + 1 :], circular[:, :n]], axis=1)
-    if causal:
-        sums[:, : n - 1] = 0.0
-    return sums
-
-
 def _null_rows(n: int) -> np.ndarray:
     """The queries the null is computed on (see `NULL_QUERIES`)."""
     if n - 1 <= NULL_QUERIES:
@@ -521,40 +488,39 @@ def learned_heads(
         """Each head's numbers and offset profile over query `rows` (all, or the null's)."""
         found: dict[str, list[float]] = {name: [] for name in PATTERN_NUMBERS}
         profiles = []
-        every = len(rows) == n
-        counts = totals if every else _offset_counts(rows, n, causal)
-        all_sums = _offset_sums(q, k, kv_head, d, causal) if every else None
-        geometry = []  # per block of the null's rows: the pairs seen, their offset's index
-        for block in [] if every else _row_blocks(n, rows):
-            width = block[-1] + 1 if causal else n
-            offset = block[:, None] - np.arange(width)[None, :]
-            seen = offset >= 0 if causal else np.ones(offset.shape, dtype=bool)
-            geometry.append((seen, (offset + n - 1)[seen]))
+        counts = totals if len(rows) == n else _offset_counts(rows, n, causal)
+        seen = counts > 0
+        blocks = _row_blocks(n, rows)
+        # Each block's pairs by offset index: a causal block's keys after a query fall in the
+        # bins of negative offsets, which are not seen and dropped.
+        widths = [block[-1] + 1 if causal else n for block in blocks]
+        index = [
+            (b[:, None] - np.arange(w)[None, :] + n - 1).ravel()
+            for b, w in zip(blocks, widths, strict=True)
+        ]
+        # Columns as rows (a head's are then contiguous copies); the null's queries only.
+        asked = np.ascontiguousarray(q[rows].T)
+        starts = np.cumsum([0] + [len(b) for b in blocks])
         for h in range(n_heads):
-            qh = q[:, q_rows[h * d : (h + 1) * d]]
-            kh = k[:, k_rows[kv_head[h] * d : (kv_head[h] + 1) * d]]
-            blocks = []
-            for block in _row_blocks(n, rows):
-                width = block[-1] + 1 if causal else n  # a causal block sees keys up to its last
-                blocks.append((block, qh[block] @ kh[:width].T))
-            if every:  # the offset sums by FFT, the squares by blocks: no pass over the kernel
-                sums = all_sums[h]
-                squares = _causal_square_sum(qh, kh) if causal else float(
-                    np.einsum("ij,ij->", qh.T @ qh, kh.T @ kh)
-                )  # fmt: skip
-            else:
-                sums, squares = np.zeros(2 * n - 1), 0.0
-                for (_, kernel), (seen, index) in zip(blocks, geometry, strict=True):
-                    values = kernel[seen]
-                    sums += np.bincount(index, weights=values, minlength=2 * n - 1)
-                    squares += float(values @ values)
-            profile, share = _toeplitz(sums, squares, counts)
-            numbers = _pattern(blocks, causal, local_window) | {"toeplitz_share": share}
-            for name, value in numbers.items():
+            qh = asked[q_rows[h * d : (h + 1) * d]]
+            kh = keys_by_column[k_rows[kv_head[h] * d : (kv_head[h] + 1) * d]]
+            kernels = [
+                qh[:, a:z].T @ kh[:, :w]
+                for a, z, w in zip(starts[:-1], starts[1:], widths, strict=True)
+            ]
+            sums, squares = np.zeros(2 * n - 1), np.zeros(2 * n - 1)
+            for kernel, where in zip(kernels, index, strict=True):
+                flat = kernel.ravel()
+                sums += np.bincount(where, weights=flat, minlength=2 * n - 1)
+                squares += np.bincount(where, weights=flat * flat, minlength=2 * n - 1)
+            profile, share = _toeplitz(np.where(seen, sums, 0.0), squares[seen].sum(), counts)
+            pattern = _pattern(list(zip(blocks, kernels, strict=True)), causal, local_window)
+            for name, value in (pattern | {"toeplitz_share": share}).items():
                 found[name].append(value)
             profiles.append(profile)
         return {name: np.array(v) for name, v in found.items()}, profiles
 
+    keys_by_column = np.ascontiguousarray(k.T)
     totals = _offset_counts(np.arange(n), n, causal)
     rng = np.random.default_rng(seed)
     sample = _null_rows(n)
