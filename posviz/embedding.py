@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from posviz._params import Refused
 from posviz._version import __version__
 
 __all__ = [
@@ -35,7 +36,7 @@ MIN_DIMS = 2
 _LARGEST = 1e150
 
 
-class LoadError(ValueError):
+class LoadError(Refused):
     """A file or array that cannot be used as a position table; the message says what to do."""
 
 
