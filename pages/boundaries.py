@@ -192,7 +192,7 @@ def show_probes(table: Embedding) -> None:
     report = cache.probe_with_controls(
         table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
     )
-    probe_settings = export.header("probe_with_controls", report.params, table)
+    probe_settings = export.header(report, table)
     columns = st.columns(3)
     absolute = report.absolute["table"]
     columns[0].metric(
@@ -257,7 +257,7 @@ with positions:
                 first_position=table.first_position,
             ),
             name="position_statistics",
-            settings=export.header("change_points", changes.params, table),
+            settings=export.header(changes, table),
         )
         st.caption(
             "Positions are rows of the analysed table "
@@ -278,7 +278,7 @@ with tables:
             widgets.show_numbers(
                 flags.to_frame(),
                 name="flagged_positions",
-                settings=export.header("outliers", flags.params, table),
+                settings=export.header(flags, table),
             )
             st.subheader("Change points")
             st.caption(changes.procedure())
@@ -286,7 +286,7 @@ with tables:
                 widgets.show_numbers(
                     changes.to_frame(),
                     name="change_points",
-                    settings=export.header("change_points", changes.params, table),
+                    settings=export.header(changes, table),
                 )
             else:
                 st.markdown(f"None: {changes.describe()}.")
@@ -299,7 +299,7 @@ with tables:
             widgets.show_numbers(
                 summary.to_frame(),
                 name="boundary_summary",
-                settings=export.header("boundary_summary", summary.params, table),
+                settings=export.header(summary, table),
             )
 with probed:
     if probed.open:

@@ -22,7 +22,7 @@ n_components = st.number_input(
     help="How many leading principal components to show and fit (at most 20).",
 )
 pc = cache.principal_components(table, n_components=n_components, center=center)
-settings = export.header("principal_components", pc.params, table)
+settings = export.header(pc, table)
 if table.grid:
     st.caption(
         f"2-D grid {table.grid[0]} x {table.grid[1]}: position p is patch (p // "
@@ -156,7 +156,7 @@ with path:
 with fits_tab:
     if fits_tab.open:
         fits = cache.fit_sinusoids(table, n_components=n_components, center=center)
-        fit_settings = export.header("fit_sinusoids", fits.params, table)
+        fit_settings = export.header(fits, table)
         st.metric(
             "Median R² of the top-k fits",
             f"{fits.median_r2:.4f}",
@@ -231,7 +231,7 @@ with span:
             n_shuffles=shuffles,
             seed=seed,
         )
-        like_settings = export.header("sinusoid_likeness", likeness.params, table)
+        like_settings = export.header(likeness, table)
         row = likeness.to_frame().iloc[0]
         table_col, chance_col, p_col = st.columns(3)
         table_col.metric(

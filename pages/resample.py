@@ -101,7 +101,7 @@ except ValueError as error:
 
 center = widgets.center_toggle()
 # The resampling's params, the original's provenance, then the result's.
-settings = export.header(compute.__name__, options, table, result)
+settings = export.step_header(compute.__name__, options, table, result)
 st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
 st.caption(resample.rounding_note(method, table.values.dtype))
 

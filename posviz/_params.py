@@ -31,6 +31,7 @@ from typing import Any, ParamSpec, TypeVar
 __all__ = [
     "MAX_RESULT_BYTES",
     "Bound",
+    "Params",
     "Refused",
     "as_recorded",
     "bounded",
@@ -38,8 +39,10 @@ __all__ = [
     "check_budget",
     "defaults",
     "keyword_names",
+    "quoted",
     "records_params",
     "split_params",
+    "step_of",
 ]
 
 #: The most memory one result (or one array built on the way to it) may take: a setting or a
@@ -61,9 +64,15 @@ class Refused(ValueError):
     """
 
 
-def _shown(value: Any) -> str:
-    """`value` as a message quotes it: at most 60 characters (a 4000-digit number, a string
-    from an export: never echoed whole)."""
+def quoted(value: Any) -> str:
+    """`value` as a message quotes it: its repr, cut to 60 characters (a 4000-digit number, a
+    string from an export, a file's contents are never echoed whole).
+
+    Examples
+    --------
+    >>> quoted("abc"), quoted(10**100)
+    ("'abc'", '1000000000000000000000000000000000000000… (101 characters)')
+    """
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:40]}… ({len(text):,} characters)"
 
@@ -102,13 +111,14 @@ class Bound:
         )
         return kind + where + (", or None" if self.optional else "")
 
-    def check(self, name: str, value: Any) -> None:
+    def check(self, name: str, value: Any, *, error: type[Refused] = Refused) -> None:
         """Refuse `value` for argument `name` unless it lies within the bound.
 
         Raises
         ------
         Refused
-            Naming the argument, its value (cut short) and the bound.
+            Naming the argument, its value (cut short) and the bound; as `error` when given
+            (a reader raises its own `posviz.embedding.LoadError`).
         """
         if value is None and self.optional:
             return
@@ -124,8 +134,8 @@ class Bound:
         if ok and self.high is not None:
             ok = value <= self.high
         if not ok:
-            msg = f"{name} is {_shown(value)}; it must be {self.describe()}."
-            raise Refused(msg)
+            msg = f"{name} is {quoted(value)}; it must be {self.describe()}."
+            raise error(msg)
 
 
 def bounded(**bounds: Bound) -> Callable[[Callable[P, R]], Callable[P, R]]:
@@ -255,13 +265,56 @@ def as_recorded(value: Any) -> Any:
     return value
 
 
+class Params(dict[str, Any]):
+    """A result's settings (a dict, as it always was), and the name of the function that made
+    them, `step`: core functions are named as the pipeline steps that run them, so a result
+    knows its step (:func:`step_of`) and an export needs no name typed by hand.
+
+    Examples
+    --------
+    >>> p = Params({"center": True}, step="spectrum")
+    >>> p == {"center": True}, p.step
+    (True, 'spectrum')
+    """
+
+    step: str
+
+    def __init__(self, settings: Mapping[str, Any] = (), /, *, step: str) -> None:  # type: ignore[assignment]
+        super().__init__(settings)
+        self.step = step
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled with its step (the app's caches)
+        return (_params, (dict(self), self.step))
+
+
+def _params(settings: dict[str, Any], step: str) -> Params:
+    return Params(settings, step=step)
+
+
+def step_of(result: Any) -> str:
+    """The name of the function (and pipeline step) that made `result`, as
+    :func:`records_params` recorded it.
+
+    Raises
+    ------
+    TypeError
+        If `result` was not made by a function decorated with :func:`records_params`.
+    """
+    step = getattr(getattr(result, "params", None), "step", None)
+    if not isinstance(step, str):
+        msg = f"{type(result).__name__} does not record the step that made it (records_params)."
+        raise TypeError(msg)
+    return step
+
+
 def records_params(func: Callable[P, R]) -> Callable[P, R]:
     """Decorate a core function so its result's ``params`` are the settings it was called with.
 
     The result must be a frozen dataclass with a ``params: dict`` field (default empty). The
     upstream results among the positional arguments lend their params first, so a chained
     result carries every setting of its chain; the function's own settings win. Settings are
-    recorded by :func:`as_recorded` (a list given for a tuple is recorded as the tuple).
+    recorded by :func:`as_recorded` (a list given for a tuple is recorded as the tuple), as
+    :class:`Params` naming `func`: the step that made the result.
 
     Examples
     --------
@@ -277,6 +330,8 @@ def records_params(func: Callable[P, R]) -> Callable[P, R]:
     >>> t = total([1, 2], scale=2.0)
     >>> total([1, 2], **t.params) == t
     True
+    >>> step_of(t)
+    'total'
     """
     signature = inspect.signature(func)
     names = keyword_names(func)
@@ -290,7 +345,7 @@ def records_params(func: Callable[P, R]) -> Callable[P, R]:
         for arg in args:
             upstream.update(getattr(arg, "params", None) or {})
         own = {name: as_recorded(bound.arguments[name]) for name in names}
-        params = {**upstream, **own}
+        params = Params({**upstream, **own}, step=func.__name__)
         return dataclasses.replace(result, params=params)  # type: ignore[type-var]
 
     return wrapper

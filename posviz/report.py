@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from posviz import boundary, components, figures, forms, offsets, pipeline, probes
 from posviz import collection as _collection
-from posviz._params import defaults, split_params
+from posviz._params import defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding
 from posviz.export import column_label, columns, labelled
@@ -42,14 +42,15 @@ REPORT_MAX_SIDE = 512
 class Section:
     """A report section: a heading, tables of numbers, figures, and a note on how to read them.
 
-    `analyses` names, per table of numbers, the pipeline step that made it and its params.
+    `analyses` holds, per table of numbers, the result it was read from (which records its
+    step and params).
     """
 
     title: str
     note: str = ""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: list[go.Figure] = field(default_factory=list)
-    analyses: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    analyses: dict[str, Any] = field(default_factory=dict)
 
 
 #: Told before each section: ``progress(section title, sections done, sections in all)``.
@@ -134,7 +135,7 @@ def spectrum_section(
         + ("" if s.has_variance else f" {NO_VARIANCE}"),
         {"Metrics": s.metrics_table(), "Singular values": s.to_frame()},
         [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
-        {"Metrics": ("spectrum", s.params), "Singular values": ("spectrum", s.params)},
+        {"Metrics": s, "Singular values": s},
     )
 
 
@@ -155,7 +156,7 @@ def similarity_section(
             figures.similarity.similarity_heatmap(overview, first_position=table.first_position),
             figures.offsets.offset_profile(profile, scores),
         ],
-        {"Scores": ("offset_scores", scores.params)},
+        {"Scores": scores},
     )
 
 
@@ -191,10 +192,7 @@ def components_section(
             ),
             figures.components.sinusoid_fits(pcs, fits, first_position=table.first_position),
         ],
-        {
-            "Sinusoid fits": ("fit_sinusoids", fits.params),
-            "Likeness to sinusoids": ("sinusoid_likeness", likeness.params),
-        },
+        {"Sinusoid fits": fits, "Likeness to sinusoids": likeness},
     )
 
 
@@ -237,11 +235,7 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
                 stats, flags, changes, first_position=table.first_position
             )
         ],
-        {
-            "Flagged positions": ("outliers", flags.params),
-            "Change points": ("change_points", changes.params),
-            "Boundary summary": ("boundary_summary", summary.params),
-        },
+        {"Flagged positions": flags, "Change points": changes, "Boundary summary": summary},
     )
 
 
@@ -254,7 +248,7 @@ def probes_section(
         " ".join([probes.ABOUT, probe.procedure(), *probes.DEFINITIONS.values()]),
         {"Probe results": probe.to_frame()},
         [figures.probes.probe_predictions(probe)],
-        {"Probe results": ("probe_with_controls", probe.params)},
+        {"Probe results": probe},
     )
 
 
@@ -275,16 +269,21 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     data = {
         "provenance": table.provenance(),
         "analyses": [
-            {"analysis": step, "params": params, "caption": caption, "columns": columns(frame)}
+            {**_analysis(section.analyses[caption]), "caption": caption, "columns": columns(frame)}
             for section in sections
             for caption, frame in section.tables.items()
-            for step, params in [section.analyses[caption]]
         ],
     }
     listing = {**data["provenance"]}
     for entry in data["analyses"]:
         listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"
     return _page(title, listing, sections, data)
+
+
+def _analysis(result: Any) -> dict[str, Any]:
+    """The step and params of `result`, as every export's header has them (the report names
+    its table once, at the top)."""
+    return {"analysis": step_of(result), "params": dict(result.params)}
 
 
 def build_collection_report(c: Collection) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from posviz import _settings, hub
-from posviz._params import MAX_RESULT_BYTES, Refused
+from posviz._params import MAX_RESULT_BYTES, Refused, quoted
 from posviz._version import __version__
 from posviz.cli import schemes
 from posviz.embedding import Embedding
@@ -201,19 +201,24 @@ def _rerun(args: argparse.Namespace) -> int:
     from posviz.export.rerun import read_export, rerun  # the pipeline: not for `summary`
 
     export = read_export(args.export)
-    result = rerun(export, tables=args.table, base=Path(args.export).parent)
+    result = rerun(
+        export,
+        tables=args.table,
+        base=Path(args.export).parent,
+        tell=lambda line: print(f"posviz rerun: {line}", file=sys.stderr, flush=True),
+    )
     for check in result.checks:
         verdict = "equal" if check.equal else "DIFFERS"
         print(
-            f"{check.analysis} {check.name}: exported {check.exported!r}, "
-            f"recomputed {check.recomputed!r}  {verdict}"
+            f"{check.analysis} {check.name}: exported {quoted(check.exported)}, "
+            f"recomputed {quoted(check.recomputed)}  {verdict}"
         )
     differing = len(result.differing)
     tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
     if not tables:  # a scheme's: from its config.json (several: an overlay's)
         configs = export["provenance"]
         configs = configs if isinstance(configs, list) else [configs]
-        tables = ", ".join(c["config"] for c in configs)
+        tables = ", ".join(str(c["config"])[:200] for c in configs)
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
         f"from {tables}" + (f"; {differing} differ" if differing else "")

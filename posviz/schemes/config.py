@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posviz._json import max_depth
+from posviz._params import quoted
 from posviz.embedding import LoadError
+from posviz.schemes import alibi
 from posviz.schemes.rotary import ROPE_TYPES, RotarySpec
 
 __all__ = [
@@ -151,7 +154,7 @@ def parse_config(data: bytes, *, what: str = "config.json") -> dict:
             f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
         )
         raise LoadError(msg)
-    depth = _max_depth(data)
+    depth = max_depth(data)
     if depth > MAX_CONFIG_DEPTH:
         msg = (
             f"{what} is nested deeper than {MAX_CONFIG_DEPTH} levels; a model config is not. "
@@ -200,29 +203,6 @@ def read_config_file(path: str | Path) -> bytes:
     return data
 
 
-def _max_depth(data: bytes) -> int:
-    """Deepest bracket nesting outside strings (counted before parsing: json's recursion
-    would fail first on a deep enough file)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
 def position_scheme(config: dict) -> Scheme:
     """The position scheme `config` (a parsed config.json) describes, checked.
 
@@ -251,6 +231,12 @@ def position_scheme(config: dict) -> Scheme:
         attn = config.get("attn_config")
         bias_max = attn.get("alibi_bias_max", 8.0) if isinstance(attn, dict) else 8.0
         spec = AlibiSpec(_heads(config), _number(bias_max, "attn_config.alibi_bias_max"))
+        # Heads size every array ALiBi makes: refused here, by the key that says so.
+        key = f"{_heads_key(config)} in config.json"
+        alibi.HEADS.check(key, spec.n_heads, error=LoadError)
+        alibi.BIAS_MAX.check(
+            "attn_config.alibi_bias_max in config.json", spec.alibi_bias_max, error=LoadError
+        )
         return Scheme(kind, reason, alibi=spec, context=context)
     if kind == "rotary":
         specs, warnings = _rotary_specs(config, context)
@@ -421,9 +407,10 @@ def _rotary_spec(
     layer_type: str,
 ) -> RotarySpec:
     kind = rule.get("rope_type", rule.get("type", "default"))
-    kind = _ROPE_ALIASES.get(kind, kind)
+    kind = _ROPE_ALIASES.get(kind, kind) if isinstance(kind, str) else kind  # [1] is no key
     if kind not in ROPE_TYPES:
-        msg = f"rope_type {kind!r} is not one posviz computes; known: {', '.join(ROPE_TYPES)}."
+        known = ", ".join(ROPE_TYPES)
+        msg = f"rope_type {quoted(kind)} is not one posviz computes; known: {known}."
         raise LoadError(msg)
     base = 10000.0 if base is None else _number(base, "rope_theta")
     if base <= 1:
@@ -557,18 +544,31 @@ def _context(config: dict, *, strict: bool) -> int | None:
         return None
 
 
+_HEADS_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+
+
+def _heads_key(config: dict) -> str:
+    """The key config.json gives its number of heads under."""
+    return next((k for k in _HEADS_KEYS if config.get(k) is not None), _HEADS_KEYS[0])
+
+
 def _heads(config: dict) -> int:
-    value = _first(config, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    value = _first(config, *_HEADS_KEYS)
     if value is None:
         msg = "config.json names no number of attention heads (num_attention_heads)."
         raise LoadError(msg)
-    return _integer(value, "num_attention_heads")
+    return _integer(value, _heads_key(config))
 
 
 def _number(value: Any, key: str) -> float:
     """A finite real number from JSON (not a bool, not a string)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        msg = f"{key} in config.json is {value!r}; expected a finite number."
+    try:  # a 4000-digit integer is no float
+        finite = not isinstance(value, bool) and isinstance(value, int | float)
+        finite = finite and math.isfinite(value)
+    except OverflowError:
+        finite = False
+    if not finite:
+        msg = f"{key} in config.json is {quoted(value)}; expected a finite number."
         raise LoadError(msg)
     if value < 0:
         msg = f"{key} in config.json is {value}; it must not be negative."
@@ -580,6 +580,6 @@ def _integer(value: Any, key: str) -> int:
     """A positive whole number from JSON (4096 or 4096.0)."""
     number = _number(value, key)
     if number != int(number) or number < 1:
-        msg = f"{key} in config.json is {value!r}; expected a positive whole number."
+        msg = f"{key} in config.json is {quoted(value)}; expected a positive whole number."
         raise LoadError(msg)
     return int(number)

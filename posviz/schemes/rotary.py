@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from posviz._params import records_params
+from posviz._params import Bound, bounded, check_budget, records_params
 from posviz.embedding import Embedding, LoadError
 
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BANDS",
+    "DECAY_DISTANCES",
+    "DECAY_SAMPLES",
     "MAX_TABLE_POSITIONS",
     "ROPE_TYPES",
     "RotaryDecay",
@@ -51,6 +53,10 @@ BANDS = {
 }
 #: Most rows of a rotary position table (the app's and the CLI's limit).
 MAX_TABLE_POSITIONS = 8192
+#: A decay's distances: log-spaced samples (a curve on screen needs about a thousand) and the
+#: largest distance (far past any context).
+DECAY_SAMPLES = Bound(1, 100_000)
+DECAY_DISTANCES = Bound(1, 2**40, optional=True)
 
 
 @dataclass(frozen=True)
@@ -376,8 +382,23 @@ class RotaryDecay:
     bound_unscaled: np.ndarray
     params: dict = field(default_factory=dict)
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per distance: B(Δ) and RoFormer's bound, as applied and unscaled."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "distance": self.distances,
+                "similarity": self.similarity,
+                "similarity_unscaled": self.similarity_unscaled,
+                "bound": self.bound,
+                "bound_unscaled": self.bound_unscaled,
+            }
+        )
+
 
 @records_params
+@bounded(max_distance=DECAY_DISTANCES, n_distances=DECAY_SAMPLES)
 def rotary_decay(
     frequencies: RotaryFrequencies, *, max_distance: int | None = None, n_distances: int = 1024
 ) -> RotaryDecay:
@@ -401,6 +422,11 @@ def rotary_decay(
     stop = max_distance or frequencies.context or 4096
     dense = np.arange(min(stop, 64) + 1)
     sparse = np.geomspace(64, stop, n_distances) if stop > 64 else []
+    # The partial sums hold a complex number per distance and pair.
+    check_budget(
+        16 * (len(dense) + n_distances) * len(frequencies.inv_freq),
+        f"B(Δ) at {n_distances:,} distances of {len(frequencies.inv_freq):,} rotary pairs",
+    )
     distances = np.unique(np.concatenate([dense, np.round(sparse)])).astype(np.int64)
 
     def curves(inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -471,6 +497,7 @@ class RotaryOverlay:
 
 
 @records_params
+@bounded(max_distance=DECAY_DISTANCES, n_distances=DECAY_SAMPLES)
 def rotary_overlay(
     specs: Mapping[str, RotarySpec], *, max_distance: int | None = None, n_distances: int = 1024
 ) -> RotaryOverlay:
