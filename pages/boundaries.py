@@ -6,7 +6,7 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 import streamlit as st
 
 from posviz import boundary, export, figures, forms, io, probes
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
 
@@ -63,8 +63,8 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     threshold = st.number_input(
         "Flag at |robust z| >",
-        1.0,
-        1e6,
+        bounds_of(boundary.outliers)["threshold"].low,
+        bounds_of(boundary.outliers)["threshold"].high,
         default["threshold"],
         step=0.5,
         key="boundaries.threshold",
@@ -99,8 +99,13 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         "drift is no step); its flagged values are replaced by their window median first, so "
         "single odd rows do not count as steps.",
     )
+    changes = bounds_of(boundary.change_points)["max_changes"]
     max_changes = st.number_input(
-        "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
+        "Change points at most",
+        changes.low,
+        changes.high,
+        default["max_changes"],
+        key="boundaries.max_changes",
     )
     min_size = st.number_input(
         "Positions each side of a step",
@@ -142,11 +147,12 @@ def show_probes(table: Embedding) -> None:
     Streamlit forgets the widgets a run does not draw.
     """
     default = defaults(probes.probe_with_controls)
+    bound = bounds_of(probes.probe_with_controls)
     columns = st.columns(5)
     seed = columns[0].number_input(
         "Seed",
-        0,
-        2**31 - 1,
+        bound["seed"].low,
+        bound["seed"].high,
         default["seed"],
         key="probes.seed",
         bind="query-params",
@@ -154,8 +160,8 @@ def show_probes(table: Embedding) -> None:
     )
     max_rows = columns[1].number_input(
         "Rows probed at most",
-        10,
-        65536,
+        bound["max_rows"].low,
+        bound["max_rows"].high,
         default["max_rows"],
         step=256,
         key="probes.max_rows",
@@ -164,8 +170,8 @@ def show_probes(table: Embedding) -> None:
     )
     n_pairs = columns[2].number_input(
         "Training pairs per fold",
-        100,
-        20000,
+        bound["n_pairs"].low,
+        bound["n_pairs"].high,
         default["n_pairs"],
         step=100,
         key="probes.n_pairs",
@@ -173,8 +179,8 @@ def show_probes(table: Embedding) -> None:
     )
     repeats = columns[3].number_input(
         "Repeated splits",
-        2,
-        10,
+        bound["repeats"].low,
+        bound["repeats"].high,
         default["repeats"],
         key="probes.repeats",
         persist_state="page",

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from posviz import components, export, figures
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.ui import cache, state, widgets
 
 st.title("Components")
@@ -196,6 +196,7 @@ with span:
         st.markdown("**Is the component span a span of low-frequency sinusoids?**")
         nyquist = n // 2
         likeness_defaults = defaults(components.sinusoid_likeness)
+        likeness_bounds = bounds_of(components.sinusoid_likeness)
         left, middle, right = st.columns(3)
         m = left.number_input(
             "Sinusoid frequencies m",
@@ -208,8 +209,8 @@ with span:
         )
         shuffles = middle.number_input(
             "Shuffles",
-            1,
-            99_999,
+            likeness_bounds["n_shuffles"].low,
+            likeness_bounds["n_shuffles"].high,
             likeness_defaults["n_shuffles"],
             key="components.shuffles",
             persist_state="page",
@@ -217,8 +218,8 @@ with span:
         )
         seed = right.number_input(
             "Seed",
-            0,
-            2**31 - 1,
+            likeness_bounds["seed"].low,
+            likeness_bounds["seed"].high,
             likeness_defaults["seed"],
             key="components.seed",
             bind="query-params",

@@ -30,6 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 
 __all__ = [
     "MAX_RESULT_BYTES",
+    "SEED",
     "Bound",
     "Params",
     "Refused",
@@ -136,6 +137,10 @@ class Bound:
         if not ok:
             msg = f"{name} is {quoted(value)}; it must be {self.describe()}."
             raise error(msg)
+
+
+#: Every seed: numpy takes any non-negative integer; this is what a widget and a link offer.
+SEED = Bound(0, 2**31 - 1)
 
 
 def bounded(**bounds: Bound) -> Callable[[Callable[P, R]], Callable[P, R]]:

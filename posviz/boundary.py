@@ -10,7 +10,7 @@ import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
-from posviz._params import records_params
+from posviz._params import Bound, bounded, records_params
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,6 +95,7 @@ class PositionStatistics:
 
 
 @records_params
+@bounded(n_directions_removed=Bound(0, None))
 def position_statistics(values: np.ndarray, *, n_directions_removed: int = 0) -> PositionStatistics:
     """Norm, neighbour cosines, distance to the mean row and (optionally) residual norm.
 
@@ -275,6 +276,7 @@ class Outliers:
 
 
 @records_params
+@bounded(hampel_window=Bound(1, None), threshold=Bound(1.0, 1e6, whole=False))
 def outliers(
     stats: PositionStatistics, *, hampel_window: int = 16, threshold: float = 8.0
 ) -> Outliers:
@@ -351,6 +353,7 @@ class BoundarySummary:
 
 
 @records_params
+@bounded(boundary_size=Bound(1, None))
 def boundary_summary(stats: PositionStatistics, *, boundary_size: int = 8) -> BoundarySummary:
     """Compare the first and last `boundary_size` positions with the middle of the table, on
     each of the statistics' :meth:`~PositionStatistics.flagging_curves`.
@@ -452,6 +455,7 @@ _TREND_DEGREE = 2
 
 
 @records_params
+@bounded(max_changes=Bound(0, 20), min_size=Bound(1, None), alpha=Bound(0.0, 1.0, whole=False))
 def change_points(
     flags: Outliers,
     *,

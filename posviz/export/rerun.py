@@ -351,7 +351,10 @@ def _hub_ref(repo: Any, commit: Any, tell: Tell | None) -> str:
     if not (isinstance(repo, str) and isinstance(commit, str) and len(commit) == 40):
         msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
         raise LoadError(msg)
-    hub.parse_ref(ref)  # a repo id only: a host or a path is refused here
+    parsed = hub.parse_ref(ref)  # a repo id only: a URL or a path is refused here
+    if (parsed.repo, parsed.revision) != (repo, commit):  # "//host/x" read as the id "host/x"
+        msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
+        raise LoadError(msg)
     if tell is not None:
         endpoint = _settings.hub_endpoint() or "https://huggingface.co"
         tell(f"fetching {ref} from {endpoint} (HF_ENDPOINT)")
