@@ -321,6 +321,11 @@ def test_a_changed_or_missing_config_exits_2(tmp_path, capsys):
     [
         ({"schemes.section": "Numbers"}, "rotary_frequencies"),
         ({"schemes.preset": "bigscience/bloom", "schemes.alibi": "Numbers"}, "alibi_slopes"),
+        (
+            {"schemes.section": "Similarity decay", "schemes.decay_numbers": True},
+            "rotary_decay",
+        ),
+        ({"schemes.preset": "google-t5/t5-small", "schemes.bucket_numbers": True}, "t5_buckets"),
     ],
 )
 def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
@@ -337,8 +342,13 @@ def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
         assert "DIFFERS" not in out
     data = json.loads(export.with_suffix(".json").read_text())
     assert data["provenance"]["config"].startswith("preset:")
-    column = "inv_freq" if name == "rotary_frequencies" else "slope"
-    data["columns"][column][3] /= 2
+    column = {
+        "rotary_frequencies": "inv_freq",
+        "alibi_slopes": "slope",
+        "rotary_decay": "similarity",
+        "t5_buckets": "encoder_bucket",
+    }[name]
+    data["columns"][column][3] += 1
     assert [c.name for c in posviz.rerun(data).differing] == [f"{column}[3]"]
 
 
