@@ -53,7 +53,7 @@ button, stated, count = st.columns([1, 4, 1], vertical_alignment="center")
 with button.popover("Settings", icon=":material/tune:", width="stretch"):
     window = st.number_input(
         "Window (± positions)",
-        1,
+        bounds_of(boundary.outliers)["hampel_window"].low,
         most["hampel_window"],
         default["hampel_window"],
         key="boundaries.window",
@@ -73,7 +73,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     n_directions_removed = st.number_input(
         "Residual after the top principal directions (0 = off)",
-        0,
+        bounds_of(boundary.position_statistics)["n_directions_removed"].low,
         most["n_directions_removed"],
         default["n_directions_removed"],
         key="boundaries.n_directions_removed",
@@ -81,7 +81,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     edge = st.number_input(
         "Boundary size k",
-        1,
+        bounds_of(boundary.boundary_summary)["boundary_size"].low,
         most["boundary_size"],
         default["boundary_size"],
         key="boundaries.edge",
@@ -109,7 +109,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     min_size = st.number_input(
         "Positions each side of a step",
-        1,
+        bounds_of(boundary.change_points)["min_size"].low,
         most["min_size"],
         default["min_size"],
         key="boundaries.min_size",

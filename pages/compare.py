@@ -3,7 +3,7 @@
 import streamlit as st
 
 from posviz import compare, export, figures, offsets, resample, similarity
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -43,7 +43,7 @@ metric = options[1].selectbox(
 shortest = min(first.shape[0], second.shape[0])
 max_offset = options[2].number_input(
     "Largest offset",
-    1,
+    bounds_of(offsets.offset_profile)["max_offset"].low,
     shortest - 1,
     offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
     key="compare.max_offset",
@@ -79,7 +79,7 @@ def same_positions() -> None:
     k_max = compare.largest_k(first.shape, matched.shape)
     n_components = st.number_input(
         "Components k",
-        1,
+        bounds_of(compare.compare)["n_components"].low,
         k_max,
         min(defaults(compare.compare)["n_components"], k_max),
         key="compare.n_components",

@@ -14,7 +14,7 @@ center = widgets.center_toggle()
 top = min(components.max_components(table.shape, center=center), 20)
 n_components = st.number_input(
     "Principal components k",
-    1,
+    bounds_of(components.principal_components)["n_components"].low,
     top,
     min(defaults(components.principal_components)["n_components"], top),
     key="components.n_components",

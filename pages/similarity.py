@@ -6,7 +6,7 @@ Positions the Boundaries page flagged on this table are marked on the heatmap ed
 import streamlit as st
 
 from posviz import export, figures, io, offsets, similarity
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.similarity import METRICS
 from posviz.ui import cache, state, widgets
 
@@ -190,7 +190,7 @@ with by_offset:
         left, right = st.columns(2)
         max_offset = left.number_input(
             "Largest offset k",
-            1,
+            bounds_of(offsets.offset_profile)["max_offset"].low,
             n - 1,
             offsets.largest_offset(n),
             key="similarity.max_offset",
@@ -203,7 +203,7 @@ with by_offset:
         if max_offset >= 2:
             window = right.number_input(
                 "Monotonicity window (offsets)",
-                2,
+                bounds_of(offsets.offset_scores)["monotonicity_window"].low,
                 max_offset,
                 min(defaults(offsets.offset_scores)["monotonicity_window"], max_offset),
                 key="similarity.window",
