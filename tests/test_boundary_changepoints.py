@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.signal
 
-from posviz import boundary, io, simulate
+from posviz import boundary, figures, io, simulate
 
 DATA = Path(__file__).parent / "data/minilm/all_minilm_l6_v2_positions.safetensors"
 #: As tests/data/README.md records it.
@@ -231,3 +231,19 @@ def test_bad_settings_are_refused():
     flags = boundary.outliers(boundary.position_statistics(gaussian_noise(0)))
     with pytest.raises(ValueError, match=r"null_draws must be in 0\.\.1000"):
         boundary.change_points(flags, null_draws=-1)
+
+
+def test_the_figure_marks_the_step_with_its_z(minilm):
+    stats = boundary.position_statistics(minilm)
+    flags = boundary.outliers(stats)
+    changes = boundary.change_points(flags, null_draws=0)
+    fig = figures.boundary.position_statistics(stats, flags, changes)
+    p = int(changes.positions[0])
+    assert [shape.x0 for shape in fig.layout.shapes] == [p - 0.5] * 3  # one per panel
+    labels = [a.text for a in fig.layout.annotations if a.text.startswith("step at")]
+    assert labels == [f"step at {p} · z {changes.z[0]:.1f}"]
+    # A relative table's axes: the label says the position as they do.
+    shifted = figures.boundary.position_statistics(stats, flags, changes, first_position=-256)
+    assert f"step at {p - 256} ·" in next(
+        a.text for a in shifted.layout.annotations if a.text.startswith("step at")
+    )

@@ -127,6 +127,9 @@ def test_a_report_reruns_every_table_of_numbers(saved, capsys):
     ],
 )
 def test_a_page_export_reruns(saved, downloads, capsys, page, state, name):
+    if name == "change_points":  # a table with a change point, so the page offers its table
+        values = simulate.learned_like(120, 256, seed=1).values
+        np.save(saved, values * np.where(np.arange(120) < 60, 1.0, 1.2)[:, None])
     at = AppTest.from_file(str(PAGES / page), default_timeout=120)
     at.session_state["posviz.table"] = posviz.load(saved)
     at.session_state["posviz.center"] = False
