@@ -3,9 +3,9 @@
     python benchmarks/collection_budget.py [--tables 32] [--size 2048x1024]
 
 32 learned-like tables of 2048 x 1024 float32 (8 MiB each) are exactly the 256 MiB budget of
-one collection (posviz.gather.COLLECTION_BYTES). Printed: the bytes the requests announced
-before anything was built; the peak traced memory while `gather` loads them; the peak while
-`collection.analyse` summarises and maps them (as the page does, its caches aside); the
+one collection (posviz.collection.gather.COLLECTION_BYTES). Printed: the bytes the requests
+announced before anything was built; the peak traced memory while `gather` loads them; the peak
+while `collection.analyse` summarises and maps them (as the page does, its caches aside); the
 process's peak resident memory; and that one table more is refused with nothing built.
 """
 
@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 import posviz  # noqa: F401  (first: sets OpenBLAS's thread timeout before numpy loads)
 
 # isort: split
-from posviz import collection, gather
+from posviz import collection
+from posviz.collection import gather
 from posviz.embedding import LoadError
 
 MIB = 2**20

@@ -1,18 +1,18 @@
 """Collection: many tables side by side, a model zoo or one model's checkpoints over training."""
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import _params, export, figures, gather, hub, io, simulate
-from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, members_table
+from posviz import _params, export, figures, hub, io, simulate
+from posviz._settings import data_dir
+from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, gather, members_table
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
-from posviz.rotary import MAX_TABLE_POSITIONS
-from posviz.scheme_presets import preset_rotary_table, preset_rotary_width, rotary_presets
+from posviz.schemes.presets import preset_rotary_table, preset_rotary_width, rotary_presets
+from posviz.schemes.rotary import MAX_TABLE_POSITIONS
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -320,7 +320,7 @@ st.caption(
     "tables are ordered by it and the over-training views appear."
 )
 members = state.collection()
-shared = os.environ.get("POSVIZ_DATA_DIR")
+shared = data_dir()
 sources = {"Upload files": from_uploads, "Simulate": from_simulations}
 sources["Rotary schemes"] = from_schemes
 if shared:

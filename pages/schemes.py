@@ -2,35 +2,36 @@
 ALiBi slopes, T5 buckets and bias; a rotary table or DeBERTa's relative table opened as the
 current table."""
 
-import os
 from pathlib import Path
 
 import streamlit as st
 
-from posviz import figures, scheme_hub
+from posviz import figures
+from posviz._settings import data_dir
 from posviz.embedding import LoadError
-from posviz.relative import bucket_layouts
-from posviz.rotary import (
-    BANDS,
-    MAX_TABLE_POSITIONS,
-    inv_freq_difference,
-    rotary_table,
-)
-from posviz.scheme import KINDS, position_scheme
-from posviz.scheme_presets import PRESETS, rotary_presets
-from posviz.scheme_summary import (
+from posviz.schemes import weights
+from posviz.schemes.config import KINDS, position_scheme
+from posviz.schemes.presets import PRESETS, rotary_presets
+from posviz.schemes.record import (
     INV_FREQ_TOLERANCE,
     PRESET,
     checkpoint_provenance,
     config_provenance,
     read_config,
 )
+from posviz.schemes.relative import bucket_layouts
+from posviz.schemes.rotary import (
+    BANDS,
+    MAX_TABLE_POSITIONS,
+    inv_freq_difference,
+    rotary_table,
+)
 from posviz.ui import schemes as cache
 from posviz.ui import state, widgets
 from posviz.ui.text import literal
 
 SOURCES = ["Known models", "Hub model", "config.json"]
-SHARED = os.environ.get("POSVIZ_DATA_DIR")  # the team's checkpoints, with their config.json
+SHARED = data_dir()  # the team's checkpoints, with their config.json
 if SHARED:
     SOURCES.append("Shared folder")
 #: Where the model's weights are, to read what a learned scheme stores: in words.
@@ -136,7 +137,9 @@ if scheme.kind == "rotary":
     columns[2].metric(
         "attention factor", f"{f.attention_factor:.4f}", help="Multiplies cos and sin of q and k."
     )
-    columns[3].metric("logit multiplier", f"{f.attention_factor**2:.4f}", help="factor²")
+    columns[3].metric(
+        "logit multiplier", f"{f.logit_multiplier:.4f}", help=f.logit_multiplier_source
+    )
     columns[4].metric(
         "pairs beyond L₀",
         f.pairs_beyond_original_context,
@@ -169,8 +172,8 @@ if scheme.kind == "rotary":
             else:
                 st.error(text + ": it does not match; trust config.json.", icon=":material/error:")
     labels = ["Frequency ladder", "Bands", "Similarity decay"]
-    labels += ["Dynamic NTK base"] * (spec.rope_type == "dynamic")
-    labels += ["LongRoPE factors"] * (spec.rope_type == "longrope")
+    rule_figure = figures.schemes.RULE_FIGURES.get(spec.rope_type)  # a tab only some rules have
+    labels += [rule_figure[0]] if rule_figure else []
     labels += ["Numbers"]
     tabs = dict(
         zip(labels, widgets.tabs_drawn_when_open(labels, key="schemes.section"), strict=True)
@@ -192,15 +195,11 @@ if scheme.kind == "rotary":
                 name="decay",
                 settings=exported("rotary_decay", d.params, layer_type=spec.layer_type),
             )
-    # The tabs only some rules have.
-    for title, build in (
-        ("Dynamic NTK base", figures.schemes.dynamic_base),
-        ("LongRoPE factors", figures.schemes.longrope_factors),
-    ):
-        if title in tabs:
-            with tabs[title]:
-                if tabs[title].open:
-                    widgets.show_figure(build(spec), name=build.__name__, settings=settings)
+    if rule_figure:
+        title, build = rule_figure
+        with tabs[title]:
+            if tabs[title].open:
+                widgets.show_figure(build(spec), name=build.__name__, settings=settings)
     with tabs["Numbers"]:
         if tabs["Numbers"].open:
             numbers = f.to_frame()
@@ -270,12 +269,12 @@ elif scheme.kind == "relative_bias":
         )
     elif st.toggle(f"Read the bias tensors {WEIGHTS[source]}", key="schemes.read_bias"):
         try:
-            weights = cache.bias_tensors(opened)
+            tensors = cache.bias_tensors(opened)
         except LoadError as error:
             st.error(literal(error), icon=":material/error:")
             st.stop()
-        name = st.selectbox("Tensor", list(weights), key="schemes.tensor")
-        r = cache.t5_bias(weights[name], name, max_distance=spec.max_distance)
+        name = st.selectbox("Tensor", list(tensors), key="schemes.tensor")
+        r = cache.t5_bias(tensors[name], name, max_distance=spec.max_distance)
         widgets.show_figure(
             figures.schemes.t5_bias(r, name=name),
             name="t5_bias",
@@ -296,7 +295,7 @@ elif scheme.kind == "relative_table":
         )
     elif st.button("Open rel_embeddings as the current table", type="primary"):
         try:
-            table, span = scheme_hub.relative_embeddings(opened)
+            table, span = weights.relative_embeddings(opened)
         except LoadError as error:
             st.error(literal(error), icon=":material/error:")
             st.stop()

@@ -23,24 +23,20 @@ import importlib
 import os
 from typing import TYPE_CHECKING
 
-# numpy and scipy each bundle an OpenBLAS whose idle threads spin for 2^28 cycles before
-# sleeping; every hand-over between them (a numpy product, then a scipy LAPACK call) then
-# runs against the other's spinning threads on the same cores. At 2^20 cycles they yield
-# the cores almost at once, so the spectrum, the probes and compare() no longer wait at each
-# hand-over, and two BLAS threads beat one for them (figures: benchmarks/README.md). Read
-# when numpy first loads, so set here, before it does (a value already in the environment
-# wins).
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
-
-from posviz import io
+from posviz import (
+    _moved,
+    _settings,  # noqa: F401 (sets OpenBLAS's thread timeout before numpy loads)
+)
+from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors
 
 if TYPE_CHECKING:
-    from posviz._rerun import RerunResult
+    from posviz.export.rerun import RerunResult
 
-__version__ = "0.1.0"
 __all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load", "rerun"]
+
+_moved.install()
 
 #: Submodules reachable as ``posviz.<name>`` after a plain ``import posviz``.
 _LAZY = frozenset(
@@ -79,7 +75,7 @@ def load(
         ``"hf:REPO_ID[@REVISION]"`` for a model on the Hub (only the safetensors header and
         the one tensor are fetched). Pickle-based checkpoints are refused, never unpickled.
         A .safetensors checkpoint with a config.json beside it is read as that config says
-        (:func:`posviz.scheme_hub.load_checkpoint`: DeBERTa's relative table by default).
+        (:func:`posviz.schemes.weights.load_checkpoint`: DeBERTa's relative table by default).
     tensor : str, optional
         Tensor to read; by default the position table detected by name and shape.
     row_start, row_stop : int
@@ -98,17 +94,9 @@ def load(
         If the file or model is refused or no tensor can be chosen; the message says why and
         what to do (e.g. the candidate tensors to pass as `tensor`).
     """
-    options = {"tensor": tensor, "row_start": row_start, "row_stop": row_stop, "grid": grid}
-    if isinstance(source, str) and source.startswith("hf:"):
-        from posviz import hub  # the Hub client loads only when a model is asked for
+    from posviz.schemes import weights  # with the Hub's code: a checkpoint reads as a model
 
-        return hub.load(source, **options)
-    if str(source).lower().endswith(".safetensors"):
-        from posviz import scheme_hub
-
-        if scheme_hub.config_beside(source):  # a checkpoint: read as its config.json says
-            return scheme_hub.load_checkpoint(scheme_hub.open_checkpoint(source), **options)
-    return io.load(source, **options)
+    return weights.load(source, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid)
 
 
 def rerun(export: dict, **options: object) -> RerunResult:
@@ -116,13 +104,13 @@ def rerun(export: dict, **options: object) -> RerunResult:
 
     The table its provenance names is read again (a file, or ``hf:REPO`` at the commit) and its
     sha256 checked; each analysis runs through `posviz.pipeline` with its params. `export` is a
-    JSON export, ``posviz summary --json``, or ``posviz._rerun.read_export`` of any export
+    JSON export, ``posviz summary --json``, or ``posviz.export.rerun.read_export`` of any export
     file (CSV, HTML report). Options: ``tables`` (paths, in provenance order) and ``base`` (a
-    folder searched first), as :func:`posviz._rerun.rerun`.
+    folder searched first), as :func:`posviz.export.rerun.rerun`.
 
     Returns
     -------
-    posviz._rerun.RerunResult
+    posviz.export.rerun.RerunResult
         ``.ok``, and ``.checks``: every number exported beside the number recomputed.
 
     Raises
@@ -130,7 +118,7 @@ def rerun(export: dict, **options: object) -> RerunResult:
     LoadError
         When the table is missing or its bytes changed.
     """
-    from posviz import _rerun  # the pipeline loads only when asked
+    from posviz.export import rerun as _rerun  # the pipeline loads only when asked
 
     return _rerun.rerun(export, **options)
 

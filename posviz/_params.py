@@ -20,6 +20,8 @@ from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["as_recorded", "defaults", "keyword_names", "records_params", "split_params"]
 
+MAX_RESULT_BYTES = 256 * 2**20
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from posviz._version import __version__
+
 __all__ = [
     "MAX_ELEMENTS",
     "MIN_DIMS",
@@ -320,8 +322,6 @@ class Embedding:
         >>> p["tensor"], p["rows"], p["repo"], p["commit"] == "a" * 40
         ('wpe', 'rows 0-11 of 12', 'gpt2', True)
         """
-        from posviz import __version__  # posviz/__init__ imports this module first
-
         out: dict[str, object] = {
             "source": self.source,
             "tensor": self.name,

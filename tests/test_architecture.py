@@ -1,14 +1,117 @@
-"""House rules: the core never imports Streamlit (only posviz/ui, app and pages do), only
-posviz/figures, the report and the ui draw with Plotly, and pages only draw."""
+"""House rules: imports run down the layers table below and never in a circle; the core never
+imports Streamlit (only posviz/ui, app and pages do), only posviz/figures, the report and the ui
+draw with Plotly, and pages only draw."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+import pytest
+
+from tests import ROOT
+
+#: The house, bottom to top (docs/architecture.md draws it). A module may import modules of its
+#: own layer or below, never above; the most specific prefix names a module's layer. schemes/
+#: spans two floors: its formulas and config reader sit below the Hub (which reads config.json
+#: with them), the modules that read a model's tensors (weights) or summarise it (record) above.
+LAYERS = {
+    "posviz._version": 0,
+    "posviz._settings": 0,
+    "posviz._moved": 0,
+    "posviz._params": 0,
+    "posviz._linalg": 0,
+    "posviz._ridge": 0,
+    "posviz.embedding": 1,
+    "posviz.io": 2,
+    "posviz.simulate": 2,
+    "posviz.export": 2,  # headers and CSV/JSON of a result: numbers and provenance only
+    # one module per question about a table, and the position schemes' formulas
+    "posviz.spectrum": 3,
+    "posviz.similarity": 3,
+    "posviz.offsets": 3,
+    "posviz.components": 3,
+    "posviz.boundary": 3,
+    "posviz.probes": 3,
+    "posviz.compare": 3,
+    "posviz.resample": 3,
+    "posviz.forms": 3,
+    "posviz.schemes": 3,
+    "posviz.hub": 4,
+    "posviz.schemes.weights": 5,
+    "posviz.schemes.record": 5,
+    "posviz.collection": 5,
+    "posviz.pipeline": 6,
+    "posviz.figures": 7,
+    "posviz.export.rerun": 7,
+    "posviz.report": 8,
+    "posviz.cli": 8,
+    "posviz.ui": 9,
+    "posviz": 10,  # the package's front door: load, rerun and the lazy submodules
+    "posviz.__main__": 10,
+}
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each module of posviz/ and the posviz modules it imports, at the top or in a function."""
+    modules = {}
+    for path in (ROOT / "posviz").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def resolve(name: str) -> str:
+        while name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    imports: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name.split(".")[0] == "posviz"}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("posviz"):
+                # `from posviz import io` imports posviz.io; `from posviz.io import load` posviz.io
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in modules else node.module)
+        imports[name] = {resolve(t) for t in targets} - {name}
+    return imports
+
+
+def layer(module: str) -> int:
+    prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS[prefix]
+
+
+def test_imports_run_down_the_layers():
+    upward = [
+        f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
+        for a, targets in module_imports().items()
+        for b in targets
+        if layer(b) > layer(a)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycles_not_even_through_a_function_level_import():
+    graph = module_imports()
+    cycles, done = [], set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            cycles.append(" -> ".join([*path[path.index(node) :], node]))
+            return
+        if node in done:
+            return
+        for target in sorted(graph.get(node, ())):
+            visit(target, [*path, node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    assert cycles == []
 
 
 def importers(package: str, *, allowed: tuple[str, ...]) -> list[str]:
@@ -91,6 +194,7 @@ def test_the_app_loads_posviz_before_numpy_so_openblas_gets_its_thread_timeout()
     assert "numpy" not in app.split("from posviz")[0]
 
 
+@pytest.mark.slow
 def test_a_first_open_loads_no_pandas_no_hub_client_and_no_interpolation():
     # Every first open pays for what its run imports: pandas loads with the first table of
     # numbers shown or exported, the Hub's HTTP client with the first model fetched, scipy's
@@ -105,6 +209,7 @@ def test_a_first_open_loads_no_pandas_no_hub_client_and_no_interpolation():
     assert out.stdout.split() == [b"[]"]
 
 
+@pytest.mark.slow
 def test_what_the_app_imports_is_out_of_the_collectors_way():
     # Streamlit collects garbage after every script run; the app freezes its imports once, on
     # its first run, and importing the widgets alone freezes nothing.

@@ -189,6 +189,7 @@ NULL_CURVES = {
 }
 
 
+@pytest.mark.slow  # 500 curves: ~15 s quiet, ~50 s on a loaded machine
 def test_the_false_alarms_the_procedure_states_are_measured_here():
     assert set(NULL_CURVES) == set(boundary.FALSE_ALARMS)
     alpha = 0.01  # the default the counts are for

@@ -31,9 +31,10 @@ from playwright.sync_api import Page
 from safetensors.numpy import save, save_file
 
 from posviz import __version__
-from posviz.cli import SERVED_TABLE
+from posviz._settings import SERVED_TABLE
 from posviz.simulate import sinusoidal_table
 from posviz.spectrum import spectrum
+from tests import ROOT
 from tests.e2e.conftest import (  # noqa: F401 -- the browser fixtures: Debian's chromium
     ARTIFACTS,
     CHROMIUM,
@@ -44,7 +45,9 @@ from tests.e2e.conftest import (  # noqa: F401 -- the browser fixtures: Debian's
     screenshot,
 )
 
-ROOT = Path(__file__).parents[1]
+# Builds a wheel and a venv once per run: part of the full run, not of the quick loop.
+pytestmark = pytest.mark.slow
+
 # The checkpoint the commands open: a token table beside the position table, so the position
 # table must be found by name.
 POSITIONS = sinusoidal_table(96, 32).astype(np.float32)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io as bytes_io
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,12 +21,11 @@ from posviz import compare, export, forms, pipeline, probes, report, simulate
 from posviz._params import defaults
 from posviz.cli import main
 from posviz.embedding import Embedding
-
-PAGES = Path(__file__).parents[1] / "pages"
+from tests import apptest
 
 
 def run_page(page: str, *tables: Embedding, **state) -> AppTest:
-    at = AppTest.from_file(str(PAGES / page), default_timeout=120)
+    at = apptest(f"pages/{page}")
     for key, table in zip(("posviz.table", "posviz.second"), tables, strict=False):
         at.session_state[key] = table
     for key, value in state.items():

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import shutil
 from typing import Any
 
 import plotly.graph_objects as go
+
+from posviz import _settings
 
 __all__ = ["figure_html", "figure_image", "static_image_browser"]
 
@@ -22,7 +23,7 @@ def figure_html(fig: go.Figure, settings: dict[str, Any]) -> str:
 
 def static_image_browser() -> str | None:
     """The Chromium kaleido would drive for PNG/SVG export (`BROWSER_PATH` first), or None."""
-    candidates = [os.environ.get("BROWSER_PATH"), "chromium", "chromium-browser", "google-chrome"]
+    candidates = [_settings.browser_path(), "chromium", "chromium-browser", "google-chrome"]
     return next((path for c in candidates if c and (path := shutil.which(c))), None)
 
 

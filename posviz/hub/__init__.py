@@ -12,22 +12,20 @@ the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-from dataclasses import dataclass
-from functools import cached_property
 from urllib.parse import quote
 
 import numpy as np
 
-from posviz import io
+from posviz import _settings, io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
-from posviz.hub.config import ConfigFile, no_table_reason, position_scheme
-from posviz.relative import labelled, relative_table_name
-from posviz.scheme import MAX_CONFIG_BYTES, parse_config
+from posviz.hub.config import ConfigFile, position_scheme
+from posviz.hub.model import HubModel, Reference
+from posviz.schemes.config import MAX_CONFIG_BYTES, parse_config
+from posviz.schemes.relative import labelled, relative_table_name
 
 __all__ = [
     "SUGGESTED_MODELS",
@@ -66,90 +64,9 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 _PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
-@dataclass(frozen=True)
-class Reference:
-    """A model on the Hub: repo id and revision (branch, tag, ``refs/pr/N`` or commit)."""
-
-    repo: str
-    revision: str = "main"
-
-    def __str__(self) -> str:
-        return f"hf:{self.repo}@{self.revision}"
-
-
-@dataclass(frozen=True)
-class HubModel:
-    """What posviz knows of a model at one commit, from its headers and config.json only.
-
-    Attributes
-    ----------
-    repo, revision : str
-        As the user named them.
-    commit : str
-        The 40-hex commit sha the revision resolved to; every file was read at it.
-    config : dict
-        The model's config.json (empty if it has none).
-    heads : dict of str to (int, bytes)
-        Per safetensors file: its size and its head (8-byte length and JSON header).
-    tensors : dict of str to str
-        Tensor name -> the file holding it.
-    """
-
-    repo: str
-    revision: str
-    commit: str
-    config: dict
-    heads: dict[str, tuple[int, bytes]]
-    tensors: dict[str, str]
-
-    @property
-    def label(self) -> str:
-        return str(Reference(self.repo, self.revision))
-
-    @property
-    def infos(self) -> list[io.TensorInfo]:
-        """The tensors, as :func:`posviz.io.list_tensors` lists a file's."""
-        entries = {name: self.entry(name) for name in self.tensors}
-        return [io.TensorInfo(k, tuple(e["shape"]), e["dtype"]) for k, e in entries.items()]
-
-    def entry(self, name: str) -> dict:
-        """The checked header entry of tensor `name` (dtype, shape, data_offsets)."""
-        return self._file(self.tensors[name])[0][name]
-
-    def span(self, name: str) -> tuple[int, int]:
-        """(begin, end) of tensor `name`'s bytes in its file."""
-        entries, start = self._file(self.tensors[name])
-        begin, end = entries[name]["data_offsets"]
-        return start + begin, start + end
-
-    def file_size(self, name: str) -> int:
-        """Bytes of the file holding tensor `name`."""
-        return self.heads[self.tensors[name]][0]
-
-    def source(self, name: str) -> str:
-        """Where tensor `name` comes from, precisely enough to cite and reproduce."""
-        return f"{self.label} · commit {self.commit} · {self.tensors[name]}"
-
-    def no_table_reason(self) -> str | None:
-        """Why this model has no learned absolute position table, when config.json says so and
-        no tensor is named like one."""
-        return no_table_reason(self.label, self.config, self.tensors)
-
-    def _file(self, file: str) -> tuple[dict[str, dict], int]:
-        return self._parsed[file]
-
-    @cached_property
-    def _parsed(self) -> dict[str, tuple[dict[str, dict], int]]:
-        """Each file's checked entries and data start (posviz.io's checks, once per model)."""
-        return {
-            file: io.safetensors_entries(head, size, f"{self.label}:{file}")
-            for file, (size, head) in self.heads.items()
-        }
-
-
 def enabled() -> bool:
     """Whether Hub access is on (``POSVIZ_HUB=off`` turns it off for air-gapped servers)."""
-    return os.environ.get("POSVIZ_HUB", "on").strip().lower() not in {"off", "0", "false", "no"}
+    return _settings.hub_enabled()
 
 
 def is_hub_ref(text: str) -> bool:
@@ -230,7 +147,8 @@ def open_config(repo: str, revision: str = "main") -> ConfigFile:
     ------
     LoadError
         As :func:`open_model`; also when config.json is too big, too deep or not a JSON
-        object (:func:`posviz.scheme.parse_config`). A repo without one gives an empty config.
+        object (:func:`posviz.schemes.config.parse_config`). A repo without one gives an empty
+        config.
     """
     ref = parse_ref(f"hf:{repo}@{revision}")
     _check_enabled()

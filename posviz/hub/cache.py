@@ -11,12 +11,10 @@ import threading
 from contextlib import suppress
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from posviz import _settings
 from posviz.embedding import LoadError
-
-if TYPE_CHECKING:
-    from posviz.hub import HubModel, Reference
+from posviz.hub.model import HubModel, Reference
 
 #: Default of POSVIZ_HUB_CACHE_SIZE.
 DEFAULT_CACHE_SIZE = "1GB"
@@ -31,15 +29,12 @@ def cache_dir() -> Path:
     """posviz's own folder for the Hub cache: POSVIZ_HUB_CACHE/posviz-hub (the setting may
     name a folder others use, such as /tmp), else posviz/hub under the user's cache directory.
     Only files posviz named there are counted and deleted."""
-    if os.environ.get("POSVIZ_HUB_CACHE"):
-        return Path(os.environ["POSVIZ_HUB_CACHE"]) / "posviz-hub"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "posviz" / "hub"
+    return _settings.hub_cache_dir()
 
 
 def cache_limit() -> int:
     """POSVIZ_HUB_CACHE_SIZE in bytes."""
-    return parse_size(os.environ.get("POSVIZ_HUB_CACHE_SIZE", DEFAULT_CACHE_SIZE))
+    return parse_size(_settings.hub_cache_size(DEFAULT_CACHE_SIZE))
 
 
 def parse_size(text: str) -> int:
@@ -86,8 +81,6 @@ class _Cache:
         self._write("refs", json.dumps({"commit": commit}).encode(), ref.repo, ref.revision)
 
     def model(self, ref: Reference, commit: str) -> HubModel | None:
-        from posviz.hub import HubModel  # the package imports this module first
-
         record = self._read_json("heads", ref.repo, commit)
         if not isinstance(record, dict):
             return None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import time
@@ -15,7 +14,7 @@ from urllib.parse import urlsplit
 
 from huggingface_hub import constants
 
-from posviz import io
+from posviz import _settings, io
 from posviz.embedding import LoadError
 
 if TYPE_CHECKING:
@@ -34,8 +33,6 @@ MAX_JSON_DEPTH = 64
 #: Progress callback: (bytes received, bytes expected).
 Progress = Callable[[int, int], None]
 
-_CHUNK = 2**16
-
 
 class Unreachable(LoadError):
     """The Hub did not answer (no network, DNS, proxy, timeout): nothing about the model is
@@ -48,13 +45,12 @@ class Unreachable(LoadError):
 
 
 def _offline() -> bool:
-    flag = os.environ.get("HF_HUB_OFFLINE", "")
-    return constants.HF_HUB_OFFLINE or flag.strip().upper() in {"1", "ON", "YES", "TRUE"}
+    return constants.HF_HUB_OFFLINE or _settings.hub_offline()
 
 
 def _endpoint() -> str:
     # Read at each call (the client reads HF_ENDPOINT once, at import).
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    return (_settings.hub_endpoint() or constants.ENDPOINT).rstrip("/")
 
 
 def _file_url(repo: str, commit: str, file: str) -> str:
@@ -170,7 +166,9 @@ def _get_bytes(url: str, *, what: str, kind: str = "file", limit: int = MAX_JSON
     started = time.monotonic()
     with _request(url, {}, what) as response:
         body = bytearray()
-        for chunk in response.iter_bytes(_CHUNK):
+        # Each read the socket returns, however small: `iter_bytes(n)` would buffer n bytes
+        # first, and a server trickling a byte at a time would never reach the check below.
+        for chunk in response.iter_bytes():
             body += chunk
             if len(body) > limit:
                 msg = f"{what}: the Hub's {kind} answer exceeds {limit:,} bytes; refused."

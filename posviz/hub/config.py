@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from posviz import scheme as schemes
 from posviz.io import POSITION_NAMES
+from posviz.schemes import config as schemes
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class ConfigFile:
     ----------
     repo, revision, commit : str
     config : dict
-        Parsed and checked by :func:`posviz.scheme.parse_config`.
+        Parsed and checked by :func:`posviz.schemes.config.parse_config`.
     files : tuple of str
         The repo's files at `commit` (empty offline).
     nbytes : int

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import pickle
 from collections.abc import Callable
 from operator import attrgetter
@@ -26,14 +25,14 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import numpy as np
 import streamlit as st
 
+from posviz import _settings, pipeline
 from posviz import collection as _collection
-from posviz import pipeline
 from posviz.embedding import Embedding
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-CACHE_SIZE = os.environ.get("POSVIZ_CACHE_SIZE", "1GB")
+CACHE_SIZE = _settings.cache_size()
 
 P = ParamSpec("P")
 R = TypeVar("R")

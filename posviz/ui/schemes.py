@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from posviz import hub, scheme_hub
-from posviz.alibi import AlibiBias, alibi_bias
-from posviz.relative import RelativeBias, relative_bias
-from posviz.rotary import (
+from posviz import hub
+from posviz.schemes import weights
+from posviz.schemes.alibi import AlibiBias, alibi_bias
+from posviz.schemes.record import is_decoder_bias
+from posviz.schemes.relative import RelativeBias, relative_bias
+from posviz.schemes.rotary import (
     RotaryDecay,
     RotaryFrequencies,
     RotaryOverlay,
@@ -19,7 +21,6 @@ from posviz.rotary import (
     rotary_frequencies,
     rotary_overlay,
 )
-from posviz.scheme_summary import is_decoder_bias
 
 __all__ = [
     "HUB_MODEL",
@@ -76,13 +77,13 @@ def hub_config(repo: str, revision: str) -> hub.ConfigFile:
 
 
 @st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the bias tensors…")
-def bias_tensors(opened: scheme_hub.Model) -> dict[str, np.ndarray]:
-    return scheme_hub.bias_tensors(opened)
+def bias_tensors(opened: weights.Model) -> dict[str, np.ndarray]:
+    return weights.bias_tensors(opened)
 
 
 @st.cache_data(ttl=600, max_entries=16, show_spinner="Reading the inv_freq buffer…")
-def stored_inv_freq(opened: scheme_hub.Model) -> tuple[str, np.ndarray] | None:
-    return scheme_hub.stored_inv_freq(opened)
+def stored_inv_freq(opened: weights.Model) -> tuple[str, np.ndarray] | None:
+    return weights.stored_inv_freq(opened)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

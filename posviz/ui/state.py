@@ -9,7 +9,6 @@ that way and clears it.
 from __future__ import annotations
 
 import inspect
-import os
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,11 +16,10 @@ from typing import Any
 
 import streamlit as st
 
-import posviz
-from posviz import gather, hub, simulate
-from posviz.cli import SERVED_TABLE
-from posviz.collection import Member
+from posviz import _settings, hub, simulate
+from posviz.collection import Member, gather
 from posviz.embedding import Embedding
+from posviz.schemes import weights
 from posviz.ui.text import literal
 
 #: The table every page analyses, and the Compare page's second table.
@@ -70,11 +68,13 @@ def upload_limit() -> int:
 
 def _served() -> Embedding | None:
     """The table `posviz serve PATH` names in the environment, loaded as an upload would be."""
-    ref = os.environ.get(SERVED_TABLE)
+    ref = _settings.served_table()
     if not ref:
         return None
     try:
-        table = hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else posviz.load(ref)
+        table = (
+            hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else weights.load(ref)
+        )
     except ValueError as error:  # LoadError included: the file changed since the server started
         # The name only: `ref` is the path on the server, not the visitor's business.
         name = ref if hub.is_hub_ref(ref) else Path(ref).name
@@ -229,6 +229,6 @@ def server_collection_bytes() -> int:
 
 def add_to_collection(requests: Sequence[gather.Request]) -> None:
     """Load `requests` into this session's collection if they fit its and the server's
-    budgets (see :func:`posviz.gather.gather`); else raise LoadError, loading none."""
+    budgets (see :func:`posviz.collection.gather.gather`); else raise LoadError, loading none."""
     members = gather.gather(requests, collection(), server_bytes=server_collection_bytes())
     set_collection(members)

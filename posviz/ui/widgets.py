@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import html
 import inspect
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,10 +14,13 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import compare, datadir, export, figures, hub, io, scheme_hub, simulate
+from posviz import _settings, compare, export, figures, hub, io, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
-from posviz.relative import relative_table_name
+from posviz.hub.config import no_table_reason
+from posviz.io import datadir
+from posviz.schemes import weights
+from posviz.schemes.relative import relative_table_name
 from posviz.spectrum import Spectrum, spectrum
 from posviz.ui import cache, pages, state
 from posviz.ui.text import literal
@@ -274,7 +276,7 @@ def table_loader(slot: str = state.PRIMARY) -> None:
     """Load a table into `slot` by simulation, upload, from the Hugging Face Hub (unless
     POSVIZ_HUB=off) or (when POSVIZ_DATA_DIR is set) from the team's shared folder; a refusal
     keeps the table there."""
-    shared = os.environ.get("POSVIZ_DATA_DIR")
+    shared = _settings.data_dir()
     names = ["Simulate", "Upload a file", *(["Hub"] if hub.enabled() else [])]
     names += ["Shared folder"] if shared else []
     # Keyed, so the open tab stays open when a load rewrites the URL (an unkeyed tab set
@@ -366,7 +368,7 @@ def _shared_folder(slot: str, root: Path) -> None:
         path = datadir.resolve(root, relative)
         checkpoint = _checkpoint(root, path, relative)
         # As for a model on the Hub: a config.json that names another scheme says so.
-        reason = checkpoint and hub.no_table_reason(relative, checkpoint.config, checkpoint.tensors)
+        reason = checkpoint and no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return
@@ -375,17 +377,17 @@ def _shared_folder(slot: str, root: Path) -> None:
     _pick_and_load(checkpoint or path, relative, slot=slot, key=f"{slot}.shared")
 
 
-def _checkpoint(root: Path, path: Path, relative: str) -> scheme_hub.LocalCheckpoint | None:
+def _checkpoint(root: Path, path: Path, relative: str) -> weights.LocalCheckpoint | None:
     """The shared checkpoint `relative` (its checked real `path`) with the config.json beside
     its name (a Hugging Face cache links both to blobs), when that config.json is inside the
     shared folder too (a link out of it is not followed)."""
-    config = scheme_hub.config_beside(root / relative)
+    config = weights.config_beside(root / relative)
     if config is None or not config.resolve().is_relative_to(root.resolve()):
         return None
-    return scheme_hub.open_checkpoint(path, config=config.resolve(), label=relative)
+    return weights.open_checkpoint(path, config=config.resolve(), label=relative)
 
 
-def shared_checkpoint(root: Path, *, key: str) -> scheme_hub.LocalCheckpoint | None:
+def shared_checkpoint(root: Path, *, key: str) -> weights.LocalCheckpoint | None:
     """Pick a safetensors checkpoint of the shared folder that has its config.json beside it;
     None until one is picked (or when it is refused: the page says why)."""
     try:
@@ -393,7 +395,7 @@ def shared_checkpoint(root: Path, *, key: str) -> scheme_hub.LocalCheckpoint | N
     except LoadError as error:
         st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return None
-    found = [f for f in files if scheme_hub.config_beside(root / f)]
+    found = [f for f in files if weights.config_beside(root / f)]
     relative = st.selectbox(
         f"Checkpoint with its config.json: {len(found):,} in the shared folder",
         found,
@@ -415,7 +417,7 @@ def shared_checkpoint(root: Path, *, key: str) -> scheme_hub.LocalCheckpoint | N
 
 
 #: What the loader lists and loads: a file, a checkpoint read with its config.json, a Hub model.
-_Loadable = io.Source | scheme_hub.LocalCheckpoint | hub.HubModel
+_Loadable = io.Source | weights.LocalCheckpoint | hub.HubModel
 
 #: Bytes of opened models kept, shared by all sessions. A model's heads are at most
 #: io.MAX_HEADER_BYTES (8 MiB) together, its config.json usually a few kB: a few dozen models.
@@ -484,7 +486,7 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
     if not isinstance(error, hub.Unreachable):
         st.error(literal(error), icon=":material/error:")
         return
-    shared = "POSVIZ_DATA_DIR" in os.environ
+    shared = _settings.data_dir() is not None
     instead = "the **Upload a file** tab" + (" or the **Shared folder** tab" if shared else "")
     st.error(
         f"You asked for the model **{literal(repo)}** at revision **{literal(revision)}**. "
@@ -504,7 +506,7 @@ def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> 
     import pandas as pd
 
     remote = isinstance(source, hub.HubModel)
-    local = source.path if isinstance(source, scheme_hub.LocalCheckpoint) else source
+    local = source.path if isinstance(source, weights.LocalCheckpoint) else source
     try:
         infos = source.infos if remote else io.list_tensors(local, filename)
         usable = [info for info in infos if info.table_shape is not None]
@@ -527,7 +529,7 @@ def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> 
         hide_index=True,
     )
     names = [info.name for info in usable]
-    config = source.config if isinstance(source, hub.HubModel | scheme_hub.LocalCheckpoint) else {}
+    config = source.config if isinstance(source, hub.HubModel | weights.LocalCheckpoint) else {}
     # A relative-attention model's table of relative positions first, as its loaders open it.
     detected = relative_table_name(config, names) or io.detect_position_tensor(infos)
     name = st.selectbox(
@@ -579,8 +581,8 @@ def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> 
 def _read(source: _Loadable, filename: str, options: dict[str, Any]) -> Embedding:
     """io.load for a file; a checkpoint as its config.json says (DeBERTa's relative table with
     its positions); for a model on the Hub, the tensor fetched under a progress bar."""
-    if isinstance(source, scheme_hub.LocalCheckpoint):
-        return scheme_hub.load_checkpoint(source, **options)
+    if isinstance(source, weights.LocalCheckpoint):
+        return weights.load_checkpoint(source, **options)
     if not isinstance(source, hub.HubModel):
         return io.load(source, filename, **options)
     bar = st.progress(0.0, text="Fetching from the Hub…")

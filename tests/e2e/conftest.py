@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Locator, Page
 
-ROOT = Path(__file__).parents[2]
+from tests import ROOT
+
 CHROMIUM = Path(os.environ.get("POSVIZ_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "artifacts"
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"

@@ -143,7 +143,7 @@ def test_safetensors_tensor_pick(page: Page, server_url: str, tmp_path: Path):
 def test_hostile_files_are_refused_and_the_table_stays(page: Page, server_url: str, tmp_path: Path):
     open_page(page, f"{server_url}/data")
     before = sidebar_card(page)
-    # One of each kind through the real chooser (tests/test_pages.py uploads every one):
+    # One of each kind through the real chooser (tests/app/test_pages.py uploads every one):
     # a pickle, a zip bomb, a file listed fine and refused on loading, a header and a text.
     files = hostile_files(tmp_path)
     for name in ("rce.pkl", "zip_bomb.npz", "nan.npy", "st_nested_json.safetensors", "latin1.csv"):

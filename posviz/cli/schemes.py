@@ -1,0 +1,92 @@
+"""`posviz summary` of a model's position scheme: from a config.json file, from the Hub by
+name, or from a safetensors checkpoint with its config.json beside it, reading only what the
+scheme needs (config.json for rotary and ALiBi; the bias tensors for T5; the relative table for
+DeBERTa; a stored inv_freq buffer when asked to check it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from posviz import hub
+from posviz.schemes import weights
+from posviz.schemes.config import position_scheme
+from posviz.schemes.record import read_config, scheme_record
+
+__all__ = ["add_arguments", "summary"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scheme options of `posviz summary`."""
+    parser.add_argument(
+        "--positions",
+        type=int,
+        metavar="N",
+        help="rows of a rotary model's position table (default: its original context, at "
+        "most 8192)",
+    )
+    parser.add_argument(
+        "--context",
+        type=int,
+        metavar="L",
+        help="sequence length a rotary scaling rule is applied at (default: "
+        "max_position_embeddings)",
+    )
+    parser.add_argument(
+        "--check-inv-freq",
+        action="store_true",
+        help="rotary models on the Hub or in a local checkpoint: also read the safetensors "
+        "headers and a stored rotary_emb.inv_freq buffer, and compare it with config.json's",
+    )
+
+
+def is_config(path: str) -> bool:
+    """Whether PATH names a config.json (any .json file) rather than weights."""
+    return path.lower().endswith(".json")
+
+
+def summary(args: argparse.Namespace) -> int | None:
+    """Print the scheme record of PATH and return 0, or None when PATH is to be analysed as a
+    position table as before (a weights file; a Hub model with a learned table)."""
+    path = args.path
+    if not (is_config(path) or hub.is_hub_ref(path) or weights.config_beside(path)):
+        return None
+    config, provenance, opened = read_config(path)
+    scheme = position_scheme(config)
+    if opened is not None and scheme.kind == "learned_absolute":
+        if isinstance(opened, hub.ConfigFile):
+            args.opened = opened  # the table is read at the commit config.json was read at
+        return None
+    record = scheme_record(
+        scheme,
+        provenance,
+        opened,
+        context=args.context,
+        positions=args.positions,
+        center=not args.no_center,
+        check_inv_freq=args.check_inv_freq,
+    )
+    if args.json:
+        print(json.dumps(record, allow_nan=False))
+    else:
+        print(_describe(record))
+    return 0
+
+
+def _describe(record: dict[str, Any]) -> str:
+    """The record in a few lines for people; lists shortened."""
+    lines = []
+    for key, value in record.items():
+        if isinstance(value, list) and len(value) > 8:
+            head = ", ".join(_short(v) for v in value[:4])
+            value = f"[{head}, … {len(value)} values]"
+        elif isinstance(value, dict):
+            value = json.dumps(value, default=str, ensure_ascii=False)
+            value = value if len(value) < 200 else value[:197] + "…"
+        lines.append(f"{key:<32}{_short(value)}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)

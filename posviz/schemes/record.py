@@ -1,0 +1,374 @@
+"""A position scheme's numbers as one JSON-ready record: what `posviz summary` prints for a
+model whose positions are not a learned table (and `scheme` for every model).
+
+A record is an export (`posviz rerun` recomputes it): ``"analysis": "scheme_record"``, the
+settings of :func:`scheme_record` under ``"params"``, and under ``"provenance"`` the config.json
+it was made from (:func:`config_provenance`: a path, ``hf:REPO@COMMIT`` or ``preset:NAME``, and
+the sha256 of its bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from posviz import hub
+from posviz._version import __version__
+from posviz.embedding import Embedding, LoadError
+from posviz.export import header
+from posviz.schemes import weights
+from posviz.schemes.alibi import alibi_slopes
+from posviz.schemes.config import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
+from posviz.schemes.layers import LayerScheme
+from posviz.schemes.presets import PRESETS
+from posviz.schemes.relative import t5_buckets
+from posviz.schemes.rotary import (
+    MAX_TABLE_POSITIONS,
+    RotaryFrequencies,
+    RotarySpec,
+    inv_freq_difference,
+    rotary_frequencies,
+    rotary_table,
+)
+from posviz.simulate import sinusoidal
+from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
+
+__all__ = [
+    "INV_FREQ_TOLERANCE",
+    "N_SINGULAR_VALUES",
+    "PRESET",
+    "alibi_record",
+    "checkpoint_provenance",
+    "config_provenance",
+    "finite",
+    "is_decoder_bias",
+    "layers_record",
+    "other_layer_types",
+    "read_config",
+    "relative_bias_record",
+    "rotary_record",
+    "scheme_head",
+    "scheme_record",
+    "table_record",
+]
+
+#: Singular values printed and exported.
+N_SINGULAR_VALUES = 10
+#: Largest relative difference of a stored inv_freq buffer from config.json's that passes:
+#: bfloat16 stores 8 significant bits (relative error up to 2**-8 = 0.0039).
+INV_FREQ_TOLERANCE = 2**-8
+#: How a config built into posviz (`posviz.schemes.presets.PRESETS`) is named in a provenance.
+PRESET = "preset:"
+
+
+def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
+    """Where a scheme's numbers came from: the config.json `config` names (a path,
+    ``hf:REPO@COMMIT`` or ``preset:NAME``), the sha256 of its bytes, and `where` in it (a
+    layer type)."""
+    return {"config": config, "sha256": sha256, **where, "posviz_version": __version__}
+
+
+def checkpoint_provenance(model: weights.LocalCheckpoint) -> dict[str, Any]:
+    """:func:`config_provenance` of a local checkpoint: its config.json, and the weights under
+    "weights", both named by the checkpoint's label (a path, or its name in the shared
+    folder: never the server's own path)."""
+    return config_provenance(model.source, model.sha256, weights=model.label)
+
+
+def read_config(
+    config: str, data: bytes | None = None, *, label: str | None = None
+) -> tuple[dict, dict[str, Any], weights.Model | None]:
+    """The config.json `config` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``, or a
+    safetensors checkpoint with its config.json beside it), parsed; its
+    :func:`config_provenance` (a Hub model at the commit read; a checkpoint's path under
+    "weights"); the model whose weights hold the scheme's tensors (Hub or local), if any.
+
+    `data` is its bytes when already read (an upload named `config`); `label` names a local
+    checkpoint's tables (default: the file's name).
+
+    Raises
+    ------
+    LoadError
+        If it cannot be read or parsed, is bigger than `MAX_CONFIG_BYTES`, or names no preset.
+    """
+    if data is None and hub.is_hub_ref(config):
+        ref = hub.parse_ref(config)
+        opened = hub.open_config(ref.repo, ref.revision)
+        return opened.config, config_provenance(opened.at_commit, opened.sha256), opened
+    if data is None and config.lower().endswith(".safetensors"):  # its config.json beside
+        model = weights.open_checkpoint(config, label=label or config)
+        return model.config, checkpoint_provenance(model), model
+    if data is None and config.startswith(PRESET):
+        name = config.removeprefix(PRESET)
+        if name not in PRESETS:
+            msg = f"{name!r} is not a model posviz has a config.json excerpt of."
+            raise LoadError(msg)
+        data = json.dumps(PRESETS[name]).encode()  # the bytes a preset stands for
+    elif data is None:
+        data = read_config_file(config)
+    sha256 = hashlib.sha256(data).hexdigest()
+    return parse_config(data, what=config), config_provenance(config, sha256), None
+
+
+def scheme_head(scheme: Scheme) -> dict[str, Any]:
+    """The keys every record starts with: the scheme, in words, and its warnings."""
+    record: dict[str, Any] = {"scheme": scheme.kind, "description": KINDS[scheme.kind]}
+    record["reason"] = scheme.reason
+    if scheme.warnings:
+        record["warnings"] = list(scheme.warnings)
+    return record
+
+
+def scheme_record(
+    scheme: Scheme,
+    provenance: dict[str, Any],
+    model: weights.Model | None = None,
+    *,
+    context: int | None = None,
+    positions: int | None = None,
+    center: bool = True,
+    check_inv_freq: bool = False,
+) -> dict[str, Any]:
+    """Everything `posviz summary` says of a scheme: its numbers, and the summary of its
+    table (rotary, sinusoidal; DeBERTa's from the Hub) under "table".
+
+    Parameters
+    ----------
+    scheme : Scheme
+    provenance : dict
+        :func:`config_provenance` of the config.json `scheme` was read from.
+    model : ConfigFile or LocalCheckpoint, optional
+        The model on the Hub or on disk, for what its weights hold (T5's bias, DeBERTa's
+        table, a stored inv_freq buffer).
+    context : int, optional
+        Sequence length a rotary scaling rule is applied at (default max_position_embeddings).
+    positions : int, optional
+        Rows of the rotary or sinusoidal table (default its original context, at most
+        `MAX_TABLE_POSITIONS`).
+    center : bool
+        Center the table before its spectrum.
+    check_inv_freq : bool
+        Read a stored ``rotary_emb.inv_freq`` buffer from the model's weights and compare.
+    """
+    record = scheme_head(scheme)
+    record["analysis"] = "scheme_record"
+    record["params"] = {
+        "context": context,
+        "positions": positions,
+        "center": center,
+        "check_inv_freq": check_inv_freq,
+    }
+    record["provenance"] = provenance
+    source = provenance["config"] if model is None else model.source  # a table names its commit
+    if scheme.kind == "rotary":
+        main, *others = scheme.rotary
+        stored = weights.stored_inv_freq(model) if model and check_inv_freq else None
+        record |= rotary_record(
+            main,
+            context=context,
+            positions=positions,
+            center=center,
+            source=source,
+            stored_inv_freq=stored,
+        )
+        if others:
+            record["other_layer_types"] = other_layer_types(tuple(others))
+        if scheme.layers:
+            record["layers"] = layers_record(scheme.layers, context=context, main=main)
+    elif scheme.kind == "alibi":
+        record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
+    elif scheme.kind == "relative_bias":
+        tensors = weights.bias_tensors(model) if model is not None else {}
+        record |= relative_bias_record(scheme.relative_bias, tensors)
+    elif scheme.kind == "relative_table":
+        spec = scheme.relative_table
+        record |= {"span": spec.span, "hidden_size": spec.hidden_size}
+        record["absolute_table_too"] = spec.absolute_too
+        if model is not None:
+            table, span = weights.relative_embeddings(model)
+            record["relative_positions"] = span
+            record["table"] = table_record(table, spectrum(table.values, center=center))
+    elif scheme.kind == "sinusoidal" and scheme.width and scheme.context:
+        rows = positions or min(scheme.context, MAX_TABLE_POSITIONS)
+        table = sinusoidal(rows, scheme.width)  # built from its formula: rarely stored
+        record["rows"] = rows
+        record["table"] = table_record(table, spectrum(table.values, center=center))
+    record["context"] = record.get("context", scheme.context)
+    return finite(record)
+
+
+def table_record(table: Embedding, result: Spectrum) -> dict[str, Any]:
+    """A table's usual summary: the export header (analysis, params, provenance) and its
+    spectrum's numbers (k50…k99, ranks, noise count, the first singular values). A scheme's
+    table (rotary, sinusoidal, DeBERTa's) carries it under "table"."""
+    numbers: dict[str, Any] = result.metrics()
+    numbers["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
+    record = {**header("spectrum", result.params, table), "numbers": numbers}
+    if not result.has_variance:  # the metrics above are null
+        record["undefined"] = NO_VARIANCE
+    return record
+
+
+def rotary_record(
+    spec: RotarySpec,
+    *,
+    context: int | None = None,
+    positions: int | None = None,
+    center: bool = True,
+    source: str = "config.json",
+    stored_inv_freq: tuple[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """A rotary scheme's keys, and its position table's usual keys (`rows` of them).
+
+    `stored_inv_freq` is (tensor name, values) of a buffer found in the checkpoint.
+    """
+    f = rotary_frequencies(spec, context=context)
+    table = rotary_table(f, positions=positions, source=source)
+    stored = None
+    if stored_inv_freq is not None:
+        name, values = stored_inv_freq
+        difference = inv_freq_difference(values, f)
+        stored = {
+            "tensor": name,
+            "max_relative_difference": difference,
+            "matches": difference <= INV_FREQ_TOLERANCE,
+        }
+    record = {
+        "layer_type": spec.layer_type,
+        "rope_type": spec.rope_type,
+        "rotary_dim": spec.rotary_dim,
+        "base": spec.base,
+        "interleaved": spec.interleaved,
+        "context": f.context,
+        "original_context": spec.original_context,
+        "factor": spec.factor,
+        "attention_factor": f.attention_factor,
+        "logit_multiplier": f.logit_multiplier,
+        "logit_multiplier_source": f.logit_multiplier_source,
+        "base_applied": f.base_applied,
+        "inv_freq": f.inv_freq.tolist(),
+        "inv_freq_unscaled": f.inv_freq_unscaled.tolist(),
+        "wavelengths": f.wavelengths.tolist(),
+        "rotating_pairs": spec.rotating_pairs,
+        "bands": f.bands(),
+        "pairs_beyond_original_context": f.pairs_beyond_original_context,
+        "stored_inv_freq": stored,
+        "rows": table.shape[0],
+    }
+    record["table"] = table_record(table, spectrum(table.values, center=center))
+    return record
+
+
+def other_layer_types(specs: tuple[RotarySpec, ...]) -> dict[str, dict[str, Any]]:
+    """The rules of the other layer types (Gemma-3's sliding layers), in brief."""
+    brief = {}
+    for spec in specs:
+        f: RotaryFrequencies = rotary_frequencies(spec)
+        brief[spec.layer_type] = {
+            "rope_type": spec.rope_type,
+            "base": spec.base,
+            "factor": spec.factor,
+            "attention_factor": f.attention_factor,
+            "inv_freq": f.inv_freq.tolist(),
+        }
+    return brief
+
+
+def layers_record(
+    layers: tuple[LayerScheme, ...], *, context: int | None, main: RotarySpec
+) -> list[dict[str, Any]]:
+    """One entry per layer (issue 33's JSON): RoPE or NoPE, its rule, base and width, its
+    inv_freq where it differs from `main`'s (the record's top-level one, at the same context),
+    sliding window, layer type, mrope sections and attention temperature."""
+    applied: dict[RotarySpec, np.ndarray] = {}
+    for spec in {layer.rotary for layer in layers if layer.rotary is not None} | {main}:
+        applied[spec] = rotary_frequencies(spec, context=context).inv_freq
+    entries = []
+    for layer in layers:
+        spec = layer.rotary
+        entry: dict[str, Any] = {
+            "layer": layer.layer,
+            "rope": layer.rope,
+            "rope_type": spec and spec.rope_type,
+            "base": spec and spec.base,
+            "rotary_dim": spec and spec.rotary_dim,
+        }
+        if spec is not None and not np.array_equal(applied[spec], applied[main]):
+            entry["inv_freq"] = applied[spec].tolist()
+        entry |= {
+            "sliding_window": layer.sliding_window,
+            "layer_type": layer.layer_type,
+            "mrope_section": layer.mrope and layer.mrope.record(),
+            "attention_temperature": (
+                layer.attention_temperature and layer.attention_temperature.record()
+            ),
+        }
+        entries.append(entry)
+    return entries
+
+
+def alibi_record(n_heads: int, *, alibi_bias_max: float = 8.0) -> dict[str, Any]:
+    """ALiBi's keys: heads and their slopes (reference recursion)."""
+    slopes = alibi_slopes(n_heads, alibi_bias_max=alibi_bias_max)
+    return {
+        "n_heads": n_heads,
+        "alibi_bias_max": alibi_bias_max,
+        "slopes": slopes.tolist(),
+    }
+
+
+def is_decoder_bias(name: str) -> bool:
+    """Whether a T5 bias tensor belongs to the decoder (causal buckets)."""
+    return name.startswith("decoder.") or ".decoder." in name
+
+
+def relative_bias_record(spec: RelativeBiasSpec, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
+    """T5's keys: buckets and bias per tensor (heads by relative positions -max ... max).
+
+    Without tensors (a config.json alone) `buckets` is given for the encoder and decoder
+    rules, and `bias` is empty.
+    """
+    positions = np.arange(-spec.max_distance, spec.max_distance + 1)
+
+    def buckets(bidirectional: bool) -> list[int]:
+        return t5_buckets(
+            positions,
+            bidirectional=bidirectional,
+            num_buckets=spec.num_buckets,
+            max_distance=spec.max_distance,
+        ).tolist()
+
+    if tensors:
+        per_tensor = {name: buckets(not is_decoder_bias(name)) for name in tensors}
+        bias = {
+            name: np.asarray(w, dtype=np.float64)[per_tensor[name]].T.tolist()
+            for name, w in tensors.items()
+        }
+    else:
+        per_tensor = {"encoder": buckets(True), "decoder": buckets(False)}
+        bias = {}
+    return {
+        "num_buckets": spec.num_buckets,
+        "max_distance": spec.max_distance,
+        "n_heads": spec.n_heads,
+        "per_layer": spec.per_layer,
+        "tensors": list(tensors),
+        "relative_positions": positions.tolist(),
+        "buckets": per_tensor,
+        "bias": bias,
+    }
+
+
+def finite(record: Any) -> Any:
+    """`record` with NaN/Inf floats as None (JSON has no NaN)."""
+    if isinstance(record, dict):
+        return {k: finite(v) for k, v in record.items()}
+    if isinstance(record, list):
+        return [finite(v) for v in record]
+    if isinstance(record, float) and not math.isfinite(record):
+        return None
+    return record

@@ -1,0 +1,253 @@
+"""How a learned relative scheme biases attention: T5's bucketed bias per head, and
+DeBERTa's table of relative-position embeddings."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from posviz._params import records_params
+from posviz.embedding import Embedding, LoadError
+from posviz.schemes.config import scheme_kind
+
+__all__ = [
+    "REL_EMBEDDINGS",
+    "RelativeBias",
+    "bucket_layout",
+    "bucket_layouts",
+    "labelled",
+    "relative_bias",
+    "relative_rows",
+    "relative_table",
+    "relative_table_name",
+    "t5_buckets",
+]
+
+
+def t5_buckets(
+    relative_position: np.ndarray,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> np.ndarray:
+    """T5's bucket of each relative position (key − query), as ``_relative_position_bucket``.
+
+    Bidirectional (encoder): half the buckets for keys ahead. Causal (decoder): keys ahead
+    share bucket 0. Distances below half the (remaining) buckets get one bucket each; longer
+    ones are log-spaced up to `max_distance`, beyond which they share the last bucket.
+
+    The logarithm is taken in float32, as transformers does in torch, so distances on a bucket
+    edge land where the model puts them.
+
+    Examples
+    --------
+    >>> t5_buckets(np.array([-200, -20, -1, 0, 1, 100])).tolist()
+    [15, 10, 1, 0, 17, 31]
+    >>> t5_buckets(np.array([-20, 5]), bidirectional=False).tolist()
+    [17, 0]
+    """
+    rel = np.asarray(relative_position, dtype=np.int64)
+    n = num_buckets
+    bucket = np.zeros_like(rel)
+    if bidirectional:
+        n //= 2
+        bucket += (rel > 0) * n
+        rel = np.abs(rel)
+    else:
+        rel = np.maximum(-rel, 0)
+    exact = n // 2
+    # Short distances take the exact bucket; 1 stands in for 0 so the unused log is finite.
+    far = np.maximum(rel, 1).astype(np.float32)
+    scaled = np.log(far / exact) / math.log(max_distance / exact)
+    large = np.minimum(exact + (scaled * (n - exact)).astype(np.int64), n - 1)
+    return bucket + np.where(rel < exact, rel, large)
+
+
+def bucket_layout(
+    distances: np.ndarray, *, num_buckets: int, max_distance: int, bidirectional: bool
+) -> np.ndarray:
+    """Each distance's kind of bucket: "exact" (one bucket per distance), "log-spaced", or
+    "saturated" (at or beyond `max_distance`: the last bucket of its direction)."""
+    n = num_buckets // 2 if bidirectional else num_buckets
+    d = np.abs(np.asarray(distances))
+    return np.where(d < n // 2, "exact", np.where(d >= max_distance, "saturated", "log-spaced"))
+
+
+def bucket_layouts(
+    *, num_buckets: int = 32, max_distance: int = 128
+) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """(relative positions −max…max, {rule: (buckets, layout)}) for the encoder's
+    bidirectional and the decoder's causal rule."""
+    positions = np.arange(-max_distance, max_distance + 1)
+    layouts = {}
+    for label, bidirectional in (("encoder (bidirectional)", True), ("decoder (causal)", False)):
+        options = {
+            "num_buckets": num_buckets,
+            "max_distance": max_distance,
+            "bidirectional": bidirectional,
+        }
+        layouts[label] = (t5_buckets(positions, **options), bucket_layout(positions, **options))
+    return positions, layouts
+
+
+@dataclass(frozen=True)
+class RelativeBias:
+    """A T5 bias tensor read through its buckets: each head's bias against signed distance.
+
+    Attributes
+    ----------
+    relative_positions : ndarray of int64, shape (2 · max_distance + 1,)
+        key − query, −max_distance … max_distance.
+    buckets : ndarray of int64, same shape
+    bias : ndarray of shape (n_heads, n_positions)
+        ``weight[bucket, head]``: added to the unscaled logits.
+    layout : ndarray of str, same shape as `relative_positions`
+        :func:`bucket_layout` of each position.
+    """
+
+    relative_positions: np.ndarray
+    buckets: np.ndarray
+    bias: np.ndarray
+    layout: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    @property
+    def n_heads(self) -> int:
+        return self.bias.shape[0]
+
+
+@records_params
+def relative_bias(
+    weight: np.ndarray, *, bidirectional: bool = True, max_distance: int = 128
+) -> RelativeBias:
+    """Each head's bias against signed relative distance from ``relative_attention_bias``.
+
+    Parameters
+    ----------
+    weight : ndarray of shape (num_buckets, n_heads)
+        ``relative_attention_bias.weight``.
+    bidirectional : bool
+        True for an encoder, False for a decoder (causal buckets).
+    max_distance : int
+        ``relative_attention_max_distance`` (128 in T5).
+
+    Raises
+    ------
+    LoadError
+        If `weight` is not 2-D with at least 4 buckets, or holds NaN/Inf.
+
+    Examples
+    --------
+    >>> w = np.arange(32.0)[:, None] * [1.0, -1.0]
+    >>> r = relative_bias(w, max_distance=128)
+    >>> r.bias.shape, r.bias[:, 128 + 1].tolist()
+    ((2, 257), [17.0, -17.0])
+    """
+    weight = np.asarray(weight, dtype=np.float64)
+    if weight.ndim != 2 or weight.shape[0] < 4 or weight.shape[1] < 1:
+        msg = (
+            f"relative_attention_bias has shape {weight.shape}; expected "
+            "(num_buckets, n_heads) with at least 4 buckets."
+        )
+        raise LoadError(msg)
+    if not np.isfinite(weight).all():
+        msg = "relative_attention_bias holds NaN/Inf values."
+        raise LoadError(msg)
+    if max_distance < 1:
+        msg = f"max_distance must be positive, not {max_distance}."
+        raise LoadError(msg)
+    num_buckets = weight.shape[0]
+    positions = np.arange(-max_distance, max_distance + 1, dtype=np.int64)
+    buckets = t5_buckets(
+        positions, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    layout = bucket_layout(
+        positions, num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional
+    )
+    return RelativeBias(positions, buckets, weight[buckets].T, layout)
+
+
+def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embedding, list[int]]:
+    """DeBERTa's ``rel_embeddings`` as a table whose rows are relative positions.
+
+    Row r holds relative (bucketed) position ``r − rows / 2`` (DeBERTa indexes it with
+    ``relative_position + att_span``); beyond half the buckets the positions are log-bucketed.
+    The table's ``first_position`` is ``−rows / 2``, so every page labels its rows so.
+
+    Returns
+    -------
+    (Embedding, [first, last]) : the table and the relative positions of its first and last row.
+
+    Examples
+    --------
+    >>> t, span = relative_table(np.eye(512, 8), name="rel", source="s")
+    >>> t.shape, span, t.positions[[0, -1]].tolist()
+    ((512, 8), [-256, 255], [-256, 255])
+    """
+    table = relative_rows(Embedding.from_array(weight, name=name, source=source))
+    return table, [int(table.positions[0]), int(table.positions[-1])]
+
+
+#: How DeBERTa-v2/v3 checkpoints name the relative table (``deberta.encoder.rel_embeddings``).
+REL_EMBEDDINGS = "rel_embeddings.weight"
+
+
+def relative_table_name(config: dict, names: Iterable[str]) -> str | None:
+    """The tensor of `names` that is the model's table of relative positions, when its
+    `config` names relative attention (DeBERTa's ``rel_embeddings``): what a loader opens when
+    no tensor is named.
+
+    >>> relative_table_name({"relative_attention": True}, ["emb", "e.rel_embeddings.weight"])
+    'e.rel_embeddings.weight'
+    """
+    if scheme_kind(config)[0] != "relative_table":
+        return None
+    return next((name for name in names if name.endswith(REL_EMBEDDINGS)), None)
+
+
+def labelled(table: Embedding, config: dict) -> Embedding:
+    """`table` with its rows labelled as the model's `config` says: DeBERTa's
+    ``rel_embeddings`` of a model with relative attention as relative positions
+    (:func:`relative_rows`); any other table as it is. Every loader (Hub, local checkpoint)
+    passes its tables through here.
+
+    Examples
+    --------
+    >>> t = Embedding.from_array(np.eye(16, 2), name="deberta.encoder.rel_embeddings.weight",
+    ...                          source="s")
+    >>> labelled(t, {"relative_attention": True}).first_position
+    -8
+    >>> labelled(t, {"model_type": "gpt2"}).first_position
+    0
+    """  # fmt: skip
+    relative = scheme_kind(config)[0] == "relative_table" and table.name.endswith(REL_EMBEDDINGS)
+    return relative_rows(table) if relative else table
+
+
+def relative_rows(table: Embedding) -> Embedding:
+    """`table`, DeBERTa's ``rel_embeddings`` (all its rows or some), with its rows labelled as
+    the relative positions they are: source row r is ``r − rows / 2``.
+
+    Raises
+    ------
+    LoadError
+        If the source tensor has an odd number of rows (it is 2 · span).
+
+    Examples
+    --------
+    >>> rows = relative_rows(Embedding.from_array(np.eye(64, 4), name="r", source="s",
+    ...                                           row_start=8, row_stop=40))
+    >>> rows.positions[[0, -1]].tolist()
+    [-24, 7]
+    """  # fmt: skip
+    rows = table.n_source_rows
+    if rows % 2:
+        msg = (
+            f"{table.name} has {rows} rows; DeBERTa's rel_embeddings has an even number (2 · span)."
+        )
+        raise LoadError(msg)
+    return replace(table, first_position=table.row_start - rows // 2)

@@ -1,0 +1,212 @@
+"""The Schemes page: every preset's scheme drawn, a rotary table opened as the current table,
+uploaded configs read and bad ones refused with a message."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from posviz.schemes.presets import PRESETS
+from tests import ROOT, apptest
+
+PAGE = str(ROOT / "pages/schemes.py")
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def page(**state) -> AppTest:
+    at = apptest(PAGE)
+    for key, value in state.items():
+        at.session_state[key] = value
+    return at.run()
+
+
+def test_llama31_ladder_marks_its_bands_and_contexts():
+    at = page()
+    assert not at.exception, at.exception
+    (fig,) = figures(at)
+    names = [trace["name"] for trace in fig["data"]]
+    assert names == ["unscaled", "scaled: kept (29)", "scaled: blended (6)", "scaled: divided (29)"]
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    marked = {shape["y0"] for shape in fig["layout"]["shapes"]}
+    assert marked == {8192, 131072}
+    labels = {a["text"]: a["y"] for a in fig["layout"]["annotations"]}
+    assert labels == {"original context 8,192": np.log10(8192), "context 131,072": np.log10(131072)}
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["rotary width"] == "128"
+    assert metrics["pairs beyond L₀"] == "29"
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_runs(name):
+    at = page(**{"schemes.preset": name})
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.markdown[0].value.startswith("**")  # the scheme in words
+
+
+@pytest.mark.parametrize(
+    ("section", "trace_type"),
+    [("Bands", "scatter"), ("Similarity decay", "scatter"), ("Numbers", None)],
+)
+def test_rotary_sections(section, trace_type):
+    at = page(**{"schemes.section": section})
+    assert not at.exception, at.exception
+    if trace_type:
+        (fig,) = figures(at)
+        assert fig["data"][0]["type"] == trace_type
+        assert len(fig["data"]) == (4 if section == "Similarity decay" else 1)
+    else:
+        assert len(at.dataframe) == 1
+
+
+def test_longrope_and_dynamic_sections():
+    at = page(**{"schemes.preset": "microsoft/Phi-3.5-mini-instruct",
+                 "schemes.section": "LongRoPE factors"})  # fmt: skip
+    assert not at.exception, at.exception
+    (fig,) = figures(at)
+    assert [len(t["y"]["bdata"]) > 0 for t in fig["data"]] == [True, True]
+
+
+def test_open_the_rotary_table_makes_it_the_current_table():
+    at = page(**{"schemes.preset": "mistralai/Mistral-7B-v0.1", "schemes.rows": 512})
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    table = at.session_state["posviz.table"]
+    assert table.shape == (512, 128)
+    np.testing.assert_allclose(table.values[3, :64], np.cos(3 * 10000.0 ** (-np.arange(64) / 64)))
+    assert "is now the current table" in at.success[0].value
+    # Every page then analyses it.
+    spectrum = apptest("pages/spectrum.py")
+    spectrum.session_state["posviz.table"] = table
+    spectrum.run()
+    assert not spectrum.exception, spectrum.exception
+
+
+def test_alibi_and_t5():
+    at = page(**{"schemes.preset": "bigscience/bloom"})
+    assert not at.exception, at.exception
+    (fig,) = figures(at)
+    assert len(fig["data"][0]["x"]["bdata"]) > 0
+    assert "112 heads" in fig["layout"]["title"]["text"]
+    at = page(**{"schemes.preset": "google-t5/t5-small"})
+    (fig,) = figures(at)
+    assert [t["name"] for t in fig["data"]] == ["encoder (bidirectional)", "decoder (causal)"]
+    assert "open the model from the Hub" in at.info[0].value
+
+
+def test_an_uploaded_config_and_a_bad_one():
+    at = page(**{"schemes.source": "config.json"})
+    assert not at.exception, at.exception
+    config = json.dumps(PRESETS["EleutherAI/gpt-j-6b"]).encode()
+    at.get("file_uploader")[0].set_value(("config.json", config, "application/json")).run()
+    assert not at.exception, at.exception
+    assert at.metric[0].value == "64"
+    bad = b'{"rope_theta": -3, "hidden_size": 64, "num_attention_heads": 4}'
+    at.get("file_uploader")[0].set_value(("config.json", bad, "application/json")).run()
+    assert not at.exception, at.exception
+    assert "must not be negative" in at.error[0].value
+
+
+def test_a_sinusoidal_model_opens_its_table():
+    marian = {"model_type": "marian", "d_model": 512, "max_position_embeddings": 512}
+    at = page(**{"schemes.source": "config.json"})
+    at.get("file_uploader")[0].set_value(("c.json", json.dumps(marian).encode(), "x")).run()
+    assert "fixed sinusoidal" in at.info[0].value.lower()
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["posviz.table"].shape == (512, 512)
+
+
+def hub_page(repo: str) -> AppTest:
+    at = page(**{"schemes.source": "Hub model"})
+    at.text_input(key="schemes.repo").set_value(repo)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_t5_from_the_hub_draws_each_heads_bias(fake_hub):
+    from safetensors.numpy import save
+
+    bias = np.arange(32 * 8, dtype=np.float32).reshape(32, 8)
+    name = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+    config = json.dumps(PRESETS["google-t5/t5-small"]).encode()
+    fake_hub.add("acme/t5-page", {"config.json": config, "model.safetensors": save({name: bias})})
+    at = hub_page("acme/t5-page")
+    assert not [s for s in fake_hub.log if "safetensors" in s.path]  # config.json only so far
+    at.toggle(key="schemes.read_bias").set_value(True).run()
+    assert not at.exception, at.exception
+    heat = figures(at)[-1]["data"][0]
+    assert heat["type"] == "heatmap"
+    assert "relative_attention_bias" in figures(at)[-1]["layout"]["title"]["text"]
+
+
+def test_deberta_from_the_hub_opens_its_relative_table(fake_hub):
+    from safetensors.numpy import save
+
+    rel = np.random.default_rng(0).standard_normal((512, 32)).astype(np.float32)
+    config = json.dumps(PRESETS["microsoft/deberta-v3-base"]).encode()
+    weights = save({"deberta.encoder.rel_embeddings.weight": rel})
+    fake_hub.add("acme/deberta-page", {"config.json": config, "model.safetensors": weights})
+    at = hub_page("acme/deberta-page")
+    at.button[1].click().run()  # [0] is the form's Open
+    assert not at.exception, at.exception
+    np.testing.assert_array_equal(at.session_state["posviz.table"].values, rel)
+    assert "relative positions -256 … 255" in at.success[0].value
+
+
+def test_an_unknown_hub_model_is_said(fake_hub):
+    at = hub_page("acme/missing")
+    assert "no such model on the Hub" in at.error[0].value
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_stored_inv_freq_checked_on_the_page(fake_hub, wrong):
+    from safetensors.numpy import save
+
+    inv_freq = (10000.0 ** (-np.arange(0, 128, 2) / 128)).astype(np.float32)
+    if wrong:
+        inv_freq = inv_freq[::-1].copy()
+    name = "model.layers.0.self_attn.rotary_emb.inv_freq"
+    repo = f"acme/old-mistral-{wrong}"
+    config = json.dumps(PRESETS["mistralai/Mistral-7B-v0.1"]).encode()
+    fake_hub.add(repo, {"config.json": config, "model.safetensors": save({name: inv_freq})})
+    at = hub_page(repo)
+    at.toggle(key="schemes.inv_freq").set_value(True).run()
+    assert not at.exception, at.exception
+    if wrong:
+        assert "does not match" in at.error[0].value
+    else:
+        assert "matches" in at.success[0].value
+
+
+def test_overlay_of_several_rotary_models():
+    at = page(**{"schemes.overlay": True})
+    assert not at.exception, at.exception
+    ladders, decays = figures(at)[-2:]
+    names = [t["name"] for t in ladders["data"]]
+    assert names == [
+        "meta-llama/Llama-3.1-8B",
+        "mistralai/Mistral-7B-v0.1",
+        "Qwen/Qwen2-7B",
+        "microsoft/Phi-3.5-mini-instruct",
+    ]  # this model, then the first three other rotary presets
+    assert decays["layout"]["xaxis"]["type"] == "log"
+
+
+def test_the_collection_takes_rotary_tables():
+    at = apptest("pages/collection.py")
+    at.session_state["collection.schemes.models"] = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2-7B"]
+    at.session_state["collection.schemes.rows"] = 256
+    at.run()
+    at.button(key="collection.schemes.add").click().run()
+    assert not at.exception, at.exception
+    members = at.session_state["posviz.collection"]
+    assert [m.label for m in members] == ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2-7B"]
+    assert [m.table.shape for m in members] == [(256, 128), (256, 128)]

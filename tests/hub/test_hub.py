@@ -1,0 +1,530 @@
+"""posviz.hub against a fake Hub on 127.0.0.1: the same numbers as a local file, only the needed
+bytes on the wire, the disk cache, and a clear message for every fault."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save, save_file
+
+from posviz import hub, io
+from posviz.cli import main
+from posviz.embedding import LoadError
+from tests import ROOT, fakehub
+from tests.fakehub import TOKEN, FakeHub
+
+RNG = np.random.default_rng(0)
+WPE = RNG.standard_normal((64, 16)).astype(np.float32)
+WTE = RNG.standard_normal((100, 16)).astype(np.float32)
+GPT2 = {"transformer.wpe.weight": WPE, "transformer.wte.weight": WTE}
+CONFIG = json.dumps({"model_type": "gpt2", "n_positions": 64}).encode()
+#: The revision API's answer and request headers' worth of slack in the bytes-sent budget.
+OVERHEAD = 1024
+
+
+def header_bytes(data: bytes) -> int:
+    return 8 + struct.unpack("<Q", data[:8])[0]
+
+
+def gpt2_repo(fake_hub: FakeHub, name: str = "acme/gpt2", **faults) -> bytes:
+    weights = save(GPT2)
+    fake_hub.add(name, {"config.json": CONFIG, "model.safetensors": weights}, **faults)
+    return weights
+
+
+def test_numbers_equal_the_same_tensor_from_a_local_file(fake_hub, tmp_path):
+    gpt2_repo(fake_hub)
+    save_file(GPT2, tmp_path / "model.safetensors")
+    local = io.load(tmp_path / "model.safetensors", row_start=1)
+    remote = hub.load("hf:acme/gpt2", row_start=1)
+    assert remote.name == "transformer.wpe.weight"
+    np.testing.assert_array_equal(remote.values, local.values)
+    assert remote.sha256 == local.sha256
+    assert remote.row_start == 1
+    assert remote.dtype == "float32"
+
+
+def test_only_header_config_and_tensor_travel(fake_hub):
+    weights = gpt2_repo(fake_hub)
+    hub.load("hf:acme/gpt2")
+    budget = header_bytes(weights) + len(CONFIG) + WPE.nbytes + OVERHEAD
+    assert fake_hub.bytes_sent() <= budget
+    assert fake_hub.bytes_sent() < len(weights) / 2  # wte, twice wpe's size, never travelled
+    tensor_reads = [s for s in fake_hub.requests_for("model.safetensors") if s.nbytes > 1000]
+    assert [s.nbytes for s in tensor_reads] == [WPE.nbytes]
+
+
+def test_the_source_names_repo_revision_commit_and_file(fake_hub):
+    repo = fake_hub.add("acme/gpt2", {"model.safetensors": save(GPT2)})
+    table = hub.load("hf://acme/gpt2@main")
+    assert table.source == f"hf:acme/gpt2@main · commit {repo.commit} · model.safetensors"
+
+
+def test_a_second_load_reads_the_tensor_from_the_disk_cache(fake_hub):
+    gpt2_repo(fake_hub)
+    first = hub.load("hf:acme/gpt2")
+    fake_hub.log.clear()
+    again = hub.load("hf:acme/gpt2")
+    assert again.sha256 == first.sha256
+    assert fake_hub.requests_for("model.safetensors") == []
+    assert fake_hub.requests_for("config.json") == []
+    assert len(fake_hub.log) == 1  # the revision, resolved again (a branch moves)
+
+
+def test_offline_the_cache_still_answers(fake_hub, monkeypatch):
+    gpt2_repo(fake_hub)
+    first = hub.load("hf:acme/gpt2")
+    fake_hub.log.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub.load("hf:acme/gpt2").sha256 == first.sha256
+    assert fake_hub.log == []
+    with pytest.raises(LoadError, match="HF_HUB_OFFLINE is set and hf:acme/other@main was never"):
+        hub.load("hf:acme/other")
+
+
+def test_the_cache_stays_within_its_size(fake_hub, monkeypatch):
+    fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
+    fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
+    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", str(WPE.nbytes + 2000))
+    hub.load("hf:acme/a")
+    hub.load("hf:acme/b")
+    files = list(hub.cache_dir().glob("*/*"))
+    assert sum(f.stat().st_size for f in files) <= WPE.nbytes + 2000
+    fake_hub.log.clear()
+    hub.load("hf:acme/b")  # the latest tensor stayed
+    assert fake_hub.requests_for("model.safetensors") == []
+
+
+def test_sharded_repo_reads_the_shard_holding_the_table(fake_hub, tmp_path):
+    first, second = save({"transformer.wte.weight": WTE}), save({"transformer.wpe.weight": WPE})
+    index = {
+        "weight_map": {
+            "transformer.wte.weight": "model-00001-of-00002.safetensors",
+            "transformer.wpe.weight": "model-00002-of-00002.safetensors",
+        }
+    }
+    fake_hub.add(
+        "acme/sharded",
+        {
+            "config.json": CONFIG,
+            "model.safetensors.index.json": json.dumps(index).encode(),
+            "model-00001-of-00002.safetensors": first,
+            "model-00002-of-00002.safetensors": second,
+        },
+    )
+    table = hub.load("hf:acme/sharded")
+    np.testing.assert_array_equal(table.values, WPE)
+    assert table.source.endswith("model-00002-of-00002.safetensors")
+    big_reads = [s for s in fake_hub.log if s.nbytes > 1000]
+    assert [s.nbytes for s in big_reads] == [WPE.nbytes]
+
+
+def test_a_revision_branch_and_a_repo_without_namespace(fake_hub):
+    fake_hub.add("gpt2", {"model.safetensors": save({"wpe": WPE})})
+    branch = fake_hub.add("gpt2", {"model.safetensors": save({"wpe": 2 * WPE})}, "step100")
+    main = hub.load("hf:gpt2")
+    step = hub.load("hf:gpt2@step100", tensor="wpe")
+    np.testing.assert_array_equal(step.values, 2 * main.values)
+    assert f"commit {branch.commit}" in step.source
+
+
+def test_bf16_becomes_float32_exactly(fake_hub):
+    bits = (WPE.view(np.uint32) >> 16).astype(np.uint16)
+    header = {"wpe": {"dtype": "BF16", "shape": list(WPE.shape), "data_offsets": [0, bits.nbytes]}}
+    text = json.dumps(header).encode()
+    fake_hub.add(
+        "acme/bf16", {"model.safetensors": struct.pack("<Q", len(text)) + text + bits.tobytes()}
+    )
+    table = hub.load("hf:acme/bf16")
+    np.testing.assert_array_equal(table.values, (bits.astype(np.uint32) << 16).view(np.float32))
+    assert table.dtype == "bfloat16"
+
+
+def test_a_cdn_redirect_is_followed_with_the_range_kept(fake_hub):
+    weights = gpt2_repo(fake_hub, redirect=True)
+    table = hub.load("hf:acme/gpt2")
+    np.testing.assert_array_equal(table.values, WPE)
+    assert any(s.path.startswith("/cdn/") and s.status == 206 for s in fake_hub.log)
+    assert fake_hub.bytes_sent() <= header_bytes(weights) + len(CONFIG) + WPE.nbytes + OVERHEAD
+
+
+def test_a_gated_repo_needs_hf_token(fake_hub, monkeypatch):
+    gpt2_repo(fake_hub, gated=True)
+    with pytest.raises(LoadError, match=r"gated or private.*set HF_TOKEN on the server") as info:
+        hub.load("hf:acme/gpt2")
+    assert "401" in str(info.value)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    table = hub.load("hf:acme/gpt2")
+    np.testing.assert_array_equal(table.values, WPE)
+    assert TOKEN not in table.source
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("hf:acme/nothing", "no such model on the Hub; check the id"),
+        ("hf:acme/gpt2@nobranch", "no such revision; give a branch, a tag, refs/pr/N"),
+        ("hf:acme gpt2", "is not a model id"),
+        ("hf:acme/../x", "is not a model id"),
+    ],
+)
+def test_unknown_repo_revision_or_malformed_id(fake_hub, ref, message):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=message):
+        hub.load(ref)
+
+
+def test_unknown_tensor_lists_the_ones_there(fake_hub):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=r"has no tensor 'wpe'; it holds: transformer.wpe"):
+        hub.load("hf:acme/gpt2", tensor="wpe")
+
+
+def test_pickle_only_repo_is_refused_with_the_way_out(fake_hub):
+    fake_hub.add("acme/old", {"config.json": CONFIG, "pytorch_model.bin": b"\x80\x02junk"})
+    with pytest.raises(LoadError, match=r"only pickle-based weights.*hf:acme/old@refs/pr/1"):
+        hub.load("hf:acme/old")
+    assert fake_hub.requests_for("pytorch_model.bin") == []
+
+
+def test_the_safetensors_conversion_pr_opens(fake_hub):
+    fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
+    fake_hub.add("acme/old", {"model.safetensors": save({"wpe": WPE})}, "refs/pr/1")
+    np.testing.assert_array_equal(hub.load("hf:acme/old@refs/pr/1").values, WPE)
+
+
+@pytest.mark.parametrize(
+    ("config", "scheme"),
+    [
+        ({"model_type": "llama", "rope_theta": 10000.0}, "rotary embeddings"),
+        ({"model_type": "gpt_neox", "rotary_pct": 0.25}, "rotary embeddings"),
+        ({"model_type": "mpt", "attn_config": {"alibi": True}}, "ALiBi"),
+        ({"model_type": "t5", "relative_attention_num_buckets": 32}, "relative position buckets"),
+    ],
+)
+def test_a_model_without_a_learned_table_says_so(fake_hub, config, scheme):
+    weights = save({"model.embed_tokens.weight": WTE})
+    fake_hub.add(
+        "acme/rope", {"config.json": json.dumps(config).encode(), "model.safetensors": weights}
+    )
+    with pytest.raises(LoadError, match=f"has no learned absolute position table.*uses {scheme}"):
+        hub.load("hf:acme/rope")
+    assert [s for s in fake_hub.log if s.nbytes > 1000] == []  # no tensor fetched
+    # Named explicitly, any 2-D tensor still loads.
+    table = hub.load("hf:acme/rope", tensor="model.embed_tokens.weight")
+    np.testing.assert_array_equal(table.values, WTE)
+
+
+def test_a_server_ignoring_range_is_refused_without_reading_the_file(fake_hub):
+    big = save({"wpe": WPE, "wte": np.zeros((4096, 256), np.float32)})  # 4 MB
+    fake_hub.add("acme/norange", {"model.safetensors": big}, ignore_range=True)
+    with pytest.raises(LoadError, match=r"ignored the byte range.*stopped reading"):
+        hub.load("hf:acme/norange")
+
+
+def test_a_truncated_body_is_refused(fake_hub):
+    gpt2_repo(fake_hub, truncate=True)
+    with pytest.raises(LoadError, match=r"cut off after \d+ of 8 bytes"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_header_that_lies_is_refused_before_any_tensor_is_fetched(fake_hub):
+    header = {"wpe": {"dtype": "F32", "shape": [64, 16], "data_offsets": [0, 10**9]}}
+    text = json.dumps(header).encode()
+    fake_hub.add(
+        "acme/liar", {"model.safetensors": struct.pack("<Q", len(text)) + text + b"0" * 64}
+    )
+    with pytest.raises(LoadError, match="outside the 64-byte data region"):
+        hub.load("hf:acme/liar")
+    claims = struct.pack("<Q", 2**40) + b"{}"
+    fake_hub.add("acme/huge", {"model.safetensors": claims})
+    with pytest.raises(LoadError, match="header claims 1,099,511,627,776 bytes"):
+        hub.load("hf:acme/huge")
+    assert max(s.nbytes for s in fake_hub.log if "safetensors" in s.path) < 200
+
+
+def test_a_tensor_above_the_size_limit_is_refused_before_fetching(fake_hub, monkeypatch):
+    monkeypatch.setattr("posviz.embedding.MAX_ELEMENTS", 100)
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=r"above the limit of 100"):
+        hub.load("hf:acme/gpt2")
+    assert [s for s in fake_hub.log if s.nbytes > 1000] == []
+
+
+def test_rate_limit(fake_hub):
+    gpt2_repo(fake_hub, rate_limit=True)
+    with pytest.raises(LoadError, match=r"rate limit was reached \(429\)"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_slow_hub_times_out(fake_hub, monkeypatch):
+    monkeypatch.setattr(hub.client, "TIMEOUT", 0.3)
+    gpt2_repo(fake_hub, delay=1.5)
+    with pytest.raises(LoadError, match=r"did not answer within 0.3 s"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_trickling_hub_is_given_up(fake_hub, monkeypatch):
+    # Every byte arrives well within the 1 s read timeout, all 8 only after 1.6 s (a margin
+    # that a loaded machine's slow first request does not eat into).
+    monkeypatch.setattr(hub.client, "TIMEOUT", 1.0)
+    gpt2_repo(fake_hub, trickle=0.2)
+    with pytest.raises(LoadError, match=r"is sending too slowly \(\d+ of 8 bytes so far\)"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_a_shard_index_naming_a_missing_file_is_refused(fake_hub):
+    index = {"weight_map": {"wpe": "model-00001-of-00002.safetensors"}}
+    fake_hub.add("acme/broken", {"model.safetensors.index.json": json.dumps(index).encode()})
+    with pytest.raises(LoadError, match=r"not a shard index listing the repo's \.safetensors"):
+        hub.load("hf:acme/broken")
+
+
+def test_an_unreachable_hub(monkeypatch, tmp_path):
+    fakehub.unreachable(tmp_path, monkeypatch)
+    with pytest.raises(LoadError, match=r"could not be reached from this server"):
+        hub.load("hf:acme/gpt2")
+
+
+def test_hub_off(fake_hub, monkeypatch):
+    gpt2_repo(fake_hub)
+    monkeypatch.setenv("POSVIZ_HUB", "off")
+    with pytest.raises(LoadError, match="POSVIZ_HUB=off"):
+        hub.load("hf:acme/gpt2")
+    assert fake_hub.log == []
+
+
+def test_an_unwritable_cache_costs_network_not_the_table(fake_hub, monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(blocker / "cache"))
+    gpt2_repo(fake_hub)
+    np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
+
+
+def test_a_tampered_cache_entry_is_not_used(fake_hub):
+    gpt2_repo(fake_hub)
+    hub.load("hf:acme/gpt2")
+    for path in Path(hub.cache_dir(), "tensors").iterdir():
+        path.write_bytes(b"short")
+    np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def test_cli_summary_of_a_hub_model_equals_the_local_files(fake_hub, tmp_path, capsys):
+    gpt2_repo(fake_hub)
+    save_file(GPT2, tmp_path / "model.safetensors")
+    assert main(["summary", str(tmp_path / "model.safetensors"), "--json"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main(["summary", "hf:acme/gpt2@main", "--json"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    # The same numbers of the same bytes; only where they came from differs.
+    assert remote["numbers"] == local["numbers"]
+    assert remote["params"] == local["params"]
+    assert remote["provenance"]["sha256"] == local["provenance"]["sha256"]
+    assert remote["provenance"]["repo"] == "acme/gpt2"
+    assert remote["provenance"]["source"].startswith("hf:acme/gpt2@main · commit ")
+    assert remote["provenance"]["commit"] in remote["provenance"]["source"]
+
+
+def test_cli_hints_the_class_token_of_a_hub_vit(fake_hub, capsys):
+    pos_embed = RNG.standard_normal((1, 17, 8)).astype(np.float32)
+    fake_hub.add("acme/vit", {"model.safetensors": save({"vit.embeddings.pos_embed": pos_embed})})
+    assert main(["summary", "hf://acme/vit"]) == 0
+    out = capsys.readouterr().out
+    assert "1 class token + 4x4 patch grid; pass --drop-prefix 1" in out
+    assert "hf:acme/vit@main · commit" in out
+
+
+def test_cli_refuses_a_pickle_only_repo_with_exit_2(fake_hub, capsys):
+    fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
+    assert main(["summary", "hf:acme/old"]) == 2
+    assert "only pickle-based weights" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
+    gpt2_repo(fake_hub)
+    out = tmp_path / "report.html"
+    args = ["report", "hf:acme/gpt2", "--tensor", "transformer.wpe.weight", "-o", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "posviz", *args], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hf:acme/gpt2@main · commit" in out.read_text()
+
+
+def test_an_enormous_cache_size_is_a_clear_error(monkeypatch):
+    from posviz.hub.cache import cache_limit, parse_size
+
+    assert parse_size("1000TB") == 10**15
+    assert parse_size("0.5kB") == 500
+    for size in ("9" * 400 + "GB", "1001TB"):
+        monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", size)
+        with pytest.raises(LoadError, match="above the largest size accepted, 1 PB"):
+            cache_limit()
+
+
+# --- hostile repos --------------------------------------------------------------------------
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+INDEX = "model.safetensors.index.json"
+SHARD = "model-00001-of-00001.safetensors"
+PLAIN = {"config.json": CONFIG, "model.safetensors": save(GPT2)}
+
+
+def sharded(weight_map: dict, **shards: bytes) -> dict[str, bytes]:
+    return {"config.json": CONFIG, INDEX: json.dumps({"weight_map": weight_map}).encode()} | shards
+
+
+#: case: (the repo's files, its faults, what the message names besides the model).
+HOSTILE_REPOS = {
+    "deep config.json": ({"config.json": DEEP, "model.safetensors": save(GPT2)}, {}, "config.json"),
+    "config.json 65 levels deep": (
+        {"config.json": b"[" * 65 + b"]" * 65, "model.safetensors": save(GPT2)},
+        {},
+        "config.json",
+    ),
+    "index values are lists": (sharded({"wpe": [SHARD]}, **{SHARD: save(GPT2)}), {}, INDEX),
+    "index values of mixed types": (
+        sharded({"wpe": SHARD, "wte": 3}, **{SHARD: save(GPT2)}),
+        {},
+        INDEX,
+    ),
+    "a shard outside the commit's path": (
+        sharded({"wpe": "../../x.safetensors"}, **{"../../x.safetensors": save(GPT2)}),
+        {},
+        INDEX,
+    ),
+    "siblings that are no list": (PLAIN, {"api": {"siblings": {"rfilename": "x"}}}, "list"),
+    "siblings that are a number": (PLAIN, {"api": {"siblings": 7}}, "list"),
+    "a redirect loop": (PLAIN, {"loop": True}, "config.json"),
+    "a body that is not gzip": (PLAIN, {"bad_gzip": True}, "config.json"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_REPOS)
+def test_hostile_repo_content_is_a_load_error_naming_the_file(fake_hub, case, capsys):
+    files, faults, named = HOSTILE_REPOS[case]
+    fake_hub.add("acme/hostile", files, **faults)
+    with pytest.raises(LoadError, match="hf:acme/hostile@main") as refused:
+        hub.load("hf:acme/hostile")
+    assert named in str(refused.value)
+    # The command line says so and exits 2, without a traceback.
+    assert main(["summary", "hf:acme/hostile"]) == 2
+    err = capsys.readouterr().err
+    assert named in err
+    assert "Traceback" not in err
+
+
+def many_shards(fake_hub: FakeHub, n_shards: int, per_shard: int, name: str = "acme/many") -> None:
+    """A repo of `n_shards` shards of `per_shard` one-value tensors each (the last holds wpe)."""
+    tiny = np.zeros(1, np.float32)
+    shards = {
+        f"model-{i:05d}-of-{n_shards:05d}.safetensors": save(
+            {f"layer{i}.{j}": tiny for j in range(per_shard)}
+            | ({"transformer.wpe.weight": WPE} if i == n_shards - 1 else {})
+        )
+        for i in range(n_shards)
+    }
+    weight_map = {"transformer.wpe.weight": list(shards)[-1]} | {
+        f"layer{i}.0": file for i, file in enumerate(shards)
+    }
+    index = json.dumps({"weight_map": weight_map}).encode()
+    fake_hub.add(name, {"config.json": CONFIG, "model.safetensors.index.json": index} | shards)
+
+
+@pytest.mark.slow
+def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeypatch):
+    # 16 shards of 4,500 tensors: each file within the limits, the model 72,000 tensors.
+    many_shards(fake_hub, 16, 4_500)
+    with pytest.raises(LoadError, match=r"describe more than 65,536 tensors in all") as refused:
+        hub.load("hf:acme/many")
+    assert "shard 15 of 16" in str(refused.value)
+    # The header bytes too: with a budget of two shards' headers, the third is not fetched.
+    fake_hub.log.clear()
+    shard_head = header_bytes(save({f"layer0.{j}": np.zeros(1, np.float32) for j in range(4_500)}))
+    monkeypatch.setattr(io, "MAX_HEADER_BYTES", 2 * shard_head + 100)
+    many_shards(fake_hub, 16, 4_500, name="acme/many2")
+    with pytest.raises(LoadError, match=r"headers \(all its shards together\) past the limit"):
+        hub.load("hf:acme/many2")
+    assert fake_hub.bytes_sent() < 3 * shard_head
+
+
+@pytest.mark.slow
+def test_a_json_trickle_is_given_up_by_one_deadline(fake_hub, monkeypatch):
+    from posviz.hub import client
+
+    monkeypatch.setattr(client, "TIMEOUT", 0.5)  # no single wait between bytes reaches it
+    gpt2_repo(fake_hub, slow=0.1)
+    with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
+        hub.load("hf:acme/gpt2")
+    assert sum(s.nbytes for s in fake_hub.requests_for("config.json")) < len(CONFIG)
+
+
+def test_a_config_trickling_byte_by_byte_is_given_up_long_before_it_ends(fake_hub, monkeypatch):
+    # One byte every 50 ms of a 2 KB config.json: 100 s to send. Every socket read returns
+    # within the read timeout, so only a deadline checked on each read the socket returns
+    # (not on a buffered 64 KiB chunk, which never fills) gives up early.
+    from posviz.hub import client
+
+    monkeypatch.setattr(client, "TIMEOUT", 0.5)
+    config = json.dumps({"model_type": "gpt2", "padding": " " * 2000}).encode()
+    fake_hub.add("acme/slow", {"config.json": config, "model.safetensors": save(GPT2)}, slow=0.05)
+    started = time.monotonic()
+    with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
+        hub.load("hf:acme/slow")
+    assert time.monotonic() - started < 30  # 100 s before: the whole body, then the check
+
+
+def test_no_cookie_travels_to_a_later_request(fake_hub):
+    gpt2_repo(fake_hub, cookie="session=tracked; Path=/")
+    hub.load("hf:acme/gpt2")
+    assert len(fake_hub.log) > 3
+    assert [s.cookie for s in fake_hub.log] == [None] * len(fake_hub.log)
+
+
+@pytest.mark.parametrize("revision", [".", "a/./b", "main/", "a//b", "a\\\\..\\\\b"])
+def test_revisions_naming_dot_or_empty_segments_are_refused(fake_hub, revision):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match="is not a revision"):
+        hub.load(f"hf:acme/gpt2@{revision}")
+    assert fake_hub.log == []
+
+
+def test_eviction_leaves_files_that_are_not_posvizs(fake_hub, monkeypatch, tmp_path):
+    shared = tmp_path / "shared-tmp"  # a folder others use, like /tmp
+    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(shared))
+    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", str(WPE.nbytes + 2000))
+    foreign = [shared / "tensors" / "someone-elses.bin", shared / "x" / "y"]
+    for path in foreign:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"keep me" * 1000)
+    own_folder_stranger = hub.cache_dir() / "tensors" / "notes.txt"
+    own_folder_stranger.parent.mkdir(parents=True)
+    own_folder_stranger.write_bytes(b"keep me too" * 1000)
+    fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
+    fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
+    hub.load("hf:acme/a")
+    hub.load("hf:acme/b")
+    assert all(path.exists() for path in [*foreign, own_folder_stranger])
+    assert hub.cache_dir() == shared / "posviz-hub"
+    entries = [f for f in hub.cache_dir().glob("*/*") if f != own_folder_stranger]
+    assert sum(f.stat().st_size for f in entries) <= WPE.nbytes + 2000
+
+
+def test_a_tensor_above_max_bytes_is_refused_before_it_is_requested(fake_hub):
+    gpt2_repo(fake_hub)
+    with pytest.raises(LoadError, match=r"above this server's upload limit of 0 MB"):
+        hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes - 1)
+    assert [s for s in fake_hub.requests_for("model.safetensors") if s.nbytes > 1000] == []
+    assert hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes).shape == WPE.shape
