@@ -95,9 +95,9 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         flags.statistics,
         index=flags.statistics.index(default["statistic"]),
         key="boundaries.change_statistic",
-        help="The curve searched for steps (against its local quadratic trend, so a steady "
-        "drift is no step); its flagged values are replaced by their window median first, so "
-        "single odd rows do not count as steps.",
+        help="The curve searched for steps: changes over a row or two that its own wiggles "
+        "(a drift, slow waves) do not explain. Rows flagged on any statistic are left out, so "
+        "a single odd row neither makes a step nor hides one.",
     )
     changes = bounds_of(boundary.change_points)["max_changes"]
     max_changes = st.number_input(
@@ -108,11 +108,12 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         key="boundaries.max_changes",
     )
     min_size = st.number_input(
-        "Positions each side of a step",
+        "Positions between steps at least",
         bounds_of(boundary.change_points)["min_size"].low,
         most["min_size"],
         default["min_size"],
         key="boundaries.min_size",
+        help="Also the least distance from a step to either end of the table.",
     )
 changes = cache.change_points(
     table,
@@ -128,9 +129,9 @@ state.set_flags(table, flagged, flags.rule)
 stated.caption(
     f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
     + (f" (after the top {n_directions_removed} PCs)" if n_directions_removed else "")
-    + f". Change points on {statistic}: steps against the local quadratic trend, at most "
-    f"{max_changes}, quadratics fitted to {changes.window} positions each side. Near the "
-    f"boundaries: the first and last {edge} positions."
+    + f". Change points on {statistic}: steps between lines fitted to {changes.window} "
+    f"positions each side, against the curve's own autocorrelated wiggles, at most "
+    f"{max_changes}. Near the boundaries: the first and last {edge} positions."
 )
 count.metric(
     "Flagged positions",
@@ -252,6 +253,13 @@ with positions:
             shown = ", ".join(map(str, labels)) + (" …" if len(flagged) > 20 else "")
             st.markdown(f"**Flagged** ({flags.rule}): {shown}")
         shown = changes.describe(table.first_position)
+        if changes.z.size:
+            shown += " (|z| " + ", ".join(f"{z:.1f}" for z in changes.z)
+            shown += f" > {changes.critical:.2f})"
+        if changes.null_z.size:  # the null beside it: the same test on shuffles of the curve
+            shown += (
+                f"; on {changes.null_z.size} shuffles of the curve: {changes.null_found} found one"
+            )
         st.markdown(f"**Change points** on {statistic}: {shown}")
         stats = cache.position_statistics(table, n_directions_removed=n_directions_removed)
         widgets.show_figure(

@@ -132,7 +132,9 @@ if scheme.kind == "rotary":
     columns[2].metric(
         "attention factor", f"{f.attention_factor:.4f}", help="Multiplies cos and sin of q and k."
     )
-    columns[3].metric("logit multiplier", f"{f.attention_factor**2:.4f}", help="factor²")
+    columns[3].metric(
+        "logit multiplier", f"{f.logit_multiplier:.4f}", help=f.logit_multiplier_source
+    )
     columns[4].metric(
         "pairs beyond L₀",
         f.pairs_beyond_original_context,
@@ -165,8 +167,8 @@ if scheme.kind == "rotary":
             else:
                 st.error(text + ": it does not match; trust config.json.", icon=":material/error:")
     labels = ["Frequency ladder", "Bands", "Similarity decay"]
-    labels += ["Dynamic NTK base"] * (spec.rope_type == "dynamic")
-    labels += ["LongRoPE factors"] * (spec.rope_type == "longrope")
+    rule_figure = figures.schemes.RULE_FIGURES.get(spec.rope_type)  # a tab only some rules have
+    labels += [rule_figure[0]] if rule_figure else []
     labels += ["Numbers"]
     tabs = dict(
         zip(labels, widgets.tabs_drawn_when_open(labels, key="schemes.section"), strict=True)
@@ -192,15 +194,11 @@ if scheme.kind == "rotary":
                     widgets.show_numbers(
                         d.to_frame(), name="rotary_decay", settings=export.header(d, rule)
                     )
-    # The tabs only some rules have.
-    for title, build in (
-        ("Dynamic NTK base", figures.schemes.dynamic_base),
-        ("LongRoPE factors", figures.schemes.longrope_factors),
-    ):
-        if title in tabs:
-            with tabs[title]:
-                if tabs[title].open:
-                    widgets.show_figure(build(spec), name=build.__name__, settings=settings)
+    if rule_figure:
+        title, build = rule_figure
+        with tabs[title]:
+            if tabs[title].open:
+                widgets.show_figure(build(spec), name=build.__name__, settings=settings)
     with tabs["Numbers"]:
         if tabs["Numbers"].open:
             numbers = f.to_frame()

@@ -17,6 +17,7 @@ import streamlit as st
 from posviz import _settings, compare, export, figures, hub, io, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
+from posviz.hub.config import no_table_reason
 from posviz.io import datadir
 from posviz.schemes import weights
 from posviz.schemes.relative import relative_table_name
@@ -367,7 +368,7 @@ def _shared_folder(slot: str, root: Path) -> None:
         path = datadir.resolve(root, relative)
         checkpoint = _checkpoint(root, path, relative)
         # As for a model on the Hub: a config.json that names another scheme says so.
-        reason = checkpoint and hub.no_table_reason(relative, checkpoint.config, checkpoint.tensors)
+        reason = checkpoint and no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return

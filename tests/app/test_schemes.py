@@ -127,7 +127,7 @@ def test_an_uploaded_config_and_a_bad_one():
         ),
         (
             {**PRESETS["EleutherAI/gpt-j-6b"], "rope_scaling": {"rope_type": [1]}},
-            "rope_type [1] is not one posviz computes",
+            "rope_type in config.json is [1]; expected a name",
         ),
     ],
     ids=["alibi-heads", "t5-distance", "rope_type-list"],

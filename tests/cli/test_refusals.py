@@ -50,7 +50,7 @@ def checkpoint(tmp_path: Path, tensors: dict[str, np.ndarray], settings: dict) -
         # Tracebacks before: an unhashable rope_type, a rope_theta no float holds.
         (
             {**LLAMA, "rope_scaling": {"rope_type": [1], "factor": 2.0}},
-            "rope_type [1] is not one posviz computes",
+            "rope_type in config.json is [1]; expected a name",
         ),
         (
             json.dumps(LLAMA)[:-1] + ', "rope_theta": 1' + "0" * 4000 + "}",

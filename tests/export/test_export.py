@@ -45,6 +45,7 @@ def test_figure_html_is_standalone_and_lists_settings():
     assert html.count('id="posviz-settings"') == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     figures.export.static_image_browser() is None,
     reason="no Chromium for kaleido: apt-get install chromium (or set BROWSER_PATH)",
