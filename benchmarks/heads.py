@@ -70,7 +70,7 @@ def by_name(ref: str) -> object:
     numbers with their null, the overview figure."""
     parsed = hub.parse_ref(ref)
     layer = attention.open_layer(hub.open_config(parsed.repo, parsed.revision))
-    result = pipeline.call(pipeline.heads, layer)
+    result = pipeline.call(pipeline.HEADS_STEPS[layer.kind], layer)
     return figures.heads.offsets_overview(result, model=ref)
 
 

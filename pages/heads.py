@@ -5,12 +5,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from posviz import figures, hub
-from posviz._params import defaults
+from posviz import export, figures, hub
+from posviz._params import bounds_of, defaults
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
-from posviz.heads import LABELS, MAX_POSITIONS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
-from posviz.schemes.attention import NoHeadsView
+from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
+from posviz.schemes.attention import LAYERS, NoHeadsView
+from posviz.schemes.rope import MAX_CONTEXT
 from posviz.ui import heads as cache
 from posviz.ui import schemes as scheme_cache
 from posviz.ui import state, widgets
@@ -18,6 +19,8 @@ from posviz.ui.text import literal
 
 SUGGESTED = ("openai-community/gpt2", "google-bert/bert-base-uncased", "meta-llama/Llama-3.1-8B")
 DEFAULTS = defaults(learned_heads)
+#: Every kind's step shares these bounds (posviz.heads: DRAWS, POSITIONS, SEED).
+BOUNDS = bounds_of(learned_heads)
 
 st.title("Attention heads")
 st.caption(
@@ -61,7 +64,7 @@ try:
             st.stop()
         model = scheme_cache.hub_config(*named)
     elif source == "Shared folder":
-        model = widgets.shared_checkpoint(Path(SHARED), key="heads.shared")
+        model = widgets.shared_checkpoint(Path(SHARED), key="heads.shared", sharded=True)
         if model is None:
             st.stop()
 except LoadError as error:
@@ -69,7 +72,12 @@ except LoadError as error:
     st.stop()
 
 index = st.number_input(
-    "Layer", 0, 4095, 0, key="heads.layer", help="Layer 0 by default; any layer on request."
+    "Layer",
+    LAYERS.low,
+    LAYERS.high,
+    0,
+    key="heads.layer",
+    help="Layer 0 by default; any layer on request.",
 )
 try:
     plan = cache.plan(model, int(index))
@@ -100,28 +108,32 @@ params = {}
 with st.expander("Settings", icon=":material/tune:"):
     left, middle, right = st.columns(3)
     draws = left.number_input(
-        "Null draws", 0, 64, DEFAULTS["n_draws"], key="heads.draws",
+        "Null draws", BOUNDS["n_draws"].low, BOUNDS["n_draws"].high, DEFAULTS["n_draws"],
+        key="heads.draws",
         help="Each draw permutes the layer's query rows, and its key rows, across heads. "
         "0: no null, no labels.",
     )  # fmt: skip
-    seed = middle.number_input("Seed", 0, 2**31 - 1, DEFAULTS["seed"], key="heads.seed")
+    seed = middle.number_input(
+        "Seed", BOUNDS["seed"].low, BOUNDS["seed"].high, DEFAULTS["seed"], key="heads.seed"
+    )
     params |= {"n_draws": int(draws), "seed": int(seed)}
     if plan.kind == "rotary":
         spec = plan.rotary
         default_context = spec.context or spec.original_context or 4096
         context = right.number_input(
-            "Sequence length the rule is applied at", 1, 10**8, default_context,
+            "Sequence length the rule is applied at", 1, MAX_CONTEXT, default_context,
             key="heads.context",
         )  # fmt: skip
         if context != default_context:
             params["context"] = int(context)
     elif plan.kind == "learned":
-        available = min(len(layer.positions), MAX_POSITIONS)
-        n = right.number_input("Positions", 2, available, available, key="heads.positions")
+        low, high = BOUNDS["n_positions"].low, BOUNDS["n_positions"].high
+        available = min(len(layer.positions), high)
+        n = right.number_input("Positions", low, available, available, key="heads.positions")
         if n != available:
             params["n_positions"] = int(n)
 result = cache.heads(layer, **params)
-settings = {"analysis": "heads", "params": result.params, "provenance": layer.provenance()}
+settings = export.header(result, layer.provenance())
 
 columns = st.columns(4)
 columns[0].metric("heads", plan.n_heads, help=f"{plan.n_kv_heads} key/value heads")

@@ -27,19 +27,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from posviz._params import MAX_RESULT_BYTES, records_params
+from posviz._params import SEED, Bound, bounded, check_budget, records_params
 from posviz.embedding import LoadError
-from posviz.schemes.rotary import RotaryFrequencies
+from posviz.schemes.rotary import DECAY_DISTANCES, RotaryFrequencies
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "DRAWS",
     "LABELS",
     "MAX_POSITIONS",
     "NULL_QUERIES",
     "PATTERN_NUMBERS",
+    "POSITIONS",
     "ROTARY_NUMBERS",
+    "WINDOW",
     "Norm",
     "PatternHeads",
     "RotaryHeads",
@@ -55,6 +58,12 @@ __all__ = [
 
 #: Most positions a kernel is computed over (n² per head; GPT-2's table has 1024, OPT's 2050).
 MAX_POSITIONS = 2048
+#: Positions a kernel may be computed over (`n_positions`; a learned table's own rows too).
+POSITIONS = Bound(2, MAX_POSITIONS)
+#: Null draws (`n_draws`; 0: no null, no labels): each is one more pass of the numbers.
+DRAWS = Bound(0, 1000)
+#: The local window |i − j| ≤ w (`local_window`).
+WINDOW = Bound(1, MAX_POSITIONS)
 #: The per-head numbers of a kernel's attention pattern, in words (averaged over queries
 #: i = 1 … n − 1: query 0 of a decoder sees only itself).
 PATTERN_NUMBERS = {
@@ -394,24 +403,26 @@ def _null_rows(n: int) -> np.ndarray:
     return np.unique(np.linspace(1, n - 1, NULL_QUERIES).round().astype(np.int64))
 
 
-def _check_positions(n_available: int, n_positions: int | None) -> int:
+def _check_available(n_available: int, n_positions: int | None) -> int:
+    """The positions analysed: `n_positions`, or all the layer has (at most `MAX_POSITIONS`);
+    refused when the layer has fewer (the bound itself is checked by `bounded`)."""
     n = min(n_available, MAX_POSITIONS) if n_positions is None else n_positions
-    if not 2 <= n <= min(n_available, MAX_POSITIONS):
+    if n > n_available:
         msg = (
-            f"n_positions is {n_positions}; choose 2 to {min(n_available, MAX_POSITIONS)} "
-            f"(the layer has {n_available} positions, at most {MAX_POSITIONS} are analysed)."
+            f"n_positions is {n}; the layer's table has {n_available} positions: choose 2 to "
+            f"{min(n_available, MAX_POSITIONS)}."
         )
         raise LoadError(msg)
     return n
 
 
-def _check_draws(n_draws: int) -> None:
-    if not 0 <= n_draws <= 1000:
-        msg = f"n_draws is {n_draws}; choose 0 (no null) to 1000 draws."
-        raise LoadError(msg)
-
-
 @records_params
+@bounded(
+    n_positions=Bound(POSITIONS.low, POSITIONS.high, optional=True),
+    local_window=WINDOW,
+    n_draws=DRAWS,
+    seed=SEED,
+)
 def learned_heads(
     inputs: np.ndarray,
     wq: np.ndarray,
@@ -458,21 +469,17 @@ def learned_heads(
     >>> r.offset_profile.shape, sorted(r.null)[:2], len(r.labels)
     ((2, 31), ['attention_first', 'attention_local'], 2)
     """
-    n = _check_positions(len(inputs), n_positions)
-    _check_draws(n_draws)
+    n = _check_available(len(inputs), n_positions)
     n_heads, d, _ = wq.shape
     n_kv = wk.shape[0]
     if n_heads % n_kv:
         msg = f"{n_heads} query heads cannot share {n_kv} key heads evenly."
         raise LoadError(msg)
-    needed = 8 * n * (2 * inputs.shape[1] + (n_heads + n_kv) * d)  # x, q, k in float64
-    if needed > MAX_RESULT_BYTES:
-        msg = (
-            f"{n} positions of this layer take {needed / 2**20:,.0f} MiB of queries and keys, "
-            f"above the limit of {MAX_RESULT_BYTES // 2**20} MiB; analyse fewer positions "
-            "(n_positions)."
-        )
-        raise LoadError(msg)
+    check_budget(  # x, q, k in float64
+        8 * n * (2 * inputs.shape[1] + (n_heads + n_kv) * d),
+        f"The queries and keys of {n} positions of this layer (n_positions: analyse fewer "
+        "positions)",
+    )
     scale = 1 / math.sqrt(d) if logit_scale is None else logit_scale
     x = np.asarray(inputs[:n], dtype=np.float64)
     q = x @ np.asarray(wq, np.float64).reshape(n_heads * d, -1).T
@@ -575,6 +582,7 @@ def t5_offset_bias(
 
 
 @records_params
+@bounded(local_window=WINDOW, n_draws=DRAWS, seed=SEED)
 def offset_bias_heads(
     offset_bias: np.ndarray,
     causal: bool = True,
@@ -601,8 +609,7 @@ def offset_bias_heads(
     bias = np.asarray(offset_bias, dtype=np.float64)
     n_heads, width = bias.shape
     n = (width + 1) // 2
-    _check_positions(n, n)
-    _check_draws(n_draws)
+    POSITIONS.check("The offset bias' positions", n)
     i = np.arange(n)
     totals = _offset_counts(i, n, causal)
 
@@ -644,6 +651,7 @@ def offset_bias_heads(
 
 
 @records_params
+@bounded(n_positions=POSITIONS, local_window=WINDOW, n_draws=DRAWS, seed=SEED)
 def alibi_heads(
     slopes: np.ndarray,
     *,
@@ -654,12 +662,12 @@ def alibi_heads(
 ) -> PatternHeads:
     """ALiBi's per-head view: the pattern of −m_h·Δ over `n_positions` positions of a decoder
     (:func:`offset_bias_heads`; nothing is learned, so no null draws whatever `n_draws`)."""
-    _check_positions(MAX_POSITIONS, n_positions)
     bias = alibi_offset_bias(np.asarray(slopes, dtype=np.float64), n_positions)
     return offset_bias_heads(bias, True, "alibi", local_window=local_window)
 
 
 @records_params
+@bounded(n_positions=POSITIONS, local_window=WINDOW, n_draws=DRAWS, seed=SEED)
 def t5_heads(
     weight: np.ndarray,
     bidirectional: bool = True,
@@ -673,7 +681,6 @@ def t5_heads(
 ) -> PatternHeads:
     """T5's per-head view: its learned bias per bucket (`weight` [num_buckets, n_heads]) as a
     kernel over `n_positions` positions (:func:`t5_offset_bias`, :func:`offset_bias_heads`)."""
-    _check_positions(MAX_POSITIONS, n_positions)
     bias = t5_offset_bias(
         weight, n_positions, bidirectional=bidirectional, num_buckets=num_buckets,
         max_distance=max_distance,
@@ -777,6 +784,12 @@ def _pair_norms(rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @records_params
+@bounded(
+    fast_wavelength=Bound(0, None, whole=False),
+    max_distance=DECAY_DISTANCES,
+    n_draws=DRAWS,
+    seed=SEED,
+)
 def rotary_heads(
     wq: np.ndarray,
     wk: np.ndarray,
@@ -822,7 +835,6 @@ def rotary_heads(
     >>> r.usage.shape, r.kv_head.tolist(), r.params["context"]
     ((4, 4), [0, 0, 1, 1], 64)
     """
-    _check_draws(n_draws)
     spec = frequencies.spec
     n_heads, d, _ = wq.shape
     n_kv = wk.shape[0]

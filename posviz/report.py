@@ -21,10 +21,11 @@ import plotly.graph_objects as go
 
 from posviz import boundary, components, figures, forms, heads, hub, offsets, pipeline, probes
 from posviz import collection as _collection
-from posviz._params import defaults, split_params
+from posviz._params import defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
+from posviz.io import INDEX_SUFFIX
 from posviz.schemes import attention, weights
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE
 
@@ -44,15 +45,16 @@ REPORT_MAX_SIDE = 512
 class Section:
     """A report section: a heading, tables of numbers, figures, and a note on how to read them.
 
-    `analyses` names, per table of numbers, the pipeline step that made it and its params.
+    `analyses` holds, per table of numbers, the result it was read from (which records its
+    step and params); `provenance`, where its numbers came from when that is not the table
+    (heads: the model's layer).
     """
 
     title: str
     note: str = ""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: list[go.Figure] = field(default_factory=list)
-    analyses: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    #: Where its numbers came from when that is not the table (heads: the model's layer).
+    analyses: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] | None = None
 
 
@@ -121,7 +123,7 @@ def report_sections(
     ]
     model = table_model(table)
     if model is not None:  # the table came with its model: its layer 0's heads too
-        sections.append(("Heads", lambda: heads_section(model)))
+        sections.append(("Heads", lambda: heads_section(model, run=run, **seeded)))
     done = []
     for title, make in sections:
         if progress:
@@ -141,7 +143,7 @@ def spectrum_section(
         + ("" if s.has_variance else f" {NO_VARIANCE}"),
         {"Metrics": s.metrics_table(), "Singular values": s.to_frame()},
         [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
-        {"Metrics": ("spectrum", s.params), "Singular values": ("spectrum", s.params)},
+        {"Metrics": s, "Singular values": s},
     )
 
 
@@ -162,7 +164,7 @@ def similarity_section(
             figures.similarity.similarity_heatmap(overview, first_position=table.first_position),
             figures.offsets.offset_profile(profile, scores),
         ],
-        {"Scores": ("offset_scores", scores.params)},
+        {"Scores": scores},
     )
 
 
@@ -198,10 +200,7 @@ def components_section(
             ),
             figures.components.sinusoid_fits(pcs, fits, first_position=table.first_position),
         ],
-        {
-            "Sinusoid fits": ("fit_sinusoids", fits.params),
-            "Likeness to sinusoids": ("sinusoid_likeness", likeness.params),
-        },
+        {"Sinusoid fits": fits, "Likeness to sinusoids": likeness},
     )
 
 
@@ -244,11 +243,7 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
                 stats, flags, changes, first_position=table.first_position
             )
         ],
-        {
-            "Flagged positions": ("outliers", flags.params),
-            "Change points": ("change_points", changes.params),
-            "Boundary summary": ("boundary_summary", summary.params),
-        },
+        {"Flagged positions": flags, "Change points": changes, "Boundary summary": summary},
     )
 
 
@@ -261,33 +256,48 @@ def probes_section(
         " ".join([probes.ABOUT, probe.procedure(), *probes.DEFINITIONS.values()]),
         {"Probe results": probe.to_frame()},
         [figures.probes.probe_predictions(probe)],
-        {"Probe results": ("probe_with_controls", probe.params)},
+        {"Probe results": probe},
     )
 
 
 def table_model(table: Embedding) -> weights.Model | None:
     """The model a table was read from, when its provenance says (a Hub model at its commit,
-    or a safetensors checkpoint found with its config.json beside it), else None."""
+    or a safetensors checkpoint found with its config.json beside it: a shard's, through the
+    index beside it), else None."""
     provenance = table.provenance()
     try:
         if "repo" in provenance and "commit" in provenance:
             return hub.open_config(str(provenance["repo"]), str(provenance["commit"]))
         path = Path(table.source)
         if path.suffix == ".safetensors" and weights.config_beside(path):
-            return weights.open_checkpoint(path, label=table.source)
+            return _shards_model(path, table.source) or weights.open_checkpoint(
+                path, label=table.source
+            )
     except LoadError:
         return None
     return None
 
 
-def heads_section(model: weights.Model, *, layer: int = 0) -> Section:
-    """Layer `layer`'s heads of the table's model: each head's numbers beside the null's
+def _shards_model(path: Path, label: str) -> weights.LocalCheckpoint | None:
+    """The sharded checkpoint whose index beside `path` lists it, if any."""
+    index = path.parent / f"model{INDEX_SUFFIX}"
+    if path.name == "model.safetensors" or not index.is_file():
+        return None
+    sharded = weights.open_checkpoint(index, label=str(Path(label).parent / index.name))
+    return sharded if path.name in {Path(s).name for s in sharded.shards} else None
+
+
+def heads_section(
+    model: weights.Model, *, layer: int = 0, run: pipeline.Run = pipeline.call, **params: Any
+) -> Section:
+    """Layer `layer`'s heads of the table's model (its kind's step of
+    `posviz.pipeline.HEADS_STEPS`, with `params`): each head's numbers beside the null's
     largest draw, and the every-head overview; a model without a per-head view says why."""
     try:
         found = attention.open_layer(model, layer=layer)
     except LoadError as error:
         return Section("Heads", f"No per-head view of this model's layer {layer}: {error}")
-    result = pipeline.call(pipeline.heads, found)
+    result = run(pipeline.HEADS_STEPS[found.kind], found, **params)
     if isinstance(result, heads.RotaryHeads):
         overview = figures.heads.usage_overview(result, model=found.model)
         definitions = heads.ROTARY_NUMBERS
@@ -312,7 +322,7 @@ def heads_section(model: weights.Model, *, layer: int = 0) -> Section:
         note,
         {"Heads": result.to_frame()},
         [overview],
-        {"Heads": ("heads", result.params)},
+        {"Heads": result},
         found.provenance(),
     )
 
@@ -334,17 +344,22 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     data = {
         "provenance": table.provenance(),
         "analyses": [
-            {"analysis": step, "params": params, "caption": caption, "columns": columns(frame)}
+            {**_analysis(section.analyses[caption]), "caption": caption, "columns": columns(frame)}
             | ({"provenance": section.provenance} if section.provenance else {})
             for section in sections
             for caption, frame in section.tables.items()
-            for step, params in [section.analyses[caption]]
         ],
     }
     listing = {**data["provenance"]}
     for entry in data["analyses"]:
         listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"
     return _page(title, listing, sections, data)
+
+
+def _analysis(result: Any) -> dict[str, Any]:
+    """The step and params of `result`, as every export's header has them (the report names
+    its table once, at the top)."""
+    return {"analysis": step_of(result), "params": dict(result.params)}
 
 
 def build_collection_report(c: Collection) -> str:

@@ -4,19 +4,26 @@ on random weights."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
+from posviz._params import SEED, Refused, bounds_of
 from posviz.embedding import LoadError
 from posviz.heads import (
+    DRAWS,
     LABELS,
+    MAX_POSITIONS,
     NULL_QUERIES,
     Norm,
+    alibi_heads,
     alibi_offset_bias,
     learned_heads,
     offset_bias_heads,
     pair_columns,
     rotary_heads,
+    t5_heads,
     t5_offset_bias,
 )
 from posviz.schemes.alibi import alibi_slopes
@@ -282,12 +289,24 @@ def test_t5_heads_read_the_bias_at_each_offset():
     assert r.null["attention_self"].shape == (4, 4)
 
 
-def test_settings_are_checked():
+def test_settings_are_checked_by_the_bounds_declared_beside_each_function():
     x, wq, wk, *_ = random_layer()
-    with pytest.raises(LoadError, match="n_positions"):
-        learned_heads(x, wq, wk, n_positions=41)
-    with pytest.raises(LoadError, match="n_draws"):
+    with pytest.raises(LoadError, match="n_positions is 41; the layer's table has 40"):
+        learned_heads(x, wq, wk, n_positions=41)  # the data's own limit
+    with pytest.raises(Refused, match="n_draws is -1; it must be a whole number from 0 to 1,000"):
         learned_heads(x, wq, wk, n_draws=-1)
+    with pytest.raises(Refused, match="n_positions is 4096"):
+        alibi_heads(np.ones(2), n_positions=4096)
+    with pytest.raises(Refused, match="seed"):
+        t5_heads(np.zeros((32, 2)), seed=-1)
+    with pytest.raises(Refused, match="fast_wavelength"):
+        rotary_heads(*llama_like(heads=2, kv=2, hidden=8), rotary_frequencies(LLAMA3),
+                     fast_wavelength=math.nan)  # fmt: skip
+    # Declared where the pages read them.
+    for core in (learned_heads, alibi_heads, t5_heads, rotary_heads):
+        assert bounds_of(core)["n_draws"] == DRAWS
+        assert bounds_of(core)["seed"] == SEED
+    assert bounds_of(learned_heads)["n_positions"].high == MAX_POSITIONS
     assert set(LABELS) >= {"previous-token", "local", "first position", "high-frequency"}
 
 
@@ -306,7 +325,7 @@ def test_a_layer_too_big_for_the_result_budget_is_refused_before_allocating():
     w = np.lib.stride_tricks.as_strided(
         np.zeros(1, np.float32), shape=(64, 128, 8192), strides=(0, 0, 0)
     )
-    with pytest.raises(LoadError, match="analyse fewer positions"):
+    with pytest.raises(Refused, match="analyse fewer positions"):
         learned_heads(x, w, w)
 
 

@@ -1,6 +1,8 @@
 """`posviz heads SOURCE`: how each attention head of one layer reads position, from that
 layer's weights alone (a model on the Hub by name, or a safetensors checkpoint with its
-config.json beside it). The bytes to fetch are said on stderr before any is fetched."""
+config.json beside it: one file, a sharded checkpoint's index, or their folder), by the layer's
+step of `posviz.pipeline.HEADS_STEPS`. The bytes to fetch are said on stderr before any is
+fetched; every refusal is a `posviz._params.Refused` (exit 2, one line)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 import sys
 
 from posviz import pipeline
+from posviz._params import Refused, bounds_of
 from posviz.schemes import attention
 from posviz.schemes.record import HEADS_POSITIONS, heads_record
 
@@ -29,7 +32,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     heads.add_argument(
         "source",
         metavar="SOURCE",
-        help="hf:REPO[@REVISION], or a .safetensors checkpoint with its config.json beside it",
+        help="hf:REPO[@REVISION]; or a checkpoint with its config.json beside it: a "
+        ".safetensors file, a sharded one's model.safetensors.index.json, or their folder",
     )
     heads.add_argument("--layer", type=int, default=0, metavar="N", help="layer (default 0)")
     heads.add_argument(
@@ -53,6 +57,22 @@ def run(args: argparse.Namespace) -> int:
     model = attention.open_source(args.source)
     opened = attention.open_model(model)
     plan = attention.plan_layer(opened.config, opened.tensors, layer=args.layer, label=opened.label)
+    params = {}
+    if args.context is not None:
+        if plan.kind != "rotary":
+            msg = f"--context is a rotary rule's setting; layer {plan.layer} is {plan.kind}."
+            raise Refused(msg)
+        params["context"] = args.context
+    if args.draws is not None:
+        params["n_draws"] = args.draws
+    if args.seed is not None:
+        params["seed"] = args.seed
+    step = pipeline.HEADS_STEPS[plan.kind]
+    core = pipeline.STEPS[step.__name__].core
+    for name, bound in bounds_of(core).items():  # checked before anything is said or fetched
+        if name in params:
+            bound.check(name, params[name])
+    bounds_of(heads_record)["positions"].check("--positions", args.positions)
     waiting = sum(r.nbytes for r in plan.reads if opened.remote and not opened.cached(r))
     print(
         f"heads: layer {plan.layer} of {opened.label} ({plan.family}, {plan.kind}): "
@@ -62,14 +82,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     layer = attention.read_planned(opened, plan)
-    params = {}
-    if args.context is not None and plan.kind == "rotary":
-        params["context"] = args.context
-    if args.draws is not None:
-        params["n_draws"] = args.draws
-    if args.seed is not None:
-        params["seed"] = args.seed
-    result = pipeline.call(pipeline.heads, layer, **params)
+    result = pipeline.call(step, layer, **params)
     record = heads_record(layer, result, positions=args.positions)
     if args.json:
         print(json.dumps(record, allow_nan=False))

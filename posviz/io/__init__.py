@@ -57,6 +57,7 @@ from posviz.io.write import storage_dtype, to_npy, to_safetensors
 
 __all__ = [
     "ACCEPTED_FORMATS",
+    "INDEX_SUFFIX",
     "MAX_HEADER_BYTES",
     "MAX_MEMBERS",
     "MAX_RATIO",
@@ -98,6 +99,9 @@ Source = bytes | str | os.PathLike
 
 #: What the app can read, as shown to users when a file is not one of them.
 ACCEPTED_FORMATS = ".npy, .npz, .safetensors, .csv, .tsv, .txt"
+#: How a sharded safetensors checkpoint's index is named (transformers' ``save_pretrained``
+#: writes ``model.safetensors.index.json`` beside the shards its ``weight_map`` lists).
+INDEX_SUFFIX = ".safetensors.index.json"
 
 PICKLE_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".joblib"})
 _SUFFIX_FORMATS = {

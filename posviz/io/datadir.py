@@ -12,7 +12,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from posviz.embedding import LoadError
-from posviz.io import ACCEPTED_FORMATS
+from posviz.io import ACCEPTED_FORMATS, INDEX_SUFFIX
 
 __all__ = ["EXTENSIONS", "MAX_FILES", "list_files", "resolve"]
 
@@ -91,7 +91,8 @@ def resolve(root: Path, relative: str) -> Path:
     ------
     LoadError
         If `relative` is empty, absolute or contains ``..``, does not exist, leaves `root`
-        through a symlink, is not a regular file, or has an extension posviz does not read.
+        through a symlink, is not a regular file, or has an extension posviz does not read (a
+        sharded checkpoint's index, ``*.safetensors.index.json``, is read).
     """
     base = _root(root)
     parts = PurePosixPath(relative).parts
@@ -102,7 +103,7 @@ def resolve(root: Path, relative: str) -> Path:
         )
         raise LoadError(msg)
     suffix = PurePosixPath(relative).suffix.lower()
-    if suffix not in EXTENSIONS:
+    if suffix not in EXTENSIONS and not relative.lower().endswith(INDEX_SUFFIX):
         msg = (
             f"{relative} has extension {suffix or 'none'!r}, not a format posviz reads. "
             f"Accepted formats: {ACCEPTED_FORMATS}."

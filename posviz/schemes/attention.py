@@ -18,25 +18,29 @@ bytes will. :func:`read_layer` then reads exactly the planned rows.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 
 from posviz import hub, io
-from posviz._version import __version__
+from posviz._params import MAX_RESULT_BYTES, Bound, bounded
 from posviz.embedding import LoadError
 from posviz.heads import Norm
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.config import position_scheme
+from posviz.schemes.layers import MAX_LAYERS
 from posviz.schemes.rope import RotarySpec
 
 __all__ = [
     "FAMILIES",
+    "LAYERS",
     "MAX_LAYER_BYTES",
     "AttentionLayer",
     "Family",
@@ -52,8 +56,9 @@ __all__ = [
 ]
 
 #: A layer's tensors read at most (its q/k rows, norms and the position table): Llama-3.1-8B
-#: layer 0 takes 40 MiB (bf16), GPT-J's fp32 layer 128 MiB. Refused above, before fetching.
-MAX_LAYER_BYTES = 256 * 2**20
+#: layer 0 takes 40 MiB (bf16), GPT-J's fp32 layer 128 MiB. Refused above, before fetching:
+#: the memory one result may take.
+MAX_LAYER_BYTES = MAX_RESULT_BYTES
 #: Stored dtypes read; anything else is quantized (int8/int4 packs, fp8 with block scales).
 FLOAT_DTYPES = ("F32", "F16", "BF16")
 _ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
@@ -243,8 +248,6 @@ class AttentionLayer:
     ----------
     model : str
         The model as named (``hf:REPO@REVISION`` or the checkpoint's label).
-    source : str
-        Where it was read, precisely: ``hf:REPO@COMMIT`` or the checkpoint's label.
     plan : LayerPlan
     wq, wk : ndarray of shape (n_heads, d, hidden) and (n_kv_heads, d, hidden), or None
         Each head's query and key rows as stored (float32; BF16/F16 widened exactly).
@@ -265,11 +268,12 @@ class AttentionLayer:
         Each tensor read: name, dtype, shape, rows, sha256 of the values read.
     bytes_fetched : int
         Bytes that came over the network for it (0: all from the cache or a local file).
-    config_sha256 : str
+    read_from : ConfigFile or LocalCheckpoint, optional
+        The model it was read from (a Hub model at the commit its config.json was read at):
+        what its provenance names. None for a layer made in memory.
     """
 
     model: str
-    source: str
     plan: LayerPlan
     wq: np.ndarray | None = None
     wk: np.ndarray | None = None
@@ -284,7 +288,7 @@ class AttentionLayer:
     relative_bias: np.ndarray | None = None
     tensors: tuple[dict, ...] = ()
     bytes_fetched: int = 0
-    config_sha256: str = ""
+    read_from: weights.Model | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> str:
@@ -305,23 +309,22 @@ class AttentionLayer:
         return _gains(self.k_norm)
 
     @cached_property
-    def digest(self) -> str:
-        """sha256 of what identifies the layer: source, layer, kind and every tensor's sha256."""
-        key = [self.source, str(self.plan.layer), self.kind, self.config_sha256]
-        key += [t["sha256"] for t in self.tensors]
-        return hashlib.sha256("\0".join(key).encode()).hexdigest()
+    def sha256(self) -> str:
+        """sha256 of what identifies the layer (its provenance: the config.json and its
+        sha256, the layer, every tensor read and its sha256): the key its results are cached
+        by, as a table's by its own sha256."""
+        key = json.dumps([self.kind, self.provenance()], sort_keys=True, default=str)
+        return hashlib.sha256(key.encode()).hexdigest()
 
     def provenance(self) -> dict[str, object]:
-        """Where the layer came from, as exports carry it: the model (at its commit), the
-        config.json's sha256, the layer, each tensor read and its sha256."""
-        return {
-            "model": self.model,
-            "source": self.source,
-            "config_sha256": self.config_sha256,
-            "layer": self.plan.layer,
-            "tensors": list(self.tensors),
-            "posviz_version": __version__,
-        }
+        """Where the layer came from, as exports carry it: the model's config.json (a path, or
+        ``hf:REPO@COMMIT``) and its sha256, a checkpoint's weights file
+        (:func:`posviz.schemes.weights.model_provenance`), the layer, and each tensor read
+        with the sha256 of its values, which `posviz rerun` checks when it reads them again."""
+        where = {"layer": self.plan.layer, "tensors": list(self.tensors)}
+        if self.read_from is None:
+            return {"model": self.model, **where}
+        return weights.model_provenance(self.read_from, **where)
 
 
 def _gains(norms: tuple[Norm, ...] | None) -> np.ndarray | None:
@@ -380,6 +383,11 @@ class _Names:
         return name
 
 
+#: The layers a model may have (`posviz.schemes.layers.MAX_LAYERS`, config.json's bound).
+LAYERS = Bound(0, MAX_LAYERS - 1)
+
+
+@bounded(layer=LAYERS)
 def plan_layer(
     config: dict, tensors: Mapping[str, io.TensorInfo], *, layer: int = 0, label: str = "model"
 ) -> LayerPlan:
@@ -413,9 +421,6 @@ def plan_layer(
         raise LoadError(msg)
     n_layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
     n_layers = n_layers if isinstance(n_layers, int) and n_layers > 0 else None
-    if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
-        msg = f"layer must be a whole number from 0, not {layer!r}."
-        raise LoadError(msg)
     if n_layers is not None and layer >= n_layers:
         msg = f"{label} has {n_layers} layers (0 … {n_layers - 1}); there is no layer {layer}."
         raise LoadError(msg)
@@ -786,11 +791,11 @@ def read_layer(
     read: Reader,
     *,
     model: str,
-    source: str,
-    config_sha256: str = "",
+    read_from: weights.Model | None = None,
     bytes_fetched: int = 0,
 ) -> AttentionLayer:
-    """Read what `plan` names through `read` and cut it into heads as the model does."""
+    """Read what `plan` names through `read` and cut it into heads as the model does;
+    `read_from` is the model its provenance names."""
     arrays: dict[str, np.ndarray] = {}
     tensors = []
     for r in plan.reads:
@@ -803,11 +808,10 @@ def read_layer(
         )  # fmt: skip
     base = {
         "model": model,
-        "source": source,
         "plan": plan,
         "tensors": tuple(tensors),
         "bytes_fetched": bytes_fetched,
-        "config_sha256": config_sha256,
+        "read_from": read_from,
     }
     if plan.kind == "alibi":
         slopes = alibi_slopes(plan.n_heads, alibi_bias_max=plan.options["alibi_bias_max"])
@@ -914,9 +918,8 @@ class Opened:
     """A model whose layer is to be read: its config, headers, and how to read rows."""
 
     label: str
-    source: str
+    model: weights.Model
     config: dict
-    config_sha256: str
     tensors: dict[str, io.TensorInfo]
     read: Reader
     cached: Callable[[Read], bool]
@@ -925,16 +928,13 @@ class Opened:
 
 def open_model(model: weights.Model) -> Opened:
     """config.json and the headers of a Hub model (at the commit its config.json was read
-    at) or of a local checkpoint; no weights yet."""
+    at) or of a local checkpoint (one file, or every shard of a sharded one); no weights yet."""
     if isinstance(model, weights.LocalCheckpoint):
-        infos = {i.name: i for i in io.list_tensors(model.path, model.label)}
 
         def read_local(name: str, rows: tuple[int, int] | None) -> np.ndarray:
-            if rows is None:
-                return io.read_tensor(model.path, name, model.label)
-            return io.read_rows(model.path, name, *rows)
+            return model.read(name) if rows is None else model.read_rows(name, *rows)
 
-        return Opened(model.label, model.label, model.config, model.sha256, infos, read_local,
+        return Opened(model.label, model, model.config, model.infos, read_local,
                       lambda read: True, remote=False)  # fmt: skip
     listed = hub.open_model_at(model)
     infos = {i.name: i for i in listed.infos}
@@ -949,20 +949,27 @@ def open_model(model: weights.Model) -> Opened:
             return hub.is_cached(listed, read.name)
         return hub.rows_cached(listed, read.name, *read.rows)
 
-    return Opened(listed.label, model.at_commit, model.config, model.sha256, infos, read_hub,
-                  cached, remote=True)  # fmt: skip
+    return Opened(listed.label, model, model.config, infos, read_hub, cached, remote=True)
 
 
 def open_source(source: str, *, label: str | None = None) -> weights.Model:
     """The model `source` names, its config.json read (no weights): ``hf:REPO[@REV]`` on the
-    Hub, or a safetensors checkpoint with its config.json beside it."""
+    Hub, or a checkpoint with its config.json beside it: a .safetensors file, a sharded
+    checkpoint's index (``model.safetensors.index.json``), or the folder that holds either
+    (named in the provenance by the file found in it)."""
     if hub.is_hub_ref(source):
         ref = hub.parse_ref(source)
         return hub.open_config(ref.repo, ref.revision)
-    if str(source).lower().endswith(".json"):
+    path = Path(source)
+    if path.is_dir():
+        found = weights.weights_in(path)
+        return weights.open_checkpoint(found, label=str(Path(label or source) / found.name))
+    if not weights.is_weights(path):
+        what = "a config.json" if path.suffix.lower() == ".json" else "not a model's weights"
         msg = (
-            f"{source} is a config.json: give the weights beside it (model.safetensors), or "
-            "the model's hf: name; a layer's heads are read from its weights."
+            f"{source} is {what}: give the weights beside it (model.safetensors, or a sharded "
+            "checkpoint's model.safetensors.index.json), their folder, or the model's hf: "
+            "name; a layer's heads are read from its weights."
         )
         raise LoadError(msg)
     return weights.open_checkpoint(source, label=label or source)
@@ -980,10 +987,5 @@ def read_planned(opened: Opened, plan: LayerPlan) -> AttentionLayer:
     """Read a planned layer of an opened model; `bytes_fetched` counts what was not cached."""
     fetched = sum(r.nbytes for r in plan.reads if opened.remote and not opened.cached(r))
     return read_layer(
-        plan,
-        opened.read,
-        model=opened.label,
-        source=opened.source,
-        config_sha256=opened.config_sha256,
-        bytes_fetched=fetched,
+        plan, opened.read, model=opened.label, read_from=opened.model, bytes_fetched=fetched
     )

@@ -17,17 +17,24 @@ from typing import Any
 import numpy as np
 
 from posviz import hub
-from posviz._version import __version__
+from posviz._params import Bound, bounded, check_budget
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
-from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
+from posviz.heads import (
+    LABELS,
+    MAX_POSITIONS,
+    PATTERN_NUMBERS,
+    ROTARY_NUMBERS,
+    PatternHeads,
+    RotaryHeads,
+)
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.attention import AttentionLayer
 from posviz.schemes.config import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
 from posviz.schemes.layers import LayerScheme
 from posviz.schemes.presets import PRESETS
-from posviz.schemes.relative import t5_buckets
+from posviz.schemes.relative import check_bias_shape, check_relative_bias, t5_buckets
 from posviz.schemes.rotary import (
     MAX_TABLE_POSITIONS,
     RotaryFrequencies,
@@ -36,6 +43,7 @@ from posviz.schemes.rotary import (
     rotary_frequencies,
     rotary_table,
 )
+from posviz.schemes.weights import checkpoint_provenance, config_provenance
 from posviz.simulate import sinusoidal
 from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 
@@ -44,6 +52,7 @@ __all__ = [
     "INV_FREQ_TOLERANCE",
     "N_SINGULAR_VALUES",
     "PRESET",
+    "SHOWN_POSITIONS",
     "alibi_record",
     "checkpoint_provenance",
     "config_provenance",
@@ -69,20 +78,6 @@ INV_FREQ_TOLERANCE = 2**-8
 PRESET = "preset:"
 
 
-def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
-    """Where a scheme's numbers came from: the config.json `config` names (a path,
-    ``hf:REPO@COMMIT`` or ``preset:NAME``), the sha256 of its bytes, and `where` in it (a
-    layer type)."""
-    return {"config": config, "sha256": sha256, **where, "posviz_version": __version__}
-
-
-def checkpoint_provenance(model: weights.LocalCheckpoint) -> dict[str, Any]:
-    """:func:`config_provenance` of a local checkpoint: its config.json, and the weights under
-    "weights", both named by the checkpoint's label (a path, or its name in the shared
-    folder: never the server's own path)."""
-    return config_provenance(model.source, model.sha256, weights=model.label)
-
-
 def read_config(
     config: str, data: bytes | None = None, *, label: str | None = None
 ) -> tuple[dict, dict[str, Any], weights.Model | None]:
@@ -103,7 +98,7 @@ def read_config(
         ref = hub.parse_ref(config)
         opened = hub.open_config(ref.repo, ref.revision)
         return opened.config, config_provenance(opened.at_commit, opened.sha256), opened
-    if data is None and config.lower().endswith(".safetensors"):  # its config.json beside
+    if data is None and weights.is_weights(config):  # its config.json beside (a shard index too)
         model = weights.open_checkpoint(config, label=label or config)
         return model.config, checkpoint_provenance(model), model
     if data is None and config.startswith(PRESET):
@@ -186,8 +181,10 @@ def scheme_record(
     elif scheme.kind == "alibi":
         record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
     elif scheme.kind == "relative_bias":
-        tensors = weights.bias_tensors(model) if model is not None else {}
-        record |= relative_bias_record(scheme.relative_bias, tensors)
+        spec = scheme.relative_bias
+        check_relative_bias(spec)  # before any tensor is read
+        tensors = weights.bias_tensors(model, spec) if model is not None else {}
+        record |= relative_bias_record(spec, tensors)
     elif scheme.kind == "relative_table":
         spec = scheme.relative_table
         record |= {"span": spec.span, "hidden_size": spec.hidden_size}
@@ -211,7 +208,7 @@ def table_record(table: Embedding, result: Spectrum) -> dict[str, Any]:
     table (rotary, sinusoidal, DeBERTa's) carries it under "table"."""
     numbers: dict[str, Any] = result.metrics()
     numbers["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
-    record = {**header("spectrum", result.params, table), "numbers": numbers}
+    record = {**header(result, table), "numbers": numbers}
     if not result.has_variance:  # the metrics above are null
         record["undefined"] = NO_VARIANCE
     return record
@@ -335,7 +332,23 @@ def relative_bias_record(spec: RelativeBiasSpec, tensors: dict[str, np.ndarray])
 
     Without tensors (a config.json alone) `buckets` is given for the encoder and decoder
     rules, and `bias` is empty.
+
+    Raises
+    ------
+    Refused
+        As :func:`check_relative_bias`, or when the lists would take more than
+        `posviz._params.MAX_RESULT_BYTES` (a Python float in a list: 32 bytes).
+    LoadError
+        If a tensor's shape is not the config's (num_buckets, n_heads).
     """
+    check_relative_bias(spec)
+    for weight in tensors.values():
+        check_bias_shape(np.shape(weight), spec)
+    check_budget(
+        32 * (2 * spec.max_distance + 1) * (2 + len(tensors) * spec.n_heads),
+        f"The buckets and bias of {len(tensors):,} tensors of {spec.n_heads:,} heads to "
+        f"relative_attention_max_distance {spec.max_distance:,}",
+    )
     positions = np.arange(-spec.max_distance, spec.max_distance + 1)
 
     def buckets(bidirectional: bool) -> list[int]:
@@ -381,17 +394,24 @@ def finite(record: Any) -> Any:
 #: Positions of each head's kernel and offset profile in a heads record (`posviz heads
 #: --positions`); the numbers are computed over all positions whatever it is.
 HEADS_POSITIONS = 64
+#: What `positions` may be (a record's kernels are positions² numbers per head, as JSON: their
+#: memory is checked against the budget too).
+SHOWN_POSITIONS = Bound(1, MAX_POSITIONS)
+#: Memory of one number in a record's lists (a Python float and its list slot).
+_NUMBER_BYTES = 32
 #: A layer's kind as a heads record names its scheme.
 _SCHEMES = {"learned": "learned_absolute", "rotary": "rotary", "alibi": "alibi",
             "relative_bias": "relative_bias"}  # fmt: skip
 
 
+@bounded(positions=SHOWN_POSITIONS)
 def heads_record(
     layer: AttentionLayer, result: PatternHeads | RotaryHeads, *, positions: int = HEADS_POSITIONS
 ) -> dict[str, Any]:
     """One layer's per-head numbers as one JSON-ready record (`posviz heads --json`): the
-    export header (analysis "heads", its params, the layer's provenance with every tensor's
-    sha256), the layer's shape, one object per query head, and the null.
+    export header (`posviz.export.header`: the step that made `result`, its params, the
+    layer's provenance with every tensor's sha256), the layer's shape, one object per query
+    head, and the null.
 
     Per head: ``head``, ``kv_head``, ``label`` (null where the null explains it), the numbers
     by name; rotary: ``usage`` (u_h(k), k = 0 the fastest pair, not normalised),
@@ -401,9 +421,7 @@ def heads_record(
     """
     plan = layer.plan
     record: dict[str, Any] = {
-        "analysis": "heads",
-        "params": result.params,
-        "provenance": layer.provenance(),
+        **header(result, layer.provenance()),
         "scheme": _SCHEMES[plan.kind],
         "family": plan.family,
         "layer": plan.layer,
@@ -441,6 +459,10 @@ def heads_record(
             head["usage_folded"] = result.usage_folded[h].tolist()
     else:
         stop = min(positions, result.n_positions)
+        check_budget(
+            _NUMBER_BYTES * plan.n_heads * stop * (stop + 2),
+            f"The kernels of {plan.n_heads} heads over {stop} positions, as JSON (positions)",
+        )
         record["n_positions"] = result.n_positions
         record["causal"] = result.causal
         zero = result.n_positions - 1  # the profile's index of Δ = 0

@@ -3,14 +3,18 @@ relative table, a stored rotary ``inv_freq`` buffer (headers first, then only th
 
 One code path for both places weights are: a model on the Hub, read by range requests at the
 commit its config.json was read at (:class:`posviz.hub.ConfigFile`), and a safetensors
-checkpoint on disk with the config.json beside it (:class:`LocalCheckpoint`).
+checkpoint on disk with the config.json beside it (:class:`LocalCheckpoint`: one file, or the
+shards a ``*.safetensors.index.json`` lists, as the Hub's sharded models are read).
+Where such a model's numbers came from is :func:`model_provenance`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -18,20 +22,41 @@ from typing import Any, Protocol
 import numpy as np
 
 from posviz import hub, io
+from posviz._json import max_depth
+from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
+from posviz.hub.client import MAX_JSON_BYTES, MAX_JSON_DEPTH
 from posviz.hub.config import no_table_reason
-from posviz.schemes.config import parse_config, position_scheme, read_config_file
-from posviz.schemes.relative import REL_EMBEDDINGS, labelled, relative_table, relative_table_name
+from posviz.io import INDEX_SUFFIX
+from posviz.schemes.config import (
+    RelativeBiasSpec,
+    parse_config,
+    position_scheme,
+    read_config_file,
+)
+from posviz.schemes.relative import (
+    MAX_BIAS_TENSORS,
+    REL_EMBEDDINGS,
+    check_bias_shape,
+    labelled,
+    relative_table,
+    relative_table_name,
+)
 
 __all__ = [
     "LocalCheckpoint",
     "Model",
     "bias_tensors",
+    "checkpoint_provenance",
     "config_beside",
+    "config_provenance",
+    "is_weights",
     "load_checkpoint",
+    "model_provenance",
     "open_checkpoint",
     "relative_embeddings",
     "stored_inv_freq",
+    "weights_in",
 ]
 
 
@@ -42,7 +67,8 @@ class LocalCheckpoint:
     Attributes
     ----------
     path : str
-        The weights file, as given (a provenance names it so `posviz rerun` finds it again).
+        The weights file, as given (a provenance names it so `posviz rerun` finds it again):
+        a .safetensors file, or a sharded checkpoint's index (``model.safetensors.index.json``).
     config : dict
         Its config.json, parsed and checked (:func:`posviz.schemes.config.parse_config`).
     label : str
@@ -50,53 +76,188 @@ class LocalCheckpoint:
         shared folder).
     sha256 : str
         Of config.json's bytes.
+    shards : tuple of str
+        A sharded checkpoint's files, as its index lists them (paths in the index's folder);
+        empty for one file.
     """
 
     path: str
     config: dict
     label: str
     sha256: str
+    shards: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def source(self) -> str:
         """Where the scheme was read: the config.json beside the weights (named by `label`)."""
         return str(PurePosixPath(self.label).parent / "config.json")
 
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The safetensors files that hold the weights: the shards, or `path`."""
+        return self.shards or (self.path,)
+
     @cached_property
+    def _headers(self) -> dict[str, tuple[io.TensorInfo, str]]:
+        """Each tensor's header entry and file by name, from every file's header only (the
+        first file wins a name two hold, as for a model on the Hub)."""
+        found: dict[str, tuple[io.TensorInfo, str]] = {}
+        for file in self.files:
+            for info in io.list_tensors(file, self._label_of(file)):
+                found.setdefault(info.name, (info, file))
+        return found
+
+    @property
+    def infos(self) -> dict[str, io.TensorInfo]:
+        """Each tensor's header entry (name, shape, dtype) by name."""
+        return {name: info for name, (info, _) in self._headers.items()}
+
+    @property
     def tensors(self) -> list[str]:
-        """The names of the tensors the file holds (its header only)."""
-        return [info.name for info in io.list_tensors(self.path, self.label)]
+        """The names of the tensors the checkpoint holds (its headers only)."""
+        return list(self._headers)
+
+    def file_of(self, name: str) -> str:
+        """The file that holds tensor `name` (a name no shard holds: the first shard, whose
+        reader says which names it has)."""
+        if not self.shards:
+            return self.path
+        found = self._headers.get(name)
+        return self.shards[0] if found is None else found[1]
 
     def read(self, name: str) -> np.ndarray:
         """Tensor `name`: only its bytes are read, after its size was checked."""
-        return io.read_tensor(self.path, name, self.label)
+        return io.read_tensor(self.file_of(name), name, self.source_of(name))
+
+    def read_rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) of tensor `name` (its first axis): only their bytes are read."""
+        return io.read_rows(self.file_of(name), name, start, stop)
 
     def source_of(self, name: str) -> str:
-        return self.label
+        """The file that holds tensor `name`, as the checkpoint's label names it."""
+        return self._label_of(self.file_of(name))
+
+    def _label_of(self, file: str) -> str:
+        if not self.shards:
+            return self.label
+        return str(PurePosixPath(self.label).parent / Path(file).name)
 
 
 #: Where a scheme's tensors are: a Hub model's config.json (its commit), or a local checkpoint.
 Model = hub.ConfigFile | LocalCheckpoint
 
 
+def is_weights(path: str | Path) -> bool:
+    """Whether `path` names a checkpoint's weights: a .safetensors file or a shard index."""
+    name = str(path).lower()
+    return name.endswith((".safetensors", INDEX_SUFFIX))
+
+
 def config_beside(path: str | Path) -> Path | None:
-    """The config.json in the folder of safetensors file `path`, if there is one: a checkpoint
-    saved by transformers' ``save_pretrained`` keeps it there."""
+    """The config.json in the folder of safetensors file (or shard index) `path`, if there is
+    one: a checkpoint saved by transformers' ``save_pretrained`` keeps it there."""
     path = Path(path)
     config = path.parent / "config.json"
-    return config if path.suffix.lower() == ".safetensors" and config.is_file() else None
+    return config if is_weights(path) and config.is_file() else None
 
 
-def open_checkpoint(
-    path: str | Path, *, config: Path | None = None, label: str | None = None
-) -> LocalCheckpoint:
-    """The safetensors checkpoint `path` with the config.json beside it, or `config` (config.json
-    only is read: the weights' header when a scheme asks for a tensor).
+def weights_in(folder: str | Path) -> Path:
+    """The weights of a model folder as ``save_pretrained`` leaves it: its model.safetensors,
+    else its shard index (model.safetensors.index.json when it holds several indexes), as a
+    Hub model's are found.
 
     Raises
     ------
     LoadError
-        If there is no config.json beside it, or it is too big, too deep or not a JSON object.
+        If the folder holds neither.
+    """
+    folder = Path(folder)
+    single = folder / "model.safetensors"
+    if single.is_file():
+        return single
+    indexes = sorted(p for p in folder.glob(f"*{INDEX_SUFFIX}") if p.is_file())
+    if len(indexes) > 1:
+        indexes = [p for p in indexes if p.name == f"model{INDEX_SUFFIX}"]
+    if len(indexes) != 1:
+        msg = (
+            f"{folder} holds no model.safetensors and no single shard index (*{INDEX_SUFFIX}): "
+            "give the checkpoint's folder as save_pretrained leaves it, or its weights file."
+        )
+        raise LoadError(msg)
+    return indexes[0]
+
+
+def _shards(index: Path, within: Path | None) -> tuple[str, ...]:
+    """The files shard index `index` lists, in its folder: its size and nesting checked before
+    it is parsed, each name a plain file name ending .safetensors (no folder, no ``..``), at
+    most `posviz.hub.MAX_SHARDS`, each a file (inside `within`, after its links, when given)."""
+    what = f"{index.name} (a shard index)"
+    try:
+        size = index.stat().st_size if index.is_file() else -1
+        if not 0 <= size <= MAX_JSON_BYTES:
+            msg = f"{index} is not a file of at most {MAX_JSON_BYTES // 2**20} MiB: {what}."
+            raise LoadError(msg)
+        with index.open("rb") as file:
+            data = file.read(MAX_JSON_BYTES + 1)  # a file that grew: refused below
+        if len(data) > MAX_JSON_BYTES:
+            msg = f"{index} is not a file of at most {MAX_JSON_BYTES // 2**20} MiB: {what}."
+            raise LoadError(msg)
+    except OSError as exc:
+        msg = f"Cannot read {index}: {exc.strerror or exc}."
+        raise LoadError(msg) from exc
+    if max_depth(data) > MAX_JSON_DEPTH:
+        msg = f"{index} nests deeper than {MAX_JSON_DEPTH} levels: it is no shard index."
+        raise LoadError(msg)
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        msg = f"{index} is not JSON: {what} maps each tensor to its file."
+        raise LoadError(msg) from exc
+    weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
+    names = list(weight_map.values()) if isinstance(weight_map, Mapping) else []
+    files = sorted({n for n in names if isinstance(n, str)})
+    plain = all(
+        isinstance(n, str) and n == Path(n).name and n not in (".", "..") for n in names
+    ) and all(n.lower().endswith(".safetensors") for n in files)
+    if not files or not plain:
+        msg = (
+            f"{index} is not a shard index: its weight_map must name .safetensors files beside "
+            "it (plain file names)."
+        )
+        raise LoadError(msg)
+    if len(files) > hub.MAX_SHARDS:
+        msg = f"{index} lists {len(files):,} shards, above the limit of {hub.MAX_SHARDS}."
+        raise LoadError(msg)
+    shards = tuple(str(index.parent / name) for name in files)
+    for shard in shards:
+        real = Path(shard).resolve()
+        if not real.is_file() or (within is not None and not real.is_relative_to(within)):
+            msg = (
+                f"{index} lists {Path(shard).name}, which is not a file beside it"
+                + (" inside the folder" if within is not None else "")
+                + "."
+            )
+            raise LoadError(msg)
+    return shards
+
+
+def open_checkpoint(
+    path: str | Path,
+    *,
+    config: Path | None = None,
+    label: str | None = None,
+    within: Path | None = None,
+) -> LocalCheckpoint:
+    """The safetensors checkpoint `path` (a .safetensors file, or a sharded checkpoint's
+    index) with the config.json beside it, or `config` (config.json only is read, and a shard
+    index: the weights' headers when a scheme asks for a tensor). `within`: a folder every
+    shard must stay in after its links (the shared folder).
+
+    Raises
+    ------
+    LoadError
+        If there is no config.json beside it, or it is too big, too deep or not a JSON object;
+        a shard index that is not one, or lists a file that is not beside it.
     """
     config = config or config_beside(path)
     if config is None:
@@ -105,7 +266,30 @@ def open_checkpoint(
     data = read_config_file(config)
     parsed = parse_config(data, what=str(config))
     sha256 = hashlib.sha256(data).hexdigest()
-    return LocalCheckpoint(str(path), parsed, label or Path(path).name, sha256)
+    shards = _shards(Path(path), within) if str(path).lower().endswith(INDEX_SUFFIX) else ()
+    return LocalCheckpoint(str(path), parsed, label or Path(path).name, sha256, shards)
+
+
+def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
+    """Where a scheme's numbers came from: the config.json `config` names (a path,
+    ``hf:REPO@COMMIT`` or ``preset:NAME``), the sha256 of its bytes, and `where` in it (a
+    layer type, a tensor, an attention layer and the tensors read)."""
+    return {"config": config, "sha256": sha256, **where, "posviz_version": __version__}
+
+
+def checkpoint_provenance(model: LocalCheckpoint, **where: Any) -> dict[str, Any]:
+    """:func:`config_provenance` of a local checkpoint: its config.json, and the weights under
+    "weights", both named by the checkpoint's label (a path, or its name in the shared
+    folder: never the server's own path)."""
+    return config_provenance(model.source, model.sha256, weights=model.label, **where)
+
+
+def model_provenance(model: Model, **where: Any) -> dict[str, Any]:
+    """:func:`config_provenance` of a model whose weights were read: a Hub model at the commit
+    its config.json was read at, or a local checkpoint (:func:`checkpoint_provenance`)."""
+    if isinstance(model, LocalCheckpoint):
+        return checkpoint_provenance(model, **where)
+    return config_provenance(model.at_commit, model.sha256, **where)
 
 
 def load_checkpoint(
@@ -182,15 +366,32 @@ def _weights(model: Model) -> _Weights:
     return _HubWeights(hub.open_model_at(model))
 
 
-def bias_tensors(model: Model) -> dict[str, np.ndarray]:
+def bias_tensors(model: Model, spec: RelativeBiasSpec) -> dict[str, np.ndarray]:
     """T5's ``relative_attention_bias`` tensors [num_buckets, n_heads], by name (block 0 of
-    each stack; UMT5: every layer)."""
+    each stack; UMT5: every layer), each checked against the `spec` config.json states.
+
+    Raises
+    ------
+    LoadError
+        If no tensor holds them, more than `MAX_BIAS_TENSORS` do (counted from the headers,
+        before any is read), or one's shape is not the config's (num_buckets, n_heads).
+    """
     weights = _weights(model)
     names = sorted(n for n in weights.tensors if n.endswith("relative_attention_bias.weight"))
     if not names:
         msg = f"{weights.label}: config.json names T5 relative buckets but no tensor holds them."
         raise LoadError(msg)
-    return {name: weights.read(name) for name in names}
+    if len(names) > MAX_BIAS_TENSORS:
+        msg = (
+            f"{weights.label} holds {len(names):,} relative_attention_bias tensors; posviz reads "
+            f"at most {MAX_BIAS_TENSORS} (UMT5 keeps one per layer and stack)."
+        )
+        raise LoadError(msg)
+    tensors = {}
+    for name in names:
+        tensors[name] = weights.read(name)
+        check_bias_shape(tensors[name].shape, spec)
+    return tensors
 
 
 def relative_embeddings(model: Model) -> tuple[Embedding, list[int]]:

@@ -6,11 +6,15 @@ gets it through :func:`run`, so that one is cached too. Built figures are kept a
 
 Streamlit hashes large arrays by sampling them (two tables could collide), so every step
 takes whole Embeddings and `hash_funcs` reduces each to its sha256: all that a result computed
-from the values depends on. A result that holds the table itself (a resampled table keeps its
-name, source and prefix rows; a collection its tables) is keyed by every field of it
-(`_whole`), so that a session never gets another's. Each cached function
-keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, or for resampled tables the latest
-TABLE_ENTRIES, shared by all sessions, so memory levels off as users come and go.
+from the values depends on. A position scheme's steps take a rule, a head count or a small
+tensor (`posviz.schemes.relative.HEADS` keeps it below Streamlit's sampling), hashed whole; the
+heads steps an attention layer, reduced to its sha256 too (its provenance: config.json, layer,
+every tensor's sha256).
+A result that holds the table itself (a resampled table keeps its name, source and prefix
+rows; a collection its tables) is keyed by every field of it (`_whole`), so that a session
+never gets another's. Each cached function keeps at most POSVIZ_CACHE_SIZE (default 1GB) of
+results, or for resampled tables the latest TABLE_ENTRIES, shared by all sessions, so memory
+levels off as users come and go.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import streamlit as st
 from posviz import _settings, pipeline
 from posviz import collection as _collection
 from posviz.embedding import Embedding
+from posviz.schemes.attention import AttentionLayer
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -42,7 +47,7 @@ def cached(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a step: content-keyed, byte-bounded, with a spinner saying what runs."""
     return st.cache_data(
         max_size=CACHE_SIZE,
-        hash_funcs={Embedding: attrgetter("sha256")},
+        hash_funcs={Embedding: attrgetter("sha256"), AttentionLayer: attrgetter("sha256")},
         show_spinner=spinner,
     )
 
@@ -86,7 +91,7 @@ def cached_table(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., A
 _CACHED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
 
-def run(step: Callable[..., Any], /, *tables: Embedding, **params: Any) -> Any:
+def run(step: Callable[..., Any], /, *tables: Any, **params: Any) -> Any:
     """The pipeline's cached runner: `step` on `tables`, from the cache when computed before."""
     return _CACHED[step](*tables, **params)
 
@@ -137,6 +142,22 @@ compare = _step(pipeline.compare, "Comparing the two tables: CKA, principal angl
 resample_length = _step(pipeline.resample_length, "Resampling the table…", cached_table)
 resample_grid = _step(pipeline.resample_grid, "Resampling the grid…", cached_table)
 table_summary = _step(pipeline.table_summary, "Summarising the table…")
+
+# --- position schemes (their data is a rule, a head count, a tensor: hashed as they are) -----
+
+rotary_frequencies = _step(pipeline.rotary_frequencies, "Computing the rotary frequencies…")
+rotary_decay = _step(pipeline.rotary_decay, "Computing B(Δ) and RoFormer's bound…")
+rotary_overlay = _step(pipeline.rotary_overlay, "Computing the models' B(Δ)…")
+alibi_bias = _step(pipeline.alibi_bias, "Computing the ALiBi bias…")
+bucket_layouts = _step(pipeline.bucket_layouts, "Computing T5's buckets…")
+relative_bias = _step(pipeline.relative_bias, "Reading the bias through its buckets…")
+
+# --- heads (their data is an attention layer: hashed by its sha256) --------------------------
+
+learned_heads = _step(pipeline.learned_heads, "Computing each head's kernel, pattern and null…")
+rotary_heads = _step(pipeline.rotary_heads, "Computing each head's usage of each pair and null…")
+alibi_heads = _step(pipeline.alibi_heads, "Computing each head's ALiBi pattern…")
+t5_heads = _step(pipeline.t5_heads, "Computing each head's T5 pattern and null…")
 
 
 # --- collection -----------------------------------------------------------------------------

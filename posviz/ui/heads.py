@@ -1,6 +1,6 @@
 """The Heads page's cached calls: a model's headers and plan once per model and revision, a
-layer's weights read once (kept as the object: a Llama-8B layer is 80 MB), each head's
-numbers once per layer and setting, shared by all sessions."""
+layer's weights read once (kept as the object: a Llama-8B layer is 80 MB), shared by all
+sessions; each head's numbers are the pipeline's steps, cached in `posviz.ui.cache`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import streamlit as st
 from posviz import hub, pipeline
 from posviz.heads import PatternHeads, RotaryHeads
 from posviz.schemes import attention, weights
+from posviz.ui import cache
 
 __all__ = ["HUB_MODEL", "heads", "hub_model", "layer", "opened", "plan", "set_hub_model", "size"]
 
@@ -60,7 +61,7 @@ def layer(model: weights.Model, index: int) -> attention.AttentionLayer:
     return attention.read_planned(opened(model), plan(model, index))
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing each head's numbers and their null…",
-               hash_funcs={attention.AttentionLayer: attrgetter("digest")})  # fmt: skip
 def heads(found: attention.AttentionLayer, **params: Any) -> PatternHeads | RotaryHeads:
-    return pipeline.call(pipeline.heads, found, **params)
+    """The layer's heads by its kind's step (`posviz.pipeline.HEADS_STEPS`), cached
+    (`posviz.ui.cache`: keyed by the layer's sha256, byte-bounded, shared by all sessions)."""
+    return cache.run(pipeline.HEADS_STEPS[found.kind], found, **params)

@@ -8,7 +8,7 @@ import html
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
@@ -378,31 +378,64 @@ def _shared_folder(slot: str, root: Path) -> None:
 
 
 def _checkpoint(root: Path, path: Path, relative: str) -> weights.LocalCheckpoint | None:
-    """The shared checkpoint `relative` (its checked real `path`) with the config.json beside
-    its name (a Hugging Face cache links both to blobs), when that config.json is inside the
-    shared folder too (a link out of it is not followed)."""
+    """The shared checkpoint `relative` (its checked real `path`: a .safetensors file or a
+    shard index) with the config.json beside its name (a Hugging Face cache links both to
+    blobs), when that config.json is inside the shared folder too (a link out of it is not
+    followed, nor a shard's)."""
     config = weights.config_beside(root / relative)
     if config is None or not config.resolve().is_relative_to(root.resolve()):
         return None
-    return weights.open_checkpoint(path, config=config.resolve(), label=relative)
+    return weights.open_checkpoint(
+        path, config=config.resolve(), label=relative, within=root.resolve()
+    )
 
 
-def shared_checkpoint(root: Path, *, key: str) -> weights.LocalCheckpoint | None:
+def _sharded(root: Path, files: list[str]) -> list[str]:
+    """`files` with each sharded checkpoint's shards replaced by its index, as a folder of
+    one is read (`posviz.schemes.weights.weights_in`: model.safetensors first)."""
+    offered: list[str] = []
+    folders: dict[str, str | None] = {}
+    for relative in files:
+        folder = str(PurePosixPath(relative).parent)
+        if folder not in folders:
+            try:
+                found = weights.weights_in(root / folder)
+            except LoadError:
+                found = None
+            folders[folder] = (
+                str(PurePosixPath(folder) / found.name)
+                if found is not None and found.name.endswith(io.INDEX_SUFFIX)
+                else None
+            )
+            if folders[folder]:
+                offered.append(folders[folder])
+        if not folders[folder]:
+            offered.append(relative)
+    return offered
+
+
+def shared_checkpoint(
+    root: Path, *, key: str, sharded: bool = False
+) -> weights.LocalCheckpoint | None:
     """Pick a safetensors checkpoint of the shared folder that has its config.json beside it;
-    None until one is picked (or when it is refused: the page says why)."""
+    None until one is picked (or when it is refused: the page says why). `sharded`: a folder
+    of shards is offered as its index (model.safetensors.index.json), read as one model."""
     try:
         files = shared_files(root)
     except LoadError as error:
         st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return None
     found = [f for f in files if weights.config_beside(root / f)]
+    if sharded:
+        found = _sharded(root, found)
     relative = st.selectbox(
         f"Checkpoint with its config.json: {len(found):,} in the shared folder",
         found,
         index=None,
         placeholder="Choose a checkpoint",
         key=key,
-        help="A model folder as save_pretrained leaves it: config.json beside model.safetensors.",
+        help="A model folder as save_pretrained leaves it: config.json beside model.safetensors"
+        + (" or the shards its model.safetensors.index.json lists." if sharded else "."),
     )
     if relative is None:
         return None

@@ -66,8 +66,9 @@ def test_numbers_tab_shows_each_number_beside_its_null(fake_hub, downloads):
     frame = at.dataframe[0].value
     assert {"attention previous", "attention previous null max"} <= set(frame.columns)
     exported = json.loads(downloads["heads.json"]())
-    assert exported["analysis"] == "heads"
-    assert exported["provenance"]["source"].startswith("hf:test/bert-numbers@")
+    assert exported["analysis"] == "learned_heads"  # export.header: the step that made it
+    assert exported["provenance"]["config"].startswith("hf:test/bert-numbers@")
+    assert exported["provenance"]["layer"] == 0
 
 
 def test_rerun_of_the_pages_download(fake_hub, downloads, tmp_path):
@@ -91,3 +92,34 @@ def test_layers_without_heads_and_unknown_models_say_why(fake_hub):
     at = opened("newfangled")
     assert not at.exception
     assert any("not an architecture" in e.value for e in at.error)
+
+
+def test_the_shared_folder_offers_a_sharded_checkpoint_as_its_index(
+    tmp_path, monkeypatch, downloads
+):
+    from posviz.export.rerun import rerun
+    from tests.cli.test_heads import shard
+
+    shard("mistral", tmp_path / "mistral")
+    (tmp_path / "gpt2").mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / "gpt2" / name).write_bytes((DATA / "gpt2" / name).read_bytes())
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
+    at = apptest("pages/heads.py")
+    at.session_state["heads.source"] = "Shared folder"
+    at.session_state["heads.section"] = "Numbers"
+    at.run()
+    box = at.selectbox(key="heads.shared")
+    # The shards are one model, offered as their index; a folder of one file as that file.
+    assert box.options == ["gpt2/model.safetensors", "mistral/model.safetensors.index.json"]
+    box.set_value("mistral/model.safetensors.index.json").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("read from the checkpoint" in c.value for c in at.caption)
+    exported = json.loads(downloads["heads.json"]())
+    assert exported["analysis"] == "rotary_heads"
+    # Named by its place in the shared folder, never the server's path.
+    assert exported["provenance"]["weights"] == "mistral/model.safetensors.index.json"
+    assert exported["provenance"]["config"] == "mistral/config.json"
+    index = tmp_path / "mistral" / "model.safetensors.index.json"
+    assert rerun(exported, tables=[str(index)]).ok

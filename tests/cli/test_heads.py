@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+from posviz import pipeline
 from posviz.cli import main
 from posviz.schemes.record import HEADS_POSITIONS
 from tests import ROOT
+from tests.refusals import refused
 
 DATA = ROOT / "tests" / "data" / "heads"
 
@@ -40,7 +42,13 @@ def test_learned_json_has_every_key_the_issue_names(capsys):
     for key in ("analysis", "params", "provenance", "scheme", "layer", "n_heads", "n_kv_heads",
                 "head_dim", "bytes_fetched", "heads", "null"):  # fmt: skip
         assert key in record
-    assert record["analysis"] == "heads"
+    # The header every export has: the registered step that made the numbers, its params.
+    assert record["analysis"] == "learned_heads"
+    assert pipeline.STEPS["learned_heads"].takes == "layer"
+    assert record["params"] == {"n_positions": None, "local_window": 8, "n_draws": 8, "seed": 0}
+    assert record["provenance"]["config"].endswith("gpt2/config.json")
+    assert record["provenance"]["weights"].endswith("gpt2/model.safetensors")
+    assert record["provenance"]["layer"] == 0
     assert record["scheme"] == "learned_absolute"
     assert (record["n_heads"], record["n_kv_heads"], record["head_dim"]) == (4, 4, 8)
     tensors = record["provenance"]["tensors"]
@@ -85,7 +93,8 @@ def test_a_hub_model_fetches_only_its_query_and_key_rows(capsys, fake_hub):
     assert planned == (6 * 8 * 32 + 32) * 4
     assert sum(s.nbytes for s in weights) == 8 + (header - 8) + planned
     assert len(ranges) == 3  # the header, qkv's q/k rows, the norm
-    assert record["provenance"]["source"].startswith("hf:test/phi3@")
+    assert record["analysis"] == "rotary_heads"
+    assert record["provenance"]["config"].startswith("hf:test/phi3@")
     # A second time, nothing but the revision's answer travels: the rows are cached.
     fake_hub.log.clear()
     again = run_json(capsys, "hf:test/phi3")
@@ -170,3 +179,89 @@ def test_a_sharded_hub_model_is_read_through_its_index(capsys, fake_hub, tmp_pat
     assert sum(s.nbytes for s in first) == header_bytes(
         tmp_path / "model-00001-of-00002.safetensors"
     )
+
+
+def shard(family: str, folder) -> dict[str, str]:
+    """`family`'s fixture saved as save_pretrained shards a checkpoint: layer 0's tensors in a
+    second shard, the rest in the first, model.safetensors.index.json and config.json beside;
+    returns the weight map."""
+    folder.mkdir(parents=True)
+    tensors = load_file(DATA / family / "model.safetensors")
+    layer = {k: v for k, v in tensors.items() if ".layers.0." in k or ".h.0." in k}
+    rest = {k: v for k, v in tensors.items() if k not in layer}
+    parts = {"model-00001-of-00002.safetensors": rest, "model-00002-of-00002.safetensors": layer}
+    weight_map = {}
+    for name, part in parts.items():
+        save_file(part, str(folder / name))
+        weight_map |= dict.fromkeys(part, name)
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    shutil.copy(DATA / family / "config.json", folder / "config.json")
+    return weight_map
+
+
+def test_a_sharded_local_checkpoint_is_read_through_its_index(capsys, tmp_path):
+    shard("mistral", tmp_path / "model")
+    whole = run_json(capsys, str(DATA / "mistral" / "model.safetensors"))
+    by_folder = run_json(capsys, str(tmp_path / "model"))
+    index = tmp_path / "model" / "model.safetensors.index.json"
+    by_index = run_json(capsys, str(index))
+    for record in (by_folder, by_index):
+        assert [h["usage"] for h in record["heads"]] == [h["usage"] for h in whole["heads"]]
+        # Named by the index the folder holds, so rerun finds it again.
+        assert record["provenance"]["weights"] == str(index)
+        assert record["provenance"]["config"] == str(tmp_path / "model" / "config.json")
+    assert {t["sha256"] for t in by_index["provenance"]["tensors"]} == {
+        t["sha256"] for t in whole["provenance"]["tensors"]
+    }
+    out = tmp_path / "heads.json"
+    out.write_text(json.dumps(by_folder))
+    assert main(["rerun", str(out)]) == 0
+    assert "numbers recomputed exactly" in capsys.readouterr().out
+    # Another layer 0 in the shard: refused, naming the tensor.
+    second = tmp_path / "model" / "model-00002-of-00002.safetensors"
+    tensors = load_file(second)
+    name = next(k for k in tensors if k.endswith("q_proj.weight"))
+    tensors[name] = tensors[name] * 2
+    save_file(tensors, str(second))
+    assert main(["rerun", str(out)]) == 2
+    assert f"its tensor '{name}' has sha256" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("weight_map", "says"),
+    [
+        ({"a": "../model.safetensors"}, "plain file names"),
+        ({"a": "model.bin"}, "plain file names"),
+        ({"a": "missing.safetensors"}, "lists missing.safetensors, which is not a file beside it"),
+        ({}, "plain file names"),
+        ([1, 2], "plain file names"),
+    ],
+)
+def test_a_shard_index_that_is_not_one_is_refused(capsys, tmp_path, weight_map, says):
+    shard("llama", tmp_path / "model")
+    index = tmp_path / "model" / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": weight_map}))
+    line = refused(capsys, "heads", str(tmp_path / "model"))
+    assert says in line
+
+
+def test_a_folder_without_weights_is_refused(capsys, tmp_path):
+    shutil.copy(DATA / "llama" / "config.json", tmp_path / "config.json")
+    line = refused(capsys, "heads", str(tmp_path))
+    assert "holds no model.safetensors and no single shard index" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--layer", "-1"], "layer is -1; it must be a whole number from 0 to"),
+        (["--draws", "100000"], "n_draws is 100000; it must be a whole number from 0 to 1,000"),
+        (["--seed", "-3"], "seed is -3"),
+        (["--positions", "0"], "--positions is 0; it must be a whole number from 1 to 2,048"),
+        (["--context", "100"], "--context is a rotary rule's setting; layer 0 is learned"),
+    ],
+)
+def test_settings_out_of_their_bounds_are_refused_before_reading(capsys, argv, says):
+    line = refused(capsys, "heads", str(DATA / "gpt2" / "model.safetensors"), *argv)
+    assert says in line

@@ -118,7 +118,6 @@ def test_negative_control_a_wrong_layout_does_not_match():
         attention.replace(plan, layout="rows"),
         lambda name, rows: io.read_tensor(DATA / "gpt_neox" / "model.safetensors", name),
         model="neox",
-        source="neox",
     )
     q, _ = states(wrong, expected["x"].astype(np.float64))
     assert np.abs(q - expected["q"]).max() > 0.1
