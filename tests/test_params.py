@@ -25,6 +25,7 @@ from posviz import (
     spectrum,
 )
 from posviz._params import defaults, keyword_names, step_of
+from posviz.embedding import LoadError
 
 #: Each pipeline step, the core functions of its chain (whose settings its params are), and
 #: settings other than the defaults (so a step that dropped one would be caught).
@@ -174,3 +175,53 @@ def test_one_centring_default_everywhere():
         )
     }
     assert set(found.values()) == {True}, found
+
+
+# --- the heads: steps that take an attention layer -------------------------------------------
+
+#: Each heads step, a fixture model of its kind, and settings other than the defaults.
+LAYER_STEPS = {
+    "learned_heads": ("gpt2", {"n_positions": 20, "local_window": 3, "n_draws": 2, "seed": 4}),
+    "rotary_heads": ("mistral", {"context": 8192, "fast_wavelength": 12.5, "n_draws": 3}),
+    "alibi_heads": ("bloom", {"n_positions": 40, "local_window": 2}),
+    "t5_heads": ("t5", {"n_positions": 24, "n_draws": 2, "seed": 1}),
+}
+
+
+def attention_layer(family: str, tmp_path):
+    from safetensors.numpy import save_file
+
+    from posviz.schemes import attention, weights
+    from tests import ROOT
+
+    if family == "bloom":  # ALiBi reads no tensor: a config.json and any header
+        config = {"model_type": "bloom", "n_head": 4, "hidden_size": 16, "n_layer": 2}
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        save_file({"x": np.zeros(1, np.float32)}, str(tmp_path / "model.safetensors"))
+        path = tmp_path / "model.safetensors"
+    else:
+        path = ROOT / "tests" / "data" / "heads" / family / "model.safetensors"
+    return attention.open_layer(weights.open_checkpoint(path))
+
+
+@pytest.mark.parametrize("name", LAYER_STEPS)
+def test_a_heads_result_records_its_step_and_makes_itself_again(tmp_path, name):
+    family, settings = LAYER_STEPS[name]
+    layer = attention_layer(family, tmp_path)
+    step = pipeline.STEPS[name]
+    assert step.takes == "layer"
+    assert pipeline.HEADS_STEPS[layer.kind] is step.run
+    result = pipeline.call(step.run, layer, **settings)
+    assert step_of(result) == name
+    assert step_of(pickle.loads(pickle.dumps(result))) == name
+    assert {k: result.params[k] for k in settings} == settings
+    read = json.loads(json.dumps(result.params))
+    assert same(pipeline.call(step.run, layer, **read), result)
+    header = export.header(result, layer.provenance())
+    assert header["analysis"] == name
+    assert header["provenance"]["layer"] == 0
+    assert all(len(t["sha256"]) == 64 for t in header["provenance"]["tensors"])
+    # Another kind's step refuses the layer, naming its own.
+    other = next(s for kind, s in pipeline.HEADS_STEPS.items() if kind != layer.kind)
+    with pytest.raises(LoadError, match=f"its heads' step is {name}"):
+        pipeline.call(other, layer)

@@ -68,6 +68,31 @@ def test_learned_json_has_every_key_the_issue_names(capsys):
     assert set(record["null"]["spread"]) == set(record["definitions"])
 
 
+#: The keys issue 34 lists for `posviz heads SOURCE --json`, and those of each head.
+ISSUE_KEYS = ("analysis", "params", "provenance", "scheme", "layer", "n_heads", "n_kv_heads",
+              "head_dim", "bytes_fetched", "heads", "null")  # fmt: skip
+HEAD_KEYS = {
+    "learned_absolute": {"head", "kv_head", "label", "kernel", "offset_profile"},
+    "rotary": {"head", "kv_head", "label", "usage", "usage_share", "usage_folded"},
+}
+
+
+def test_a_hub_gpt2_and_a_local_llama_print_the_keys_the_issue_lists(capsys, fake_hub):
+    serve(fake_hub, "gpt2", repo="test/gpt2-keys")
+    hub = run_json(capsys, "hf:test/gpt2-keys")
+    local = run_json(capsys, str(DATA / "llama" / "model.safetensors"))
+    assert (hub["analysis"], local["analysis"]) == ("learned_heads", "rotary_heads")
+    assert hub["bytes_fetched"] > 0
+    assert local["bytes_fetched"] == 0
+    assert "rotary_dim" in local
+    for record in (hub, local):
+        assert set(ISSUE_KEYS) <= set(record)
+        assert all(len(t["sha256"]) == 64 for t in record["provenance"]["tensors"])
+        for head in record["heads"]:
+            assert HEAD_KEYS[record["scheme"]] | set(record["definitions"]) <= set(head)
+        assert set(record["null"]) >= {"draws", "spread"}
+
+
 def test_rotary_json_has_usage_by_pair(capsys):
     record = run_json(capsys, str(DATA / "phi3" / "model.safetensors"), "--positions", "8")
     assert record["scheme"] == "rotary"
@@ -239,7 +264,7 @@ def test_a_sharded_local_checkpoint_is_read_through_its_index(capsys, tmp_path):
     ],
 )
 def test_a_shard_index_that_is_not_one_is_refused(capsys, tmp_path, weight_map, says):
-    shard("llama", tmp_path / "model")
+    shard("mistral", tmp_path / "model")
     index = tmp_path / "model" / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": weight_map}))
     line = refused(capsys, "heads", str(tmp_path / "model"))
