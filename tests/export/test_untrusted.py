@@ -171,3 +171,52 @@ def test_reading_a_report_is_linear_in_its_length(tmp_path):
 
     small, large = seconds(40_000), seconds(160_000)  # 2 MB and 8 MB
     assert large / small < 10  # quadratic: 16
+
+
+# --- the heads of an attention layer ---------------------------------------------------------
+
+
+@pytest.fixture
+def heads_export(tmp_path: Path, capsys) -> dict:
+    """`posviz heads --json` of the GPT-2-like fixture, copied beside the export."""
+    import shutil
+
+    from tests import ROOT
+
+    shutil.copytree(ROOT / "tests" / "data" / "heads" / "gpt2", tmp_path / "gpt2")
+    assert main(["heads", str(tmp_path / "gpt2"), "--json", "--positions", "4"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"params": {"n_draws": 10**9}}, "n_draws is 1000000000"),
+        ({"params": {"n_positions": 10**6}}, "n_positions is 1000000"),
+        ({"positions": 10**6}, "positions is 1000000"),
+        ({"provenance": {"layer": 10**12}}, "layer is 1000000000000"),
+        ({"provenance": {"layer": 7}}, "there is no layer 7"),
+        ({"provenance": {"tensors": "all"}}, "lists no tensors read with their sha256"),
+        ({"provenance": {"tensors": [{"name": "x" * 10**5, "sha256": "0"}]}}, "not the 1 the"),
+        ({"analysis": "rotary_heads"}, "its heads' step is learned_heads"),
+    ],
+)
+def test_a_heads_export_is_read_as_untrusted(capsys, tmp_path, heads_export, change, says):
+    for key, value in change.items():
+        if isinstance(value, dict):
+            heads_export[key].update(value)
+        else:
+            heads_export[key] = value
+    line = rerun_refused(capsys, tmp_path, heads_export)
+    assert says in line
+    assert "x" * 100 not in line
+
+
+def test_a_heads_export_of_other_weights_is_refused_naming_the_tensor(
+    capsys, tmp_path, heads_export
+):
+    tensor = heads_export["provenance"]["tensors"][0]
+    tensor["sha256"] = "0" * 64
+    line = rerun_refused(capsys, tmp_path, heads_export)
+    assert f"its tensor '{tensor['name']}' has sha256" in line
+    assert "(the weights changed)" in line
