@@ -9,6 +9,7 @@ import streamlit as st
 from posviz import figures
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
+from posviz.rows import row_offsets
 from posviz.schemes import weights
 from posviz.schemes.config import KINDS, position_scheme
 from posviz.schemes.presets import PRESETS, rotary_presets
@@ -283,10 +284,28 @@ elif scheme.kind == "relative_bias":
 
 elif scheme.kind == "relative_table":
     spec = scheme.relative_table
-    st.caption(
-        f"rel_embeddings has 2 · {spec.span} rows: row r is relative position r − "
-        f"{spec.span} (log-bucketed beyond ±{spec.span // 2})."
+    offsets = row_offsets(
+        position_buckets=spec.position_buckets, max_relative_positions=spec.max_relative_positions
     )
+    st.caption(
+        f"rel_embeddings has 2 · {spec.span} rows: row r is bucket r − {spec.span} of the "
+        f"relative offset q − k ({offsets.describe()}; position_buckets "
+        f"{spec.position_buckets}, max_relative_positions {spec.max_relative_positions}). "
+        "Every page names each row by the offsets it covers."
+    )
+    with widgets.expander_drawn_when_open(
+        "The offsets each row covers", key="schemes.row_offsets"
+    ) as shown:
+        if shown:
+            st.dataframe(
+                {
+                    "row": range(len(offsets.first)),
+                    "bucket": [r - spec.span for r in range(len(offsets.first))],
+                    "offsets q − k": offsets.text(),
+                },
+                hide_index=True,
+                width="stretch",
+            )
     if opened is None:
         st.info(
             "The table is in the model's weights: open the model from the Hub or the shared "
@@ -301,8 +320,9 @@ elif scheme.kind == "relative_table":
             st.stop()
         state.set_table(table)
         st.success(
-            f"{literal(table.name)} is now the current table (rows are relative "
-            f"positions {span[0]} … {span[1]}).",
+            f"{literal(table.name)} is now the current table (rows are buckets "
+            f"{span[0]} … {span[1]} of offsets {table.labels.label(0)} … "
+            f"{table.labels.label(table.shape[0] - 1)}).",
             icon=":material/check:",
         )
 else:

@@ -24,6 +24,7 @@ __all__ = [
     "RowOffsets",
     "deberta_buckets",
     "row_offsets",
+    "table_span",
 ]
 
 #: Largest span (rows / 2) of a relative table posviz maps: DeBERTa's is 256 or 512; a table of
@@ -99,10 +100,19 @@ def _log32(x: np.ndarray | np.float32) -> np.ndarray:
     return np.log(np.asarray(x, dtype=np.float64)).astype(np.float32)
 
 
-def _check(position_buckets: int, max_relative_positions: int) -> int:
-    """The span (rows / 2) of the table these settings describe; ValueError when transformers'
-    formula is undefined for them (its log of (max − 1) / mid is not positive) or the span is
-    beyond `MAX_SPAN`."""
+def table_span(position_buckets: int, max_relative_positions: int) -> int:
+    """The span (rows / 2) of the relative table these settings describe (`position_buckets`
+    when > 0, else `max_relative_positions`).
+
+    Raises
+    ------
+    ValueError
+        When transformers' formula is undefined for them (its log of (max − 1) / mid is not
+        positive) or the span is beyond `MAX_SPAN`.
+
+    >>> table_span(256, 512), table_span(-1, 512)
+    (256, 512)
+    """
     if max_relative_positions < 1:
         msg = f"max_relative_positions is {max_relative_positions}; it must be at least 1."
         raise ValueError(msg)
@@ -228,19 +238,17 @@ class RowOffsets:
         """The rows' offsets in a few words, for captions.
 
         >>> row_offsets(position_buckets=256, max_relative_positions=512).describe()
-        'offsets q − k: one per row within ±128, ranges beyond (log buckets); the end rows take -512 and beyond, 506 and beyond'
+        'offsets q − k: one per row within ±128, log-bucketed ranges beyond; -512 and beyond, 506 and beyond at the ends'
         >>> row_offsets(position_buckets=-1, max_relative_positions=512).describe()
-        'offsets q − k: one per row; the end rows take -512 and beyond, 511 and beyond'
+        'offsets q − k: one per row; -512 and beyond, 511 and beyond at the ends'
         """  # noqa: E501
+        text = "offsets q − k: one per row"
         if self.position_buckets > 0:
-            text = f"offsets q − k: one per row within ±{self.exact}, ranges beyond (log buckets)"
-        else:
-            text = "offsets q − k: one per row"
-        ends = [i for i in (0, -1) if self.reached[i] and np.isinf(self.first[i] * self.last[i])]
+            text += f" within ±{self.exact}, log-bucketed ranges beyond"
+        n = len(self.first)
+        ends = [r for r in (0, n - 1) if self.reached[r] and np.isinf(self.first[r] * self.last[r])]
         if ends:
-            text += "; the end rows take " + ", ".join(
-                self.text([len(self.first) + i if i < 0 else i for i in ends])
-            )
+            text += f"; {', '.join(self.text(ends))} at the end{'s' * (len(ends) > 1)}"
         return text
 
 
@@ -276,8 +284,8 @@ def row_offsets(*, position_buckets: int, max_relative_positions: int) -> RowOff
     Raises
     ------
     ValueError
-        If the formula is undefined for these settings (see `_check`) or the span is beyond
-        `MAX_SPAN`.
+        If the formula is undefined for these settings or the span is beyond `MAX_SPAN`
+        (:func:`table_span`).
 
     Examples
     --------
@@ -288,7 +296,7 @@ def row_offsets(*, position_buckets: int, max_relative_positions: int) -> RowOff
     >>> plain.text()
     ['-4 and beyond', '-3', '-2', '-1', '0', '1', '2', '3 and beyond']
     """
-    span = _check(position_buckets, max_relative_positions)
+    span = table_span(position_buckets, max_relative_positions)
     if position_buckets > 0:
         starts = _first_offsets(position_buckets, max_relative_positions)
     else:

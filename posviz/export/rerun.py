@@ -24,6 +24,7 @@ from posviz import export, hub, io, pipeline, simulate
 from posviz._params import as_recorded
 from posviz.embedding import Embedding, LoadError
 from posviz.export import columns, labelled
+from posviz.rows import row_offsets
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_bias
 from posviz.schemes.config import position_scheme
@@ -211,8 +212,14 @@ def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | 
         else:
             where = _find(source, base)
         table = weights.load(where, tensor=record["tensor"], **rows)
-    # What position its first row stands for (a relative table's), as it was exported.
-    table = replace(table, first_position=int(record.get("first_position", 0)))
+    # What its rows stand for (a relative table's buckets and their offsets), as exported.
+    table = replace(table, first_position=int(record.get("first_position", 0)), row_offsets=None)
+    if isinstance(rule := record.get("row_labels"), dict):
+        offsets = row_offsets(
+            position_buckets=int(rule["position_buckets"]),
+            max_relative_positions=int(rule["max_relative_positions"]),
+        )
+        table = replace(table, row_offsets=offsets.rows(row_start, row_start + table.shape[0]))
     if table.sha256 != record["sha256"]:
         msg = (
             f"The table read from {where} is not the one exported: its sha256 is "
