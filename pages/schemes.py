@@ -321,8 +321,7 @@ elif scheme.kind == "relative_table":
         state.set_table(table)
         st.success(
             f"{literal(table.name)} is now the current table (rows are buckets "
-            f"{span[0]} … {span[1]} of offsets {table.labels.label(0)} … "
-            f"{table.labels.label(table.shape[0] - 1)}).",
+            f"{span[0]} … {span[1]}; {table.row_offsets.describe()}).",
             icon=":material/check:",
         )
 else:

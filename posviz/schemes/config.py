@@ -41,8 +41,9 @@ KINDS = {
     "rotary": "rotary embeddings: q and k rotated by angles proportional to position",
     "alibi": "ALiBi: a bias on the attention logits, linear in distance, one slope per head",
     "relative_bias": "T5 relative buckets: a learned bias per head and bucket of distance",
-    "relative_table": "DeBERTa relative embeddings: a learned table whose rows are relative "
-    "positions, used by disentangled attention",
+    "relative_table": "DeBERTa relative embeddings: a learned table whose rows are buckets of "
+    "relative offsets (one offset each near 0, log-spaced ranges beyond), used by disentangled "
+    "attention",
     "sinusoidal": "fixed sinusoidal table (Vaswani et al. 2017), computed from its formula, "
     "not learned",
     "none": "no position encoding: order comes only from the causal mask or the recurrence "
