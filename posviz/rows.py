@@ -386,9 +386,11 @@ class RowLabels:
             self.positions(np.arange(len(labels))).tolist(), labels, strict=True
         ):
             if text != str(position):
-                aliases[str(position)] = text
+                # Written as Plotly writes its own numbers beside them: with a minus sign.
+                shown = text.replace("-", "\u2212")
+                aliases[str(position)] = shown
                 if position < 0:  # Plotly writes a minus sign, not a hyphen
-                    aliases["\u2212" + str(-position)] = text
+                    aliases["\u2212" + str(-position)] = shown
         return aliases
 
     def note(self, analysis: str) -> str:

@@ -196,6 +196,9 @@ def similarity_heatmap(
     where = "i=%{y}<br>j=%{x}" if m.exact else "block centred at i=%{y}, j=%{x}"
     # A picture's pixels are evenly spaced: a last, shorter block's centre is a little nearer.
     near = "i=%{y}<br>j=%{x}" if m.exact else "block centred near i=%{y}, j=%{x}"
+    if labels.bucketed:  # a picture's hover gives the bucket: its offsets are on the axes
+        near = near.replace("i=", "bucket i=").replace("j=", "bucket j=")
+        near += "<br>(the axes name each bucket's offsets)"
     _add_cells(
         fig,
         m.values,
