@@ -63,9 +63,10 @@ def labelled(frame: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
     """`frame` with its ``position`` column as the positions the rows stand for: results count
     rows from 0; a table whose first row is another position (DeBERTa's relative table) says
     so in its provenance's ``first_position``. Where the provenance says the rows are buckets
-    of offsets (``row_labels``), ``offset_first``, ``offset_last`` (empty for an end that takes
-    every offset beyond, both empty for a row never reached) and ``offsets`` (in words) follow
-    ``position``. Pages, the report and `posviz rerun` label alike.
+    of offsets (``row_labels``), ``offset_first``, ``offset_last`` (∓inf for an end that takes
+    every offset beyond: ``-inf``/``inf`` in CSV, ``null`` in JSON; NaN, empty or ``null``,
+    for a row never reached) and ``offsets`` (in words) follow ``position``. Pages, the report
+    and `posviz rerun` label alike.
 
     Examples
     --------
