@@ -6,7 +6,7 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 import streamlit as st
 
 from posviz import boundary, export, figures, forms, io, probes
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
 
@@ -53,7 +53,7 @@ button, stated, count = st.columns([1, 4, 1], vertical_alignment="center")
 with button.popover("Settings", icon=":material/tune:", width="stretch"):
     window = st.number_input(
         "Window (± positions)",
-        1,
+        bounds_of(boundary.outliers)["hampel_window"].low,
         most["hampel_window"],
         default["hampel_window"],
         key="boundaries.window",
@@ -63,8 +63,8 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     threshold = st.number_input(
         "Flag at |robust z| >",
-        1.0,
-        1e6,
+        bounds_of(boundary.outliers)["threshold"].low,
+        bounds_of(boundary.outliers)["threshold"].high,
         default["threshold"],
         step=0.5,
         key="boundaries.threshold",
@@ -73,7 +73,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     n_directions_removed = st.number_input(
         "Residual after the top principal directions (0 = off)",
-        0,
+        bounds_of(boundary.position_statistics)["n_directions_removed"].low,
         most["n_directions_removed"],
         default["n_directions_removed"],
         key="boundaries.n_directions_removed",
@@ -81,7 +81,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     edge = st.number_input(
         "Boundary size k",
-        1,
+        bounds_of(boundary.boundary_summary)["boundary_size"].low,
         most["boundary_size"],
         default["boundary_size"],
         key="boundaries.edge",
@@ -99,12 +99,17 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         "(a drift, slow waves) do not explain. Rows flagged on any statistic are left out, so "
         "a single odd row neither makes a step nor hides one.",
     )
+    changes = bounds_of(boundary.change_points)["max_changes"]
     max_changes = st.number_input(
-        "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
+        "Change points at most",
+        changes.low,
+        changes.high,
+        default["max_changes"],
+        key="boundaries.max_changes",
     )
     min_size = st.number_input(
         "Positions between steps at least",
-        1,
+        bounds_of(boundary.change_points)["min_size"].low,
         most["min_size"],
         default["min_size"],
         key="boundaries.min_size",
@@ -143,11 +148,12 @@ def show_probes(table: Embedding) -> None:
     Streamlit forgets the widgets a run does not draw.
     """
     default = defaults(probes.probe_with_controls)
+    bound = bounds_of(probes.probe_with_controls)
     columns = st.columns(5)
     seed = columns[0].number_input(
         "Seed",
-        0,
-        2**31 - 1,
+        bound["seed"].low,
+        bound["seed"].high,
         default["seed"],
         key="probes.seed",
         bind="query-params",
@@ -155,8 +161,8 @@ def show_probes(table: Embedding) -> None:
     )
     max_rows = columns[1].number_input(
         "Rows probed at most",
-        10,
-        65536,
+        bound["max_rows"].low,
+        bound["max_rows"].high,
         default["max_rows"],
         step=256,
         key="probes.max_rows",
@@ -165,8 +171,8 @@ def show_probes(table: Embedding) -> None:
     )
     n_pairs = columns[2].number_input(
         "Training pairs per fold",
-        100,
-        20000,
+        bound["n_pairs"].low,
+        bound["n_pairs"].high,
         default["n_pairs"],
         step=100,
         key="probes.n_pairs",
@@ -174,8 +180,8 @@ def show_probes(table: Embedding) -> None:
     )
     repeats = columns[3].number_input(
         "Repeated splits",
-        2,
-        10,
+        bound["repeats"].low,
+        bound["repeats"].high,
         default["repeats"],
         key="probes.repeats",
         persist_state="page",
@@ -193,7 +199,7 @@ def show_probes(table: Embedding) -> None:
     report = cache.probe_with_controls(
         table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
     )
-    probe_settings = export.header("probe_with_controls", report.params, table)
+    probe_settings = export.header(report, table)
     columns = st.columns(3)
     absolute = report.absolute["table"]
     columns[0].metric(
@@ -268,7 +274,7 @@ with positions:
                 labels=table.labels,
             ),
             name="position_statistics",
-            settings=export.header("change_points", changes.params, table),
+            settings=export.header(changes, table),
         )
         if note := table.labels.note("boundary"):  # DeBERTa's buckets
             st.caption(note)
@@ -296,7 +302,7 @@ with tables:
             widgets.show_numbers(
                 flags.to_frame(),
                 name="flagged_positions",
-                settings=export.header("outliers", flags.params, table),
+                settings=export.header(flags, table),
             )
             st.subheader("Change points")
             st.caption(changes.procedure())
@@ -304,7 +310,7 @@ with tables:
                 widgets.show_numbers(
                     changes.to_frame(),
                     name="change_points",
-                    settings=export.header("change_points", changes.params, table),
+                    settings=export.header(changes, table),
                 )
             else:
                 st.markdown(f"None: {changes.describe()}.")
@@ -317,7 +323,7 @@ with tables:
             widgets.show_numbers(
                 summary.to_frame(),
                 name="boundary_summary",
-                settings=export.header("boundary_summary", summary.params, table),
+                settings=export.header(summary, table),
             )
 with probed:
     if probed.open:

@@ -10,7 +10,7 @@ import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
-from posviz._params import records_params
+from posviz._params import SEED, Bound, bounded, records_params
 from posviz.rows import RowLabels
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class PositionStatistics:
 
 
 @records_params
+@bounded(n_directions_removed=Bound(0, None))
 def position_statistics(values: np.ndarray, *, n_directions_removed: int = 0) -> PositionStatistics:
     """Norm, neighbour cosines, distance to the mean row and (optionally) residual norm.
 
@@ -268,6 +269,7 @@ class Outliers:
 
 
 @records_params
+@bounded(hampel_window=Bound(1, None), threshold=Bound(1.0, 1e6, whole=False))
 def outliers(
     stats: PositionStatistics, *, hampel_window: int = 16, threshold: float = 8.0
 ) -> Outliers:
@@ -344,6 +346,7 @@ class BoundarySummary:
 
 
 @records_params
+@bounded(boundary_size=Bound(1, None))
 def boundary_summary(stats: PositionStatistics, *, boundary_size: int = 8) -> BoundarySummary:
     """Compare the first and last `boundary_size` positions with the middle of the table, on
     each of the statistics' :meth:`~PositionStatistics.flagging_curves`.
@@ -506,6 +509,13 @@ class ChangePoints:
 
 
 @records_params
+@bounded(
+    max_changes=Bound(0, 20),
+    min_size=Bound(1, None),
+    alpha=Bound(0.0, 1.0, whole=False),
+    null_draws=Bound(0, 1000),
+    seed=SEED,
+)
 def change_points(
     flags: Outliers,
     *,

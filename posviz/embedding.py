@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from posviz._params import Refused
 from posviz._version import __version__
 from posviz.rows import RowLabels, RowOffsets
 
@@ -36,7 +38,7 @@ MIN_DIMS = 2
 _LARGEST = 1e150
 
 
-class LoadError(ValueError):
+class LoadError(Refused):
     """A file or array that cannot be used as a position table; the message says what to do."""
 
 
@@ -213,6 +215,9 @@ class Embedding:
         For DeBERTa's ``rel_embeddings``: the offsets q − k each analysed row covers (one in
         the exact band, a range beyond, every offset beyond at the clamped ends), which every
         axis, hover, export and the report show beside the bucket. None for other tables.
+    simulated : dict or None
+        ``{"generator": <a posviz.simulate function's name>, "params": <its arguments>}`` for
+        a simulated table (what `posviz rerun` makes it again from), else None.
     """
 
     values: np.ndarray
@@ -226,6 +231,7 @@ class Embedding:
     sha256: str = field(repr=False)
     first_position: int = 0
     row_offsets: RowOffsets | None = None
+    simulated: dict[str, Any] | None = None
 
     @classmethod
     def from_array(
@@ -239,9 +245,10 @@ class Embedding:
         row_stop: int | None = None,
         grid: tuple[int, int] | None = None,
         first_position: int = 0,
+        simulated: dict[str, Any] | None = None,
     ) -> Embedding:
         """Check `array`, keep rows ``[row_start, row_stop)`` and wrap them; the first kept row
-        stands for position `first_position`.
+        stands for position `first_position`; `simulated` says which simulation made it.
 
         Raises
         ------
@@ -284,6 +291,7 @@ class Embedding:
             grid=grid,
             sha256=digest.hexdigest(),
             first_position=int(first_position),
+            simulated=simulated,
         )
 
     @property
@@ -352,6 +360,8 @@ class Embedding:
             out["first_position"] = self.first_position
         if self.row_offsets is not None:  # what labels the rows: their offsets, made again
             out["row_labels"] = self.row_offsets.rule()
+        if self.simulated:
+            out["simulated"] = self.simulated
         parts = self.source.split(" · ")
         if self.source.startswith("hf:") and len(parts) >= 3 and parts[1].startswith("commit "):
             out["repo"] = parts[0].removeprefix("hf:").removeprefix("//").partition("@")[0]

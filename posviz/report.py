@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from posviz import boundary, components, figures, forms, offsets, pipeline, probes
 from posviz import collection as _collection
-from posviz._params import defaults, split_params
+from posviz._params import defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding
 from posviz.export import column_label, columns, labelled
@@ -42,14 +42,15 @@ REPORT_MAX_SIDE = 512
 class Section:
     """A report section: a heading, tables of numbers, figures, and a note on how to read them.
 
-    `analyses` names, per table of numbers, the pipeline step that made it and its params.
+    `analyses` holds, per table of numbers, the result it was read from (which records its
+    step and params); a table without one (DeBERTa's rows and their offsets) is no analysis'.
     """
 
     title: str
     note: str = ""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: list[go.Figure] = field(default_factory=list)
-    analyses: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    analyses: dict[str, Any] = field(default_factory=dict)
 
 
 #: Told before each section: ``progress(section title, sections done, sections in all)``.
@@ -134,7 +135,7 @@ def spectrum_section(
         + ("" if s.has_variance else f" {NO_VARIANCE}"),
         {"Metrics": s.metrics_table(), "Singular values": s.to_frame()},
         [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
-        {"Metrics": ("spectrum", s.params), "Singular values": ("spectrum", s.params)},
+        {"Metrics": s, "Singular values": s},
     )
 
 
@@ -156,7 +157,7 @@ def similarity_section(
             figures.similarity.similarity_heatmap(overview, labels=table.labels),
             figures.offsets.offset_profile(profile, scores),
         ],
-        {"Scores": ("offset_scores", scores.params)},
+        {"Scores": scores},
     )
 
 
@@ -191,10 +192,7 @@ def components_section(
             figures.components.pc_trajectories(pcs, overlaid=False, labels=table.labels),
             figures.components.sinusoid_fits(pcs, fits, labels=table.labels),
         ],
-        {
-            "Sinusoid fits": ("fit_sinusoids", fits.params),
-            "Likeness to sinusoids": ("sinusoid_likeness", likeness.params),
-        },
+        {"Sinusoid fits": fits, "Likeness to sinusoids": likeness},
     )
 
 
@@ -234,11 +232,7 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
             "Boundary summary": summary.to_frame(),
         },
         [figures.boundary.position_statistics(stats, flags, changes, labels=table.labels)],
-        {
-            "Flagged positions": ("outliers", flags.params),
-            "Change points": ("change_points", changes.params),
-            "Boundary summary": ("boundary_summary", summary.params),
-        },
+        {"Flagged positions": flags, "Change points": changes, "Boundary summary": summary},
     )
 
 
@@ -277,7 +271,7 @@ def probes_section(
         + _note(table, "probes"),
         {"Probe results": probe.to_frame()},
         [figures.probes.probe_predictions(probe)],
-        {"Probe results": ("probe_with_controls", probe.params)},
+        {"Probe results": probe},
     )
 
 
@@ -300,11 +294,10 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     data = {
         "provenance": table.provenance(),
         "analyses": [
-            {"analysis": step, "params": params, "caption": caption, "columns": columns(frame)}
+            {**_analysis(section.analyses[caption]), "caption": caption, "columns": columns(frame)}
             for section in sections
             for caption, frame in section.tables.items()
             if caption in section.analyses  # a table of numbers an analysis made
-            for step, params in [section.analyses[caption]]
         ],
     }
     if table.row_offsets is not None:  # as `posviz summary --json` carries them
@@ -313,6 +306,12 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     for entry in data["analyses"]:
         listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"
     return _page(title, listing, sections, data)
+
+
+def _analysis(result: Any) -> dict[str, Any]:
+    """The step and params of `result`, as every export's header has them (the report names
+    its table once, at the top)."""
+    return {"analysis": step_of(result), "params": dict(result.params)}
 
 
 def build_collection_report(c: Collection) -> str:

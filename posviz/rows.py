@@ -27,9 +27,10 @@ __all__ = [
     "table_span",
 ]
 
-#: Largest span (rows / 2) of a relative table posviz maps: DeBERTa's is 256 or 512; a table of
-#: more rows than this would not fit `posviz.embedding.MAX_ELEMENTS` with 16 columns.
-MAX_SPAN = 2**21
+#: Largest span (rows / 2) of a relative table posviz maps: DeBERTa's is 256 or 512 (no log
+#: buckets: max_position_embeddings). Beyond it a config alone would ask `posviz summary` for
+#: a row_offsets list of megabytes.
+MAX_SPAN = 2**17
 
 #: Largest offset searched for a bucket's first offset: a bucket first reached further out is
 #: taken as never reached (float32's integers end at 2**24; the log rule passes every bucket of

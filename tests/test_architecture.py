@@ -21,6 +21,7 @@ LAYERS = {
     "posviz._settings": 0,
     "posviz._moved": 0,
     "posviz._params": 0,
+    "posviz._json": 0,
     "posviz._linalg": 0,
     "posviz._ridge": 0,
     "posviz.embedding": 1,

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from posviz.figures.layout import DIVERGING, base_figure, escape, f32, log_axis, small_multiples
 from posviz.schemes.alibi import FALLS, AlibiBias
-from posviz.schemes.relative import RelativeBias
+from posviz.schemes.relative import BucketLayouts, RelativeBias
 from posviz.schemes.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
 
 __all__ = [
@@ -257,17 +257,15 @@ def t5_bias(r: RelativeBias, *, name: str) -> go.Figure:
     return fig
 
 
-def t5_buckets(
-    positions: np.ndarray, layouts: dict[str, tuple[np.ndarray, np.ndarray]]
-) -> go.Figure:
+def t5_buckets(b: BucketLayouts) -> go.Figure:
     """Bucket against signed distance, per rule (encoder, decoder), with each distance's kind
     (exact / log-spaced / saturated) in the hover."""
     fig = base_figure("T5 buckets against relative position", "relative position (key − query)",
                       "bucket")  # fmt: skip
-    for label, (buckets, layout) in layouts.items():
+    for label, (buckets, layout) in b.layouts.items():
         fig.add_trace(
             go.Scatter(
-                x=positions,
+                x=b.relative_positions,
                 y=buckets,
                 name=label,
                 mode="lines",

@@ -6,15 +6,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from posviz._params import quoted
 from posviz.embedding import LoadError
 
 __all__ = ["first", "integer", "number", "shown"]
 
 
-def shown(value: Any) -> str:
-    """`value` for a message: a huge number or a long text cut to a few dozen characters."""
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:24]}… ({len(text)} characters)"
+#: `value` for a message: a huge number or a long text cut to a few dozen characters (the one
+#: helper every refusal quotes with).
+shown = quoted
 
 
 def first(config: dict, *keys: str) -> Any:

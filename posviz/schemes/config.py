@@ -13,8 +13,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posviz._json import max_depth
 from posviz.embedding import LoadError
 from posviz.rows import table_span
+from posviz.schemes import alibi
 from posviz.schemes._values import first as _first
 from posviz.schemes._values import integer as _integer
 from posviz.schemes._values import number as _number
@@ -166,7 +168,7 @@ def parse_config(data: bytes, *, what: str = "config.json") -> dict:
             f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
         )
         raise LoadError(msg)
-    depth = _max_depth(data)
+    depth = max_depth(data)
     if depth > MAX_CONFIG_DEPTH:
         msg = (
             f"{what} is nested deeper than {MAX_CONFIG_DEPTH} levels; a model config is not. "
@@ -215,29 +217,6 @@ def read_config_file(path: str | Path) -> bytes:
     return data
 
 
-def _max_depth(data: bytes) -> int:
-    """Deepest bracket nesting outside strings (counted before parsing: json's recursion
-    would fail first on a deep enough file)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
 def position_scheme(config: dict) -> Scheme:
     """The position scheme `config` (a parsed config.json) describes, checked.
 
@@ -266,6 +245,11 @@ def position_scheme(config: dict) -> Scheme:
         attn = config.get("attn_config")
         bias_max = attn.get("alibi_bias_max", 8.0) if isinstance(attn, dict) else 8.0
         spec = AlibiSpec(_heads(config), _number(bias_max, "attn_config.alibi_bias_max"))
+        # Heads size every array ALiBi makes: refused here, by the key that says so.
+        alibi.HEADS.check(f"{_heads_key(config)} in config.json", spec.n_heads, error=LoadError)
+        alibi.BIAS_MAX.check(
+            "attn_config.alibi_bias_max in config.json", spec.alibi_bias_max, error=LoadError
+        )
         return Scheme(kind, reason, alibi=spec, context=context)
     if kind == "rotary":
         layers = layer_map(config, context=context)
@@ -413,9 +397,17 @@ def _context(config: dict, *, strict: bool) -> int | None:
         return None
 
 
+_HEADS_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+
+
+def _heads_key(config: dict) -> str:
+    """The key config.json gives its number of heads under."""
+    return next((k for k in _HEADS_KEYS if config.get(k) is not None), _HEADS_KEYS[0])
+
+
 def _heads(config: dict) -> int:
-    value = _first(config, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    value = _first(config, *_HEADS_KEYS)
     if value is None:
         msg = "config.json names no number of attention heads (num_attention_heads)."
         raise LoadError(msg)
-    return _integer(value, "num_attention_heads")
+    return _integer(value, _heads_key(config))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from posviz import hub
+from posviz._params import check_budget
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
@@ -33,7 +34,7 @@ from posviz.schemes.config import (
 )
 from posviz.schemes.layers import LayerScheme
 from posviz.schemes.presets import PRESETS
-from posviz.schemes.relative import t5_buckets
+from posviz.schemes.relative import check_bias_shape, check_relative_bias, t5_buckets
 from posviz.schemes.rotary import (
     MAX_TABLE_POSITIONS,
     RotaryFrequencies,
@@ -191,8 +192,10 @@ def scheme_record(
     elif scheme.kind == "alibi":
         record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
     elif scheme.kind == "relative_bias":
-        tensors = weights.bias_tensors(model) if model is not None else {}
-        record |= relative_bias_record(scheme.relative_bias, tensors)
+        spec = scheme.relative_bias
+        check_relative_bias(spec)  # before any tensor is read
+        tensors = weights.bias_tensors(model, spec) if model is not None else {}
+        record |= relative_bias_record(spec, tensors)
     elif scheme.kind == "relative_table":
         spec = scheme.relative_table
         record |= {"span": spec.span, "hidden_size": spec.hidden_size}
@@ -242,7 +245,7 @@ def table_record(table: Embedding, result: Spectrum) -> dict[str, Any]:
     table (rotary, sinusoidal, DeBERTa's) carries it under "table"."""
     numbers: dict[str, Any] = result.metrics()
     numbers["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
-    record = {**header("spectrum", result.params, table), "numbers": numbers}
+    record = {**header(result, table), "numbers": numbers}
     if not result.has_variance:  # the metrics above are null
         record["undefined"] = NO_VARIANCE
     return record
@@ -366,7 +369,23 @@ def relative_bias_record(spec: RelativeBiasSpec, tensors: dict[str, np.ndarray])
 
     Without tensors (a config.json alone) `buckets` is given for the encoder and decoder
     rules, and `bias` is empty.
+
+    Raises
+    ------
+    Refused
+        As :func:`check_relative_bias`, or when the lists would take more than
+        `posviz._params.MAX_RESULT_BYTES` (a Python float in a list: 32 bytes).
+    LoadError
+        If a tensor's shape is not the config's (num_buckets, n_heads).
     """
+    check_relative_bias(spec)
+    for weight in tensors.values():
+        check_bias_shape(np.shape(weight), spec)
+    check_budget(
+        32 * (2 * spec.max_distance + 1) * (2 + len(tensors) * spec.n_heads),
+        f"The buckets and bias of {len(tensors):,} tensors of {spec.n_heads:,} heads to "
+        f"relative_attention_max_distance {spec.max_distance:,}",
+    )
     positions = np.arange(-spec.max_distance, spec.max_distance + 1)
 
     def buckets(bidirectional: bool) -> list[int]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from posviz._params import MAX_RESULT_BYTES, records_params
+from posviz._params import MAX_RESULT_BYTES, Bound, bounded, records_params
 from posviz.embedding import Embedding, LoadError
 from posviz.schemes.rope import (
     MAX_CONTEXT,
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BANDS",
+    "DECAY_DISTANCES",
+    "DECAY_SAMPLES",
     "MAX_TABLE_POSITIONS",
     "ROPE_TYPES",
     "RotaryDecay",
@@ -60,6 +62,10 @@ BANDS = {
 }
 #: Relative tolerance of "division 1" and "the factor or more": float64 rounding of the blends.
 BAND_TOLERANCE = 1e-12
+#: A decay's distances: log-spaced samples (a curve on screen needs about a thousand) and the
+#: largest distance (any context posviz takes).
+DECAY_SAMPLES = Bound(1, 100_000)
+DECAY_DISTANCES = Bound(1, MAX_CONTEXT, optional=True)
 
 
 @dataclass(frozen=True)
@@ -262,8 +268,23 @@ class RotaryDecay:
     bound_unscaled: np.ndarray
     params: dict = field(default_factory=dict)
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per distance: B(Δ) and RoFormer's bound, as applied and unscaled."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "distance": self.distances,
+                "similarity": self.similarity,
+                "similarity_unscaled": self.similarity_unscaled,
+                "bound": self.bound,
+                "bound_unscaled": self.bound_unscaled,
+            }
+        )
+
 
 @records_params
+@bounded(max_distance=DECAY_DISTANCES, n_distances=DECAY_SAMPLES)
 def rotary_decay(
     frequencies: RotaryFrequencies, *, max_distance: int | None = None, n_distances: int = 1024
 ) -> RotaryDecay:
@@ -366,6 +387,7 @@ class RotaryOverlay:
 
 
 @records_params
+@bounded(max_distance=DECAY_DISTANCES, n_distances=DECAY_SAMPLES)
 def rotary_overlay(
     specs: Mapping[str, RotarySpec], *, max_distance: int | None = None, n_distances: int = 1024
 ) -> RotaryOverlay:

@@ -11,17 +11,19 @@ import plotly.graph_objects as go
 import pytest
 
 from posviz import __version__, export, figures
+from posviz.similarity import similarity_map
 from posviz.simulate import sinusoidal
 
 
 def test_csv_round_trip_keeps_numbers_and_settings():
     table = sinusoidal(16, 8)
-    settings = export.header("similarity_map", {"center": False, "rows": (0, 4)}, table)
+    settings = export.header(similarity_map(table.values, center=False, rows=(0, 4)), table)
     frame = pd.DataFrame({"k": [1, 2, 3], "value": [np.pi, 1e-300, -2.5e17]})
     back, read_settings = export.from_csv(export.to_csv(frame, settings))
     assert read_settings == json.loads(json.dumps(settings))
     assert list(read_settings) == ["analysis", "params", "provenance"]
-    assert read_settings["params"] == {"center": False, "rows": [0, 4]}  # JSON has no tuples
+    assert read_settings["analysis"] == "similarity_map"
+    assert read_settings["params"]["rows"] == [0, 4]  # JSON has no tuples
     assert read_settings["provenance"]["posviz_version"] == __version__
     assert read_settings["provenance"]["sha256"] == table.sha256
     pd.testing.assert_frame_equal(back, frame)

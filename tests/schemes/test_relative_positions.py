@@ -149,8 +149,9 @@ def test_figures_draw_rows_at_their_offsets(table):
 
 
 def test_exported_rows_carry_their_offsets_and_a_resampled_table_is_positions(table):
-    settings = export.header("outliers", {}, table)
-    frame = outliers(position_statistics(table.values)).to_frame()
+    flags = outliers(position_statistics(table.values))
+    settings = export.header(flags, table)
+    frame = flags.to_frame()
     rows = frame["position"].to_numpy()
     assert {OUTLIER, FAR} <= set(rows)
     out = export.labelled(frame, settings)

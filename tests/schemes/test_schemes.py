@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
+from posviz._params import Refused
 from posviz.embedding import LoadError
 from posviz.schemes.alibi import alibi_bias, alibi_slopes
-from posviz.schemes.config import parse_config, position_scheme
+from posviz.schemes.config import RelativeBiasSpec, parse_config, position_scheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import relative_bias, relative_table, t5_buckets
 from posviz.schemes.rotary import (
@@ -316,8 +317,39 @@ def test_alibi_bias_and_falls():
     np.testing.assert_allclose(b.bias[0, 10], -5.0)
     np.testing.assert_allclose(b.falls[0], [2, 10, 20])  # slope 1/2
     np.testing.assert_allclose(b.falls[8], np.array([1, 5, 10]) * 2**0.5)
-    with pytest.raises(LoadError, match="positive number of attention heads"):
+    with pytest.raises(Refused, match="n_heads is 0; it must be a whole number from 1 to 4,096"):
         alibi_slopes(0)
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"model_type": "bloom", "n_head": 10_000_000}, "n_head in config.json is 10000000"),
+        ({"model_type": "bloom", "n_head": 10**4000}, "n_head in config.json is 1000000000"),
+        (
+            {
+                "model_type": "mpt",
+                "n_heads": 8,
+                "attn_config": {"alibi": True, "alibi_bias_max": 1e308},
+            },
+            "alibi_bias_max in config.json is 1e\\+308",
+        ),
+    ],
+)
+def test_an_alibi_config_past_its_bounds_is_refused_by_its_key(config, key):
+    # 10**7 heads cost 866 MB and printed 209 MB before they were bounded.
+    with pytest.raises(LoadError, match=key):
+        position_scheme({**config, "max_position_embeddings": 2048})
+
+
+def test_alibi_heads_times_distances_within_the_budget():
+    alibi_bias(4096, max_distance=8191)  # 256 MiB exactly
+    with pytest.raises(
+        Refused, match="The bias of 4,096 heads to distance 8,192 would take 256 MiB"
+    ):
+        alibi_bias(4096, max_distance=8192)
+    with pytest.raises(Refused, match="max_distance is 10000000; it must be a whole number"):
+        alibi_bias(8, max_distance=10**7)
 
 
 # --- T5 and DeBERTa --------------------------------------------------------------------------
@@ -408,6 +440,7 @@ def test_dynamic_base_curve_and_bucket_layouts():
     assert lengths[-1] == 16 * 2048
     assert np.all(bases[lengths <= 2048] == 10000.0)
     assert bases[-1] == pytest.approx(10000 * (2 * 16 - 1) ** (64 / 62))
-    positions, layouts = bucket_layouts(num_buckets=32, max_distance=128)
-    encoder, _ = layouts["encoder (bidirectional)"]
-    np.testing.assert_array_equal(encoder, t5_buckets(positions))
+    b = bucket_layouts(RelativeBiasSpec(num_buckets=32, max_distance=128, n_heads=8))
+    encoder, _ = b.layouts["encoder (bidirectional)"]
+    np.testing.assert_array_equal(encoder, t5_buckets(b.relative_positions))
+    assert b.params == {}  # every number is the config's
