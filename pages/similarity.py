@@ -108,7 +108,7 @@ def position_section() -> None:
     )
     position = label - first
     if table.labels.bucketed:  # DeBERTa's: a bucket is asked for, its offsets shown
-        st.caption(f"Bucket {label} covers offsets q − k {table.labels.label(position)}.")
+        st.caption(f"Bucket {label} is {table.labels.named(position)} (q − k).")
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
     row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n

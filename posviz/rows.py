@@ -357,6 +357,19 @@ class RowLabels:
         """One row's label, as :meth:`text`."""
         return self.text([row])[0]
 
+    def named(self, row: int) -> str:
+        """One row in words: ``"position 5"``; ``"offset 5"``, ``"offsets 278 … 280"``.
+
+        >>> labels = RowLabels(-256, row_offsets(position_buckets=256, max_relative_positions=512))
+        >>> labels.named(261), labels.named(456), RowLabels().named(3)
+        ('offset 5', 'offsets 278 … 280', 'position 3')
+        """
+        label = self.label(row)
+        if self.offsets is None:
+            return f"position {label}"
+        one = self.offsets.first[row] == self.offsets.last[row]
+        return f"offset {label}" if one else f"offsets {label}"
+
     @property
     def axis_title(self) -> str:
         """A line plot's position axis."""

@@ -234,8 +234,7 @@ def position_profile(
     labels = labels or RowLabels()
     measure = METRIC_NAMES[m.params["metric"]]
     row = m.values[0]
-    label = labels.label(position)
-    named = f"offsets {label}" if labels.bucketed else f"position {label}"
+    label, named = labels.label(position), labels.named(position)
     fig = base_figure(
         f"{measure.capitalize()} of {named} to every position ({center_label(m.params['center'])})",
         labels.axis_title.replace("position p", "position j"),

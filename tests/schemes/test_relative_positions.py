@@ -245,7 +245,7 @@ def test_the_similarity_page_asks_buckets_and_names_their_offsets(table):
     slider = at.slider(key="similarity.position")
     assert (slider.label, slider.min, slider.max, slider.value) == ("Bucket", -256, 255, 0)
     slider.set_value(200).run()
-    assert any("Bucket 200 covers offsets q − k 278 … 280." in c.value for c in at.caption)
+    assert any("Bucket 200 is offsets 278 … 280 (q − k)." in c.value for c in at.caption)
     profile = charts(at)["position_profile"]
     assert profile["layout"]["title"]["text"].startswith("Cosine similarity of offsets 278 … 280")
     star = profile["data"][-1]
