@@ -52,6 +52,17 @@ def table_caption(table: Embedding) -> None:
     )
 
 
+def link_notices() -> None:
+    """Before the page: open the tables the URL names, say above the page what a link could
+    not reopen, and name the tables in the URL (a page switch drops them from it)."""
+    state.current()
+    if any(key.startswith(state.PREFIX[state.SECOND]) for key in st.query_params):
+        state.current(state.SECOND)
+    for text in state.notices():
+        st.warning(text, icon=":material/link_off:")
+    state.sync_url()
+
+
 def sidebar_card() -> None:
     """The current matrix in the sidebar: name, shape, dtype, source."""
     table = state.current()
@@ -335,7 +346,8 @@ def _upload(slot: str) -> None:
         "refused: convert them to safetensors first.",
     )
     if upload is not None:
-        _pick_and_load(upload.getvalue(), upload.name, slot=slot, key=slot)
+        origin = {"upload": upload.name}  # named in the link, which cannot carry the file
+        _pick_and_load(upload.getvalue(), upload.name, slot=slot, key=slot, origin=origin)
 
 
 @st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
@@ -365,7 +377,7 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     try:
         path = datadir.resolve(root, relative)
-        checkpoint = _checkpoint(root, path, relative)
+        checkpoint = state.folder_checkpoint(root, path, relative)
         # As for a model on the Hub: a config.json that names another scheme says so.
         reason = checkpoint and hub.no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
@@ -373,17 +385,9 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
-    _pick_and_load(checkpoint or path, relative, slot=slot, key=f"{slot}.shared")
-
-
-def _checkpoint(root: Path, path: Path, relative: str) -> weights.LocalCheckpoint | None:
-    """The shared checkpoint `relative` (its checked real `path`) with the config.json beside
-    its name (a Hugging Face cache links both to blobs), when that config.json is inside the
-    shared folder too (a link out of it is not followed)."""
-    config = weights.config_beside(root / relative)
-    if config is None or not config.resolve().is_relative_to(root.resolve()):
-        return None
-    return weights.open_checkpoint(path, config=config.resolve(), label=relative)
+    _pick_and_load(
+        checkpoint or path, relative, slot=slot, key=f"{slot}.shared", origin={"shared": relative}
+    )
 
 
 def shared_checkpoint(root: Path, *, key: str) -> weights.LocalCheckpoint | None:
@@ -406,7 +410,7 @@ def shared_checkpoint(root: Path, *, key: str) -> weights.LocalCheckpoint | None
     if relative is None:
         return None
     try:
-        checkpoint = _checkpoint(root, datadir.resolve(root, relative), relative)
+        checkpoint = state.folder_checkpoint(root, datadir.resolve(root, relative), relative)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
@@ -475,7 +479,11 @@ def _hub(slot: str) -> None:
     if reason := model.no_table_reason():
         st.warning(literal(reason), icon=":material/info:")
     _pick_and_load(
-        model, f"{model.label} (commit {model.commit[:12]})", slot=slot, key=f"{slot}.hub"
+        model,
+        f"{model.label} (commit {model.commit[:12]})",
+        slot=slot,
+        key=f"{slot}.hub",
+        origin=state.hub_origin(model.repo, model.commit),
     )
 
 
@@ -498,10 +506,13 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
         st.code(f"{error}\n{error.detail}", language=None, wrap_lines=True)
 
 
-def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> None:
+def _pick_and_load(
+    source: _Loadable, filename: str, *, slot: str, key: str, origin: dict[str, str]
+) -> None:
     """List `source`'s tensors (a file, a checkpoint with its config.json, or a model on the
-    Hub), let the user pick one and trim its rows, then load it into `slot`. Widget keys start
-    with `key`, so two loaders can be on one page."""
+    Hub), let the user pick one and trim its rows, then load it into `slot`, its `origin`
+    named in the URL (see `state.set_table`). Widget keys start with `key`, so two loaders
+    can be on one page."""
     import pandas as pd
 
     remote = isinstance(source, hub.HubModel)
@@ -572,8 +583,7 @@ def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> 
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return
-    link = state.hub_link(source.repo, source.revision, table) if remote else None
-    state.set_table(table, slot, link)
+    state.set_table(table, slot, origin)
     st.success(f"Loaded {literal(table.name)} ({table.describe_rows()}).")
 
 
