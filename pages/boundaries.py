@@ -235,7 +235,14 @@ def show_probes(table: Embedding) -> None:
         name="probe_predictions",
         settings=probe_settings,
     )
-    widgets.show_numbers(report.to_frame(), name="probes", settings=probe_settings)
+    widgets.show_numbers(
+        report.to_frame(),
+        name="probes",
+        settings=probe_settings,
+        blank="Blank cells: the table has no range over draws (it is probed as it is, once "
+        "per split); a control has no sd over folds or splits (its numbers are means over its "
+        "draws, with their central 95%).",
+    )
 
 
 positions, tables, probed = widgets.page_tabs("boundaries")

@@ -177,9 +177,14 @@ class RotaryFrequencies:
         return length * self.inv_freq / (2 * np.pi)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per pair: frequencies, wavelength, band, share, turns within the context."""
+        """One row per pair: frequencies, wavelength, band, share, turns within the context.
+
+        LongRoPE has no share (each pair has a factor of its own): its column is the pair's
+        ``factor``, ``inv_freq_unscaled / inv_freq``, instead of a column of NaN.
+        """
         import pandas as pd  # on first use: `posviz summary` prints without loading pandas
 
+        own = bool(np.isnan(self.share).all())
         frame = pd.DataFrame(
             {
                 "pair": np.arange(self.spec.n_pairs),
@@ -187,7 +192,11 @@ class RotaryFrequencies:
                 "inv_freq": self.inv_freq,
                 "wavelength": self.wavelengths,
                 "band": self.band,
-                "share": self.share,
+                **(
+                    {"factor": self.inv_freq_unscaled / self.inv_freq}
+                    if own
+                    else {"share": self.share}
+                ),
             }
         )
         if self.context:

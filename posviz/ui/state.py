@@ -83,9 +83,10 @@ def simulation(slot: str = PRIMARY) -> tuple[str, dict[str, Any]] | None:
 
 
 def upload_limit() -> int:
-    """This server's upload limit in bytes (server.maxUploadSize, in MB): also the most any
-    read from the Hub may fetch, whoever asks (Data page, link, Collection, posviz serve)."""
-    return st.get_option("server.maxUploadSize") * 10**6
+    """This server's upload limit in bytes (server.maxUploadSize, in Streamlit's MB of 2**20
+    bytes, as its uploader enforces it): also the most any read from the Hub may fetch,
+    whoever asks (Data page, link, Collection, posviz serve)."""
+    return st.get_option("server.maxUploadSize") * 2**20
 
 
 def _served() -> tuple[Embedding | None, str | None]:

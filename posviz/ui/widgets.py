@@ -21,7 +21,7 @@ from posviz.io import datadir
 from posviz.schemes import weights
 from posviz.schemes.relative import relative_table_name
 from posviz.spectrum import Spectrum, spectrum
-from posviz.ui import cache, pages, state
+from posviz.ui import cache, pages, state, tables
 from posviz.ui.text import literal
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
         for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml")):
             st.download_button(
                 fmt.upper(),
-                data=lambda fmt=fmt: _render(fig, fmt),
+                data=lambda fmt=fmt: _render(fig, fmt, settings),
                 file_name=f"{name}.{fmt}",
                 mime=mime,
                 key=f"download.{name}.{fmt}",
@@ -228,9 +228,13 @@ def _kaleido_server() -> None:
     kaleido.start_sync_server(silence_warnings=True)
 
 
-def _render(fig: go.Figure, fmt: str) -> bytes:
+def _render(fig: go.Figure, fmt: str, settings: dict[str, Any]) -> bytes:
     _kaleido_server()
-    return figures.export.figure_image(fig, fmt)
+    return figures.export.figure_image(fig, fmt, settings=settings)
+
+
+#: What a blank cell of a table of numbers means, unless the table says more.
+BLANK = "A blank cell: not defined for that row."
 
 
 def show_numbers(
@@ -240,28 +244,36 @@ def show_numbers(
     settings: dict[str, Any],
     shown: pd.DataFrame | None = None,
     pinned: str | None = None,
+    blank: str = BLANK,
 ) -> None:
     """Show a table of numbers, headed by labels, with CSV and JSON downloads that carry
     `settings` and the columns' keys.
 
     `shown` is drawn instead of `frame` when the screen needs text where the files keep
     numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
-    Positions are shown and exported as the table's (:func:`posviz.export.labelled`).
+    Positions are shown and exported as the table's (:func:`posviz.export.labelled`). On
+    screen, float64 rounding noise reads 0 (:func:`posviz.ui.tables.on_screen`) and a missing
+    value is a blank cell, which `blank` explains under the table.
     """
     frame = export.labelled(frame, settings)
     shown = None if shown is None else export.labelled(shown, settings)
     config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
-    screen = frame if shown is None else shown
-    if "statistic" in screen:  # rows named by a key (the boundary tables'), read as labels too
-        screen = screen.assign(statistic=screen["statistic"].map(export.column_label))
+    screen = tables.on_screen(frame if shown is None else shown)
+    for key in ("statistic", "metric"):  # rows named by a key, read as labels too
+        if key in screen:
+            screen = screen.assign(**{key: screen[key].map(export.column_label)})
     st.dataframe(
         screen.rename(columns=export.column_label),
         hide_index=True,
         width="stretch",
         column_config=config,
+        placeholder="",  # not "None"
     )
-    left, right = st.columns(2)
-    left.download_button(
+    if screen.isna().to_numpy().any():
+        st.caption(blank)
+    # Side by side: in two half-width columns the JSON button stood mid-page, a gap apart.
+    buttons = st.container(horizontal=True, gap="small")
+    buttons.download_button(
         "CSV",
         data=lambda: export.to_csv(frame, settings),
         file_name=f"{name}.csv",
@@ -269,7 +281,7 @@ def show_numbers(
         key=f"download.{name}.csv",
         icon=":material/download:",
     )
-    right.download_button(
+    buttons.download_button(
         "JSON",
         data=lambda: export.to_json(frame, settings),
         file_name=f"{name}.json",
@@ -615,8 +627,8 @@ def _travel_note(model: hub.HubModel, name: str) -> bool:
     limit = state.upload_limit()
     if nbytes > limit:
         st.error(
-            f"{literal(name)} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
-            f"{limit / 1e6:,.0f} MB (server.maxUploadSize); pick a smaller tensor.",
+            f"{literal(name)} is {nbytes / 2**20:,.1f} MiB, above this server's upload limit of "
+            f"{limit / 2**20:,.0f} MiB (server.maxUploadSize); pick a smaller tensor.",
             icon=":material/error:",
         )
         return False
