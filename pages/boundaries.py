@@ -229,7 +229,10 @@ def show_probes(table: Embedding) -> None:
         + "".join(f" · {c}: {report.relative[c].error_rate:.3f}" for c in controls)
         + " (one draw each; ± sd over folds)"
     )
-    st.caption(report.procedure())
+    st.caption(
+        "How they were run:\n"
+        + "\n".join(f"{i}. {step}" for i, step in enumerate(report.procedure_steps(), 1))
+    )
     widgets.show_figure(
         cache.figure(figures.probes.probe_predictions, report),
         name="probe_predictions",

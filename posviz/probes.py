@@ -216,18 +216,23 @@ class ProbeReport:
             return f"a seeded random subsample of {self.n_rows:,} of {self.n_positions:,} rows"
         return f"all {self.n_positions:,} rows"
 
-    def procedure(self) -> str:
-        """How the probes were run, in words: rows, folds, splits, both protocols."""
+    def procedure_steps(self) -> list[str]:
+        """How the probes were run, one step a sentence or two: the rows and folds, the
+        absolute probe, the relative probe, the controls."""
         p = self.params
-        return (
+        return [
             f"Seed {p['seed']}; {p['folds']}-fold cross-validation on {self.rows_probed}, "
             f"repeated over {p['repeats']} seeded splits (for the table, ± is the sd over their "
-            f"{p['folds'] * p['repeats']} folds; the sd of the splits' means is in the table). "
-            f"Absolute probe ({p['protocol']}): {PROTOCOLS[p['protocol']]}. Relative probe: "
-            f"{RELATIVE_PROTOCOL}; {p['n_pairs']:,} training pairs per fold. The controls get "
-            "the same procedure, their penalties chosen in their own folds. "
-            f"{self.controls_procedure()}"
-        )
+            f"{p['folds'] * p['repeats']} folds; the sd of the splits' means is in the table).",
+            f"Absolute probe ({p['protocol']}): {PROTOCOLS[p['protocol']]}.",
+            f"Relative probe: {RELATIVE_PROTOCOL}; {p['n_pairs']:,} training pairs per fold. "
+            "The controls get the same procedure, their penalties chosen in their own folds.",
+            self.controls_procedure(),
+        ]
+
+    def procedure(self) -> str:
+        """How the probes were run, in words: :meth:`procedure_steps` in one paragraph."""
+        return " ".join(self.procedure_steps())
 
     def controls_procedure(self) -> str:
         """How the controls were drawn and summarised, in words."""

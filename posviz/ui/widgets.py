@@ -63,6 +63,18 @@ def link_notices() -> None:
     state.sync_url()
 
 
+def glossary() -> None:
+    """The glossary in the sidebar, on every page: one line per word the pages use."""
+    from posviz.glossary import TOPICS
+
+    with st.sidebar.popover("Glossary", icon=":material/menu_book:", width="stretch"):
+        for topic, terms in TOPICS.items():
+            st.markdown(f"**{topic}**")
+            st.markdown(
+                "\n".join(f"- **{literal(term)}**: {literal(line)}" for term, line in terms.items())
+            )
+
+
 def sidebar_card() -> None:
     """The current matrix in the sidebar: name, shape, dtype, source."""
     table = state.current()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import open_page, wait_idle
 
@@ -134,3 +134,14 @@ def test_no_table_draws_none_nan_or_rounding_noise(page: Page, server_url: str):
     numbers = [t for t in drawn if re.fullmatch(r"-?[\d,]*\.?\d+", t)]
     assert len(numbers) > 100, drawn[:50]  # the recorder saw the tables
     assert [t for t in drawn if UNREADABLE.search(t)] == []
+
+
+def test_the_glossary_opens_from_the_sidebar_of_any_page(page: Page, server_url: str):
+    # Formerly: "pairs beyond L₀", "Gram route", "skill", ... unexplained.
+    for url, word in (("/schemes", "pairs beyond L₀"), ("/boundaries", "skill")):
+        open_page(page, server_url + url)
+        page.get_by_test_id("stSidebar").get_by_role("button", name="Glossary").click()
+        popover = page.get_by_test_id("stPopoverBody")
+        expect(popover.get_by_text(word, exact=True)).to_be_visible()
+        expect(popover.get_by_text("Gram route", exact=True)).to_be_visible()
+        page.keyboard.press("Escape")
