@@ -242,9 +242,7 @@ def show_probes(table: Embedding) -> None:
         report.to_frame(),
         name="probes",
         settings=probe_settings,
-        blank="Blank cells: the table has no range over draws (it is probed as it is, once "
-        "per split); a control has no sd over folds or splits (its numbers are means over its "
-        "draws, with their central 95%).",
+        blank=probes.BLANK_CELLS,
     )
 
 

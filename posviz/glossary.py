@@ -77,7 +77,8 @@ TOPICS: dict[str, dict[str, str]] = {
         "kept": f"A rotary pair the scaling rule leaves alone: it {BANDS['kept']}.",
         "blended": "A pair the rule slows by part of its factor: "
         "a share strictly between 0 (kept) and 1 (divided).",
-        "divided": f"A pair the rule slows by its whole factor: it {BANDS['divided']}.",
+        "divided": "A pair the rule slows by its whole factor: it "
+        f"{BANDS['divided'].replace('`', '')}.",
         "rescaled": f"A LongRoPE pair, {BANDS['rescaled']}.",
         "attention factor": "What the scaling rule multiplies cos and sin by; the logits scale "
         "by its square (the logit multiplier).",

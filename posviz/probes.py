@@ -64,6 +64,12 @@ DEFINITIONS = {
     "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
     "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
+#: Why :meth:`ProbeReport.to_frame` leaves some cells empty, for whoever shows it.
+BLANK_CELLS = (
+    "Blank cells: the table has no range over draws (it is probed as it is, once per split); "
+    "a control has no sd over folds or splits (its numbers are means over its draws, with "
+    "their central 95%)."
+)
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ import streamlit as st
 from posviz import _settings, compare, export, figures, hub, io, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
+from posviz.export.screen import on_screen
 from posviz.io import datadir
 from posviz.schemes import weights
 from posviz.schemes.relative import relative_table_name
 from posviz.spectrum import Spectrum, spectrum
-from posviz.ui import cache, pages, state, tables
+from posviz.ui import cache, pages, state
 from posviz.ui.text import literal
 
 if TYPE_CHECKING:
@@ -264,13 +265,13 @@ def show_numbers(
     `shown` is drawn instead of `frame` when the screen needs text where the files keep
     numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
     Positions are shown and exported as the table's (:func:`posviz.export.labelled`). On
-    screen, float64 rounding noise reads 0 (:func:`posviz.ui.tables.on_screen`) and a missing
-    value is a blank cell, which `blank` explains under the table.
+    screen, float64 rounding noise reads 0 (:func:`posviz.export.screen.on_screen`) and a
+    missing value is a blank cell, which `blank` explains under the table.
     """
     frame = export.labelled(frame, settings)
     shown = None if shown is None else export.labelled(shown, settings)
     config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
-    screen = tables.on_screen(frame if shown is None else shown)
+    screen = on_screen(frame if shown is None else shown)
     for key in ("statistic", "metric"):  # rows named by a key, read as labels too
         if key in screen:
             screen = screen.assign(**{key: screen[key].map(export.column_label)})

@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from posviz import components, simulate
+from posviz.export.screen import NOISE, on_screen
 from posviz.schemes.config import position_scheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.record import PRESET, read_config
 from posviz.schemes.rotary import rotary_frequencies
-from posviz.ui.tables import NOISE, on_screen
 from tests import apptest
 from tests.app.test_compare import SAME, run
 

@@ -1,4 +1,4 @@
-"""Tables of numbers as the screen shows them: float64 rounding noise shown as the 0 it is.
+"""Tables of numbers as a reader sees them (the app, the report): rounding noise as the 0 it is.
 
 The downloads keep every number as computed; only the screen rounds. A sum that cancels (a
 fitted offset of a centred trajectory, the spread of a cosine at offset 0) comes out of float64
