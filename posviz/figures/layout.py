@@ -86,9 +86,15 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 #: Decades on a log axis up to which the 2-9 multiples get minor ticks (beyond, they would
 #: crowd into a comb: the labelled decades are enough).
 _MINOR_DECADES = 10
-#: Tick marks of a log axis: a ruler, so the unlabelled minor ticks read as ticks of the
-#: labelled decades, never as minus signs beside nothing.
-_TICK = {"ticks": "outside", "tickcolor": "#888", "ticklen": 7}
+#: Tick marks of a log axis: a ruler (its line drawn), so the unlabelled minor ticks read as
+#: ticks of the labelled decades, never as minus signs beside nothing.
+_TICK = {
+    "ticks": "outside",
+    "tickcolor": "#888",
+    "ticklen": 7,
+    "showline": True,
+    "linecolor": "#888",
+}
 _MINOR_TICK = {"ticks": "outside", "tickcolor": "#aaa", "ticklen": 4, "showgrid": False}
 
 

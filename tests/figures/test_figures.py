@@ -263,6 +263,7 @@ def _decades(axis) -> list[float]:
         assert text == "10" + str(exponent).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
     # Ticks drawn as a ruler: the minor ones shorter, in the same direction.
     assert axis.ticks == axis.minor.ticks == "outside"
+    assert axis.showline  # the ruler's line: the minor ticks hang from it, not in space
     assert axis.minor.ticklen < axis.ticklen
     if len(values) <= 11:
         minor = np.log10(axis.minor.tickvals)
