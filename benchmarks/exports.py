@@ -27,8 +27,8 @@ def timed(f) -> tuple[float, object]:
 
 def main() -> int:
     table = simulate.learned_like(1024, 768, seed=0)
-    settings = export.header("spectrum", {"center": True}, table)
     sections = report_sections(table)
+    settings = export.header(sections[0].analyses["Metrics"], table)
     print(f"{'export':>44} {'seconds':>8} {'MB':>7}")
     for section in sections:
         for name, frame in section.tables.items():

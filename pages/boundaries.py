@@ -6,7 +6,7 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 import streamlit as st
 
 from posviz import boundary, export, figures, forms, io, probes
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
 
@@ -53,7 +53,7 @@ button, stated, count = st.columns([1, 4, 1], vertical_alignment="center")
 with button.popover("Settings", icon=":material/tune:", width="stretch"):
     window = st.number_input(
         "Window (± positions)",
-        1,
+        bounds_of(boundary.outliers)["hampel_window"].low,
         most["hampel_window"],
         default["hampel_window"],
         key="boundaries.window",
@@ -63,8 +63,8 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     threshold = st.number_input(
         "Flag at |robust z| >",
-        1.0,
-        1e6,
+        bounds_of(boundary.outliers)["threshold"].low,
+        bounds_of(boundary.outliers)["threshold"].high,
         default["threshold"],
         step=0.5,
         key="boundaries.threshold",
@@ -73,7 +73,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     n_directions_removed = st.number_input(
         "Residual after the top principal directions (0 = off)",
-        0,
+        bounds_of(boundary.position_statistics)["n_directions_removed"].low,
         most["n_directions_removed"],
         default["n_directions_removed"],
         key="boundaries.n_directions_removed",
@@ -81,7 +81,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
     )
     edge = st.number_input(
         "Boundary size k",
-        1,
+        bounds_of(boundary.boundary_summary)["boundary_size"].low,
         most["boundary_size"],
         default["boundary_size"],
         key="boundaries.edge",
@@ -95,19 +95,25 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         flags.statistics,
         index=flags.statistics.index(default["statistic"]),
         key="boundaries.change_statistic",
-        help="The curve searched for steps (against its local quadratic trend, so a steady "
-        "drift is no step); its flagged values are replaced by their window median first, so "
-        "single odd rows do not count as steps.",
+        help="The curve searched for steps: changes over a row or two that its own wiggles "
+        "(a drift, slow waves) do not explain. Rows flagged on any statistic are left out, so "
+        "a single odd row neither makes a step nor hides one.",
     )
+    changes = bounds_of(boundary.change_points)["max_changes"]
     max_changes = st.number_input(
-        "Change points at most", 0, 20, default["max_changes"], key="boundaries.max_changes"
+        "Change points at most",
+        changes.low,
+        changes.high,
+        default["max_changes"],
+        key="boundaries.max_changes",
     )
     min_size = st.number_input(
-        "Positions each side of a step",
-        1,
+        "Positions between steps at least",
+        bounds_of(boundary.change_points)["min_size"].low,
         most["min_size"],
         default["min_size"],
         key="boundaries.min_size",
+        help="Also the least distance from a step to either end of the table.",
     )
 changes = cache.change_points(
     table,
@@ -123,9 +129,9 @@ state.set_flags(table, flagged, flags.rule)
 stated.caption(
     f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
     + (f" (after the top {n_directions_removed} PCs)" if n_directions_removed else "")
-    + f". Change points on {statistic}: steps against the local quadratic trend, at most "
-    f"{max_changes}, quadratics fitted to {changes.window} positions each side. Near the "
-    f"boundaries: the first and last {edge} positions."
+    + f". Change points on {statistic}: steps between lines fitted to {changes.window} "
+    f"positions each side, against the curve's own autocorrelated wiggles, at most "
+    f"{max_changes}. Near the boundaries: the first and last {edge} positions."
 )
 count.metric(
     "Flagged positions",
@@ -142,11 +148,12 @@ def show_probes(table: Embedding) -> None:
     Streamlit forgets the widgets a run does not draw.
     """
     default = defaults(probes.probe_with_controls)
+    bound = bounds_of(probes.probe_with_controls)
     columns = st.columns(5)
     seed = columns[0].number_input(
         "Seed",
-        0,
-        2**31 - 1,
+        bound["seed"].low,
+        bound["seed"].high,
         default["seed"],
         key="probes.seed",
         bind="query-params",
@@ -154,8 +161,8 @@ def show_probes(table: Embedding) -> None:
     )
     max_rows = columns[1].number_input(
         "Rows probed at most",
-        10,
-        65536,
+        bound["max_rows"].low,
+        bound["max_rows"].high,
         default["max_rows"],
         step=256,
         key="probes.max_rows",
@@ -164,8 +171,8 @@ def show_probes(table: Embedding) -> None:
     )
     n_pairs = columns[2].number_input(
         "Training pairs per fold",
-        100,
-        20000,
+        bound["n_pairs"].low,
+        bound["n_pairs"].high,
         default["n_pairs"],
         step=100,
         key="probes.n_pairs",
@@ -173,8 +180,8 @@ def show_probes(table: Embedding) -> None:
     )
     repeats = columns[3].number_input(
         "Repeated splits",
-        2,
-        10,
+        bound["repeats"].low,
+        bound["repeats"].high,
         default["repeats"],
         key="probes.repeats",
         persist_state="page",
@@ -192,7 +199,7 @@ def show_probes(table: Embedding) -> None:
     report = cache.probe_with_controls(
         table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
     )
-    probe_settings = export.header("probe_with_controls", report.params, table)
+    probe_settings = export.header(report, table)
     columns = st.columns(3)
     absolute = report.absolute["table"]
     columns[0].metric(
@@ -254,6 +261,13 @@ with positions:
             shown = ", ".join(map(str, labels)) + (" …" if len(flagged) > 20 else "")
             st.markdown(f"**Flagged** ({flags.rule}): {shown}")
         shown = changes.describe(table.first_position)
+        if changes.z.size:
+            shown += " (|z| " + ", ".join(f"{z:.1f}" for z in changes.z)
+            shown += f" > {changes.critical:.2f})"
+        if changes.null_z.size:  # the null beside it: the same test on shuffles of the curve
+            shown += (
+                f"; on {changes.null_z.size} shuffles of the curve: {changes.null_found} found one"
+            )
         st.markdown(f"**Change points** on {statistic}: {shown}")
         stats = cache.position_statistics(table, n_directions_removed=n_directions_removed)
         widgets.show_figure(
@@ -265,7 +279,7 @@ with positions:
                 first_position=table.first_position,
             ),
             name="position_statistics",
-            settings=export.header("change_points", changes.params, table),
+            settings=export.header(changes, table),
         )
         st.caption(
             "Positions are rows of the analysed table "
@@ -286,7 +300,7 @@ with tables:
             widgets.show_numbers(
                 flags.to_frame(),
                 name="flagged_positions",
-                settings=export.header("outliers", flags.params, table),
+                settings=export.header(flags, table),
             )
             st.subheader("Change points")
             st.caption(changes.procedure())
@@ -294,7 +308,7 @@ with tables:
                 widgets.show_numbers(
                     changes.to_frame(),
                     name="change_points",
-                    settings=export.header("change_points", changes.params, table),
+                    settings=export.header(changes, table),
                 )
             else:
                 st.markdown(f"None: {changes.describe()}.")
@@ -307,7 +321,7 @@ with tables:
             widgets.show_numbers(
                 summary.to_frame(),
                 name="boundary_summary",
-                settings=export.header("boundary_summary", summary.params, table),
+                settings=export.header(summary, table),
             )
 with probed:
     if probed.open:

@@ -311,13 +311,13 @@ def one_table(result: Collection, *, center: bool) -> None:
                 height=SIDE_BY_SIDE,  # the spectrum's: their export buttons line up
             ),
             name="collection_heatmap",
-            settings={**export.header("similarity_map", overview.params, table), "label": label},
+            settings={**export.header(overview, table), "label": label},
         )
     with right:
         widgets.show_figure(
             cache.figure(figures.spectrum.singular_values, spectrum),
             name="collection_spectrum",
-            settings={**export.header("spectrum", spectrum.params, table), "label": label},
+            settings={**export.header(spectrum, table), "label": label},
         )
 
 

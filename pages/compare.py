@@ -3,7 +3,7 @@
 import streamlit as st
 
 from posviz import compare, export, figures, offsets, resample, similarity
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
@@ -43,7 +43,7 @@ metric = options[1].selectbox(
 shortest = min(first.shape[0], second.shape[0])
 max_offset = options[2].number_input(
     "Largest offset",
-    1,
+    bounds_of(offsets.offset_profile)["max_offset"].low,
     shortest - 1,
     offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
     key="compare.max_offset",
@@ -79,7 +79,7 @@ def same_positions() -> None:
     k_max = compare.largest_k(first.shape, matched.shape)
     n_components = st.number_input(
         "Components k",
-        1,
+        bounds_of(compare.compare)["n_components"].low,
         k_max,
         min(defaults(compare.compare)["n_components"], k_max),
         key="compare.n_components",
@@ -90,7 +90,7 @@ def same_positions() -> None:
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return
-    settings = export.header("compare", result.params, first, matched)
+    settings = export.header(result, first, matched)
     measures = result.metrics()
     null = result.null
     cka_columns = st.columns(4)
@@ -160,7 +160,7 @@ spectra_tab, offsets_tab, maps_tab, same_tab = widgets.page_tabs("compare")
 with spectra_tab:
     if spectra_tab.open:
         spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
-        settings = export.header("spectrum", spectra["first"].params, first, second)
+        settings = export.header(spectra["first"], first, second)
         widgets.show_spectra(spectra, page="compare", settings=settings)
 with offsets_tab:
     if offsets_tab.open:
@@ -171,7 +171,7 @@ with offsets_tab:
         widgets.show_figure(
             cache.figure(figures.compare.offset_overlay, profiles),
             name="compare_offsets",
-            settings=export.header("offset_profile", profiles["first"].params, first, second),
+            settings=export.header(profiles["first"], first, second),
         )
 with maps_tab:
     if maps_tab.open:
@@ -187,7 +187,7 @@ with maps_tab:
                 first_positions=(first.first_position, matched.first_position),
             ),
             name="compare_similarity",
-            settings=export.header("similarity_map", maps["first"].params, first, matched),
+            settings=export.header(maps["first"], first, matched),
         )
         if max(m.block for m in maps.values()) > 1:
             st.caption(

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from posviz import components, export, figures
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.ui import cache, state, widgets
 
 st.title("Components")
@@ -14,7 +14,7 @@ center = widgets.center_toggle()
 top = min(components.max_components(table.shape, center=center), 20)
 n_components = st.number_input(
     "Principal components k",
-    1,
+    bounds_of(components.principal_components)["n_components"].low,
     top,
     min(defaults(components.principal_components)["n_components"], top),
     key="components.n_components",
@@ -22,7 +22,7 @@ n_components = st.number_input(
     help="How many leading principal components to show and fit (at most 20).",
 )
 pc = cache.principal_components(table, n_components=n_components, center=center)
-settings = export.header("principal_components", pc.params, table)
+settings = export.header(pc, table)
 if table.grid:
     st.caption(
         f"2-D grid {table.grid[0]} x {table.grid[1]}: position p is patch (p // "
@@ -156,7 +156,7 @@ with path:
 with fits_tab:
     if fits_tab.open:
         fits = cache.fit_sinusoids(table, n_components=n_components, center=center)
-        fit_settings = export.header("fit_sinusoids", fits.params, table)
+        fit_settings = export.header(fits, table)
         st.metric(
             "Median R² of the top-k fits",
             f"{fits.median_r2:.4f}",
@@ -196,6 +196,7 @@ with span:
         st.markdown("**Is the component span a span of low-frequency sinusoids?**")
         nyquist = n // 2
         likeness_defaults = defaults(components.sinusoid_likeness)
+        likeness_bounds = bounds_of(components.sinusoid_likeness)
         left, middle, right = st.columns(3)
         m = left.number_input(
             "Sinusoid frequencies m",
@@ -208,8 +209,8 @@ with span:
         )
         shuffles = middle.number_input(
             "Shuffles",
-            1,
-            99_999,
+            likeness_bounds["n_shuffles"].low,
+            likeness_bounds["n_shuffles"].high,
             likeness_defaults["n_shuffles"],
             key="components.shuffles",
             persist_state="page",
@@ -217,8 +218,8 @@ with span:
         )
         seed = right.number_input(
             "Seed",
-            0,
-            2**31 - 1,
+            likeness_bounds["seed"].low,
+            likeness_bounds["seed"].high,
             likeness_defaults["seed"],
             key="components.seed",
             bind="query-params",
@@ -231,7 +232,7 @@ with span:
             n_shuffles=shuffles,
             seed=seed,
         )
-        like_settings = export.header("sinusoid_likeness", likeness.params, table)
+        like_settings = export.header(likeness, table)
         row = likeness.to_frame().iloc[0]
         table_col, chance_col, p_col = st.columns(3)
         table_col.metric(

@@ -25,8 +25,13 @@ if table.grid is not None:
         + (f" after {table.row_start} prefix rows, kept unchanged." if table.row_start else ".")
     )
     left, middle, right, last = st.columns(4)
-    new_height = left.number_input("New grid height", 1, 1024, 2 * height, key="resample.h")
-    new_width = middle.number_input("New grid width", 1, 1024, 2 * width, key="resample.w")
+    sides = resample.GRID_SIDES
+    new_height = left.number_input(
+        "New grid height", sides.low, sides.high, min(2 * height, sides.high), key="resample.h"
+    )
+    new_width = middle.number_input(
+        "New grid width", sides.low, sides.high, min(2 * width, sides.high), key="resample.w"
+    )
     method = right.selectbox(
         "Method",
         resample.GRID_METHODS,
@@ -101,7 +106,7 @@ except ValueError as error:
 
 center = widgets.center_toggle()
 # The resampling's params, the original's provenance, then the result's.
-settings = export.header(compute.__name__, options, table, result)
+settings = export.step_header(compute.__name__, options, table, result)
 st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
 st.caption(resample.rounding_note(method, table.values.dtype))
 

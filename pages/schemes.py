@@ -6,10 +6,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from posviz import figures
+from posviz import export, figures
+from posviz._params import Refused
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
-from posviz.schemes import weights
+from posviz.schemes import alibi, weights
 from posviz.schemes.config import KINDS, position_scheme
 from posviz.schemes.presets import PRESETS, rotary_presets
 from posviz.schemes.record import (
@@ -17,17 +18,17 @@ from posviz.schemes.record import (
     PRESET,
     checkpoint_provenance,
     config_provenance,
+    is_decoder_bias,
     read_config,
 )
-from posviz.schemes.relative import bucket_layouts
 from posviz.schemes.rotary import (
     BANDS,
     MAX_TABLE_POSITIONS,
     inv_freq_difference,
     rotary_table,
 )
-from posviz.ui import schemes as cache
-from posviz.ui import state, widgets
+from posviz.ui import cache, state, widgets
+from posviz.ui import schemes as reads
 from posviz.ui.text import literal
 
 SOURCES = ["Known models", "Hub model", "config.json"]
@@ -36,12 +37,6 @@ if SHARED:
     SOURCES.append("Shared folder")
 #: Where the model's weights are, to read what a learned scheme stores: in words.
 WEIGHTS = {"Hub model": "from the Hub", "Shared folder": "from the checkpoint"}
-
-
-def exported(analysis: str, params: dict, **where: str) -> dict:
-    """What an export carries (as posviz.export.header): the core function, its settings under
-    "params", the config.json it was read from (and `where` in it) under "provenance"."""
-    return {"analysis": analysis, "params": params, "provenance": {**provenance, **where}}
 
 
 st.title("Position schemes")
@@ -59,16 +54,16 @@ if source == "Hub model":
         )
         revision = right.text_input("Revision", "main", key="schemes.revision")
         if st.form_submit_button("Open", type="primary"):
-            cache.set_hub_model(repo, revision)
+            reads.set_hub_model(repo, revision)
     st.caption(
         "Only the model id and config.json travel (and, when asked, the few tensors "
         "a learned scheme needs)."
     )
-    named = cache.hub_model()
+    named = reads.hub_model()
     if named is None:
         st.stop()
     try:
-        opened = cache.hub_config(*named)
+        opened = reads.hub_config(*named)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         st.stop()
@@ -120,7 +115,7 @@ if scheme.kind == "rotary":
         help="Dynamic NTK raises its base beyond max_position_embeddings; LongRoPE uses its long "
         "factors beyond the original context.",
     )
-    f = cache.frequencies(spec, context=int(context))
+    f = cache.rotary_frequencies(spec, context=int(context))
     columns = st.columns(5)
     layout = "adjacent (interleaved)" if spec.interleaved else "j with j + d/2 (rotate_half)"
     columns[0].metric(
@@ -137,7 +132,9 @@ if scheme.kind == "rotary":
     columns[2].metric(
         "attention factor", f"{f.attention_factor:.4f}", help="Multiplies cos and sin of q and k."
     )
-    columns[3].metric("logit multiplier", f"{f.attention_factor**2:.4f}", help="factor²")
+    columns[3].metric(
+        "logit multiplier", f"{f.logit_multiplier:.4f}", help=f.logit_multiplier_source
+    )
     columns[4].metric(
         "pairs beyond L₀",
         f.pairs_beyond_original_context,
@@ -153,7 +150,7 @@ if scheme.kind == "rotary":
         "safetensors headers, then only that buffer.",
     ):
         try:
-            stored = cache.stored_inv_freq(opened)
+            stored = reads.stored_inv_freq(opened)
         except LoadError as error:
             st.error(literal(error), icon=":material/error:")
             st.stop()
@@ -170,13 +167,14 @@ if scheme.kind == "rotary":
             else:
                 st.error(text + ": it does not match; trust config.json.", icon=":material/error:")
     labels = ["Frequency ladder", "Bands", "Similarity decay"]
-    labels += ["Dynamic NTK base"] * (spec.rope_type == "dynamic")
-    labels += ["LongRoPE factors"] * (spec.rope_type == "longrope")
+    rule_figure = figures.schemes.RULE_FIGURES.get(spec.rope_type)  # a tab only some rules have
+    labels += [rule_figure[0]] if rule_figure else []
     labels += ["Numbers"]
     tabs = dict(
         zip(labels, widgets.tabs_drawn_when_open(labels, key="schemes.section"), strict=True)
     )
-    settings = exported("rotary_frequencies", f.params, layer_type=spec.layer_type)
+    rule = {**provenance, "layer_type": spec.layer_type}  # the rule's place in config.json
+    settings = export.header(f, rule)
     with tabs["Frequency ladder"]:
         if tabs["Frequency ladder"].open:
             widgets.show_figure(
@@ -187,21 +185,20 @@ if scheme.kind == "rotary":
             widgets.show_figure(figures.schemes.bands(f), name="bands", settings=settings)
     with tabs["Similarity decay"]:
         if tabs["Similarity decay"].open:
-            d = cache.decay(spec, context=int(context))
+            d = cache.rotary_decay(spec, context=int(context))
             widgets.show_figure(
-                figures.schemes.decay(d, f),
-                name="decay",
-                settings=exported("rotary_decay", d.params, layer_type=spec.layer_type),
+                figures.schemes.decay(d, f), name="decay", settings=export.header(d, rule)
             )
-    # The tabs only some rules have.
-    for title, build in (
-        ("Dynamic NTK base", figures.schemes.dynamic_base),
-        ("LongRoPE factors", figures.schemes.longrope_factors),
-    ):
-        if title in tabs:
-            with tabs[title]:
-                if tabs[title].open:
-                    widgets.show_figure(build(spec), name=build.__name__, settings=settings)
+            with widgets.expander_drawn_when_open("Numbers", key="schemes.decay_numbers") as shown:
+                if shown:
+                    widgets.show_numbers(
+                        d.to_frame(), name="rotary_decay", settings=export.header(d, rule)
+                    )
+    if rule_figure:
+        title, build = rule_figure
+        with tabs[title]:
+            if tabs[title].open:
+                widgets.show_figure(build(spec), name=build.__name__, settings=settings)
     with tabs["Numbers"]:
         if tabs["Numbers"].open:
             numbers = f.to_frame()
@@ -229,15 +226,25 @@ if scheme.kind == "rotary":
 elif scheme.kind == "alibi":
     spec = scheme.alibi
     distance = st.number_input(
-        "Largest distance", 16, 65536, min(scheme.context or 2048, 8192), key="schemes.distance"
+        "Largest distance",
+        alibi.DISTANCES.low,
+        alibi.DISTANCES.high,
+        min(scheme.context or 2048, 8192),
+        key="schemes.distance",
     )
-    b = cache.alibi(spec.n_heads, alibi_bias_max=spec.alibi_bias_max, max_distance=int(distance))
+    try:
+        b = cache.alibi_bias(
+            spec.n_heads, alibi_bias_max=spec.alibi_bias_max, max_distance=int(distance)
+        )
+    except Refused as error:  # heads x distances above the budget of one result
+        st.error(literal(error), icon=":material/error:")
+        st.stop()
     st.caption(
         f"{spec.n_heads} heads; slopes by the ALiBi paper's recursion (BLOOM's "
         "build_alibi_tensor, MPT's gen_slopes with alibi_bias_max "
         f"{spec.alibi_bias_max:g})."
     )
-    settings = exported("alibi_bias", b.params)
+    settings = export.header(b, provenance)
     labels = ["Slopes", "Bias against distance", "Numbers"]
     slopes, bias, numbers = widgets.tabs_drawn_when_open(labels, key="schemes.alibi")
     with slopes:
@@ -254,15 +261,16 @@ elif scheme.kind == "alibi":
 
 elif scheme.kind == "relative_bias":
     spec = scheme.relative_bias
-    positions, layouts = bucket_layouts(
-        num_buckets=spec.num_buckets, max_distance=spec.max_distance
-    )
-    settings = exported(
-        "t5_buckets", {"num_buckets": spec.num_buckets, "max_distance": spec.max_distance}
-    )
-    widgets.show_figure(
-        figures.schemes.t5_buckets(positions, layouts), name="t5_buckets", settings=settings
-    )
+    try:
+        layouts = cache.bucket_layouts(spec)
+    except LoadError as error:  # buckets or a distance out of bounds
+        st.error(literal(error), icon=":material/error:")
+        st.stop()
+    settings = export.header(layouts, provenance)
+    widgets.show_figure(figures.schemes.t5_buckets(layouts), name="t5_buckets", settings=settings)
+    with widgets.expander_drawn_when_open("Numbers", key="schemes.bucket_numbers") as shown:
+        if shown:
+            widgets.show_numbers(layouts.to_frame(), name="t5_buckets", settings=settings)
     if opened is None:
         st.info(
             "The learned bias is in the model's weights: open the model from the Hub or the "
@@ -271,17 +279,21 @@ elif scheme.kind == "relative_bias":
         )
     elif st.toggle(f"Read the bias tensors {WEIGHTS[source]}", key="schemes.read_bias"):
         try:
-            tensors = cache.bias_tensors(opened)
+            tensors = reads.bias_tensors(opened, spec)
         except LoadError as error:
             st.error(literal(error), icon=":material/error:")
             st.stop()
         name = st.selectbox("Tensor", list(tensors), key="schemes.tensor")
-        r = cache.t5_bias(tensors[name], name, max_distance=spec.max_distance)
-        widgets.show_figure(
-            figures.schemes.t5_bias(r, name=name),
-            name="t5_bias",
-            settings=exported("relative_bias", r.params, tensor=name),
+        r = cache.relative_bias(
+            tensors[name], bidirectional=not is_decoder_bias(name), max_distance=spec.max_distance
         )
+        settings = export.header(r, {**provenance, "tensor": name})
+        widgets.show_figure(
+            figures.schemes.t5_bias(r, name=name), name="t5_bias", settings=settings
+        )
+        with widgets.expander_drawn_when_open("Numbers", key="schemes.bias_numbers") as shown:
+            if shown:
+                widgets.show_numbers(r.to_frame(), name="relative_bias", settings=settings)
 
 elif scheme.kind == "relative_table":
     spec = scheme.relative_table
@@ -331,12 +343,8 @@ with widgets.expander_drawn_when_open("Overlay several rotary models", key="sche
             first = position_scheme(PRESETS[name]).rotary[0]
             models[name] = (first, {**where, "model": name, "layer_type": first.layer_type})
         if models:
-            overlay = cache.overlay({name: s for name, (s, _) in models.items()})
-            settings = {
-                "analysis": "rotary_overlay",
-                "params": overlay.params,
-                "provenance": [where for _, where in models.values()],
-            }
+            overlay = cache.rotary_overlay({name: s for name, (s, _) in models.items()})
+            settings = export.header(overlay, *(where for _, where in models.values()))
             widgets.show_figure(
                 figures.schemes.ladders_overlay(overlay.frequencies),
                 name="ladders_overlay",

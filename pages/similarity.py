@@ -6,7 +6,7 @@ Positions the Boundaries page flagged on this table are marked on the heatmap ed
 import streamlit as st
 
 from posviz import export, figures, io, offsets, similarity
-from posviz._params import defaults
+from posviz._params import bounds_of, defaults
 from posviz.similarity import METRICS
 from posviz.ui import cache, state, widgets
 
@@ -90,7 +90,7 @@ def zoom_window() -> None:
             figures.similarity.similarity_heatmap, window, highlight=flags, first_position=first
         ),
         name="similarity_zoom",
-        settings=export.header("similarity_map", window.params, table),
+        settings=export.header(window, table),
     )
 
 
@@ -125,7 +125,7 @@ def position_section() -> None:
             first_position=first,
         ),
         name="position_profile",
-        settings={**export.header("similarity_map", row.params, table), "position": label},
+        settings={**export.header(row, table), "position": label},
     )
 
 
@@ -154,7 +154,7 @@ with pairs:
                 first_position=table.first_position,
             ),
             name="similarity_heatmap",
-            settings=export.header("similarity_map", overview.params, table),
+            settings=export.header(overview, table),
         )
         if picture:
             st.caption(figures.similarity.PICTURE_NOTE)
@@ -190,7 +190,7 @@ with by_offset:
         left, right = st.columns(2)
         max_offset = left.number_input(
             "Largest offset k",
-            1,
+            bounds_of(offsets.offset_profile)["max_offset"].low,
             n - 1,
             offsets.largest_offset(n),
             key="similarity.max_offset",
@@ -203,7 +203,7 @@ with by_offset:
         if max_offset >= 2:
             window = right.number_input(
                 "Monotonicity window (offsets)",
-                2,
+                bounds_of(offsets.offset_scores)["monotonicity_window"].low,
                 max_offset,
                 min(defaults(offsets.offset_scores)["monotonicity_window"], max_offset),
                 key="similarity.window",
@@ -239,9 +239,7 @@ with by_offset:
                 "step, 0 = no trend, +1 = it rises."
             )
         offset_settings = (
-            export.header("offset_scores", scores.params, table)
-            if scores is not None
-            else export.header("offset_profile", profile.params, table)
+            export.header(scores, table) if scores is not None else export.header(profile, table)
         )
         widgets.show_figure(
             cache.figure(figures.offsets.offset_profile, profile, scores),
@@ -293,7 +291,7 @@ with grids:
         if height is not None:
             grid = (height, n // height)
             patches = cache.grid_similarity(table, grid=grid, center=center)
-            grid_settings = export.header("grid_similarity", patches.params, table)
+            grid_settings = export.header(patches, table)
             if patches.subsampled:
                 st.caption(
                     f"{len(patches.tile_rows)} x {len(patches.tile_cols)} tiles for evenly "

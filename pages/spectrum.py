@@ -11,7 +11,7 @@ table = state.current()
 widgets.table_caption(table)
 center = widgets.center_toggle()
 result = cache.spectrum(table, center=center)
-settings = export.header("spectrum", result.params, table)
+settings = export.header(result, table)
 metrics = result.metrics()
 
 if not result.has_variance:

@@ -10,7 +10,7 @@ import scipy.linalg
 from numpy.lib.stride_tricks import sliding_window_view
 
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
-from posviz._params import records_params
+from posviz._params import SEED, Bound, bounded, records_params
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,6 +95,7 @@ class PositionStatistics:
 
 
 @records_params
+@bounded(n_directions_removed=Bound(0, None))
 def position_statistics(values: np.ndarray, *, n_directions_removed: int = 0) -> PositionStatistics:
     """Norm, neighbour cosines, distance to the mean row and (optionally) residual norm.
 
@@ -265,16 +266,9 @@ class Outliers:
         columns = ["position", "statistic", "value", "window_median", "z"]
         return pd.DataFrame(self.records(), columns=columns)
 
-    def cleaned(self, statistic: str) -> np.ndarray:
-        """ndarray of shape (n_positions,): the curve with flagged values replaced by the median.
-
-        Single odd rows are not level shifts; :func:`change_points` runs on this.
-        """
-        i = self.statistics.index(statistic)
-        return np.where(self.flagged[i], self.median[i], self.values[i])
-
 
 @records_params
+@bounded(hampel_window=Bound(1, None), threshold=Bound(1.0, 1e6, whole=False))
 def outliers(
     stats: PositionStatistics, *, hampel_window: int = 16, threshold: float = 8.0
 ) -> Outliers:
@@ -351,6 +345,7 @@ class BoundarySummary:
 
 
 @records_params
+@bounded(boundary_size=Bound(1, None))
 def boundary_summary(stats: PositionStatistics, *, boundary_size: int = 8) -> BoundarySummary:
     """Compare the first and last `boundary_size` positions with the middle of the table, on
     each of the statistics' :meth:`~PositionStatistics.flagging_curves`.
@@ -380,30 +375,63 @@ def boundary_summary(stats: PositionStatistics, *, boundary_size: int = 8) -> Bo
     )
 
 
+#: Rows on each side of a boundary that the local lines are fitted to. Short, so that a step is
+#: a change over a row or two: a wiggle spread over several rows is not one.
+STEP_WINDOW = 8
+#: Rows on each side whose residuals give a step's standard error: the noise model sees every
+#: wiggle shorter than this. With 32, a 128-row learned-like table showed a false step; with
+#: 128, the stretches mix quiet and wiggly parts of a curve (MiniLM's norm is both).
+NOISE_WINDOW = 64
+#: Degree of the trend removed from each noise stretch before its autocovariances are taken.
+_NOISE_DEGREE = 2
+#: Rows just before a boundary left out of both lines: a step may take a row (MiniLM's row 126
+#: lies half-way up its step at 127/128).
+_GUARD = 1
+#: Values of the noise stretches worked on at once: 512 KB arrays stay in cache (8 MB ones made
+#: a 65536-row curve 3x slower).
+_CHUNK_VALUES = 2**16
+#: Curves without a step on which the test, with its default settings, found one, of the curves
+#: tried: what the null gives in practice. tests/test_boundary_changepoints.py draws the same
+#: curves and checks these counts.
+FALSE_ALARMS = {
+    "Gaussian noise, 512 rows": (1, 200),
+    "AR(1) noise with ρ = 0.9, 512 rows": (2, 200),
+    "learned-like tables, 128 to 2048 rows": (0, 100),
+}
+
+
 @dataclass(frozen=True)
 class ChangePoints:
-    """Where a statistic's curve steps, against a local quadratic trend (a drift is no step).
+    """Where a statistic's curve steps: a change within a row or two that the curve's own
+    wiggles do not explain.
 
     Attributes
     ----------
     positions : ndarray of int, shape (n_changes,)
         First position after each step, ascending.
     shifts : ndarray of shape (n_changes,)
-        Size of the step: the quadratic fitted to the `window` positions after it minus the
-        one fitted to the `window` positions before it, both extrapolated to the step.
+        Size of the step: the line fitted to the `window` rows after it minus the line fitted
+        to the `window` rows before it (the row just before it left out), both at the boundary.
     z : ndarray of shape (n_changes,)
-        That step over its standard error (the two fits' pooled residual noise): a t
-        statistic with ``2 window - 6`` degrees of freedom under a locally smooth curve.
+        Each step over its standard error, which allows for the curve's autocorrelation (see
+        :func:`change_points`): a z statistic, standard normal where the curve has no step.
     critical : float
-        The |t| a step needed: the two-sided ``alpha`` quantile, Bonferroni-corrected over
-        every position tested.
+        The |z| a step needed: the two-sided normal quantile of ``alpha``, Bonferroni-corrected
+        over the `n_tested` boundaries.
     alpha : float
         Family-wise false-alarm rate of the test over the whole curve.
     window : int
-        Positions on each side of a candidate step (``max(min_size, 8)``).
+        Rows on each side that the lines are fitted to (:data:`STEP_WINDOW`).
+    n_tested : int
+        Boundaries tested: at least `min_size` rows from either end, with enough rows kept on
+        each side to judge the noise.
+    left_out : ndarray of int
+        Rows left out of every fit and noise estimate: those flagged on any statistic.
+    null_z : ndarray of shape (null_draws,)
+        The largest |z| on each of `null_draws` shuffles of the curve (its kept values in a
+        random order, `seed`): what the test gives on this curve's values without any order.
     params : dict
-        The settings of :func:`change_points` and of the outliers whose cleaned curve was
-        searched.
+        The settings of :func:`change_points` and of the outliers that set `left_out`.
     """
 
     positions: np.ndarray
@@ -412,10 +440,18 @@ class ChangePoints:
     critical: float
     alpha: float
     window: int
+    n_tested: int
+    left_out: np.ndarray
+    null_z: np.ndarray
     params: dict = field(default_factory=dict)
 
+    @property
+    def null_found(self) -> int:
+        """How many of the shuffled curves had a change point (|z| above the critical)."""
+        return int(np.sum(self.null_z > self.critical))
+
     def to_frame(self) -> pd.DataFrame:
-        """One row per change point: where, the size of the step and its t statistic."""
+        """One row per change point: where, the size of the step and its z statistic."""
         import pandas as pd
 
         return pd.DataFrame({"position": self.positions, "shift": self.shifts, "z": self.z})
@@ -424,34 +460,58 @@ class ChangePoints:
         """The change points in words: their positions (row 0 labelled `first_position`, as a
         relative table's axes are), or that none was found."""
         if not self.positions.size:
-            return "none found (no step stands out of the local trend)"
+            return "none found (no step stands out of the curve's own wiggles)"
         return ", ".join(map(str, (self.positions + first_position).tolist()))
 
     def procedure(self) -> str:
-        """How the change points were found, in words."""
-        w, p = self.window, self.params
-        return (
-            f"Steps against a local trend on {p['statistic']}: at each position a quadratic is "
-            f"fitted to the {w} positions before it and one to the {w} after it; the step is "
-            "their difference there, over its standard error (a t statistic, "
-            f"{_degrees_of_freedom(w)} degrees of freedom). A step counts when |t| > "
-            f"{self.critical:.3g} (false-alarm rate {self.alpha:g} over the whole curve, "
-            f"Bonferroni); the largest first, at most {p['max_changes']}, at least {w} "
-            f"positions apart. A steady drift (a line, or a curve smooth over {w} positions) "
-            "has no step."
+        """How the change points were found, and what the test gives without a step, in words."""
+        p, w = self.params, self.window
+        if not self.n_tested:
+            return (
+                f"Steps on {p['statistic']}: no boundary could be tested. A step needs "
+                f"{2 * w + _GUARD} kept rows on each side to judge the noise, and "
+                f"{p['min_size']} positions from either end."
+            )
+        left_out = self.left_out.size
+        text = (
+            f"Steps on {p['statistic']}: at each boundary, lines are fitted to the {w} rows "
+            f"after it and to the {w} rows before it (the row just before it left out: a step "
+            "may take a row); the step is their difference at the boundary. Its standard error "
+            "allows for the curve's own autocorrelation: it comes from the autocovariances of "
+            f"the residuals of quadratics fitted to {NOISE_WINDOW} rows on each side, "
+            "Bartlett-weighted (Newey & West 1987), so slow wiggles count as noise, not as "
+            f"steps. z = step / standard error; a step counts when |z| > {self.critical:.3g} "
+            f"(false-alarm rate {self.alpha:g} over the {self.n_tested} boundaries tested, "
+            f"Bonferroni). The largest first, then each stretch between the steps found is "
+            f"tested again on its own rows; at most {p['max_changes']}, at least "
+            f"{p['min_size']} positions apart and from either end. A step's position is the "
+            "first row on the new level (the row left out counts after it once three quarters "
+            "of the way up). "
         )
-
-
-#: Fewest positions on each side of a candidate step: the trends' residual noise needs
-#: degrees of freedom (2 x (8 - 3) = 10 for the t test).
-_MIN_WINDOW = 8
-#: Degree of the local trend a step is measured against: quadratic, so that a curve smooth on
-#: the window's scale (a drift, the slow waves of a learned table's norm) leaves no step. With
-#: lines, learned-like 512 x 128 tables reached 1.07x the critical |t| without any step.
-_TREND_DEGREE = 2
+        if left_out:
+            text += (
+                f"The {left_out} rows flagged as outliers are left out of every fit, so a "
+                "single odd row neither makes a step nor hides one. "
+            )
+        draws = self.null_z.size
+        if draws:
+            text += (
+                f"Null: the same test on this curve shuffled {draws} times (seed {p['seed']}) "
+                f"found a step in {self.null_found}; the largest |z| was "
+                f"{float(self.null_z.max()):.2f}. "
+            )
+        measured = "; ".join(f"{k}: {a} of {b}" for k, (a, b) in FALSE_ALARMS.items())
+        return text + f"Curves without a step on which the test found one: {measured}."
 
 
 @records_params
+@bounded(
+    max_changes=Bound(0, 20),
+    min_size=Bound(1, None),
+    alpha=Bound(0.0, 1.0, whole=False),
+    null_draws=Bound(0, 1000),
+    seed=SEED,
+)
 def change_points(
     flags: Outliers,
     *,
@@ -459,18 +519,39 @@ def change_points(
     max_changes: int = 3,
     min_size: int = 16,
     alpha: float = 0.01,
+    null_draws: int = 20,
+    seed: int = 0,
 ) -> ChangePoints:
-    """Find steps of a statistic's curve against its local (quadratic) trend.
+    """Find steps of a statistic's curve: changes within a row or two that its own
+    autocorrelated wiggles do not explain.
 
-    The curve searched is :meth:`Outliers.cleaned`, so single odd rows are not counted. At
-    every position t, quadratics are fitted by least squares to the ``w = max(min_size, 8)``
-    positions before and after it; the step is the difference of the two fits at the
-    boundary, and its t statistic is that over its standard error, from the two fits' pooled
-    residuals. A drifting curve (a line, or any curve smooth on the scale of w) leaves no
-    step, where a change in mean would be fitted to it; a jump leaves one of its size. Steps
-    count when |t| exceeds the Bonferroni-corrected two-sided `alpha` quantile of Student's
-    t with ``2 w - 6`` degrees of freedom over all positions tested; the largest are kept,
-    at least w apart, at most `max_changes`.
+    At every boundary t (between rows t - 1 and t), lines are fitted by least squares to the
+    :data:`STEP_WINDOW` rows from t on and to as many rows before t - 1 (row t - 1 is left out
+    of both, so a step may take a row); the step is the difference of the two lines at the
+    boundary, a linear contrast ``c @ x`` of the curve that a line (a drift) leaves at zero.
+
+    Its variance allows for the curve's autocorrelation, so that slow wiggles are not steps:
+    quadratics are fitted to the :data:`NOISE_WINDOW` rows on each side of the boundary
+    (separately, so a step at t is not noise in its own test), and the sample autocovariances
+    gamma(h) of their pooled residuals (over their degrees of freedom) give ``var = sum_h k(h)
+    gamma(h) sum_i c_i c_(i+h)`` over the lags the contrast spans, with the Bartlett weights
+    ``k(h) = 1 - |h| / span`` of Newey & West (1987, "A simple, positive semi-definite,
+    heteroskedasticity and autocorrelation consistent covariance matrix", Econometrica
+    55:703-708), which keep it non-negative. ``z = step / sqrt(var)``, standard normal where
+    the curve has no step; a step counts when |z| exceeds the two-sided normal quantile of
+    `alpha`, Bonferroni-corrected over the boundaries tested.
+
+    The steps are taken by binary segmentation: the largest |z| first, then each stretch
+    between the steps found is tested again on its own rows (so a step's jump is never noise
+    in its neighbour's test), until none passes or `max_changes` are found. A step's position
+    is the first row on the new level: the row left out before its boundary counts after the
+    step only when it lies at least three quarters of the way from the line before to the
+    line after (a row half-way up, as MiniLM's row 126, stays before it).
+
+    Rows flagged on any statistic by :func:`outliers` are left out of every fit and noise
+    estimate, so a single odd row neither makes a step nor hides one beside it. The same test
+    on `null_draws` shuffles of the curve gives its null (:attr:`ChangePoints.null_z`); the
+    false alarms measured on curves without a step are :data:`FALSE_ALARMS`.
 
     Parameters
     ----------
@@ -479,10 +560,13 @@ def change_points(
         One of ``flags.statistics``.
     max_changes : int
     min_size : int
-        Positions on each side of a step (at least 8 are used) and the least distance between
-        steps.
+        Least distance between steps, and from a step to either end of the table.
     alpha : float
         Family-wise false-alarm rate over the curve.
+    null_draws : int
+        Shuffles of the curve the test is run on for its null; 0 skips them.
+    seed : int
+        Seed of the shuffles.
 
     Examples
     --------
@@ -493,73 +577,214 @@ def change_points(
     [128]
     >>> drift = np.linspace(1, 2, 512) + 0.05 * rng.standard_normal(512)
     >>> change_points(outliers(position_statistics(np.c_[drift, np.zeros(512)]))).describe()
-    'none found (no step stands out of the local trend)'
+    "none found (no step stands out of the curve's own wiggles)"
     """
     import scipy.stats  # slow to import; only this test needs it
 
-    x = flags.cleaned(statistic)
     if min_size < 1:
         msg = f"min_size must be >= 1 position, got {min_size}."
         raise ValueError(msg)
     if not 0 < alpha < 1:
         msg = f"alpha must be between 0 and 1, got {alpha}."
         raise ValueError(msg)
-    w = max(min_size, _MIN_WINDOW)
-    candidates, steps, z = _steps(x, w)
-    critical = (
-        float(scipy.stats.t.ppf(1 - alpha / (2 * len(candidates)), _degrees_of_freedom(w)))
-        if len(candidates)
-        else float("inf")
-    )
-    kept: list[int] = []
-    for i in np.argsort(-z, kind="stable"):
-        if len(kept) == max_changes or z[i] <= critical:
+    if not 0 <= null_draws <= 1000:
+        msg = f"null_draws must be in 0..1000 shuffles, got {null_draws}."
+        raise ValueError(msg)
+    x = np.asarray(flags.values[flags.statistics.index(statistic)], dtype=np.float64)
+    keep = ~flags.flagged.any(axis=0)
+
+    def boundaries(rows: int) -> np.ndarray:
+        """The boundaries a stretch of `rows` rows can test: `min_size` from either end, and
+        room for the lines."""
+        first, last = max(min_size, STEP_WINDOW + _GUARD), rows - max(min_size, STEP_WINDOW)
+        return np.arange(first, last + 1, dtype=np.int64)
+
+    def strongest(
+        lo: int, hi: int, steps: np.ndarray, z: np.ndarray
+    ) -> tuple[int, float, float] | None:
+        """The boundary of rows lo..hi-1 with the largest |z|: (position, step, z)."""
+        if np.all(np.isnan(z)):
+            return None
+        i = int(np.nanargmax(z))
+        position = _first_row_after(x, keep, lo + int(boundaries(hi - lo)[i]))
+        return position, float(steps[i]), float(z[i])
+
+    def search(lo: int, hi: int) -> tuple[int, float, float] | None:
+        """The strongest boundary of rows lo..hi-1 tested on their own rows only."""
+        tested = boundaries(hi - lo)
+        if not tested.size:
+            return None
+        return strongest(lo, hi, *_StepTest(keep[lo:hi], tested).scores(x[lo:hi]))
+
+    n = len(x)
+    whole = _StepTest(keep, boundaries(n))
+    steps, z = whole.scores(x)
+    n_tested = int(np.sum(~np.isnan(z)))
+    critical = float(scipy.stats.norm.isf(alpha / (2 * n_tested))) if n_tested else float("inf")
+    # Binary segmentation: the strongest step first; then each stretch between the steps found
+    # is searched on its own rows, so a step's jump is never noise in its neighbour's test.
+    best = {(0, n): strongest(0, n, steps, z) if n_tested else None}
+    found: list[tuple[int, float, float]] = []
+    while len(found) < max_changes:
+        segment = max(best, key=lambda s: -1.0 if best[s] is None else best[s][2])
+        top = best.pop(segment)
+        if top is None or top[2] <= critical:
             break
-        if all(abs(candidates[i] - candidates[j]) >= w for j in kept):
-            kept.append(int(i))
-    kept.sort()
+        found.append(top)
+        best[segment[0], top[0]] = search(segment[0], top[0])
+        best[top[0], segment[1]] = search(top[0], segment[1])
+    found.sort()
+    null_z = np.zeros(null_draws if n_tested else 0)
+    rng = np.random.default_rng(seed)
+    for draw in range(len(null_z)):
+        shuffled = x.copy()
+        shuffled[keep] = rng.permutation(x[keep])
+        null_z[draw] = np.nanmax(whole.scores(shuffled)[1])
     return ChangePoints(
-        positions=candidates[kept].astype(int),
-        shifts=steps[kept],
-        z=z[kept],
+        positions=np.array([f[0] for f in found], dtype=int),
+        shifts=np.array([f[1] for f in found]),
+        z=np.array([f[2] for f in found]),
         critical=critical,
         alpha=alpha,
-        window=w,
+        window=STEP_WINDOW,
+        n_tested=n_tested,
+        left_out=np.flatnonzero(~keep),
+        null_z=null_z,
     )
 
 
-def _steps(x: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Candidate positions t, the step of the local trends at each, and its |t statistic|.
+class _StepTest:
+    """The step test's parts that depend only on which rows are kept, made once and applied to
+    the curve and to each of its shuffles (:meth:`scores`).
 
-    Quadratics are fitted to every window ``x[i:i + w]`` at once (through the QR of their
-    shared design); the step at t compares the window ending at t with the one starting
-    there, both evaluated at ``t - 1/2``.
+    Rows outside the curve and rows not kept weigh zero in every fit, so the windows of a
+    boundary near an end or beside a flagged row just hold fewer rows.
     """
-    n = len(x)
-    if n < 2 * w:
-        return np.empty(0, dtype=int), np.empty(0), np.empty(0)
-    offsets = np.arange(w) - (w - 1) / 2
-    q, r = np.linalg.qr(np.vander(offsets, _TREND_DEGREE + 1, increasing=True))
-    windows = np.lib.stride_tricks.sliding_window_view(x - np.median(x), w)
-    projected = windows @ q
-    coefficients = np.linalg.solve(r, projected.T).T
-    residuals = np.maximum(np.sum(windows**2, axis=1) - np.sum(projected**2, axis=1), 0.0)
-    t = np.arange(w, n - w + 1)
-    before, after = t - w, t
-    edge = w / 2  # from a window's centre to the boundary between the two windows
-    at_end, at_start = (
-        np.vander([e], _TREND_DEGREE + 1, increasing=True)[0] for e in (edge, -edge)
-    )
-    step = coefficients[after] @ at_start - coefficients[before] @ at_end
-    inverse = np.linalg.inv(r)
-    # Variance of the step per unit noise variance: the two fits' prediction variances.
-    variance = sum(float(np.sum((v @ inverse) ** 2)) for v in (at_end, at_start))
-    # Noise floor: a curve without noise (a constant, a line) has only rounding residuals.
-    floor = (RELATIVE_FLOOR * max(float(np.median(np.abs(x))), np.finfo(float).tiny)) ** 2
-    noise = np.maximum((residuals[before] + residuals[after]) / _degrees_of_freedom(w), floor)
-    return t, step, np.abs(step) / np.sqrt(noise * variance)
+
+    def __init__(self, keep: np.ndarray, boundaries: np.ndarray) -> None:
+        w, g = STEP_WINDOW, _GUARD
+        self.span = span = 2 * w + g
+        self.pad = pad = NOISE_WINDOW + span
+        self.keep = keep
+        self.weights = np.pad(keep.astype(np.float64), pad)
+        self.t = t = boundaries + pad
+        before, enough_before = _fit_weights(self.weights, t - g - w, w, 1, at=w + g - 0.5)
+        after, enough_after = _fit_weights(self.weights, t, w, 1, at=-0.5)
+        self.contrast = np.concatenate([-before, np.zeros((len(t), g)), after], axis=1)
+        lags = np.arange(span)
+        overlap = np.stack(
+            [
+                np.einsum("kj,kj->k", self.contrast[:, h:], self.contrast[:, : span - h])
+                for h in lags
+            ],
+            axis=1,
+        )
+        # Var(c @ e) = sum over lags of gamma(h) sum_i c_i c_(i+h), both signs of h, with the
+        # Bartlett weights 1 - |h| / span (Newey & West 1987), which keep it non-negative.
+        self.lag_weights = overlap * np.where(lags > 0, 2.0, 1.0) * (1.0 - lags / span)
+        self.sum_squares = overlap[:, 0]
+        # Noise stretches: the NOISE_WINDOW rows before the guard row and from t on; every
+        # start they need, from the first boundary's first to the last boundary's second.
+        self.first_start = int(t[0] - g - NOISE_WINDOW) if len(t) else 0
+        starts = np.arange(self.first_start, int(t[-1]) + 1 if len(t) else 0)
+        self.starts = starts
+        total = np.concatenate([[0.0], np.cumsum(self.weights)])
+        self.rows = total[starts + NOISE_WINDOW] - total[starts]
+        self.full = self.rows == NOISE_WINDOW
+        offsets = (np.arange(NOISE_WINDOW) - (NOISE_WINDOW - 1) / 2) / NOISE_WINDOW
+        self.design = np.vander(offsets, _NOISE_DEGREE + 1, increasing=True)
+        self.basis, _ = np.linalg.qr(self.design)  # orthonormal: a full stretch's fit is X q qᵀ
+        before_rows = self.rows[t - g - NOISE_WINDOW - self.first_start]
+        after_rows = self.rows[t - self.first_start]
+        # Residual degrees of freedom: each stretch's quadratic takes three.
+        self.noise_rows = np.maximum(before_rows + after_rows - 2 * (_NOISE_DEGREE + 1), 1.0)
+        self.judged = enough_before & enough_after & (before_rows >= span) & (after_rows >= span)
+
+    def scores(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The signed step at each boundary and its |z|; NaN where too few rows are kept."""
+        g, span = _GUARD, self.span
+        kept_values = x[self.keep]
+        centre = float(np.median(kept_values)) if kept_values.size else 0.0
+        values = np.pad(np.where(self.keep, x - centre, 0.0), self.pad)
+        step = np.einsum(
+            "kj,kj->k", self.contrast, sliding_window_view(values, span)[self.t - g - STEP_WINDOW]
+        )
+        sums = self._residual_autocovariances(values)
+        gamma = (
+            sums[self.t - g - NOISE_WINDOW - self.first_start] + sums[self.t - self.first_start]
+        ) / self.noise_rows[:, None]
+        # Noise floor: a curve without noise (a constant, a line) has only rounding residuals.
+        floor = (RELATIVE_FLOOR * max(abs(centre), np.finfo(float).tiny)) ** 2
+        variance = np.maximum(
+            np.einsum("kh,kh->k", self.lag_weights, gamma), floor * self.sum_squares
+        )
+        z = np.abs(step) / np.sqrt(variance)
+        return np.where(self.judged, step, np.nan), np.where(self.judged, z, np.nan)
+
+    def _residual_autocovariances(self, values: np.ndarray) -> np.ndarray:
+        """For each noise stretch: ``sum_i r_i r_(i+h)`` over lags h < span of the residuals r
+        of a quadratic fitted to its kept rows (shape (n_starts, span))."""
+        width, span = NOISE_WINDOW, self.span
+        stretches = sliding_window_view(values, width)
+        sums = np.empty((len(self.starts), span))
+        size = max(1, _CHUNK_VALUES // width)
+        for lo in range(0, len(self.starts), size):
+            chosen = slice(lo, lo + size)
+            starts, full = self.starts[chosen], self.full[chosen]
+            residuals = np.empty((len(starts), width))
+            # Full stretches share one projection; the others (beside a flagged row, at an end)
+            # are fitted one by one.
+            full_stretches = stretches[starts[full]]
+            residuals[full] = full_stretches - (full_stretches @ self.basis) @ self.basis.T
+            partial = starts[~full]
+            if partial.size:
+                rows = sliding_window_view(self.weights, width)[partial]
+                stretch = stretches[partial]
+                gram = np.einsum("kj,ja,jb->kab", rows, self.design, self.design)
+                gram[rows.sum(axis=1) <= _NOISE_DEGREE] = np.eye(_NOISE_DEGREE + 1)
+                coefficients = np.linalg.solve(gram, (stretch @ self.design)[:, :, None])[:, :, 0]
+                residuals[~full] = rows * (stretch - coefficients @ self.design.T)
+            sums[chosen] = np.stack(
+                [
+                    np.einsum("kj,kj->k", residuals[:, h:], residuals[:, : width - h])
+                    for h in range(span)
+                ],
+                axis=1,
+            )
+        return sums
 
 
-def _degrees_of_freedom(w: int) -> int:
-    """Of the pooled residuals of two trends fitted to w positions each."""
-    return 2 * (w - _TREND_DEGREE - 1)
+def _first_row_after(x: np.ndarray, keep: np.ndarray, t: int) -> int:
+    """The first row after the step found at boundary t: t, or the row left out before it
+    (t - 1) when that row has reached the new level: at least three quarters of the way from
+    the line before the step to the line after it. A row half-way up a step (MiniLM's row 126
+    is 45% of the way) stays before it; a sharp step is placed on its own row."""
+    guard = t - _GUARD
+    if not keep[guard]:
+        return t
+
+    def line_at_guard(rows: np.ndarray) -> float:
+        rows = rows[keep[rows]]
+        return float(np.polynomial.Polynomial.fit(rows, x[rows], 1)(guard))
+
+    before = line_at_guard(np.arange(guard - STEP_WINDOW, guard))
+    after = line_at_guard(np.arange(t, t + STEP_WINDOW))
+    reached = (x[guard] - before) / (after - before) if after != before else 0.0
+    return guard if reached >= 0.75 else t
+
+
+def _fit_weights(
+    weights: np.ndarray, starts: np.ndarray, width: int, degree: int, *, at: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row weights of the value at offset `at` of the polynomial fitted by least squares to
+    the rows ``start .. start + width - 1`` (row weights 0 or 1), for each start; and whether
+    each window holds enough rows for the fit."""
+    offsets = (np.arange(width) - (width - 1) / 2) / width
+    design = np.vander(offsets, degree + 1, increasing=True)
+    point = np.vander([(at - (width - 1) / 2) / width], degree + 1, increasing=True)[0]
+    rows = sliding_window_view(weights, width)[starts]
+    gram = np.einsum("kj,ja,jb->kab", rows, design, design)
+    enough = rows.sum(axis=1) > degree
+    gram[~enough] = np.eye(degree + 1)  # never used: keeps the batch solvable
+    solved = np.linalg.solve(gram, np.broadcast_to(point, (len(rows), degree + 1))[:, :, None])
+    return rows * (solved[:, :, 0] @ design.T), enough

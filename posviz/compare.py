@@ -9,7 +9,7 @@ import numpy as np
 from scipy.linalg import eigh, subspace_angles, svdvals
 
 from posviz._linalg import centered, float64_blocks, gram, tall_times
-from posviz._params import records_params
+from posviz._params import SEED, Bound, bounded, records_params
 from posviz.spectrum import Spectrum
 
 if TYPE_CHECKING:
@@ -522,6 +522,7 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
 
 
 @records_params
+@bounded(n_components=Bound(1, None), n_permutations=Bound(0, 10_000), seed=SEED)
 def compare(
     x: np.ndarray,
     y: np.ndarray,

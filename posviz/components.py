@@ -11,7 +11,7 @@ import scipy.optimize
 from scipy.linalg import blas
 
 from posviz._linalg import gram, tall_times
-from posviz._params import records_params
+from posviz._params import SEED, Bound, bounded, records_params
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,6 +100,7 @@ def _signs(loadings: np.ndarray) -> np.ndarray:
 
 
 @records_params
+@bounded(n_components=Bound(1, None))
 def principal_components(
     values: np.ndarray, *, n_components: int = 6, center: bool = True
 ) -> PrincipalComponents:
@@ -413,6 +414,7 @@ def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int, lowe
 
 
 @records_params
+@bounded(min_cycles=Bound(0.0, None, whole=False))
 def fit_sinusoids(pc: PrincipalComponents, *, min_cycles: float = 0.5) -> SinusoidFits:
     """Fit the best sinusoid to each component's trajectory: the global least-squares optimum.
 
@@ -612,6 +614,7 @@ class SubspaceLikeness:
 
 
 @records_params
+@bounded(n_shuffles=Bound(1, 99_999), seed=SEED)
 def sinusoid_likeness(
     pc: PrincipalComponents,
     *,

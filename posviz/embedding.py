@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from posviz._params import Refused
 from posviz._version import __version__
 
 __all__ = [
@@ -35,7 +37,7 @@ MIN_DIMS = 2
 _LARGEST = 1e150
 
 
-class LoadError(ValueError):
+class LoadError(Refused):
     """A file or array that cannot be used as a position table; the message says what to do."""
 
 
@@ -207,6 +209,9 @@ class Embedding:
         position axis, hover, exported ``position`` column and report labels row p as position
         ``first_position + p`` (:attr:`positions`). 0, except for a table whose rows are
         relative positions (DeBERTa's ``rel_embeddings``: −span).
+    simulated : dict or None
+        ``{"generator": <a posviz.simulate function's name>, "params": <its arguments>}`` for
+        a simulated table (what `posviz rerun` makes it again from), else None.
     """
 
     values: np.ndarray
@@ -219,6 +224,7 @@ class Embedding:
     grid: tuple[int, int] | None
     sha256: str = field(repr=False)
     first_position: int = 0
+    simulated: dict[str, Any] | None = None
 
     @classmethod
     def from_array(
@@ -232,9 +238,10 @@ class Embedding:
         row_stop: int | None = None,
         grid: tuple[int, int] | None = None,
         first_position: int = 0,
+        simulated: dict[str, Any] | None = None,
     ) -> Embedding:
         """Check `array`, keep rows ``[row_start, row_stop)`` and wrap them; the first kept row
-        stands for position `first_position`.
+        stands for position `first_position`; `simulated` says which simulation made it.
 
         Raises
         ------
@@ -277,6 +284,7 @@ class Embedding:
             grid=grid,
             sha256=digest.hexdigest(),
             first_position=int(first_position),
+            simulated=simulated,
         )
 
     @property
@@ -335,6 +343,8 @@ class Embedding:
         }
         if self.first_position:  # rows are not positions 0 … n − 1 (a relative table)
             out["first_position"] = self.first_position
+        if self.simulated:
+            out["simulated"] = self.simulated
         parts = self.source.split(" · ")
         if self.source.startswith("hf:") and len(parts) >= 3 and parts[1].startswith("commit "):
             out["repo"] = parts[0].removeprefix("hf:").removeprefix("//").partition("@")[0]

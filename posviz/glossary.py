@@ -74,12 +74,12 @@ TOPICS: dict[str, dict[str, str]] = {
         "else max_position_embeddings).",
         "pairs beyond L₀": "Rotary pairs whose wavelength exceeds L₀: they never made a full "
         "turn in training.",
+        "division": "How many times slower the scaling rule makes a pair rotate: θ over "
+        "the θ it applies (1: as in training).",
         "kept": f"A rotary pair the scaling rule leaves alone: it {BANDS['kept']}.",
-        "blended": "A pair the rule slows by part of its factor: "
-        "a share strictly between 0 (kept) and 1 (divided).",
-        "divided": "A pair the rule slows by its whole factor: it "
-        f"{BANDS['divided'].replace('`', '')}.",
-        "rescaled": f"A LongRoPE pair, {BANDS['rescaled']}.",
+        "blended": f"A pair the rule slows part of the way: {BANDS['blended']}.",
+        "divided": f"A pair the rule slows the whole way: {BANDS['divided']}.",
+        "unrotated": "A pair that never turns (θ = 0): proportional's unrotated part of the head.",
         "attention factor": "What the scaling rule multiplies cos and sin by; the logits scale "
         "by its square (the logit multiplier).",
         "B(Δ)": "The mean over rotary pairs of cos(Δθᵢ): the similarity of a query and a key Δ "

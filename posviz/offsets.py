@@ -14,7 +14,7 @@ import numpy as np
 
 from posviz import _linalg
 from posviz._linalg import autocorrelation, float64_rows, gram, mean_row, row_blocks
-from posviz._params import records_params
+from posviz._params import Bound, bounded, records_params
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -194,6 +194,7 @@ def largest_offset(n_positions: int, max_offset: int = MAX_OFFSET) -> int:
 
 
 @records_params
+@bounded(max_offset=Bound(1, None, optional=True))
 def offset_profile(
     values: np.ndarray,
     *,
@@ -365,6 +366,7 @@ def _first(mask: np.ndarray) -> int | None:
 
 
 @records_params
+@bounded(monotonicity_window=Bound(2, None))
 def offset_scores(profile: OffsetProfile, *, monotonicity_window: int = 32) -> OffsetScores:
     """Scores of how m(k) = mean s(i, i+k) falls with k (see :class:`OffsetScores`).
 

@@ -1,19 +1,30 @@
-"""Every analysis as steps on an Embedding: the one chain that pages, report and CLI run.
+"""Every analysis as a step, in one registry (`STEPS`): the one chain that pages, report, CLI
+and `posviz rerun` run, for a table's analyses and a position scheme's alike.
 
-A step is a core call on whole tables (`Embedding`s, read by their values) and the core
-function's keyword settings, forwarded as they are: a step declares no setting and no
-default of its own (the core signature is the one place a default lives), so
-``step(table, **result.params)`` makes `result` again. A step that needs another step's result
-asks `run` for it, handing on the settings its own core function does not take
-(:func:`posviz._params.split_params`): the report, the CLI and the Python API use :func:`call`
-(compute now), the pages pass the cached runner of `posviz.ui.cache`, so both follow the same
-chain with the same settings and give the same numbers.
+A step is a core call on its data and the core function's keyword settings, forwarded as they
+are: a step declares no setting and no default of its own (the core signature is the one place
+a default lives), so ``step(data, **result.params)`` makes `result` again. A step is named as its
+core function, and a result records that name (:func:`posviz._params.step_of`), so an export
+names the step that made it without anyone typing it. Each step says what it takes (`Step.takes`):
+
+- ``"table"`` or ``"two tables"``: `Embedding`s, read by their values;
+- ``"scheme"``: one datum of a model's position scheme (a rotary rule, a head count, a bias
+  tensor), which `Step.data` finds in the scheme read from a config.json (and in the model's
+  weights, for a tensor) when `posviz rerun` makes it again;
+- ``"schemes"``: several models' (the rotary overlay).
+
+A step that needs another step's result asks `run` for it, handing on the settings its own
+core function does not take (:func:`posviz._params.split_params`): the report, the CLI and the
+Python API use :func:`call` (compute now), the pages pass the cached runner of
+`posviz.ui.cache`, so both follow the same chain with the same settings and give the same
+numbers. `STEPS` is also `posviz rerun`'s allow-list: a name that is not in it is not run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from posviz import boundary as _boundary
 from posviz import collection as _collection
@@ -24,14 +35,83 @@ from posviz import probes as _probes
 from posviz import resample as _resample
 from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
-from posviz._params import split_params
-from posviz.embedding import Embedding
+from posviz._params import quoted, split_params
+from posviz.embedding import Embedding, LoadError
+from posviz.schemes import alibi as _alibi
+from posviz.schemes import record as _record
+from posviz.schemes import relative as _relative
+from posviz.schemes import rotary as _rotary
+from posviz.schemes import weights as _weights
+from posviz.schemes.config import RelativeBiasSpec, Scheme
 
-#: How a step asks for another step's result: ``run(step, *tables, **params)``.
+__all__ = ["STEPS", "Run", "Step", "call"]
+
+#: How a step asks for another step's result: ``run(step, *data, **params)``.
 Run = Callable[..., Any]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+D = TypeVar("D")
+
+#: What a step takes: see the module's docstring.
+Takes = Literal["table", "two tables", "scheme", "schemes"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the registry.
+
+    Attributes
+    ----------
+    name : str
+        The step's name: its core function's, which its results record.
+    run : callable
+        ``run(*data, run=runner, **params)``: the step itself.
+    core : callable
+        The core function whose settings (and bounds) the step takes.
+    takes : str
+        ``"table"``, ``"two tables"``, ``"scheme"`` or ``"schemes"``.
+    data : callable or None
+        For a scheme's step, how to find its data: ``data(scheme, where, model)`` for one
+        (`where` is the export's provenance: the layer type, the tensor; `model` the weights
+        read with the config.json, or None), ``data([(scheme, where, model), ...])`` for
+        several.
+    makes_table : bool
+        The step makes a table (a resampled one), not numbers: nothing of it is rerun.
+    """
+
+    name: str
+    run: Callable[..., Any]
+    core: Callable[..., Any]
+    takes: Takes
+    data: Callable[..., Any] | None = None
+    makes_table: bool = False
+
+    @property
+    def n_tables(self) -> int:
+        """Tables the step takes (0 for a scheme's)."""
+        return {"table": 1, "two tables": 2}.get(self.takes, 0)
+
+
+#: Every step by name: the pipeline's registry, and `posviz rerun`'s allow-list.
+STEPS: dict[str, Step] = {}
+
+
+def _step(
+    core: Callable[..., Any],
+    takes: Takes = "table",
+    data: Callable[..., Any] | None = None,
+    *,
+    makes_table: bool = False,
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Register the decorated step, named as its `core` function, in `STEPS` (the names are
+    the same: tests/test_params.py holds them so)."""
+
+    def register(step: Callable[..., R]) -> Callable[..., R]:
+        STEPS[step.__name__] = Step(step.__name__, step, core, takes, data, makes_table)
+        return step
+
+    return register
 
 
 def _settings_of(
@@ -50,29 +130,42 @@ def _settings_of(
     return typed
 
 
-def call(step: Callable[..., Any], /, *tables: Embedding, **params: Any) -> Any:
+def _typed_as(
+    core: Callable[Concatenate[D, P], R],
+) -> Callable[[Callable[..., Any]], Callable[Concatenate[D, P], R]]:
+    """Type a scheme's step as its `core` function: the same data, settings and result."""
+
+    def typed(step: Callable[..., Any]) -> Callable[Concatenate[D, P], R]:
+        return step
+
+    return typed
+
+
+def call(step: Callable[..., Any], /, *data: Any, **params: Any) -> Any:
     """Run `step` now, its upstream steps too (no cache)."""
-    return step(*tables, run=call, **params)
+    return step(*data, run=call, **params)
 
 
 def _chained(
-    core: Callable[..., Any], upstream: Callable[..., Any], table: Embedding, run: Run, params: dict
+    core: Callable[..., Any], upstream: Callable[..., Any], data: Any, run: Run, params: dict
 ) -> Any:
     """`core` on the result of the `upstream` step, each given the settings it takes."""
     own, rest = split_params(params, core)
-    return core(run(upstream, table, **rest), **own)
+    return core(run(upstream, data, **rest), **own)
 
 
 # --- spectrum and components ----------------------------------------------------------------
 
 
 @_settings_of(_spectrum.spectrum)
+@_step(_spectrum.spectrum)
 def spectrum(table: Embedding, *, run: Run = call, **params: Any) -> _spectrum.Spectrum:
     """:func:`posviz.spectrum.spectrum` of the table."""
     return _spectrum.spectrum(table.values, **params)
 
 
 @_settings_of(_components.principal_components)
+@_step(_components.principal_components)
 def principal_components(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _components.PrincipalComponents:
@@ -80,11 +173,13 @@ def principal_components(
     return _components.principal_components(table.values, **params)
 
 
+@_step(_components.fit_sinusoids)
 def fit_sinusoids(table: Embedding, *, run: Run = call, **params: Any) -> _components.SinusoidFits:
     """:func:`posviz.components.fit_sinusoids` of the table's :func:`principal_components`."""
     return _chained(_components.fit_sinusoids, principal_components, table, run, params)
 
 
+@_step(_components.sinusoid_likeness)
 def sinusoid_likeness(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _components.SubspaceLikeness:
@@ -96,6 +191,7 @@ def sinusoid_likeness(
 
 
 @_settings_of(_similarity.similarity_map)
+@_step(_similarity.similarity_map)
 def similarity_map(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _similarity.SimilarityMap:
@@ -104,6 +200,7 @@ def similarity_map(
 
 
 @_settings_of(_similarity.grid_similarity)
+@_step(_similarity.grid_similarity)
 def grid_similarity(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _similarity.GridSimilarity:
@@ -115,11 +212,13 @@ def grid_similarity(
 
 
 @_settings_of(_offsets.offset_profile)
+@_step(_offsets.offset_profile)
 def offset_profile(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetProfile:
     """:func:`posviz.offsets.offset_profile` of the table."""
     return _offsets.offset_profile(table.values, **params)
 
 
+@_step(_offsets.offset_scores)
 def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetScores:
     """:func:`posviz.offsets.offset_scores` of the table's :func:`offset_profile`."""
     return _chained(_offsets.offset_scores, offset_profile, table, run, params)
@@ -129,6 +228,7 @@ def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _offse
 
 
 @_settings_of(_boundary.position_statistics)
+@_step(_boundary.position_statistics)
 def position_statistics(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _boundary.PositionStatistics:
@@ -136,11 +236,13 @@ def position_statistics(
     return _boundary.position_statistics(table.values, **params)
 
 
+@_step(_boundary.outliers)
 def outliers(table: Embedding, *, run: Run = call, **params: Any) -> _boundary.Outliers:
     """:func:`posviz.boundary.outliers` of the table's :func:`position_statistics`."""
     return _chained(_boundary.outliers, position_statistics, table, run, params)
 
 
+@_step(_boundary.boundary_summary)
 def boundary_summary(
     table: Embedding, *, run: Run = call, **params: Any
 ) -> _boundary.BoundarySummary:
@@ -148,12 +250,14 @@ def boundary_summary(
     return _chained(_boundary.boundary_summary, position_statistics, table, run, params)
 
 
+@_step(_boundary.change_points)
 def change_points(table: Embedding, *, run: Run = call, **params: Any) -> _boundary.ChangePoints:
     """:func:`posviz.boundary.change_points` of the table's :func:`outliers`."""
     return _chained(_boundary.change_points, outliers, table, run, params)
 
 
 @_settings_of(_probes.probe_with_controls)
+@_step(_probes.probe_with_controls)
 def probe_with_controls(table: Embedding, *, run: Run = call, **params: Any) -> _probes.ProbeReport:
     """:func:`posviz.probes.probe_with_controls` on the table."""
     return _probes.probe_with_controls(table.values, **params)
@@ -162,6 +266,7 @@ def probe_with_controls(table: Embedding, *, run: Run = call, **params: Any) -> 
 # --- compare, resample, collection ----------------------------------------------------------
 
 
+@_step(_compare.compare, "two tables")
 def compare(
     first: Embedding, second: Embedding, *, run: Run = call, **params: Any
 ) -> _compare.Comparison:
@@ -169,11 +274,13 @@ def compare(
     return _compare.compare(first.values, second.values, **params)
 
 
+@_step(_resample.resample_length, makes_table=True)
 def resample_length(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
     """The table with its rows resampled by :func:`posviz.resample.resample_length`."""
     return _resample.resampled_table(table, _resample.resample_length(table.values, **params))
 
 
+@_step(_resample.resample_grid, makes_table=True)
 def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
     """The table's grid resampled by :func:`posviz.resample.resample_grid` (to `new_grid`)."""
     result = _resample.resample_grid(table.values, table.grid, **params)
@@ -181,6 +288,118 @@ def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedd
 
 
 @_settings_of(_collection.table_summary)
+@_step(_collection.table_summary)
 def table_summary(table: Embedding, *, run: Run = call, **params: Any) -> _collection.TableSummary:
     """:func:`posviz.collection.table_summary` of the table."""
     return _collection.table_summary(table.values, **params)
+
+
+# --- position schemes -----------------------------------------------------------------------
+
+
+def _layer(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> _rotary.RotarySpec:
+    """The rotary rule of the layer type `where` names (the first rule when it names none)."""
+    layer = where.get("layer_type")
+    for spec in scheme.rotary:
+        if layer is None or spec.layer_type == layer:
+            return spec
+    msg = f"The config.json has no rotary rule for the layer type {quoted(layer)}."
+    raise LoadError(msg)
+
+
+def _heads(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> int:
+    if scheme.alibi is None:
+        msg = f"The config.json describes {scheme.kind.replace('_', ' ')}, not ALiBi."
+        raise LoadError(msg)
+    return scheme.alibi.n_heads
+
+
+def _buckets(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> RelativeBiasSpec:
+    if scheme.relative_bias is None:
+        msg = f"The config.json describes {scheme.kind.replace('_', ' ')}, not T5's buckets."
+        raise LoadError(msg)
+    return scheme.relative_bias
+
+
+def _bias_tensor(scheme: Scheme, where: Mapping[str, Any], model: _weights.Model | None) -> Any:
+    """The bias tensor `where` names, read from the model's weights (checked against the
+    scheme: :func:`posviz.schemes.weights.bias_tensors`)."""
+    if model is None:
+        msg = (
+            "The export's bias tensor is in the model's weights: name the model (hf:REPO or a "
+            "checkpoint with its config.json), not a config.json alone."
+        )
+        raise LoadError(msg)
+    tensors = _weights.bias_tensors(model, _buckets(scheme, where))
+    name = where.get("tensor")
+    if name not in tensors:
+        msg = f"The model has no bias tensor {quoted(name)}."
+        raise LoadError(msg)
+    return tensors[name]
+
+
+def _layers(read: list[tuple[Scheme, Mapping[str, Any], Any]]) -> dict[str, _rotary.RotarySpec]:
+    """Each model's rotary rule, by the label its provenance gives it."""
+    return {str(where["model"]): _layer(scheme, where) for scheme, where, _ in read}
+
+
+@_typed_as(_rotary.rotary_frequencies)
+@_step(_rotary.rotary_frequencies, "scheme", _layer)
+def rotary_frequencies(
+    spec: _rotary.RotarySpec, *, run: Run = call, **params: Any
+) -> _rotary.RotaryFrequencies:
+    """:func:`posviz.schemes.rotary.rotary_frequencies` of a rotary rule."""
+    return _rotary.rotary_frequencies(spec, **params)
+
+
+@_step(_rotary.rotary_decay, "scheme", _layer)
+def rotary_decay(
+    spec: _rotary.RotarySpec, *, run: Run = call, **params: Any
+) -> _rotary.RotaryDecay:
+    """:func:`posviz.schemes.rotary.rotary_decay` of the rule's :func:`rotary_frequencies`."""
+    return _chained(_rotary.rotary_decay, rotary_frequencies, spec, run, params)
+
+
+@_typed_as(_rotary.rotary_overlay)
+@_step(_rotary.rotary_overlay, "schemes", _layers)
+def rotary_overlay(
+    specs: Mapping[str, _rotary.RotarySpec], *, run: Run = call, **params: Any
+) -> _rotary.RotaryOverlay:
+    """:func:`posviz.schemes.rotary.rotary_overlay` of several models' rules, by label."""
+    return _rotary.rotary_overlay(specs, **params)
+
+
+@_typed_as(_alibi.alibi_bias)
+@_step(_alibi.alibi_bias, "scheme", _heads)
+def alibi_bias(n_heads: int, *, run: Run = call, **params: Any) -> _alibi.AlibiBias:
+    """:func:`posviz.schemes.alibi.alibi_bias` of an ALiBi model's heads."""
+    return _alibi.alibi_bias(n_heads, **params)
+
+
+@_typed_as(_relative.bucket_layouts)
+@_step(_relative.bucket_layouts, "scheme", _buckets)
+def bucket_layouts(
+    spec: RelativeBiasSpec, *, run: Run = call, **params: Any
+) -> _relative.BucketLayouts:
+    """:func:`posviz.schemes.relative.bucket_layouts` of T5's buckets."""
+    return _relative.bucket_layouts(spec, **params)
+
+
+@_typed_as(_relative.relative_bias)
+@_step(_relative.relative_bias, "scheme", _bias_tensor)
+def relative_bias(weight: Any, *, run: Run = call, **params: Any) -> _relative.RelativeBias:
+    """:func:`posviz.schemes.relative.relative_bias` of one of a T5 model's bias tensors."""
+    return _relative.relative_bias(weight, **params)
+
+
+def _read(scheme: Scheme, where: Mapping[str, Any], model: Any) -> tuple[Scheme, dict, Any]:
+    return scheme, dict(where), model
+
+
+@_step(_record.scheme_record, "scheme", _read)
+def scheme_record(
+    read: tuple[Scheme, dict, Any], *, run: Run = call, **params: Any
+) -> dict[str, Any]:
+    """:func:`posviz.schemes.record.scheme_record` (what `posviz summary` prints of a scheme)
+    of (the scheme, its config.json's provenance, the model's weights or None)."""
+    return _record.scheme_record(*read, **params)

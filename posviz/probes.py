@@ -16,7 +16,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from posviz import _ridge
-from posviz._params import records_params
+from posviz._params import SEED, Bound, bounded, records_params
+from posviz.embedding import MIN_POSITIONS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -546,6 +547,14 @@ def _pairs(rows: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarr
 
 
 @records_params
+@bounded(
+    seed=SEED,
+    max_rows=Bound(MIN_POSITIONS, 65536),
+    folds=Bound(2, 20),
+    repeats=Bound(2, 10),
+    n_pairs=Bound(100, 20_000),
+    n_control_draws=Bound(1, 100),
+)
 def probe_with_controls(
     values: np.ndarray,
     *,

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 
 from posviz import boundary, components, figures, forms, offsets, pipeline, probes
 from posviz import collection as _collection
-from posviz._params import defaults, split_params
+from posviz._params import defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding
 from posviz.export import column_label, columns, labelled
@@ -46,15 +46,16 @@ REPORT_MAX_SIDE = 512
 class Section:
     """A report section: a heading, tables of numbers, figures, and a note on how to read them.
 
-    `analyses` names, per table of numbers, the pipeline step that made it and its params.
-    The page shows a long table's first rows and its `rows`; the data block keeps them all.
+    `analyses` holds, per table of numbers, the result it was read from (which records its
+    step and params). The page shows a long table's first rows and its `rows`; the data block
+    keeps them all.
     """
 
     title: str
     note: str = ""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: list[go.Figure] = field(default_factory=list)
-    analyses: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    analyses: dict[str, Any] = field(default_factory=dict)
     #: Per long table, the rows worth showing besides its first ones, and which they are in
     #: words (the data block and ``posviz rerun`` keep every row).
     rows: dict[str, tuple[list[int], str]] = field(default_factory=dict)
@@ -146,7 +147,7 @@ def spectrum_section(
         + ("" if s.has_variance else f" {NO_VARIANCE}"),
         {"Metrics": s.metrics_table(), "Singular values": s.to_frame()},
         [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
-        {"Metrics": ("spectrum", s.params), "Singular values": ("spectrum", s.params)},
+        {"Metrics": s, "Singular values": s},
         rows={
             "Singular values": (
                 _spectrum_rows(s),
@@ -162,10 +163,9 @@ def _spectrum_rows(s: Spectrum) -> list[int]:
     reaches each threshold, the last above the noise cut and the first below, the smallest."""
     if not s.has_variance:
         return []
-    ks = [s.k_at(t) for t in THRESHOLDS] + [s.n_above_noise, s.n_above_noise + 1]
-    return sorted(
-        {k - 1 for k in ks if 1 <= k <= len(s.singular_values)} | {len(s.singular_values) - 1}
-    )
+    n = len(s.singular_values)
+    ks = [s.k_at(t) for t in THRESHOLDS] + [s.n_above_noise, s.n_above_noise + 1, n]
+    return sorted({k - 1 for k in ks if 1 <= k <= n})
 
 
 def similarity_section(
@@ -190,7 +190,7 @@ def similarity_section(
             ),
             figures.offsets.offset_profile(profile, scores),
         ],
-        {"Scores": ("offset_scores", scores.params)},
+        {"Scores": scores},
     )
 
 
@@ -226,10 +226,7 @@ def components_section(
             ),
             figures.components.sinusoid_fits(pcs, fits, first_position=table.first_position),
         ],
-        {
-            "Sinusoid fits": ("fit_sinusoids", fits.params),
-            "Likeness to sinusoids": ("sinusoid_likeness", likeness.params),
-        },
+        {"Sinusoid fits": fits, "Likeness to sinusoids": likeness},
     )
 
 
@@ -272,11 +269,7 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
                 stats, flags, changes, first_position=table.first_position
             )
         ],
-        {
-            "Flagged positions": ("outliers", flags.params),
-            "Change points": ("change_points", changes.params),
-            "Boundary summary": ("boundary_summary", summary.params),
-        },
+        {"Flagged positions": flags, "Change points": changes, "Boundary summary": summary},
     )
 
 
@@ -289,14 +282,14 @@ def probes_section(
         " ".join([probes.ABOUT, *probes.DEFINITIONS.values()]),
         {"Probe results": probe.to_frame()},
         [figures.probes.probe_predictions(probe)],
-        {"Probe results": ("probe_with_controls", probe.params)},
+        {"Probe results": probe},
         blanks={"Probe results": probes.BLANK_CELLS},
         steps=probe.procedure_steps(),
     )
 
 
 def build_report(table: Embedding, *, progress: Progress | None = None, **options: Any) -> str:
-    """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
+    """A standalone HTML report of `table`: opens offline (plotly.js inlined once, gzipped).
 
     The table's provenance and each analysis' params are listed at the top, and embedded with
     every table of numbers as JSON (``<script id="posviz-data" type="application/json">``,
@@ -312,16 +305,21 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     data = {
         "provenance": table.provenance(),
         "analyses": [
-            {"analysis": step, "params": params, "caption": caption, "columns": columns(frame)}
+            {**_analysis(section.analyses[caption]), "caption": caption, "columns": columns(frame)}
             for section in sections
             for caption, frame in section.tables.items()
-            for step, params in [section.analyses[caption]]
         ],
     }
     listing = {**data["provenance"]}
     for entry in data["analyses"]:
         listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"
     return _page(title, listing, sections, data)
+
+
+def _analysis(result: Any) -> dict[str, Any]:
+    """The step and params of `result`, as every export's header has them (the report names
+    its table once, at the top)."""
+    return {"analysis": step_of(result), "params": dict(result.params)}
 
 
 def build_collection_report(c: Collection) -> str:

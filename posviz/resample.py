@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from posviz._params import records_params
+from posviz._params import Bound, records_params
 from posviz.embedding import MAX_ELEMENTS, Embedding, check_elements
 
 # The writers moved to posviz.io; pages/resample.py still calls them from here.
 
 __all__ = [
     "GRID_METHODS",
+    "GRID_SIDES",
     "LENGTH_METHODS",
     "POSITION_RULES",
     "Resampled",
@@ -32,6 +33,8 @@ POSITION_RULES = {
 }
 #: 2-D methods, as named by torch.nn.functional.interpolate.
 GRID_METHODS = ("bicubic", "bilinear")
+#: Patches a side of a resampled grid (ViTs: 14 to a few hundred).
+GRID_SIDES = Bound(1, 1024)
 
 #: Keys' cubic-convolution parameter of PyTorch's plain bicubic, and of its antialiased
 #: bicubic (which follows Pillow).
@@ -290,9 +293,8 @@ def resample_grid(
     if h * w != values.shape[0]:
         msg = f"Grid {h} x {w} does not match the {values.shape[0]} rows of the table."
         raise ValueError(msg)
-    if min(h_new, w_new) < 1:
-        msg = f"The new grid must be at least 1 x 1, got {h_new} x {w_new}."
-        raise ValueError(msg)
+    GRID_SIDES.check("new_grid's height", h_new)
+    GRID_SIDES.check("new_grid's width", w_new)
     _check_size(h_new * w_new, d)
     w_h = axis_weights(h, h_new, method=method, antialias=antialias).astype(values.dtype)
     w_w = axis_weights(w, w_new, method=method, antialias=antialias).astype(values.dtype)

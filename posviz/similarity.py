@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from posviz._linalg import autocorrelation, evenly_spaced, float64_rows, mean_row
-from posviz._params import records_params
+from posviz._params import Bound, bounded, records_params
 
 __all__ = [
     "METRICS",
@@ -178,6 +178,7 @@ def _block_centers(span: tuple[int, int], block: int) -> np.ndarray:
 
 
 @records_params
+@bounded(max_side=Bound(2, 4096))
 def similarity_map(
     values: np.ndarray,
     *,
@@ -326,6 +327,7 @@ def grid_neighbours(position: int, grid: tuple[int, int]) -> list[int]:
 
 
 @records_params
+@bounded(max_tiles=Bound(1, 64), max_side=Bound(2, 4096))
 def grid_similarity(
     values: np.ndarray,
     *,

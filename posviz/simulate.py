@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from posviz._params import Bound, quoted
 from posviz.embedding import (
     MAX_ELEMENTS,
     MIN_DIMS,
@@ -25,6 +27,7 @@ __all__ = [
     "gaussian",
     "learned_like",
     "parse_options",
+    "remade",
     "sinusoidal",
     "sinusoidal_table",
     "vit_grid",
@@ -46,6 +49,11 @@ class Parameter:
     @property
     def whole(self) -> bool:
         return isinstance(self.low, int)
+
+    def check(self, name: str, value: object) -> None:
+        """Refuse `value` for option `name` unless it is a number of the option's type within
+        its bounds (a simulation named by an export, before it is made)."""
+        Bound(self.low, self.high, whole=self.whole).check(name, value)
 
     def parse(self, name: str, text: str) -> int | float:
         """`text` (from a URL) as this option's value; a LoadError says why it is refused."""
@@ -120,6 +128,43 @@ def _check_size(n_positions: int, d_model: int, prefix: int = 0) -> None:
     check_elements("The table to simulate", (n_positions + prefix, d_model), "choose other sizes.")
 
 
+def _made(generator: Callable[..., Embedding], arguments: dict[str, Any]) -> dict[str, Any]:
+    """What a simulated table's provenance records: the generator and its arguments."""
+    names = inspect.signature(generator).parameters
+    return {"generator": generator.__name__, "params": {name: arguments[name] for name in names}}
+
+
+def remade(simulated: Mapping[str, Any]) -> Embedding:
+    """The simulated table a provenance's ``simulated`` record names, made again, each
+    argument checked against its `PARAMETERS` bounds first.
+
+    Raises
+    ------
+    LoadError
+        If the record names no generator of posviz, or an argument it does not take.
+    Refused
+        If an argument is outside its bounds.
+
+    Examples
+    --------
+    >>> t = gaussian(20, 4, seed=3)
+    >>> remade(t.provenance()["simulated"]).sha256 == t.sha256
+    True
+    """
+    name, params = simulated.get("generator"), simulated.get("params")
+    generator = _BY_NAME.get(name) if isinstance(name, str) else None
+    if generator is None or not isinstance(params, Mapping):
+        msg = f"The export's table names a simulation posviz cannot make ({quoted(name)})."
+        raise LoadError(msg)
+    names = inspect.signature(generator).parameters
+    for key, value in params.items():
+        if key not in names:
+            msg = f"{name} takes no argument {quoted(key)}."
+            raise LoadError(msg)
+        PARAMETERS[key].check(key, value)
+    return generator(**params)
+
+
 def sinusoidal_table(n_positions: int, d_model: int, *, base: float = 10000.0) -> np.ndarray:
     """The fixed encoding of Vaswani et al. (2017), float64.
 
@@ -152,6 +197,7 @@ def sinusoidal(n_positions: int = 512, d_model: int = 768, *, base: float = 1000
         sinusoidal_table(n_positions, d_model, base=base),
         name="sinusoidal",
         source=f"simulated: sinusoidal(n={n_positions}, d={d_model}, base={base:g})",
+        simulated=_made(sinusoidal, locals()),
     )
 
 
@@ -197,6 +243,7 @@ def learned_like(
             f"simulated: learned_like(n={n_positions}, d={d_model}, n_frequencies={n_frequencies}"
             f", noise={noise:g}, boundary={boundary:g}, seed={seed})"
         ),
+        simulated=_made(learned_like, locals()),
     )
 
 
@@ -208,6 +255,7 @@ def gaussian(n_positions: int = 512, d_model: int = 768, *, seed: int = 0) -> Em
         rng.standard_normal((n_positions, d_model)).astype(np.float32),
         name="gaussian",
         source=f"simulated: gaussian(n={n_positions}, d={d_model}, seed={seed})",
+        simulated=_made(gaussian, locals()),
     )
 
 
@@ -253,6 +301,7 @@ def vit_grid(
         ),
         row_start=prefix_tokens,
         grid=(height, width),
+        simulated=_made(vit_grid, locals()),
     )
 
 
@@ -263,3 +312,5 @@ GENERATORS = {
     "gaussian": gaussian,
     "2-D grid (ViT)": vit_grid,
 }
+#: Generators by their function's name, as a provenance records them.
+_BY_NAME = {generator.__name__: generator for generator in GENERATORS.values()}

@@ -8,6 +8,8 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from tests import ROOT
 
 #: The house, bottom to top (docs/architecture.md draws it). A module may import modules of its
@@ -19,6 +21,7 @@ LAYERS = {
     "posviz._settings": 0,
     "posviz._moved": 0,
     "posviz._params": 0,
+    "posviz._json": 0,
     "posviz._linalg": 0,
     "posviz._ridge": 0,
     "posviz.embedding": 1,
@@ -193,6 +196,7 @@ def test_the_app_loads_posviz_before_numpy_so_openblas_gets_its_thread_timeout()
     assert "numpy" not in app.split("from posviz")[0]
 
 
+@pytest.mark.slow
 def test_a_first_open_loads_no_pandas_no_hub_client_and_no_interpolation():
     # Every first open pays for what its run imports: pandas loads with the first table of
     # numbers shown or exported, the Hub's HTTP client with the first model fetched, scipy's
@@ -207,6 +211,7 @@ def test_a_first_open_loads_no_pandas_no_hub_client_and_no_interpolation():
     assert out.stdout.split() == [b"[]"]
 
 
+@pytest.mark.slow
 def test_what_the_app_imports_is_out_of_the_collectors_way():
     # Streamlit collects garbage after every script run; the app freezes its imports once, on
     # its first run, and importing the widgets alone freezes nothing.

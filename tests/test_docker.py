@@ -78,6 +78,7 @@ def _port_free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
+@pytest.mark.slow
 def test_entrypoint_serves_and_healthcheck_passes():
     """Run the exact ENTRYPOINT argv from the repo root, then the exact HEALTHCHECK argv."""
     if not _port_free(8501):

@@ -19,6 +19,8 @@ def test_the_defaults_are_the_signatures_and_fit_short_tables():
         "max_changes": 3,
         "min_size": 16,
         "alpha": 0.01,
+        "null_draws": 20,
+        "seed": 0,
     }
     for core in (
         boundary.position_statistics,

@@ -45,6 +45,9 @@ from tests.e2e.conftest import (  # noqa: F401 -- the browser fixtures: Debian's
     screenshot,
 )
 
+# Builds a wheel and a venv once per run: part of the full run, not of the quick loop.
+pytestmark = pytest.mark.slow
+
 # The checkpoint the commands open: a token table beside the position table, so the position
 # table must be found by name.
 POSITIONS = sinusoidal_table(96, 32).astype(np.float32)

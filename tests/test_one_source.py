@@ -234,6 +234,8 @@ def test_boundary_exports_are_the_reports_tables(downloads):
             "max_changes",
             "min_size",
             "alpha",
+            "null_draws",
+            "seed",
         )
     }
     summary = page["boundary_summary"][1]["params"]
@@ -244,7 +246,9 @@ def test_boundary_exports_are_the_reports_tables(downloads):
     assert f"window of ±{settings['hampel_window']} positions" in section.note
     # The page's statements of the procedures are the report's.
     stated = [
-        c for c in captions if c.startswith(("Steps against a local trend", "Mean over the first"))
+        c
+        for c in captions
+        if c.startswith(("Steps on norm: at each boundary", "Mean over the first"))
     ]
     assert len(stated) == 2
     assert all(text in section.note for text in stated)

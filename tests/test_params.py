@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from posviz import (
     simulate,
     spectrum,
 )
-from posviz._params import defaults, keyword_names
+from posviz._params import defaults, keyword_names, step_of
 
 #: Each pipeline step, the core functions of its chain (whose settings its params are), and
 #: settings other than the defaults (so a step that dropped one would be caught).
@@ -88,20 +89,34 @@ def same(a: object, b: object) -> bool:
 
 
 def run(name: str, table, **params):
-    step = getattr(pipeline, name)
-    tables = (table, simulate.sinusoidal(64, 12)) if name == "compare" else (table,)
-    return pipeline.call(step, *tables, **params)
+    step = pipeline.STEPS[name]
+    tables = (table, simulate.sinusoidal(64, 12))[: step.n_tables]
+    return pipeline.call(step.run, *tables, **params)
 
 
-def test_every_step_is_listed():
-    steps = {
+def test_every_step_is_in_the_registry_once_named_as_its_core_function():
+    defined = {
         name
         for name, value in vars(pipeline).items()
         if callable(value)
         and getattr(value, "__module__", "") == "posviz.pipeline"
         and not name.startswith("_")
+        and name[0].islower()
     }
-    assert steps - {"call"} == {*STEPS, "resample_length", "resample_grid"}
+    assert defined - {"call"} == set(pipeline.STEPS)
+    for name, step in pipeline.STEPS.items():
+        assert step.name == name == step.run.__name__ == step.core.__name__
+        assert getattr(pipeline, name) is step.run
+    tables = {name for name, step in pipeline.STEPS.items() if step.n_tables}
+    assert tables == {*STEPS, "resample_length", "resample_grid"}
+
+
+@pytest.mark.parametrize("name", STEPS)
+def test_a_result_records_the_step_that_made_it(table, name):
+    result = run(name, table, **STEPS[name][1])
+    assert step_of(result) == name
+    # Kept through a pickle (the app's caches store results pickled).
+    assert step_of(pickle.loads(pickle.dumps(result))) == name
 
 
 @pytest.mark.parametrize("name", STEPS)
@@ -119,7 +134,7 @@ def test_a_step_called_with_its_results_params_makes_the_same_result(table, name
 def test_exported_params_are_the_signatures_names_with_their_defaults(table, name):
     chain, settings = STEPS[name]
     result = run(name, table, **settings)
-    header = json.loads(export.to_json(result_frame(), export.header(name, result.params, table)))
+    header = json.loads(export.to_json(result_frame(), export.header(result, table)))
     names = {n for core in chain for n in keyword_names(core)}
     assert set(header["params"]) == names
     expected = {k: v for core in chain for k, v in defaults(core).items()} | settings

@@ -14,6 +14,7 @@ from posviz import _ridge, figures, probes, simulate
 from posviz._params import defaults
 
 
+@pytest.mark.slow
 def test_sinusoidal_absolute_position_is_exact():
     result = probes.absolute_probe(simulate.sinusoidal_table(512, 768), np.arange(512))
     assert result.mae == 0.0
@@ -21,6 +22,7 @@ def test_sinusoidal_absolute_position_is_exact():
     assert result.r2 > 0.9999
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(512, 128), (512, 768)])
 def test_gaussian_rows_score_chance(shape):
     rows = simulate.gaussian(*shape, seed=0).values
@@ -41,6 +43,7 @@ def _planted(n: int, d: int, strength: float, seed: int = 0) -> np.ndarray:
     return rng.standard_normal((n, d)) + strength * np.outer(ramp, rng.standard_normal(d))
 
 
+@pytest.mark.slow
 def test_planted_position_signal_is_found_where_plain_least_squares_interpolates():
     # A hard case: 512 x 384, ~410 training rows per fold, d close to them.
     rows = _planted(512, 384, 0.2)
@@ -53,6 +56,7 @@ def test_planted_position_signal_is_found_where_plain_least_squares_interpolates
     assert np.all(plain.fold_alpha == 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "shape",
     [(300, 40), (200, 159), (100, 300)],
@@ -86,6 +90,7 @@ def test_nested_ridge_is_sklearns_ridgecv_inside_cross_val_predict(shape, rows_o
         assert result.fold_chance_mae[0, fold] == pytest.approx(chance, abs=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(300, 40), (100, 300)], ids=["primal", "dual"])
 def test_linear_protocol_is_sklearns_linear_regression(shape):
     rows = simulate.learned_like(*shape, seed=0).values

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -112,12 +113,14 @@ def safetensors_files(draw: st.DrawFn) -> bytes:
     return struct.pack("<Q", length) + blob + data
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(safetensors_files())
 def test_safetensors_headers_load_or_are_refused(data):
     loads_or_refuses(data, "model.safetensors")
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(st.binary(max_size=600), st.integers(0, 599), st.binary(min_size=1, max_size=8))
 def test_mutated_safetensors_bytes_load_or_are_refused(data, at, patch):
@@ -156,6 +159,7 @@ def npy_files(draw: st.DrawFn) -> bytes:
     return b"\x93NUMPY" + version + length + text + draw(st.binary(max_size=512))
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(npy_files())
 def test_npy_headers_load_or_are_refused(data):
@@ -201,6 +205,7 @@ def npz_files(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(npz_files())
 def test_npz_directories_load_or_are_refused(data):
@@ -210,6 +215,7 @@ def test_npz_directories_load_or_are_refused(data):
 # --- text -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(
     st.text(alphabet="0123456789.,;\t -e+#\nnaifINFxé\r\x00", max_size=400),
@@ -219,6 +225,7 @@ def test_csv_text_loads_or_is_refused(text, filename):
     loads_or_refuses(text.encode("utf-8"), filename)
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(st.binary(max_size=400))
 def test_any_bytes_under_any_name_load_or_are_refused(data):
@@ -236,6 +243,7 @@ option_text = (
 )
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(
     st.sampled_from(list(simulate.GENERATORS)),
@@ -315,6 +323,7 @@ FILE_NAMES = st.sampled_from(
 ) | st.text(max_size=20)
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(
     st.dictionaries(st.sampled_from(["sha", "siblings", "id"]), JSON, max_size=3),
@@ -335,6 +344,7 @@ def test_any_revision_answer_gives_a_commit_and_files_or_is_refused(answer, sibl
         assert readable(message)
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(JSON, st.lists(FILE_NAMES, max_size=4))
 def test_any_shard_index_lists_files_inside_the_repo_or_is_refused(index, files):
@@ -353,6 +363,7 @@ def test_any_shard_index_lists_files_inside_the_repo_or_is_refused(index, files)
     assert all(s in files and hub._plain_path(s) and s.endswith(".safetensors") for s in shards)
 
 
+@pytest.mark.slow
 @PER_INPUT
 @given(JSON)
 def test_json_depth_is_counted_as_parsed(value):

@@ -6,7 +6,6 @@ import doctest
 import re
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from tests import ROOT
 DOC = ROOT / "docs" / "python-api.md"
 
 
+@pytest.mark.slow
 def test_the_worked_example_runs_and_prints_what_the_page_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -74,10 +74,9 @@ def test_load_sends_hub_references_to_posviz_hub(monkeypatch: pytest.MonkeyPatch
         calls.append((ref, options))
         return table
 
-    fake = types.ModuleType("posviz.hub")
-    fake.load = fake_load
-    monkeypatch.setitem(sys.modules, "posviz.hub", fake)
-    monkeypatch.setattr(posviz, "hub", fake, raising=False)
+    from posviz import hub
+
+    monkeypatch.setattr(hub, "load", fake_load)
     assert posviz.load("hf:org/model@v1", tensor="wpe", row_start=2) is table
     assert calls == [
         ("hf:org/model@v1", {"tensor": "wpe", "row_start": 2, "row_stop": None, "grid": None})

@@ -34,6 +34,7 @@ def embedded(page: str) -> dict:
     return json.loads(block.group(1))
 
 
+@pytest.mark.slow
 def test_every_section_has_its_figures_and_numbers(table):
     sections = {s.title: s for s in report_sections(table, center=True, seed=3)}
     assert list(sections) == ["Spectrum", "Similarity", "Components", "Boundaries", "Probes"]
@@ -100,6 +101,7 @@ def smallest(kind: str) -> Embedding:
     return Embedding.from_array(values, name=kind, source="test")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["random", "constant", "ramp"])
 @pytest.mark.parametrize("center", [True, False])
 def test_the_report_works_at_the_smallest_table(kind, center):
@@ -131,6 +133,7 @@ def test_a_report_that_fails_downloads_as_a_page_saying_why(monkeypatch):
     assert "ValueError: window &lt;b&gt;too&lt;/b&gt; large" in page
 
 
+@pytest.mark.slow
 def test_cli_writes_the_report(tmp_path):
     path = tmp_path / "table.npy"
     np.save(path, simulate.sinusoidal_table(128, 32))
@@ -148,6 +151,7 @@ def test_cli_writes_the_report(tmp_path):
     assert "table.npy" in page
 
 
+@pytest.mark.slow
 def test_cli_report_refuses_a_pickle_with_exit_code_2(tmp_path):
     path = tmp_path / "model.pt"
     path.write_bytes(b"\x80\x04\x95\x00")
@@ -163,6 +167,7 @@ def test_cli_report_refuses_a_pickle_with_exit_code_2(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow
 def test_the_report_computes_each_step_once_and_says_what_it_is_doing(table, monkeypatch):
     from posviz import pipeline
 

@@ -78,6 +78,7 @@ def test_equal_singular_values_give_full_effective_rank():
     assert s.participation_ratio == pytest.approx(7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("shape", "center"),
     [
@@ -95,6 +96,7 @@ def test_pure_gaussian_noise_stays_below_the_threshold(shape, center):
     assert sum(s.n_above_noise == 0 for s in counts) >= 38
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("shape", "rank"), [((512, 128), 5), ((300, 700), 12), ((256, 256), 1)])
 def test_planted_rank_plus_noise_counts_exactly_the_rank(shape, rank):
     rng = np.random.default_rng(rank)
@@ -110,6 +112,7 @@ def test_planted_rank_plus_noise_counts_exactly_the_rank(shape, rank):
         assert spectrum(table - table.mean(0) + 7.0, center=True).n_above_noise == rank
 
 
+@pytest.mark.slow
 def test_marchenko_pastur_median_against_sampled_eigenvalues():
     # Independent of the quadrature: eigenvalues of Z Z^T / d for i.i.d. Gaussian Z.
     rng = np.random.default_rng(0)
@@ -158,6 +161,7 @@ def test_the_exported_threshold_reproduces_n_above_noise_on_an_exactly_low_rank_
     assert metrics["resolution_floor"] > metrics["gavish_donoho_threshold"]
 
 
+@pytest.mark.slow
 def test_every_value_of_the_centred_sinusoidal_table_is_exact_to_1e9_relative():
     # At 2048 x 512 a value just above the old refinement cut (1e-4 sigma_1) was 2.4e-9 off.
     x = sinusoidal_table(2048, 512)

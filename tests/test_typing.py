@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import ROOT
 
 CALLS = """
@@ -52,6 +54,7 @@ def errors(*paths: Path) -> list[tuple[Path, int, str]]:
     return [(Path(path), int(line), message) for path, line, message in found]
 
 
+@pytest.mark.slow
 def test_wrong_settings_are_type_errors_and_the_pages_have_none(tmp_path):
     calls = tmp_path / "calls.py"
     calls.write_text(CALLS)

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from posviz import _settings, hub
+from posviz._params import MAX_RESULT_BYTES, Refused, quoted
 from posviz._version import __version__
 from posviz.cli import schemes
-from posviz.embedding import Embedding, LoadError
+from posviz.embedding import Embedding
 from posviz.io import TensorInfo, list_tensors, suggest_trim
 from posviz.schemes import weights
 from posviz.schemes.record import N_SINGULAR_VALUES, table_record
@@ -140,12 +141,23 @@ def main(argv: list[str] | None = None) -> int:
             (args.path,) = args.path
     try:
         return run(args)
-    except LoadError as exc:
+    except Refused as exc:  # a file, a config value, a setting: refused with a message
         detail = getattr(exc, "detail", "")  # the Hub's technical cause, when it has one
-        print(
-            f"posviz {args.command}: {exc}" + (f"\n  ({detail})" if detail else ""), file=sys.stderr
+        return _refused(args, f"{exc}" + (f"\n  ({detail})" if detail else ""))
+    except MemoryError:  # what no size check foresaw: still a message, not a traceback
+        return _refused(
+            args,
+            f"this needs more memory than the machine has (the limit per result is "
+            f"{MAX_RESULT_BYTES // 2**20} MiB); choose smaller settings.",
         )
-        return 2
+    except RecursionError:
+        return _refused(args, "the input is nested too deeply to read.")
+
+
+def _refused(args: argparse.Namespace, message: str) -> int:
+    """Print a refusal as one line on stderr; exit code 2."""
+    print(f"posviz {args.command}: {message}", file=sys.stderr)
+    return 2
 
 
 def _centring(args: argparse.Namespace) -> dict[str, bool]:
@@ -189,19 +201,24 @@ def _rerun(args: argparse.Namespace) -> int:
     from posviz.export.rerun import read_export, rerun  # the pipeline: not for `summary`
 
     export = read_export(args.export)
-    result = rerun(export, tables=args.table, base=Path(args.export).parent)
+    result = rerun(
+        export,
+        tables=args.table,
+        base=Path(args.export).parent,
+        tell=lambda line: print(f"posviz rerun: {line}", file=sys.stderr, flush=True),
+    )
     for check in result.checks:
         verdict = "equal" if check.equal else "DIFFERS"
         print(
-            f"{check.analysis} {check.name}: exported {check.exported!r}, "
-            f"recomputed {check.recomputed!r}  {verdict}"
+            f"{check.analysis} {check.name}: exported {quoted(check.exported)}, "
+            f"recomputed {quoted(check.recomputed)}  {verdict}"
         )
     differing = len(result.differing)
     tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
     if not tables:  # a scheme's: from its config.json (several: an overlay's)
         configs = export["provenance"]
         configs = configs if isinstance(configs, list) else [configs]
-        tables = ", ".join(c["config"] for c in configs)
+        tables = ", ".join(str(c["config"])[:200] for c in configs)
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
         f"from {tables}" + (f"; {differing} differ" if differing else "")

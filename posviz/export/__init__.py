@@ -2,8 +2,9 @@
 
 Every export (CSV ``#`` lines, JSON, the report, ``posviz summary --json``) opens with the
 same header, :func:`header`: ``{"analysis": <pipeline step>, "params": <its settings, by the
-core's argument names>, "provenance": <the table's provenance>}``. That is what
-``posviz rerun`` reads to recompute the numbers.
+core's argument names>, "provenance": <the table's provenance>}``, all three read from the
+result and its sources (a result records the step that made it: `posviz._params.step_of`).
+That is what ``posviz rerun`` reads to recompute the numbers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from posviz._params import step_of
 from posviz.embedding import Embedding
 
 if TYPE_CHECKING:
@@ -26,34 +28,46 @@ __all__ = [
     "from_csv",
     "header",
     "labelled",
+    "step_header",
     "to_csv",
     "to_json",
 ]
 
 
-def header(analysis: str, params: dict[str, Any], *tables: Embedding) -> dict[str, Any]:
-    """The header of every export: which pipeline step, with which params, on which table.
+def header(result: Any, *sources: Embedding | dict[str, Any]) -> dict[str, Any]:
+    """The header of every export: which pipeline step made `result`, with which params, from
+    which sources.
 
     Parameters
     ----------
-    analysis : str
-        The name of the :mod:`posviz.pipeline` step that made the numbers.
-    params : dict
-        Its settings, as the result's ``params`` records them.
-    *tables : Embedding
-        The table (two for a comparison: their provenances as a list, in order).
+    result : a result of a core function decorated with `records_params`
+        It records its settings and the step that made it.
+    *sources : Embedding or dict
+        The table (two for a comparison: their provenances as a list, in order), or the
+        config.json provenance of a position scheme
+        (`posviz.schemes.record.config_provenance`, with where in it: a layer type, a tensor),
+        several for several models.
 
     Examples
     --------
+    >>> from posviz.spectrum import spectrum
     >>> t = Embedding.from_array(np.eye(12, 3), name="wpe", source="gpt2.safetensors")
-    >>> h = header("spectrum", {"center": True}, t)
+    >>> h = header(spectrum(t.values, center=False), t)
     >>> h["analysis"], h["params"], h["provenance"]["tensor"], h["provenance"]["rows"]
-    ('spectrum', {'center': True}, 'wpe', 'rows 0-11 of 12')
+    ('spectrum', {'center': False}, 'wpe', 'rows 0-11 of 12')
     """
-    provenance = [t.provenance() for t in tables]
+    return step_header(step_of(result), result.params, *sources)
+
+
+def step_header(
+    analysis: str, params: dict[str, Any], *sources: Embedding | dict[str, Any]
+) -> dict[str, Any]:
+    """:func:`header` of what no result records: a step's name and `params` as given (a
+    resampled table's download, which is a table, not a result of numbers)."""
+    provenance = [s.provenance() if isinstance(s, Embedding) else s for s in sources]
     return {
         "analysis": analysis,
-        "params": params,
+        "params": dict(params),
         "provenance": provenance[0] if len(provenance) == 1 else provenance,
     }
 

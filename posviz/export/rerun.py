@@ -6,13 +6,20 @@ An export (`posviz.export.header`) is ``{"analysis", "params", "provenance"}`` p
 --json``). A report embeds ``{"provenance", "analyses": [...]}``, one entry per table. A position
 scheme's export names a config.json in its provenance instead of a table
 (`posviz.schemes.record.config_provenance`): the scheme is read from it again.
+
+An export is a file anyone may hand over, so it is read as untrusted: only the steps of
+`posviz.pipeline.STEPS` run, each with its params checked by its core function's bounds; a
+file it names is checked (size, and a config.json's sha256) before it is parsed, and what a
+file holds is never quoted back; a Hub model it names is read from the Hub the environment
+names (``HF_ENDPOINT``, else huggingface.co), at the commit it names, never from a host the
+export names, and `tell` hears what will be fetched before it is.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,46 +27,32 @@ from typing import Any
 
 import numpy as np
 
-from posviz import export, hub, io, pipeline, simulate
-from posviz._params import as_recorded
+from posviz import _settings, export, hub, io, pipeline, simulate
+from posviz._json import max_depth
+from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
 from posviz.export import columns, labelled
 from posviz.schemes import weights
-from posviz.schemes.alibi import alibi_bias
-from posviz.schemes.config import position_scheme
-from posviz.schemes.record import PRESET, read_config, scheme_record
-from posviz.schemes.rotary import rotary_frequencies, rotary_overlay
+from posviz.schemes.config import position_scheme, read_config_file
+from posviz.schemes.record import PRESET, read_config
 
-__all__ = ["Check", "RerunResult", "read_export", "rerun"]
+__all__ = ["MAX_ANALYSES", "MAX_EXPORT_BYTES", "Check", "RerunResult", "read_export", "rerun"]
 
-#: Pipeline steps whose result is a table, not numbers: an export never names them.
-_NOT_ANALYSES = frozenset({"call", "resample_length", "resample_grid"})
-#: How a simulated table's source begins (posviz.simulate).
-_SIMULATED = "simulated: "
-#: The Schemes page's exported analyses: each core function, and how it takes its data from a
-#: scheme (and the provenance's layer type).
-_SCHEME_STEPS: dict[str, tuple[Callable[..., Any], Callable[[Any, dict[str, Any]], Any]]] = {
-    "rotary_frequencies": (
-        rotary_frequencies,
-        lambda scheme, where: next(s for s in scheme.rotary if s.layer_type == where["layer_type"]),
-    ),
-    "alibi_bias": (alibi_bias, lambda scheme, where: scheme.alibi.n_heads),
-}
-#: Exports of several models' schemes (a provenance per config.json, each naming its model):
-#: the core function, and how it takes its data from the schemes and their provenances.
-_SCHEMES_STEPS: dict[str, tuple[Callable[..., Any], Callable[[list, list], Any]]] = {
-    "rotary_overlay": (
-        rotary_overlay,
-        lambda schemes, records: {
-            where["model"]: _SCHEME_STEPS["rotary_frequencies"][1](scheme, where)
-            for scheme, where in zip(schemes, records, strict=True)
-        },
-    ),
-}
+#: Largest export file read (a similarity map's CSV is a few MB).
+MAX_EXPORT_BYTES = MAX_RESULT_BYTES
+#: Analyses of one export recomputed at most (a report has nine).
+MAX_ANALYSES = 100
+#: JSON nesting an export may have (a scheme record's: 4).
+MAX_EXPORT_DEPTH = 32
 #: A scheme record's keys that are not its numbers: its header and its words.
 _NOT_NUMBERS = frozenset({"analysis", "params", "provenance", "description", "reason", "warnings"})
 #: The report's embedded JSON block.
-_DATA = re.compile(r'<script id="posviz-data" type="application/json">(.*?)</script>', re.S)
+_DATA_OPEN = '<script id="posviz-data" type="application/json">'
+#: What a provenance's rows may be: a row of a table of at most MAX_ELEMENTS values.
+_ROWS = Bound(0, 2**26)
+_POSITION = Bound(-(2**26), 2**26)
+#: Told what `rerun` will fetch from the network, before it does.
+Tell = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -101,28 +94,60 @@ def read_export(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     LoadError
-        If the file cannot be read or holds no posviz export.
+        If the file cannot be read, is larger than `MAX_EXPORT_BYTES` (refused unread), nests
+        deeper than `MAX_EXPORT_DEPTH`, or holds no posviz export.
     """
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if not path.is_file() or size > MAX_EXPORT_BYTES:
+            msg = (
+                f"{path} is not a file of at most {MAX_EXPORT_BYTES // 2**20} MiB: give a posviz "
+                "export (.json, .csv or .html)."
+            )
+            raise LoadError(msg)
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        msg = f"Cannot read {path}: {exc.strerror}."
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"Cannot read {path} as a posviz export (UTF-8 text)."
         raise LoadError(msg) from exc
     try:
         if path.suffix.lower() == ".csv":
+            for line in text.splitlines():  # the header's JSON values, before pandas reads
+                if not line.startswith("# "):
+                    break
+                _check_depth(line, path)
             frame, header = export.from_csv(text)
             return {**header, "columns": export.columns(frame)}
         if path.suffix.lower() in (".html", ".htm"):
-            block = _DATA.search(text)
-            if block is None:
-                msg = f"{path} holds no posviz data block: is it a posviz report?"
-                raise LoadError(msg)
-            return json.loads(block.group(1))
-        return json.loads(text)
+            text = _data_block(text, path)
+        _check_depth(text, path)
+        data = json.loads(text)
     except (ValueError, KeyError) as exc:
-        msg = f"{path} is not a posviz export ({exc}); give a JSON, CSV or HTML report export."
+        if isinstance(exc, LoadError):
+            raise
+        msg = f"{path} is not a posviz export; give a JSON, CSV or HTML report export."
         raise LoadError(msg) from exc
+    if not isinstance(data, dict):
+        msg = f"{path} holds no posviz export (a JSON {type(data).__name__}, not an object)."
+        raise LoadError(msg)
+    return data
+
+
+def _data_block(text: str, path: Path) -> str:
+    """The report's embedded JSON: found by two searches (linear in the page's length; a
+    regular expression would rescan the rest of the page from every opening tag)."""
+    start = text.find(_DATA_OPEN)
+    end = text.find("</script>", start) if start >= 0 else -1
+    if end < 0:
+        msg = f"{path} holds no posviz data block: is it a posviz report?"
+        raise LoadError(msg)
+    return text[start + len(_DATA_OPEN) : end]
+
+
+def _check_depth(text: str, path: Path) -> None:
+    if max_depth(text) > MAX_EXPORT_DEPTH:
+        msg = f"{path} is nested deeper than {MAX_EXPORT_DEPTH} levels: it is no posviz export."
+        raise LoadError(msg)
 
 
 def rerun(
@@ -130,6 +155,7 @@ def rerun(
     *,
     tables: Sequence[str | Path] = (),
     base: str | Path | None = None,
+    tell: Tell | None = None,
 ) -> RerunResult:
     """Recompute every number of `export` and compare it with the exported one.
 
@@ -141,6 +167,8 @@ def rerun(
         Where the table(s) are, in the order of the provenance, when not where it says.
     base : path, optional
         A folder to look for a table file in first (the export's folder).
+    tell : callable, optional
+        Called with a line saying what will be fetched from the Hub, before it is.
 
     Returns
     -------
@@ -152,20 +180,17 @@ def rerun(
     LoadError
         When a table cannot be found or read, or its bytes are not the ones the export was
         made from (sha256), or the export records no analysis posviz can recompute.
+    Refused
+        When a setting of the export is outside its analysis' bounds.
     """
-    provenance = export.get("provenance")
-    if provenance is None:
+    if not isinstance(export, dict) or export.get("provenance") is None:
         msg = "The export has no provenance: it was not made by this version of posviz."
         raise LoadError(msg)
-    configs = provenance if isinstance(provenance, list) else [provenance]
-    if all("config" in p for p in configs):  # position schemes': each config.json read again
-        try:
-            checks = _scheme_checks(export, tables, base)
-        except (KeyError, TypeError, AttributeError, StopIteration) as exc:
-            msg = f"The export is incomplete or not from this posviz version ({exc!r})."
-            raise LoadError(msg) from exc
-        return RerunResult(tuple(checks), ())
+    provenance = export["provenance"]
     records = provenance if isinstance(provenance, list) else [provenance]
+    if not records or not all(isinstance(r, dict) for r in records):
+        msg = "The export's provenance is not a record of where its numbers came from."
+        raise LoadError(msg)
     if "analyses" in export:  # a report: one table, several analyses
         entries = export["analyses"]
     elif "analysis" in export:
@@ -173,112 +198,230 @@ def rerun(
     else:
         msg = "The export names no analysis to recompute."
         raise LoadError(msg)
+    if not isinstance(entries, list) or not 0 < len(entries) <= MAX_ANALYSES:
+        msg = f"The export lists no analyses or more than {MAX_ANALYSES}: it is no posviz export."
+        raise LoadError(msg)
+    steps = [_step(entry) for entry in entries]  # every name checked before anything is read
     try:
+        if all(step.takes in ("scheme", "schemes") for step in steps):
+            read = [
+                _config(where, tables[i] if i < len(tables) else None, base, tell)
+                for i, where in enumerate(records)
+            ]
+            pairs = zip(steps, entries, strict=True)
+            checks = [check for step, entry in pairs for check in _scheme(step, entry, read)]
+            return RerunResult(tuple(checks), ())
         loaded = tuple(
-            _table(record, tables[i] if i < len(tables) else None, base)
+            _table(record, tables[i] if i < len(tables) else None, base, tell)
             for i, record in enumerate(records)
         )
-        checks: list[Check] = []
-        for entry in entries:
-            checks += _checks(entry, loaded)
-    except (KeyError, TypeError, AttributeError) as exc:  # a hand-edited or foreign export
-        msg = f"The export is incomplete or not from this posviz version ({exc!r})."
+        checks = []
+        for step, entry in zip(steps, entries, strict=True):
+            checks += _checks(step, entry, loaded)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a hand-edited export
+        msg = f"The export is incomplete or not from this posviz version ({type(exc).__name__})."
         raise LoadError(msg) from exc
     return RerunResult(tuple(checks), loaded)
 
 
-def _table(record: dict[str, Any], given: str | Path | None, base: str | Path | None) -> Embedding:
+def _step(entry: Any) -> pipeline.Step:
+    """The registered step `entry` names (the registry is the allow-list)."""
+    name = entry.get("analysis") if isinstance(entry, dict) else None
+    step = pipeline.STEPS.get(name) if isinstance(name, str) else None
+    if step is None:
+        msg = f"{quoted(name)} is not an analysis posviz can recompute."
+        raise LoadError(msg)
+    if step.makes_table:
+        msg = f"{step.name} makes a table, not numbers: rerun the exports of what was analysed."
+        raise LoadError(msg)
+    return step
+
+
+def _params(step: pipeline.Step, entry: dict[str, Any]) -> dict[str, Any]:
+    params = entry["params"]
+    if not isinstance(params, dict):
+        msg = f"The export's params of {step.name} are not a record of settings."
+        raise LoadError(msg)
+    return as_recorded(params)
+
+
+def _recomputed(step: pipeline.Step, data: Sequence[Any], params: dict[str, Any]) -> Any:
+    """`step` on `data` with the export's `params`; a setting it refuses said so, briefly."""
+    try:
+        return pipeline.call(step.run, *data, **params)
+    except Refused:
+        raise
+    except (TypeError, ValueError) as exc:  # a setting this version does not take, or refuses
+        msg = f"{step.name} cannot be recomputed with the export's params: {quoted(str(exc))}"
+        raise LoadError(msg) from exc
+
+
+def _table(
+    record: dict[str, Any], given: str | Path | None, base: str | Path | None, tell: Tell | None
+) -> Embedding:
     """The table `record` (a provenance) names, read as it was, its bytes checked."""
     if "error" in record or "label" in record:
         msg = "A collection's export cannot be rerun yet: rerun each table's export instead."
         raise LoadError(msg)
-    source = str(record["source"])
-    grid = record.get("grid")
-    row_start = int(record["row_start"])
+    source = record["source"]
+    if not isinstance(source, str):
+        raise TypeError(source)
+    shape, grid = record["shape"], record.get("grid")
+    row_start = record["row_start"]
+    _ROWS.check("The provenance's row_start", row_start, error=LoadError)
+    if not isinstance(shape, list) or len(shape) != 2:
+        msg = f"The provenance's shape {quoted(shape)} is not [positions, dimensions]."
+        raise LoadError(msg)
+    for n in shape:
+        _ROWS.check("The provenance's shape", n, error=LoadError)
+    if grid is not None:
+        if not isinstance(grid, list) or len(grid) != 2:
+            msg = f"The provenance's grid {quoted(grid)} is not [height, width]."
+            raise LoadError(msg)
+        for n in grid:
+            _ROWS.check("The provenance's grid", n, error=LoadError)
+    first_position = record.get("first_position", 0)
+    _POSITION.check("The provenance's first_position", first_position, error=LoadError)
     rows = {
         "row_start": row_start,
-        "row_stop": row_start + int(record["shape"][0]),
+        "row_stop": row_start + shape[0],
         "grid": tuple(grid) if grid else None,
     }
-    if given is None and source.startswith(_SIMULATED):
-        where = source
-        table = _simulated(source, **rows)
+    simulated = record.get("simulated")
+    if given is None and simulated is not None:
+        where = "the simulation"
+        made = simulate.remade(simulated) if isinstance(simulated, dict) else None
+        if made is None:
+            raise TypeError(simulated)
+        table = io.table_from(
+            np.concatenate([made.prefix, made.values]),
+            name=made.name,
+            source=made.source,
+            dtype=made.dtype,
+            **rows,
+        )
+    elif given is not None:
+        where = str(given)  # the user's own file: its messages are shown
+        table = weights.load(where, tensor=record["tensor"], **rows)
     else:
-        if given is not None:
-            where = str(given)
-        elif "repo" in record and "commit" in record:
-            where = f"hf:{record['repo']}@{record['commit']}"
+        if "repo" in record and "commit" in record:
+            where = _hub_ref(record["repo"], record["commit"], tell)
+        elif source.startswith("simulated: "):
+            msg = (
+                "The export's table is a simulation recorded by an older posviz (as text): "
+                "export it again with this version, or give the table with --table."
+            )
+            raise LoadError(msg)
         else:
             where = _find(source, base)
-        table = weights.load(where, tensor=record["tensor"], **rows)
+        table = _named(where, record["tensor"], rows)
     # What position its first row stands for (a relative table's), as it was exported.
-    table = replace(table, first_position=int(record.get("first_position", 0)))
+    table = replace(table, first_position=first_position)
     if table.sha256 != record["sha256"]:
         msg = (
-            f"The table read from {where} is not the one exported: its sha256 is "
-            f"{table.sha256[:16]}…, the export's {str(record['sha256'])[:16]}… (the file's "
-            "bytes changed, or another file has its name)."
+            f"The table read from {quoted(where)} is not the one exported: its sha256 differs "
+            f"from the export's {quoted(str(record['sha256'])[:16])} (the file's bytes changed, "
+            "or another file has its name)."
         )
         raise LoadError(msg)
     return table
 
 
-def _scheme_checks(
-    export: dict[str, Any], given: Sequence[str | Path], base: str | Path | None
-) -> list[Check]:
-    """Each number of a scheme's export, recomputed from its config.json(s) read again."""
-    recorded = export["provenance"]
-    records = recorded if isinstance(recorded, list) else [recorded]
-    read = [
-        _config(where, given[i] if i < len(given) else None, base)
-        for i, where in enumerate(records)
-    ]
-    schemes = [position_scheme(config) for config, _, _ in read]
-    name = export["analysis"]
-    params = as_recorded(export["params"])
+def _named(where: str, tensor: Any, rows: dict[str, Any]) -> Embedding:
+    """The table a file named by the export holds. What the file holds is never quoted back:
+    an export could name any readable file (a list of keys saved as CSV)."""
+    if not isinstance(tensor, str):
+        raise TypeError(tensor)
     try:
-        if isinstance(recorded, list):
-            if name not in _SCHEMES_STEPS:
-                msg = f"{name!r} is not an analysis of several schemes posviz can recompute."
-                raise LoadError(msg)
-            step, data = _SCHEMES_STEPS[name]
-            result = step(data(schemes, records), **params)
-        elif name == "scheme_record":
-            (_, provenance, opened), (scheme,) = read[0], schemes
-            return _record_checks(name, export, scheme_record(scheme, provenance, opened, **params))
-        elif name in _SCHEME_STEPS:
-            step, data = _SCHEME_STEPS[name]
-            result = step(data(schemes[0], recorded), **params)
-        else:
-            msg = f"{name!r} is not a scheme analysis posviz can recompute."
-            raise LoadError(msg)
-    except (TypeError, ValueError) as exc:  # a setting this version does not take, or refuses
-        if isinstance(exc, LoadError):
-            raise
-        msg = f"{name} cannot be recomputed with the export's params: {exc}"
+        return weights.load(where, tensor=tensor, **rows)
+    except LoadError as exc:
+        if hub.is_hub_ref(where):
+            raise  # the Hub's answer, not a local file's contents
+        msg = (
+            f"{quoted(where)} does not hold the export's table {quoted(tensor)} as posviz reads "
+            "tables (its contents are not shown); give the table's file with --table."
+        )
         raise LoadError(msg) from exc
-    return _column_checks(name, export["columns"], result)
+
+
+def _hub_ref(repo: Any, commit: Any, tell: Tell | None) -> str:
+    """``hf:REPO@COMMIT`` of a repo id and a full commit sha, on the environment's Hub; `tell`
+    says so before it is fetched."""
+    ref = f"hf:{repo}@{commit}"
+    if not (isinstance(repo, str) and isinstance(commit, str) and len(commit) == 40):
+        msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
+        raise LoadError(msg)
+    parsed = hub.parse_ref(ref)  # a repo id only: a URL or a path is refused here
+    if (parsed.repo, parsed.revision) != (repo, commit):  # "//host/x" read as the id "host/x"
+        msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
+        raise LoadError(msg)
+    if tell is not None:
+        endpoint = _settings.hub_endpoint() or "https://huggingface.co"
+        tell(f"fetching {ref} from {endpoint} (HF_ENDPOINT)")
+    return ref
 
 
 def _config(
-    recorded: dict[str, Any], given: str | Path | None, base: str | Path | None
+    recorded: dict[str, Any], given: str | Path | None, base: str | Path | None, tell: Tell | None
 ) -> tuple[dict, dict[str, Any], Any]:
-    """The config.json provenance `recorded` names (or `given`), read again, its bytes checked:
-    as :func:`posviz.schemes.record.read_config` returns it."""
-    # A local checkpoint's scheme is read from the config.json beside its weights.
-    where = str(given or recorded.get("weights") or recorded["config"])
-    if not (given or hub.is_hub_ref(where) or where.startswith(PRESET)):
-        where = _find(where, base)
-    read = read_config(where)
+    """The config.json provenance `recorded` names (or `given`), read again, its bytes checked
+    before they are parsed (a Hub model's: at its commit), as
+    :func:`posviz.schemes.record.read_config` returns it, `recorded`'s place in it kept (the
+    layer type, the tensor, the model's label)."""
+    named = given or recorded.get("weights") or recorded["config"]
+    if not isinstance(named, str | Path):
+        raise TypeError(named)
+    where, expected = str(named), recorded["sha256"]
+    if not isinstance(expected, str):
+        raise TypeError(expected)
+    if hub.is_hub_ref(where):
+        ref = hub.parse_ref(where)
+        where = _hub_ref(ref.repo, ref.revision, tell)
+        read = read_config(where)
+    elif where.startswith(PRESET):
+        read = read_config(where)
+    else:
+        if not given:
+            where = _find(where, base)
+        config = weights.config_beside(where) if where.lower().endswith(".safetensors") else where
+        data = read_config_file(config or where)  # its size checked before it is read
+        if hashlib.sha256(data).hexdigest() != expected:
+            msg = (
+                f"The config.json read from {quoted(str(config or where))} is not the one "
+                f"exported: its sha256 differs from the export's {quoted(expected[:16])} (its "
+                "bytes changed)."
+            )
+            raise LoadError(msg)
+        read = read_config(where) if config != where else read_config(where, data)
     sha256 = read[1]["sha256"]
-    if not recorded["sha256"] or sha256 != recorded["sha256"]:
+    if not expected or sha256 != expected:
         msg = (
-            f"The config.json read from {where} is not the one exported: its sha256 is "
-            f"{sha256[:16] or 'unknown'}…, the export's "
-            f"{str(recorded['sha256'])[:16] or 'unknown (read offline)'}… (its bytes changed)."
+            f"The config.json read from {quoted(where)} is not the one exported: its sha256 is "
+            f"{sha256[:16] or 'unknown'}…, the export's {quoted(expected[:16]) or 'unknown'}… "
+            "(its bytes changed)."
         )
         raise LoadError(msg)
-    return read
+    return read[0], {**recorded, **read[1]}, read[2]
+
+
+def _scheme(
+    step: pipeline.Step, entry: dict[str, Any], read: list[tuple[dict, dict[str, Any], Any]]
+) -> list[Check]:
+    """Each number of a scheme's export, recomputed from its config.json(s) read again."""
+    found = [(position_scheme(config), where, model) for config, where, model in read]
+    if step.data is None:
+        raise TypeError(step.name)
+    if step.takes == "schemes":
+        data = step.data(found)
+    elif len(found) != 1:
+        msg = f"{step.name} takes one model's config.json; the export names {len(found)}."
+        raise LoadError(msg)
+    else:
+        data = step.data(*found[0])
+    result = _recomputed(step, [data], _params(step, entry))
+    if isinstance(result, dict):  # a scheme record: its numbers by their keys
+        return _record_checks(step.name, entry, result)
+    return _column_checks(step.name, entry["columns"], result)
 
 
 def _record_checks(
@@ -289,7 +432,7 @@ def _record_checks(
     for key, value in exported.items():
         if key in _NOT_NUMBERS:
             continue
-        name, new = prefix + key, recomputed.get(key)
+        name, new = prefix + _cut(key), recomputed.get(key)
         if isinstance(value, dict) and isinstance(new, dict):
             checks += _record_checks(label, value, new, f"{name}.")
         elif isinstance(value, list) and isinstance(new, list) and len(value) == len(new):
@@ -300,38 +443,18 @@ def _record_checks(
     return checks
 
 
-def _simulated(source: str, **rows: Any) -> Embedding:
-    """The simulated table `source` states (``simulated: learned_like(n=512, d=768, ...)``),
-    made again, with the rows the export analysed."""
-    match = re.fullmatch(r"simulated: (\w+)\((.*)\)", source)
-    generator = getattr(simulate, match.group(1), None) if match else None
-    if generator not in simulate.GENERATORS.values():
-        msg = f"The export's table ({source}) is not a simulation posviz can make again."
-        raise LoadError(msg)
-    options: dict[str, Any] = {}
-    for item in match.group(2).split(", "):
-        name, _, value = item.partition("=")
-        if not value:  # vit_grid's "14x14"
-            options["height"], options["width"] = (int(v) for v in name.split("x"))
-            continue
-        name = {"n": "n_positions", "d": "d_model"}.get(name, name)
-        options[name] = float(value) if name in ("base", "noise", "boundary") else int(value)
-    made = generator(**options)
-    return io.table_from(
-        np.concatenate([made.prefix, made.values]),
-        name=made.name,
-        source=made.source,
-        dtype=made.dtype,
-        **rows,
-    )
+def _cut(text: Any, most: int = 200) -> str:
+    """`text` from an export, cut to `most` characters for a message or a check's name."""
+    text = str(text)
+    return text if len(text) <= most else f"{text[: most - 1]}…"
 
 
 def _find(source: str, base: str | Path | None) -> str:
     """The file `source` names: as it is, or in `base`, or in the working folder."""
     if " → " in source:
         msg = (
-            f"The export's table ({source}) was made in the app, not read from a file: save it "
-            "(Resample's download) and give its path with --table."
+            f"The export's table ({_cut(source)}) was made in the app, not read from a file: save "
+            "it (Resample's download) and give its path with --table."
         )
         raise LoadError(msg)
     name = Path(source)
@@ -340,29 +463,24 @@ def _find(source: str, base: str | Path | None) -> str:
             return str(candidate)
     looked = ", ".join(dict.fromkeys(str(Path(p).resolve()) for p in (base or ".", ".")))
     msg = (
-        f"The export's table {source} was not found (looked in {looked}); give its path with "
-        "--table."
+        f"The export's table {_cut(source)} was not found (looked in {looked}); give its path "
+        "with --table."
     )
     raise LoadError(msg)
 
 
-def _checks(entry: dict[str, Any], tables: tuple[Embedding, ...]) -> list[Check]:
+def _checks(
+    step: pipeline.Step, entry: dict[str, Any], tables: tuple[Embedding, ...]
+) -> list[Check]:
     """Each number of one analysis of `entry`, recomputed."""
-    name = entry["analysis"]
-    step = getattr(pipeline, name, None)
-    if not callable(step) or name.startswith("_") or name in _NOT_ANALYSES:
-        msg = f"{name!r} is not an analysis posviz can recompute."
+    if len(tables) != step.n_tables:
+        msg = (
+            f"{step.name} takes {step.n_tables} table(s); the export's provenance names "
+            f"{len(tables)}."
+        )
         raise LoadError(msg)
-    wanted = 2 if name == "compare" else 1
-    if len(tables) != wanted:
-        msg = f"{name} takes {wanted} table(s); the export's provenance names {len(tables)}."
-        raise LoadError(msg)
-    try:
-        result = pipeline.call(step, *tables, **as_recorded(entry["params"]))
-    except (TypeError, ValueError) as exc:  # a setting this version does not take, or refuses
-        msg = f"{name} cannot be recomputed with the export's params: {exc}"
-        raise LoadError(msg) from exc
-    label = f"{name}" + (f" ({entry['caption']})" if "caption" in entry else "")
+    result = _recomputed(step, tables, _params(step, entry))
+    label = step.name + (f" ({_cut(entry['caption'], 80)})" if "caption" in entry else "")
     if "columns" in entry:
         # Positions labelled as the export labels them (a relative table's first position).
         labels = {"provenance": tables[0].provenance()} if len(tables) == 1 else {}
@@ -381,7 +499,7 @@ def _column_checks(
         if list(recomputed) == list(exported):
             break
     else:
-        msg = f"{label}: no table of the recomputed result has the columns {list(exported)}."
+        msg = f"{label}: no table of the recomputed result has the export's columns."
         raise LoadError(msg)
     checks = []
     for column, values in exported.items():
@@ -401,16 +519,20 @@ def _number_checks(label: str, exported: dict[str, Any], result: Any) -> list[Ch
     metrics: dict[str, Any] = result.metrics() if hasattr(result, "metrics") else {}
     checks = []
     for key, value in exported.items():
-        new = metrics[key] if key in metrics else getattr(result, key, None)
+        if key in metrics:  # an undefined metric is None: not looked up further
+            new = metrics[key]
+        else:  # an array of the result (never a private or special attribute)
+            new = getattr(result, key, None) if not str(key).startswith("_") else None
         if isinstance(new, np.ndarray):
             new = new.tolist()
+        name = _cut(key)
         if isinstance(value, list) and isinstance(new, list):  # the export holds the first ones
             pairs = zip(value, new[: len(value)], strict=True) if len(new) >= len(value) else ()
-            checks += [Check(label, f"{key}[{i}]", v, w) for i, (v, w) in enumerate(pairs)]
+            checks += [Check(label, f"{name}[{i}]", v, w) for i, (v, w) in enumerate(pairs)]
             if len(new) < len(value):
-                checks.append(Check(label, f"{key} (length)", len(value), len(new)))
+                checks.append(Check(label, f"{name} (length)", len(value), len(new)))
             continue
-        checks.append(Check(label, key, value, new))
+        checks.append(Check(label, name, value, new))
     return checks
 
 

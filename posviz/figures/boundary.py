@@ -32,7 +32,8 @@ def position_statistics(
     *,
     first_position: int = 0,
 ) -> go.Figure:
-    """Per-position curves with flagged positions (red) and change points (dashed lines).
+    """Per-position curves with flagged positions (red) and change points (dashed lines, each
+    labelled with its position and z above the first panel).
 
     Above `LINE_POINTS` positions the curves are drawn at evenly spaced positions (as the
     subtitle says); flagged positions and change points are always drawn at their exact place.
@@ -81,8 +82,19 @@ def position_statistics(
             col=1,
         )
     if changes is not None:
-        for p in changes.positions.tolist():
+        for p, z in zip(changes.positions.tolist(), changes.z.tolist(), strict=True):
             fig.add_vline(
                 x=p + first_position - 0.5, line={"dash": "dash", "color": "grey"}, row="all", col=1
+            )
+            # Drawn over the first panel only: one label per step, not one per panel.
+            fig.add_annotation(
+                x=p + first_position - 0.5,
+                y=1,
+                yref="y domain",
+                text=f"step at {p + first_position} · z {z:.1f}",
+                showarrow=False,
+                xanchor="left",
+                yanchor="top",
+                font={"size": 11, "color": "dimgrey"},
             )
     return fig

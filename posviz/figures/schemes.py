@@ -17,11 +17,12 @@ from posviz.figures.layout import (
     superscript,
 )
 from posviz.schemes.alibi import FALLS, AlibiBias
-from posviz.schemes.relative import RelativeBias
+from posviz.schemes.relative import BucketLayouts, RelativeBias
 from posviz.schemes.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
 
 __all__ = [
     "BAND_COLOURS",
+    "RULE_FIGURES",
     "alibi_bias",
     "alibi_slopes",
     "bands",
@@ -40,7 +41,7 @@ BAND_COLOURS = {
     "kept": "#1f77b4",
     "blended": "#ff7f0e",
     "divided": "#d62728",
-    "rescaled": "#9467bd",
+    "unrotated": "#7f7f7f",
 }
 #: Heads drawn as lines at most (the rest are in the heatmap and the numbers).
 MAX_HEAD_LINES = 32
@@ -72,29 +73,32 @@ def _context_lines(fig: go.Figure, f: RotaryFrequencies, *, horizontal: bool) ->
 
 
 def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
-    """Wavelength 2π/θᵢ of each pair (log axis), unscaled and as the rule applies it; markers
-    coloured by band, the original and extended contexts marked."""
+    """Wavelength 2π/θᵢ of each rotating pair (log axis), unscaled and as the rule applies it;
+    markers coloured by band, the original and extended contexts marked. Pairs that do not
+    rotate (θ = 0: proportional's unrotated part) have no wavelength and are left out."""
     spec = f.spec
     title = (
         f"Frequency ladder: {spec.rope_type}, θ = {spec.base:g}, {spec.n_pairs} pairs"
+        + (f" ({spec.rotating_pairs} rotate)" if spec.rotating_pairs is not None else "")
         + (f", factor {spec.factor:g}" if spec.rope_type != "default" else "")
         + (f" ({escape(spec.layer_type)})" if spec.layer_type != "all" else "")
     )
     fig = base_figure(title, "pair i", "wavelength 2π/θᵢ (positions)")
     contexts = [c for c in (spec.original_context, f.context) if c]  # marked by _context_lines
     fig.update_yaxes(**log_axis(np.r_[f.wavelengths_unscaled, f.wavelengths, contexts]))
+    rotating = np.isfinite(f.wavelengths_unscaled)
     pairs = np.arange(spec.n_pairs)
     fig.add_trace(
         go.Scatter(
-            x=pairs,
-            y=f32(f.wavelengths_unscaled),
+            x=pairs[rotating],
+            y=f32(f.wavelengths_unscaled[rotating]),
             mode="lines",
             name="unscaled",
             line={"color": "grey"},
         )
     )
     for band, colour in BAND_COLOURS.items():
-        chosen = f.band == band
+        chosen = (f.band == band) & rotating
         if chosen.any():
             fig.add_trace(
                 go.Scatter(
@@ -110,37 +114,42 @@ def frequency_ladder(f: RotaryFrequencies) -> go.Figure:
 
 
 def bands(f: RotaryFrequencies) -> go.Figure:
-    """Each pair's share of the division by the factor (0 kept … 1 divided), or LongRoPE's
-    per-pair division."""
+    """Each pair's division θ/θ' (unscaled over applied; log axis) at the length the rule is
+    applied at, coloured by band, with the factor marked: 1 kept, the factor or more divided."""
     spec = f.spec
+    fig = base_figure(
+        f"Division of each pair's frequency by the {spec.rope_type} rule at length "
+        f"{f.context or 0:,}",
+        "pair i",
+        "division θᵢ / θᵢ' (unscaled over applied)",
+    )
+    rotating = ~np.isnan(f.division)
+    # Divisions span a decade or two: label the powers of two and the factor, not only decades.
+    top = max(float(np.max(f.division[rotating], initial=1.0)), spec.factor)
+    powers = [2.0**k for k in range(int(np.ceil(np.log2(top))) + 1)]
+    near = [p for p in powers if p != spec.factor and abs(np.log2(p / spec.factor)) < 0.4]
+    ticks = sorted(set(powers) - set(near) | {spec.factor})  # 32 would crowd factor 40
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     pairs = np.arange(spec.n_pairs)
-    if spec.rope_type == "longrope":
-        fig = base_figure(
-            f"Division of each pair's frequency at context {f.context:,}",
-            "pair i",
-            "θᵢ unscaled / θᵢ applied",
-        )
-        y = f.inv_freq_unscaled / f.inv_freq
-    else:
-        fig = base_figure(
-            f"Bands of the {spec.rope_type} rule: share of the division by {spec.factor:g}",
-            "pair i",
-            "share (0 kept, 1 divided)",
-            yaxis_range=[-0.05, 1.05],
-        )
-        y = f.share
-    # Markers, not bars: a kept pair (share 0) stays visible.
+    # Markers, not bars: a kept pair (division 1) stays visible on the log axis.
     fig.add_trace(
         go.Scatter(
-            x=pairs,
-            y=f32(y),
+            x=pairs[rotating],
+            y=f32(f.division[rotating]),
             mode="lines+markers",
             line={"color": "lightgrey"},
-            marker={"color": [BAND_COLOURS[b] for b in f.band], "size": 7},
+            marker={"color": [BAND_COLOURS[b] for b in f.band[rotating]], "size": 7},
             name="pairs",
-            hovertext=list(f.band),
+            hovertext=list(f.band[rotating]),
         )
     )
+    if spec.factor != 1:
+        fig.add_hline(y=spec.factor, line_dash="dash", line_color=BAND_COLOURS["divided"])
+        fig.add_annotation(
+            x=0, xref="paper", y=np.log10(spec.factor), text=f"factor {spec.factor:g}",
+            showarrow=False, xanchor="left", yanchor="bottom",
+            font={"color": BAND_COLOURS["divided"]},
+        )  # fmt: skip
     return fig
 
 
@@ -302,17 +311,15 @@ def t5_bias(r: RelativeBias, *, name: str) -> go.Figure:
     return fig
 
 
-def t5_buckets(
-    positions: np.ndarray, layouts: dict[str, tuple[np.ndarray, np.ndarray]]
-) -> go.Figure:
+def t5_buckets(b: BucketLayouts) -> go.Figure:
     """Bucket against signed distance, per rule (encoder, decoder), with each distance's kind
     (exact / log-spaced / saturated) in the hover."""
     fig = base_figure("T5 buckets against relative position", "relative position (key − query)",
                       "bucket")  # fmt: skip
-    for label, (buckets, layout) in layouts.items():
+    for label, (buckets, layout) in b.layouts.items():
         fig.add_trace(
             go.Scatter(
-                x=positions,
+                x=b.relative_positions,
                 y=buckets,
                 name=label,
                 mode="lines",
@@ -348,3 +355,11 @@ def decays_overlay(decays: dict[str, RotaryDecay]) -> go.Figure:
         fig.add_trace(go.Scatter(x=np.maximum(d.distances, 1), y=f32(d.similarity),
                                  name=escape(label), mode="lines"))  # fmt: skip
     return fig
+
+
+#: The figure a rope rule has beyond every rule's ladder, bands and decay: (tab title, builder),
+#: by rope_type (posviz.schemes.rope.ROPE_RULES).
+RULE_FIGURES = {
+    "dynamic": ("Dynamic NTK base", dynamic_base),
+    "longrope": ("LongRoPE factors", longrope_factors),
+}

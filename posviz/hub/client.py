@@ -33,8 +33,6 @@ MAX_JSON_DEPTH = 64
 #: Progress callback: (bytes received, bytes expected).
 Progress = Callable[[int, int], None]
 
-_CHUNK = 2**16
-
 
 class Unreachable(LoadError):
     """The Hub did not answer (no network, DNS, proxy, timeout): nothing about the model is
@@ -168,7 +166,9 @@ def _get_bytes(url: str, *, what: str, kind: str = "file", limit: int = MAX_JSON
     started = time.monotonic()
     with _request(url, {}, what) as response:
         body = bytearray()
-        for chunk in response.iter_bytes(_CHUNK):
+        # Each read the socket returns, however small: `iter_bytes(n)` would buffer n bytes
+        # first, and a server trickling a byte at a time would never reach the check below.
+        for chunk in response.iter_bytes():
             body += chunk
             if len(body) > limit:
                 msg = f"{what}: the Hub's {kind} answer exceeds {limit:,} bytes; refused."

@@ -14,33 +14,39 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from posviz._params import records_params
-from posviz.embedding import LoadError
+from posviz._params import Bound, bounded, check_budget, records_params
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FALLS", "AlibiBias", "alibi_bias", "alibi_slopes"]
+__all__ = ["BIAS_MAX", "DISTANCES", "FALLS", "HEADS", "AlibiBias", "alibi_bias", "alibi_slopes"]
 
 #: Logits by which the bias has fallen at the distances reported per head.
 FALLS = (1, 5, 10)
+#: Heads (BLOOM: 112; far past any model), distances (the bias is drawn to at most 65,536;
+#: heads x distances within `posviz._params.MAX_RESULT_BYTES`), and MPT's alibi_bias_max (8 in
+#: every model; beyond 64 the last head's slope is below 2**-64: no bias at any distance).
+HEADS = Bound(1, 4096)
+DISTANCES = Bound(1, 65536)
+BIAS_MAX = Bound(0.1, 64.0, whole=False)
 
 
+@bounded(n_heads=HEADS, alibi_bias_max=BIAS_MAX)
 def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> np.ndarray:
     """Each head's slope, in the order the heads are stored.
 
     Parameters
     ----------
     n_heads : int
-        Attention heads (any positive number).
+        Attention heads (any number within `HEADS`).
     alibi_bias_max : float
         MPT's ``alibi_bias_max`` (8 in BLOOM and the paper): the power-of-2 heads' slopes are
         ``2 ** (-alibi_bias_max · k / n)``.
 
     Raises
     ------
-    LoadError
-        If `n_heads` is not positive or `alibi_bias_max` is not a positive number.
+    Refused
+        If `n_heads` or `alibi_bias_max` is outside `HEADS` or `BIAS_MAX`.
 
     Examples
     --------
@@ -49,12 +55,6 @@ def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> np.ndarray:
     >>> alibi_slopes(6).round(4).tolist()
     [0.25, 0.0625, 0.0156, 0.0039, 0.5, 0.125]
     """
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int | np.integer) or n_heads < 1:
-        msg = f"ALiBi needs a positive number of attention heads, not {n_heads!r}."
-        raise LoadError(msg)
-    if not (math.isfinite(alibi_bias_max) and alibi_bias_max > 0):
-        msg = f"alibi_bias_max must be a positive number, not {alibi_bias_max!r}."
-        raise LoadError(msg)
     power = 2 ** math.floor(math.log2(n_heads))
     slopes = 2.0 ** (-alibi_bias_max * np.arange(1, power + 1) / power)
     odd = np.arange(1, 2 * (n_heads - power), 2)
@@ -95,8 +95,15 @@ class AlibiBias:
 
 
 @records_params
+@bounded(n_heads=HEADS, alibi_bias_max=BIAS_MAX, max_distance=DISTANCES)
 def alibi_bias(n_heads: int, *, alibi_bias_max: float = 8.0, max_distance: int = 2048) -> AlibiBias:
     """Slopes, bias against distance, and where each head's bias has fallen by `FALLS` logits.
+
+    Raises
+    ------
+    Refused
+        If an argument is out of its bound, or the bias (heads x distances) would take more
+        than `posviz._params.MAX_RESULT_BYTES`.
 
     Examples
     --------
@@ -106,6 +113,10 @@ def alibi_bias(n_heads: int, *, alibi_bias_max: float = 8.0, max_distance: int =
     >>> b.falls[0].tolist()
     [16.0, 80.0, 160.0]
     """
+    check_budget(
+        8 * n_heads * (max_distance + 1),
+        f"The bias of {n_heads:,} heads to distance {max_distance:,}",
+    )
     slopes = alibi_slopes(n_heads, alibi_bias_max=alibi_bias_max)
     distances = np.arange(max_distance + 1, dtype=np.int64)
     bias = 0.0 - np.outer(slopes, distances)  # 0.0, not -0.0, at distance 0

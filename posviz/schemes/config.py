@@ -10,13 +10,17 @@ computation.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from posviz._json import max_depth
 from posviz.embedding import LoadError
-from posviz.schemes.rotary import ROPE_TYPES, RotarySpec
+from posviz.schemes import alibi
+from posviz.schemes._values import first as _first
+from posviz.schemes._values import integer as _integer
+from posviz.schemes._values import number as _number
+from posviz.schemes.layers import LayerScheme, layer_map, type_specs
+from posviz.schemes.rope import MAX_CONTEXT, RotarySpec, contradictions
 
 __all__ = [
     "KINDS",
@@ -65,12 +69,12 @@ _ROTARY_MODELS = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
     "gemma2", "gemma3", "gemma3_text", "phi", "phi3", "gpt_neox", "gptj", "codegen", "falcon",
     "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "stablelm", "starcoder2", "cohere",
-    "persimmon", "granite", "internlm2", "baichuan", "chatglm", "mpt-rope",
+    "persimmon", "granite", "internlm2", "baichuan", "chatglm", "mpt-rope", "smollm3",
+    "llama4", "llama4_text", "gemma4", "gemma4_text", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
 }  # fmt: skip
 _SINUSOIDAL_MODELS = {"marian", "fsmt", "pegasus", "speech_to_text", "m2m_100", "nllb"}
 _NO_POSITION_MODELS = {"mamba", "mamba2", "rwkv", "falcon_mamba"}
 _RELATIVE_BIAS_MODELS = {"t5", "mt5", "umt5", "longt5", "switch_transformers"}
-_ROPE_ALIASES = {"su": "longrope", "mrope": "default"}  # transformers maps these the same way
 
 
 @dataclass(frozen=True)
@@ -111,8 +115,8 @@ class Scheme:
     reason : str
         Which config keys say so.
     rotary : tuple of RotarySpec
-        One per layer type (the main one first; Gemma-3's sliding layers second); empty
-        unless rotary.
+        Each distinct rule of the model's layers (the full-attention one first: Gemma-3's
+        sliding layers second); empty unless rotary.
     alibi, relative_bias, relative_table : spec or None
     context : int or None
         ``max_position_embeddings`` (or its alias), when given.
@@ -120,6 +124,9 @@ class Scheme:
         The model width (``hidden_size`` / ``d_model``), when given: a sinusoidal table's.
     warnings : tuple of str
         Where the config contradicts itself.
+    layers : tuple of LayerScheme
+        How each layer encodes position (rotary models whose config.json states the number of
+        layers; `posviz.schemes.layers`).
     """
 
     kind: str
@@ -131,6 +138,7 @@ class Scheme:
     context: int | None = None
     width: int | None = None
     warnings: tuple[str, ...] = field(default=())
+    layers: tuple[LayerScheme, ...] = ()
 
 
 def parse_config(data: bytes, *, what: str = "config.json") -> dict:
@@ -151,7 +159,7 @@ def parse_config(data: bytes, *, what: str = "config.json") -> dict:
             f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
         )
         raise LoadError(msg)
-    depth = _max_depth(data)
+    depth = max_depth(data)
     if depth > MAX_CONFIG_DEPTH:
         msg = (
             f"{what} is nested deeper than {MAX_CONFIG_DEPTH} levels; a model config is not. "
@@ -200,29 +208,6 @@ def read_config_file(path: str | Path) -> bytes:
     return data
 
 
-def _max_depth(data: bytes) -> int:
-    """Deepest bracket nesting outside strings (counted before parsing: json's recursion
-    would fail first on a deep enough file)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
 def position_scheme(config: dict) -> Scheme:
     """The position scheme `config` (a parsed config.json) describes, checked.
 
@@ -251,10 +236,23 @@ def position_scheme(config: dict) -> Scheme:
         attn = config.get("attn_config")
         bias_max = attn.get("alibi_bias_max", 8.0) if isinstance(attn, dict) else 8.0
         spec = AlibiSpec(_heads(config), _number(bias_max, "attn_config.alibi_bias_max"))
+        # Heads size every array ALiBi makes: refused here, by the key that says so.
+        alibi.HEADS.check(f"{_heads_key(config)} in config.json", spec.n_heads, error=LoadError)
+        alibi.BIAS_MAX.check(
+            "attn_config.alibi_bias_max in config.json", spec.alibi_bias_max, error=LoadError
+        )
         return Scheme(kind, reason, alibi=spec, context=context)
     if kind == "rotary":
-        specs, warnings = _rotary_specs(config, context)
-        return Scheme(kind, reason, rotary=specs, context=context, warnings=tuple(warnings))
+        layers = layer_map(config, context=context)
+        specs = _distinct(layers) if layers else type_specs(config, context=context)
+        if not specs:
+            msg = "config.json makes every layer NoPE: no layer rotates q and k."
+            raise LoadError(msg)
+        warnings = [w for spec in specs for w in contradictions(spec)]
+        return Scheme(
+            kind, reason, rotary=specs, context=context, warnings=tuple(dict.fromkeys(warnings)),
+            layers=layers,
+        )  # fmt: skip
     if kind == "relative_bias":
         spec = RelativeBiasSpec(
             num_buckets=_integer(config.get("relative_attention_num_buckets", 32), "num_buckets"),
@@ -350,197 +348,13 @@ def _rotary_reason(config: dict) -> str:
     return ""
 
 
-def _rotary_specs(config: dict, context: int | None) -> tuple[tuple[RotarySpec, ...], list[str]]:
-    """One RotarySpec per layer type (Gemma-3: full attention, then sliding), and warnings."""
-    dim, interleaved = _rotary_width(config)
-    parameters = config.get("rope_parameters")
-    scaling = config.get("rope_scaling") if parameters is None else parameters
-    if scaling is not None and not isinstance(scaling, dict):
-        msg = f"rope_scaling is {scaling!r}; expected an object such as {{'rope_type': ...}}."
-        raise LoadError(msg)
-    scaling = scaling or {}
-    base = _first(config, "rope_theta", "rotary_emb_base")
-    by_layer = scaling and all(isinstance(v, dict) for v in scaling.values())
-    if by_layer:  # v5: {"full_attention": {...}, "sliding_attention": {...}}
-        rules = dict(scaling)
-    else:
-        rules = {"all": scaling}
-        local = config.get("rope_local_base_freq")
-        if local is not None:  # Gemma-3's sliding layers: default rope at their own base
-            rules = {"full_attention": scaling, "sliding_attention": {"rope_theta": local}}
-    warnings: list[str] = []
-    specs = []
-    for layer_type, rule in rules.items():
-        spec = _rotary_spec(
-            rule, config, dim, interleaved, rule.get("rope_theta", base), context, layer_type
-        )
-        specs.append(spec)
-        warnings += _contradictions(spec, rule, config)
-    return tuple(specs), warnings
-
-
-def _rotary_width(config: dict) -> tuple[int, bool]:
-    """(rotary columns, interleaved) by transformers' rules for each family."""
-    model_type = config.get("model_type", "")
-    if config.get("qk_rope_head_dim") is not None:  # DeepSeek MLA: rope on these columns only
-        dim = _integer(config["qk_rope_head_dim"], "qk_rope_head_dim")
-        interleaved = bool(config.get("rope_interleave", model_type == "deepseek_v3"))
-    elif config.get("rotary_dim") is not None:  # GPT-J, CodeGen: rotate_every_two
-        dim = _integer(config["rotary_dim"], "rotary_dim")
-        interleaved = True
-    else:
-        head_dim = config.get("head_dim")
-        if head_dim is None:
-            hidden = _integer(_first(config, "hidden_size", "n_embd", "d_model"), "hidden_size")
-            head_dim = hidden // _heads(config)
-        head_dim = _integer(head_dim, "head_dim")
-        share_key = "rotary_pct" if "rotary_pct" in config else "partial_rotary_factor"
-        share = _number(config.get(share_key, 1.0), share_key)
-        if not 0 < share <= 1:
-            msg = f"{share_key} is {share}; it must be in (0, 1]."
-            raise LoadError(msg)
-        dim = int(head_dim * share)
-        interleaved = False
-    if dim < 2 or dim % 2:
-        msg = (
-            f"The rotary width from config.json is {dim} columns; rotary embeddings rotate "
-            "pairs, so it must be even and at least 2. Check head_dim / rotary_dim / "
-            "partial_rotary_factor."
-        )
-        raise LoadError(msg)
-    return dim, interleaved
-
-
-def _rotary_spec(
-    rule: dict,
-    config: dict,
-    dim: int,
-    interleaved: bool,
-    base: Any,
-    context: int | None,
-    layer_type: str,
-) -> RotarySpec:
-    kind = rule.get("rope_type", rule.get("type", "default"))
-    kind = _ROPE_ALIASES.get(kind, kind)
-    if kind not in ROPE_TYPES:
-        msg = f"rope_type {kind!r} is not one posviz computes; known: {', '.join(ROPE_TYPES)}."
-        raise LoadError(msg)
-    base = 10000.0 if base is None else _number(base, "rope_theta")
-    if base <= 1:
-        msg = f"rope_theta is {base}; the rotary base must be above 1 (10000 is the default)."
-        raise LoadError(msg)
-    original = rule.get("original_max_position_embeddings")
-    if original is None:
-        original = config.get("original_max_position_embeddings")
-    original = None if original is None else _integer(original, "original_max_position_embeddings")
-    factor = rule.get("factor")
-    if kind == "longrope" and factor is None and original and context:
-        factor = context / original
-    factor = 1.0 if factor is None or kind == "default" else _number(factor, "factor")
-    if factor <= 0:
-        msg = f"rope_scaling factor is {factor}; it must be positive."
-        raise LoadError(msg)
-
-    def optional(key: str) -> float | None:
-        return None if rule.get(key) is None else _number(rule[key], key)
-
-    n_pairs = dim // 2
-    lists = {}
-    for key in ("short_factor", "long_factor"):
-        values = rule.get(key)
-        if kind != "longrope":
-            continue
-        if not isinstance(values, list) or len(values) != n_pairs:
-            size = len(values) if isinstance(values, list) else "no"
-            msg = (
-                f"LongRoPE's {key} has {size} values; the rotary width {dim} needs {n_pairs} "
-                "(one per pair)."
-            )
-            raise LoadError(msg)
-        lists[key] = tuple(_number(v, key) for v in values)
-        if min(lists[key]) <= 0:
-            msg = f"LongRoPE's {key} holds a factor <= 0; every factor must be positive."
-            raise LoadError(msg)
-    spec = RotarySpec(
-        rope_type=kind,
-        rotary_dim=dim,
-        base=base,
-        interleaved=interleaved,
-        context=context,
-        original_context=original,
-        factor=factor,
-        attention_factor=optional("attention_factor"),
-        beta_fast=optional("beta_fast"),
-        beta_slow=optional("beta_slow"),
-        mscale=optional("mscale"),
-        mscale_all_dim=optional("mscale_all_dim"),
-        truncate=rule.get("truncate", True) is not False,
-        low_freq_factor=optional("low_freq_factor"),
-        high_freq_factor=optional("high_freq_factor"),
-        short_factor=lists.get("short_factor"),
-        long_factor=lists.get("long_factor"),
-        layer_type=layer_type,
-    )
-    _check_rule(spec)
-    return spec
-
-
-def _check_rule(spec: RotarySpec) -> None:
-    """The values each rule divides by or takes the log of, present and in range."""
-    kind = spec.rope_type
-    if kind in ("yarn", "longrope", "llama3") and spec.pretraining_context is None:
-        msg = f"rope_type {kind} needs original_max_position_embeddings or max_position_embeddings."
-        raise LoadError(msg)
-    if kind == "dynamic" and spec.context is None:
-        msg = "dynamic rope scaling needs max_position_embeddings in config.json."
-        raise LoadError(msg)
-    if kind == "llama3":
-        if spec.original_context is None:
-            msg = "llama3 rope scaling needs original_max_position_embeddings in rope_scaling."
-            raise LoadError(msg)
-        low, high = spec.low_freq_factor, spec.high_freq_factor
-        if low is None or high is None or not 0 < low < high:
-            msg = (
-                f"llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor; got "
-                f"{low} and {high}."
-            )
-            raise LoadError(msg)
-    if kind == "longrope" and spec.pretraining_context < 2:
-        msg = "LongRoPE needs an original context of at least 2 positions."
-        raise LoadError(msg)
-    for key in ("attention_factor", "beta_fast", "beta_slow"):
-        value = getattr(spec, key)
-        if value is not None and value <= 0:
-            msg = f"rope_scaling {key} is {value}; it must be positive."
-            raise LoadError(msg)
-
-
-def _contradictions(spec: RotarySpec, rule: dict, config: dict) -> list[str]:
-    """Where the config contradicts itself (computed anyway, as transformers v5 does)."""
-    warnings = []
-    context, original = spec.context, spec.original_context
-    if context and original and original > context:
-        warnings.append(
-            f"original_max_position_embeddings ({original}) is above max_position_embeddings "
-            f"({context}): the extended context is shorter than the original one."
-        )
-    explicit = rule.get("factor") is not None
-    if spec.rope_type in ("yarn", "longrope") and explicit and context and original:
-        implied = context / original
-        if not math.isclose(spec.factor, implied, rel_tol=1e-6):
-            warnings.append(
-                f"{spec.rope_type} factor {spec.factor:g} differs from max_position_embeddings / "
-                f"original_max_position_embeddings = {context} / {original} = {implied:g}; "
-                "the explicit factor is used (transformers v5; some older code used the ratio)."
-            )
-    return warnings
+def _distinct(layers: tuple[LayerScheme, ...]) -> tuple[RotarySpec, ...]:
+    """The layers' distinct rotary rules, the full-attention (or only) one first."""
+    specs = list(dict.fromkeys(layer.rotary for layer in layers if layer.rotary is not None))
+    return tuple(sorted(specs, key=lambda spec: spec.layer_type not in ("full_attention", "all")))
 
 
 # --- checked values ------------------------------------------------------------------------
-
-
-def _first(config: dict, *keys: str) -> Any:
-    return next((config[k] for k in keys if config.get(k) is not None), None)
 
 
 def _context(config: dict, *, strict: bool) -> int | None:
@@ -550,36 +364,24 @@ def _context(config: dict, *, strict: bool) -> int | None:
     if value is None:
         return None
     try:
-        return _integer(value, "max_position_embeddings")
+        return _integer(value, "max_position_embeddings", high=MAX_CONTEXT)
     except LoadError:
         if strict:
             raise
         return None
 
 
+_HEADS_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+
+
+def _heads_key(config: dict) -> str:
+    """The key config.json gives its number of heads under."""
+    return next((k for k in _HEADS_KEYS if config.get(k) is not None), _HEADS_KEYS[0])
+
+
 def _heads(config: dict) -> int:
-    value = _first(config, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    value = _first(config, *_HEADS_KEYS)
     if value is None:
         msg = "config.json names no number of attention heads (num_attention_heads)."
         raise LoadError(msg)
-    return _integer(value, "num_attention_heads")
-
-
-def _number(value: Any, key: str) -> float:
-    """A finite real number from JSON (not a bool, not a string)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        msg = f"{key} in config.json is {value!r}; expected a finite number."
-        raise LoadError(msg)
-    if value < 0:
-        msg = f"{key} in config.json is {value}; it must not be negative."
-        raise LoadError(msg)
-    return float(value)
-
-
-def _integer(value: Any, key: str) -> int:
-    """A positive whole number from JSON (4096 or 4096.0)."""
-    number = _number(value, key)
-    if number != int(number) or number < 1:
-        msg = f"{key} in config.json is {value!r}; expected a positive whole number."
-        raise LoadError(msg)
-    return int(number)
+    return _integer(value, _heads_key(config))

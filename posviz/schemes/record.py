@@ -17,14 +17,16 @@ from typing import Any
 import numpy as np
 
 from posviz import hub
+from posviz._params import check_budget
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.config import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
+from posviz.schemes.layers import LayerScheme
 from posviz.schemes.presets import PRESETS
-from posviz.schemes.relative import t5_buckets
+from posviz.schemes.relative import check_bias_shape, check_relative_bias, t5_buckets
 from posviz.schemes.rotary import (
     MAX_TABLE_POSITIONS,
     RotaryFrequencies,
@@ -45,6 +47,7 @@ __all__ = [
     "config_provenance",
     "finite",
     "is_decoder_bias",
+    "layers_record",
     "other_layer_types",
     "read_config",
     "relative_bias_record",
@@ -175,11 +178,15 @@ def scheme_record(
         )
         if others:
             record["other_layer_types"] = other_layer_types(tuple(others))
+        if scheme.layers:
+            record["layers"] = layers_record(scheme.layers, context=context, main=main)
     elif scheme.kind == "alibi":
         record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
     elif scheme.kind == "relative_bias":
-        tensors = weights.bias_tensors(model) if model is not None else {}
-        record |= relative_bias_record(scheme.relative_bias, tensors)
+        spec = scheme.relative_bias
+        check_relative_bias(spec)  # before any tensor is read
+        tensors = weights.bias_tensors(model, spec) if model is not None else {}
+        record |= relative_bias_record(spec, tensors)
     elif scheme.kind == "relative_table":
         spec = scheme.relative_table
         record |= {"span": spec.span, "hidden_size": spec.hidden_size}
@@ -203,7 +210,7 @@ def table_record(table: Embedding, result: Spectrum) -> dict[str, Any]:
     table (rotary, sinusoidal, DeBERTa's) carries it under "table"."""
     numbers: dict[str, Any] = result.metrics()
     numbers["singular_values"] = result.singular_values[:N_SINGULAR_VALUES].tolist()
-    record = {**header("spectrum", result.params, table), "numbers": numbers}
+    record = {**header(result, table), "numbers": numbers}
     if not result.has_variance:  # the metrics above are null
         record["undefined"] = NO_VARIANCE
     return record
@@ -243,12 +250,14 @@ def rotary_record(
         "original_context": spec.original_context,
         "factor": spec.factor,
         "attention_factor": f.attention_factor,
-        "logit_multiplier": f.attention_factor**2,
+        "logit_multiplier": f.logit_multiplier,
+        "logit_multiplier_source": f.logit_multiplier_source,
         "base_applied": f.base_applied,
         "inv_freq": f.inv_freq.tolist(),
         "inv_freq_unscaled": f.inv_freq_unscaled.tolist(),
         "wavelengths": f.wavelengths.tolist(),
-        "bands": f.band_counts(),
+        "rotating_pairs": spec.rotating_pairs,
+        "bands": f.bands(),
         "pairs_beyond_original_context": f.pairs_beyond_original_context,
         "stored_inv_freq": stored,
         "rows": table.shape[0],
@@ -272,6 +281,39 @@ def other_layer_types(specs: tuple[RotarySpec, ...]) -> dict[str, dict[str, Any]
     return brief
 
 
+def layers_record(
+    layers: tuple[LayerScheme, ...], *, context: int | None, main: RotarySpec
+) -> list[dict[str, Any]]:
+    """One entry per layer (issue 33's JSON): RoPE or NoPE, its rule, base and width, its
+    inv_freq where it differs from `main`'s (the record's top-level one, at the same context),
+    sliding window, layer type, mrope sections and attention temperature."""
+    applied: dict[RotarySpec, np.ndarray] = {}
+    for spec in {layer.rotary for layer in layers if layer.rotary is not None} | {main}:
+        applied[spec] = rotary_frequencies(spec, context=context).inv_freq
+    entries = []
+    for layer in layers:
+        spec = layer.rotary
+        entry: dict[str, Any] = {
+            "layer": layer.layer,
+            "rope": layer.rope,
+            "rope_type": spec and spec.rope_type,
+            "base": spec and spec.base,
+            "rotary_dim": spec and spec.rotary_dim,
+        }
+        if spec is not None and not np.array_equal(applied[spec], applied[main]):
+            entry["inv_freq"] = applied[spec].tolist()
+        entry |= {
+            "sliding_window": layer.sliding_window,
+            "layer_type": layer.layer_type,
+            "mrope_section": layer.mrope and layer.mrope.record(),
+            "attention_temperature": (
+                layer.attention_temperature and layer.attention_temperature.record()
+            ),
+        }
+        entries.append(entry)
+    return entries
+
+
 def alibi_record(n_heads: int, *, alibi_bias_max: float = 8.0) -> dict[str, Any]:
     """ALiBi's keys: heads and their slopes (reference recursion)."""
     slopes = alibi_slopes(n_heads, alibi_bias_max=alibi_bias_max)
@@ -292,7 +334,23 @@ def relative_bias_record(spec: RelativeBiasSpec, tensors: dict[str, np.ndarray])
 
     Without tensors (a config.json alone) `buckets` is given for the encoder and decoder
     rules, and `bias` is empty.
+
+    Raises
+    ------
+    Refused
+        As :func:`check_relative_bias`, or when the lists would take more than
+        `posviz._params.MAX_RESULT_BYTES` (a Python float in a list: 32 bytes).
+    LoadError
+        If a tensor's shape is not the config's (num_buckets, n_heads).
     """
+    check_relative_bias(spec)
+    for weight in tensors.values():
+        check_bias_shape(np.shape(weight), spec)
+    check_budget(
+        32 * (2 * spec.max_distance + 1) * (2 + len(tensors) * spec.n_heads),
+        f"The buckets and bias of {len(tensors):,} tensors of {spec.n_heads:,} heads to "
+        f"relative_attention_max_distance {spec.max_distance:,}",
+    )
     positions = np.arange(-spec.max_distance, spec.max_distance + 1)
 
     def buckets(bidirectional: bool) -> list[int]:

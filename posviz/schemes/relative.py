@@ -6,18 +6,29 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from posviz._params import records_params
+from posviz._params import Bound, bounded, check_budget, records_params
 from posviz.embedding import Embedding, LoadError
-from posviz.schemes.config import scheme_kind
+from posviz.schemes.config import RelativeBiasSpec, scheme_kind
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
+    "BUCKETS",
+    "DISTANCES",
+    "HEADS",
+    "MAX_BIAS_TENSORS",
     "REL_EMBEDDINGS",
+    "BucketLayouts",
     "RelativeBias",
     "bucket_layout",
     "bucket_layouts",
+    "check_bias_shape",
+    "check_relative_bias",
     "labelled",
     "relative_bias",
     "relative_rows",
@@ -25,6 +36,17 @@ __all__ = [
     "relative_table_name",
     "t5_buckets",
 ]
+
+
+#: T5's bounds: buckets (T5 and its kin: 32), the largest distance bucketed (128) and heads
+#: (T5-11B: 128). Far past any model; a result they would still make larger than
+#: `posviz._params.MAX_RESULT_BYTES` is refused. A bias tensor within them has at most 262,144
+#: values, which the app's cache hashes whole (it samples arrays of 500,000 or more).
+BUCKETS = Bound(4, 1024)
+DISTANCES = Bound(1, 65536)
+HEADS = Bound(1, 256)
+#: Bias tensors read from one model (T5: one per stack; UMT5: one per layer and stack).
+MAX_BIAS_TENSORS = 256
 
 
 def t5_buckets(
@@ -77,21 +99,62 @@ def bucket_layout(
     return np.where(d < n // 2, "exact", np.where(d >= max_distance, "saturated", "log-spaced"))
 
 
-def bucket_layouts(
-    *, num_buckets: int = 32, max_distance: int = 128
-) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """(relative positions −max…max, {rule: (buckets, layout)}) for the encoder's
-    bidirectional and the decoder's causal rule."""
-    positions = np.arange(-max_distance, max_distance + 1)
+@dataclass(frozen=True)
+class BucketLayouts:
+    """T5's bucket of each relative position, by the encoder's and the decoder's rule.
+
+    Attributes
+    ----------
+    relative_positions : ndarray of int64, shape (2 · max_distance + 1,)
+        key − query, −max_distance … max_distance.
+    layouts : dict of str to (ndarray of int64, ndarray of str)
+        By rule ("encoder (bidirectional)", "decoder (causal)"): each position's bucket and
+        its :func:`bucket_layout` kind, both shaped as `relative_positions`.
+    """
+
+    relative_positions: np.ndarray
+    layouts: dict[str, tuple[np.ndarray, np.ndarray]]
+    params: dict = field(default_factory=dict)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per relative position: its bucket and kind by each rule."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"relative_position": self.relative_positions})
+        for label, (buckets, layout) in self.layouts.items():
+            rule = label.split()[0]  # encoder, decoder
+            frame[f"{rule}_bucket"] = buckets
+            frame[f"{rule}_kind"] = layout
+        return frame
+
+
+@records_params
+def bucket_layouts(spec: RelativeBiasSpec) -> BucketLayouts:
+    """Each relative position's bucket (−max_distance … max_distance) by the encoder's
+    bidirectional and the decoder's causal rule, for the buckets `spec` (config.json) states.
+
+    Raises
+    ------
+    LoadError
+        As :func:`check_relative_bias`.
+
+    Examples
+    --------
+    >>> b = bucket_layouts(RelativeBiasSpec(num_buckets=32, max_distance=128, n_heads=8))
+    >>> b.relative_positions[[0, -1]].tolist(), b.to_frame().columns.tolist()[1:3]
+    ([-128, 128], ['encoder_bucket', 'encoder_kind'])
+    """
+    check_relative_bias(spec)
+    positions = np.arange(-spec.max_distance, spec.max_distance + 1)
     layouts = {}
     for label, bidirectional in (("encoder (bidirectional)", True), ("decoder (causal)", False)):
         options = {
-            "num_buckets": num_buckets,
-            "max_distance": max_distance,
+            "num_buckets": spec.num_buckets,
+            "max_distance": spec.max_distance,
             "bidirectional": bidirectional,
         }
         layouts[label] = (t5_buckets(positions, **options), bucket_layout(positions, **options))
-    return positions, layouts
+    return BucketLayouts(positions, layouts)
 
 
 @dataclass(frozen=True)
@@ -119,8 +182,23 @@ class RelativeBias:
     def n_heads(self) -> int:
         return self.bias.shape[0]
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per relative position: its bucket, kind, and each head's bias."""
+        import pandas as pd
+
+        frame = pd.DataFrame(
+            {
+                "relative_position": self.relative_positions,
+                "bucket": self.buckets,
+                "kind": self.layout,
+            }
+        )
+        heads = pd.DataFrame(self.bias.T, columns=[f"head_{h}" for h in range(self.n_heads)])
+        return pd.concat([frame, heads], axis=1)
+
 
 @records_params
+@bounded(max_distance=DISTANCES)
 def relative_bias(
     weight: np.ndarray, *, bidirectional: bool = True, max_distance: int = 128
 ) -> RelativeBias:
@@ -138,7 +216,10 @@ def relative_bias(
     Raises
     ------
     LoadError
-        If `weight` is not 2-D with at least 4 buckets, or holds NaN/Inf.
+        If `weight` is not 2-D with `BUCKETS` buckets and `HEADS` heads, or holds NaN/Inf.
+    Refused
+        If `max_distance` is out of `DISTANCES`, or the bias would take more than
+        `posviz._params.MAX_RESULT_BYTES`.
 
     Examples
     --------
@@ -147,18 +228,14 @@ def relative_bias(
     >>> r.bias.shape, r.bias[:, 128 + 1].tolist()
     ((2, 257), [17.0, -17.0])
     """
+    check_bias_shape(np.shape(weight))
+    check_budget(
+        8 * np.shape(weight)[1] * (2 * max_distance + 1),
+        f"The bias of {np.shape(weight)[1]:,} heads to distance {max_distance:,}",
+    )
     weight = np.asarray(weight, dtype=np.float64)
-    if weight.ndim != 2 or weight.shape[0] < 4 or weight.shape[1] < 1:
-        msg = (
-            f"relative_attention_bias has shape {weight.shape}; expected "
-            "(num_buckets, n_heads) with at least 4 buckets."
-        )
-        raise LoadError(msg)
     if not np.isfinite(weight).all():
         msg = "relative_attention_bias holds NaN/Inf values."
-        raise LoadError(msg)
-    if max_distance < 1:
-        msg = f"max_distance must be positive, not {max_distance}."
         raise LoadError(msg)
     num_buckets = weight.shape[0]
     positions = np.arange(-max_distance, max_distance + 1, dtype=np.int64)
@@ -169,6 +246,48 @@ def relative_bias(
         positions, num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional
     )
     return RelativeBias(positions, buckets, weight[buckets].T, layout)
+
+
+def check_relative_bias(spec: RelativeBiasSpec) -> None:
+    """Refuse T5 buckets, a distance or heads out of `BUCKETS`, `DISTANCES`, `HEADS`, named
+    by their config.json keys, before anything is built or read.
+
+    Raises
+    ------
+    LoadError
+        Naming the key, its value and the bound.
+    """
+    BUCKETS.check(
+        "relative_attention_num_buckets in config.json", spec.num_buckets, error=LoadError
+    )
+    DISTANCES.check(
+        "relative_attention_max_distance in config.json", spec.max_distance, error=LoadError
+    )
+    HEADS.check("num_heads in config.json", spec.n_heads, error=LoadError)
+
+
+def check_bias_shape(shape: tuple[int, ...], spec: RelativeBiasSpec | None = None) -> None:
+    """Refuse a ``relative_attention_bias`` shape that is not (num_buckets, n_heads) within
+    `BUCKETS` and `HEADS` (and, given the `spec` config.json states, not its own).
+
+    Raises
+    ------
+    LoadError
+        Naming the shape and what was expected.
+    """
+    expected = "(num_buckets, n_heads)" if spec is None else f"({spec.num_buckets}, {spec.n_heads})"
+    wrong = len(shape) != 2
+    if not wrong:
+        buckets, heads = shape
+        wrong = not (BUCKETS.low <= buckets <= BUCKETS.high and HEADS.low <= heads <= HEADS.high)
+        if spec is not None:
+            wrong = wrong or (buckets, heads) != (spec.num_buckets, spec.n_heads)
+    if wrong:
+        msg = (
+            f"relative_attention_bias has shape {tuple(shape)}; expected {expected} with "
+            f"{BUCKETS.low} to {BUCKETS.high:,} buckets and {HEADS.low} to {HEADS.high:,} heads."
+        )
+        raise LoadError(msg)
 
 
 def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embedding, list[int]]:

@@ -1,35 +1,48 @@
-"""Which frequencies a rotary model rotates at, what its ``rope_scaling`` rule does to each
-pair, how fast its content-free similarity decays, and its position table.
+"""Which frequencies a rotary model rotates at, what its scaling rule does to each pair, how
+fast its content-free similarity decays, and its position table.
 
-Formulas as Hugging Face transformers' ``modeling_rope_utils`` computes ``inv_freq`` and
-``attention_factor`` (``_compute_*_parameters``), in float64 (transformers: float32). Pair ``i``
-of ``rotary_dim / 2`` rotates by ``inv_freq[i]`` radians per position; its wavelength is
-``2π / inv_freq[i]`` positions. docs/schemes.md names each formula and its source.
+The rules themselves (keys, checks, inv_freq, attention factor) are one table,
+`posviz.schemes.rope.ROPE_RULES`; this module applies them. Pair ``i`` of ``rotary_dim / 2``
+rotates by ``inv_freq[i]`` radians per position; its wavelength is ``2π / inv_freq[i]``
+positions. Computed in float64: transformers' float32 ``inv_freq`` differs from these exact
+values by up to 3.2e-7 relative, its cos/sin tables by up to 1.4e-4 (docs/schemes.md).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from posviz._params import records_params
+from posviz._params import MAX_RESULT_BYTES, Bound, bounded, records_params
 from posviz.embedding import Embedding, LoadError
+from posviz.schemes.rope import (
+    MAX_CONTEXT,
+    MAX_TABLE_POSITIONS,
+    ROPE_RULES,
+    ROPE_TYPES,
+    RotarySpec,
+    dynamic_base,
+    unscaled_inv_freq,
+    yarn_mscale,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "BANDS",
+    "DECAY_DISTANCES",
+    "DECAY_SAMPLES",
     "MAX_TABLE_POSITIONS",
     "ROPE_TYPES",
     "RotaryDecay",
     "RotaryFrequencies",
     "RotaryOverlay",
     "RotarySpec",
+    "bands",
     "dynamic_base",
     "dynamic_base_curve",
     "inv_freq_difference",
@@ -40,81 +53,19 @@ __all__ = [
     "yarn_mscale",
 ]
 
-#: The scaling rules computed (transformers' ``ROPE_INIT_FUNCTIONS`` keys).
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
-#: What a scaling rule does to a pair, by the share of the full division by `factor` it takes.
+#: What a scaling rule does to a pair at a length, by its division θ/θ' (unscaled over applied).
 BANDS = {
-    "kept": "rotates as without scaling (share 0)",
-    "blended": "between kept and divided by the factor (share strictly between 0 and 1)",
-    "divided": "rotates `factor` times slower (share 1)",
-    "rescaled": "divided by its own LongRoPE factor",
+    "kept": "rotates as without scaling (division 1)",
+    "blended": "divided by more than 1 and less than the factor",
+    "divided": "divided by the factor or more",
+    "unrotated": "θ = 0: the pair does not rotate (proportional's unrotated part of the head)",
 }
-#: Most rows of a rotary position table (the app's and the CLI's limit).
-MAX_TABLE_POSITIONS = 8192
-
-
-@dataclass(frozen=True)
-class RotarySpec:
-    """A rotary scheme as config.json states it, checked (posviz.schemes.config.position_scheme).
-
-    Attributes
-    ----------
-    rope_type : str
-        One of `ROPE_TYPES`.
-    rotary_dim : int
-        Columns of q and k that rotate (even): ``rotary_dim / 2`` pairs.
-    base : float
-        ``rope_theta`` (> 1).
-    interleaved : bool
-        Pairs are adjacent columns (2i, 2i+1: GPT-J, CodeGen) rather than (j, j + dim/2)
-        (transformers' ``rotate_half``). The frequencies are the same.
-    context : int or None
-        ``max_position_embeddings``: the context the model is configured for.
-    original_context : int or None
-        The pre-training context the scaling rule extends (None without scaling).
-    factor : float
-        The scaling factor s (1 without scaling).
-    attention_factor : float or None
-        The explicit ``attention_factor``, else None (computed by the rule).
-    beta_fast, beta_slow, mscale, mscale_all_dim : float or None
-        YaRN's options as given (None: absent).
-    truncate : bool
-        YaRN: round the correction range to whole pairs.
-    low_freq_factor, high_freq_factor : float or None
-        llama3's band edges.
-    short_factor, long_factor : tuple of float or None
-        LongRoPE's per-pair factors (``rotary_dim / 2`` each).
-    layer_type : str
-        The layer type this rule applies to ("all" unless the config has several).
-    """
-
-    rope_type: str
-    rotary_dim: int
-    base: float
-    interleaved: bool = False
-    context: int | None = None
-    original_context: int | None = None
-    factor: float = 1.0
-    attention_factor: float | None = None
-    beta_fast: float | None = None
-    beta_slow: float | None = None
-    mscale: float | None = None
-    mscale_all_dim: float | None = None
-    truncate: bool = True
-    low_freq_factor: float | None = None
-    high_freq_factor: float | None = None
-    short_factor: tuple[float, ...] | None = None
-    long_factor: tuple[float, ...] | None = None
-    layer_type: str = "all"
-
-    @property
-    def n_pairs(self) -> int:
-        return self.rotary_dim // 2
-
-    @property
-    def pretraining_context(self) -> int | None:
-        """The context the unscaled frequencies were trained at."""
-        return self.original_context or self.context
+#: Relative tolerance of "division 1" and "the factor or more": float64 rounding of the blends.
+BAND_TOLERANCE = 1e-12
+#: A decay's distances: log-spaced samples (a curve on screen needs about a thousand) and the
+#: largest distance (any context posviz takes).
+DECAY_SAMPLES = Bound(1, 100_000)
+DECAY_DISTANCES = Bound(1, MAX_CONTEXT, optional=True)
 
 
 @dataclass(frozen=True)
@@ -127,16 +78,15 @@ class RotaryFrequencies:
     context : int or None
         Sequence length the frequencies apply at (dynamic NTK and LongRoPE depend on it).
     inv_freq_unscaled : ndarray of shape (n_pairs,)
-        ``base ** (-2i / rotary_dim)``.
+        ``base ** (-2i / rotary_dim)`` (0 for proportional's unrotated pairs).
     inv_freq : ndarray of shape (n_pairs,)
-        As the scaling rule applies it at `context`.
+        θᵢ as the scaling rule applies it at `context`.
     attention_factor : float
         Multiplies cos and sin, so q·k logits scale by its square.
-    share : ndarray of shape (n_pairs,)
-        Share of the full division by `factor` each pair takes: 0 kept, 1 divided
-        (NaN for LongRoPE, whose pairs have their own factors).
+    division : ndarray of shape (n_pairs,)
+        θ/θ' of each pair: unscaled over applied (NaN for a pair that does not rotate).
     band : ndarray of str, shape (n_pairs,)
-        `BANDS` key of each pair.
+        `BANDS` key of each pair, from its division and the factor.
     base_applied : float
         The base at `context` (dynamic NTK raises it; else ``spec.base``).
     """
@@ -146,82 +96,86 @@ class RotaryFrequencies:
     inv_freq_unscaled: np.ndarray
     inv_freq: np.ndarray
     attention_factor: float
-    share: np.ndarray
+    division: np.ndarray
     band: np.ndarray
     base_applied: float
     params: dict = field(default_factory=dict)
 
     @property
+    def logit_multiplier(self) -> float:
+        """What the scheme multiplies q·k logits by: attention_factor² (cos and sin of q and k)
+        times the attention class's softmax-scale correction (``spec.softmax_scale``)."""
+        return self.attention_factor**2 * self.spec.softmax_scale
+
+    @property
+    def logit_multiplier_source(self) -> str:
+        """Where `logit_multiplier` comes from, the attention class named."""
+        spec = self.spec
+        rotary = f"attention_factor² = {self.attention_factor:.6g}² (cos and sin of q and k)"
+        if spec.attention_class is None:
+            return f"{rotary}; the attention class scales by head_dim^-½ only"
+        return (
+            f"{rotary}, times {spec.attention_class}.scaling = head_dim^-½ · "
+            f"mscale({spec.factor:g}, mscale_all_dim={spec.mscale_all_dim:g})², "
+            f"{spec.softmax_scale:.6f} (yarn_apply_mscale)"
+        )
+
+    @property
     def wavelengths(self) -> np.ndarray:
-        """Positions per full turn of each pair, as applied: ``2π / inv_freq``."""
-        return 2 * np.pi / self.inv_freq
+        """Positions per full turn of each pair, as applied: ``2π / inv_freq`` (inf: θ = 0)."""
+        with np.errstate(divide="ignore"):
+            return 2 * np.pi / self.inv_freq
 
     @property
     def wavelengths_unscaled(self) -> np.ndarray:
-        return 2 * np.pi / self.inv_freq_unscaled
+        with np.errstate(divide="ignore"):
+            return 2 * np.pi / self.inv_freq_unscaled
 
     @property
     def pairs_beyond_original_context(self) -> int:
-        """Pairs whose unscaled wavelength exceeds the pre-training context: they never made a
-        full turn in training (what a scaling rule has to stretch, or leaves alone)."""
+        """Rotating pairs whose unscaled wavelength exceeds the pre-training context: they never
+        made a full turn in training (what a scaling rule has to stretch, or leaves alone)."""
         context = self.spec.pretraining_context
-        return 0 if context is None else int(np.sum(self.wavelengths_unscaled > context))
+        wavelengths = self.wavelengths_unscaled
+        beyond = np.isfinite(wavelengths) & (wavelengths > (context or np.inf))
+        return int(np.sum(beyond))
 
     def band_counts(self) -> dict[str, int]:
-        """How many pairs fall in each band (bands with none left out)."""
-        names, counts = np.unique(self.band, return_counts=True)
-        return {str(n): int(c) for n, c in zip(names, counts, strict=True)}
+        """How many pairs fall in each band (bands with none left out), in `BANDS` order."""
+        return {b: int(n) for b in BANDS if (n := np.sum(self.band == b))}
+
+    def bands(self) -> dict[str, dict[str, list]]:
+        """Each band's pairs and their actual division θ/θ', in `BANDS` order (JSON-ready)."""
+        return {
+            b: {
+                "pairs": np.flatnonzero(chosen).tolist(),
+                "division": self.division[chosen].tolist(),
+            }
+            for b in BANDS
+            if (chosen := self.band == b).any()
+        }
 
     def turns(self, length: int) -> np.ndarray:
         """Full turns each pair makes over `length` positions, as applied."""
         return length * self.inv_freq / (2 * np.pi)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per pair: frequencies, wavelength, band, share, turns within the context.
-
-        LongRoPE has no share (each pair has a factor of its own): its column is the pair's
-        ``factor``, ``inv_freq_unscaled / inv_freq``, instead of a column of NaN.
-        """
+        """One row per pair: frequencies, wavelength, division, band, turns within the context."""
         import pandas as pd  # on first use: `posviz summary` prints without loading pandas
 
-        own = bool(np.isnan(self.share).all())
         frame = pd.DataFrame(
             {
                 "pair": np.arange(self.spec.n_pairs),
                 "inv_freq_unscaled": self.inv_freq_unscaled,
                 "inv_freq": self.inv_freq,
                 "wavelength": self.wavelengths,
+                "division": self.division,
                 "band": self.band,
-                **(
-                    {"factor": self.inv_freq_unscaled / self.inv_freq}
-                    if own
-                    else {"share": self.share}
-                ),
             }
         )
         if self.context:
             frame[f"turns in {self.context:,}"] = self.turns(self.context)
         return frame
-
-
-def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    """YaRN's attention temperature: 1 for factor <= 1, else ``0.1 · mscale · ln(factor) + 1``.
-
-    >>> round(yarn_mscale(4.0), 6) == round(0.1 * math.log(4) + 1, 6)
-    True
-    """
-    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
-
-
-def dynamic_base(spec: RotarySpec, lengths: np.ndarray) -> np.ndarray:
-    """Dynamic NTK's base at each sequence length (`spec.base` up to ``spec.context``).
-
-    ``base · (s · L / max_pos − (s − 1)) ** (dim / (dim − 2))`` for L > max_pos, with max_pos =
-    ``max_position_embeddings`` (transformers' ``_compute_dynamic_ntk_parameters``).
-    """
-    lengths = np.maximum(np.asarray(lengths, dtype=np.float64), spec.context)
-    s, dim = spec.factor, spec.rotary_dim
-    return spec.base * (s * lengths / spec.context - (s - 1)) ** (dim / (dim - 2))
 
 
 def dynamic_base_curve(spec: RotarySpec, *, n_lengths: int = 256) -> tuple[np.ndarray, np.ndarray]:
@@ -232,7 +186,8 @@ def dynamic_base_curve(spec: RotarySpec, *, n_lengths: int = 256) -> tuple[np.nd
 
 @records_params
 def rotary_frequencies(spec: RotarySpec, *, context: int | None = None) -> RotaryFrequencies:
-    """Each pair's frequency, unscaled and as `spec`'s scaling rule applies it at `context`.
+    """Each pair's frequency, unscaled and as `spec`'s rule (`ROPE_RULES`) applies it at
+    `context`, with its division θ/θ' and band.
 
     Parameters
     ----------
@@ -254,111 +209,39 @@ def rotary_frequencies(spec: RotarySpec, *, context: int | None = None) -> Rotar
     """
     if context is None:
         context = spec.context or spec.original_context
-    if context is not None and context < 1:
-        msg = f"context must be a positive number of positions, not {context}."
+    if context is not None and not 1 <= context <= MAX_CONTEXT:
+        msg = f"context must be 1 to {MAX_CONTEXT:,} positions, not {context}."
         raise LoadError(msg)
-    dim, base, s = spec.rotary_dim, spec.base, spec.factor
-    exponent = np.arange(0, dim, 2, dtype=np.float64) / dim
-    unscaled = base**-exponent
-    n = len(unscaled)
-    attention_factor = 1.0
-    share = np.zeros(n)
-    base_applied = base
-    kind = spec.rope_type
-    if kind == "linear":
-        share = np.ones(n)
-    elif kind == "dynamic":
-        if context is not None and spec.context is not None and context > spec.context:
-            base_applied = float(dynamic_base(spec, np.array([context]))[0])
-            # base'^(-2i/d) = base^(-2i/d) / r^(2i/(d-2)) with r the stretch at the last pair.
-            share = np.arange(n) / (n - 1) if n > 1 else np.zeros(n)
-    elif kind == "yarn":
-        attention_factor = _yarn_attention_factor(spec)
-        share = _yarn_ramp(spec)
-    elif kind == "llama3":
-        share = _llama3_share(spec, unscaled)
-    elif kind == "longrope":
-        attention_factor = _longrope_attention_factor(spec)
-        share = np.full(n, np.nan)
-    if kind == "dynamic":
-        inv_freq = base_applied**-exponent
-    elif kind == "longrope":
-        beyond = context is not None and context > spec.pretraining_context
-        ext = np.asarray(spec.long_factor if beyond else spec.short_factor, dtype=np.float64)
-        inv_freq = unscaled / ext
-    else:
-        # transformers' blend: (1 - share) · inv + share · inv / s.
-        inv_freq = unscaled * (1 - share) + unscaled / s * share
+    rule = ROPE_RULES[spec.rope_type]
+    unscaled = unscaled_inv_freq(spec)
+    inv_freq, base_applied = rule.frequencies(spec, unscaled, context)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        division = np.where(unscaled > 0, unscaled / inv_freq, np.nan)
     return RotaryFrequencies(
         spec=spec,
         context=context,
         inv_freq_unscaled=unscaled,
         inv_freq=inv_freq,
-        attention_factor=float(attention_factor),
-        share=share,
-        band=_bands(share, unscaled / inv_freq),
+        attention_factor=float(rule.attention_factor(spec)),
+        division=division,
+        band=bands(division, spec.factor),
         base_applied=float(base_applied),
     )
 
 
-def _bands(share: np.ndarray, division: np.ndarray) -> np.ndarray:
-    """`BANDS` key of each pair from its share (LongRoPE: NaN share, kept where its factor is 1)."""
-    band = np.where(share <= 0, "kept", np.where(share >= 1, "divided", "blended")).astype("<U8")
-    rescaled = np.isnan(share)
-    band[rescaled] = np.where(np.isclose(division[rescaled], 1.0, rtol=1e-12), "kept", "rescaled")
-    return band
+def bands(division: np.ndarray, factor: float) -> np.ndarray:
+    """`BANDS` key of each pair from its division θ/θ': 1 kept, the factor or more divided,
+    between blended; NaN (θ = 0) unrotated.
 
-
-def _yarn_attention_factor(spec: RotarySpec) -> float:
-    if spec.attention_factor is not None:
-        return spec.attention_factor
-    if spec.mscale and spec.mscale_all_dim:
-        return yarn_mscale(spec.factor, spec.mscale) / yarn_mscale(spec.factor, spec.mscale_all_dim)
-    return yarn_mscale(spec.factor)
-
-
-def _yarn_ramp(spec: RotarySpec) -> np.ndarray:
-    """YaRN's share per pair: 0 for fast pairs (more than beta_fast turns in the original
-    context), 1 for slow ones (fewer than beta_slow), linear between.
-
-    transformers computes the correction range in units of rotary columns and applies it to
-    pair indices (``linear_ramp_factor(low, high, dim // 2)``); kept as is, since models were
-    trained with it.
+    >>> bands(np.array([1.0, 1.5, 2.0, 47.8, np.nan]), 2.0).tolist()
+    ['kept', 'blended', 'divided', 'divided', 'unrotated']
     """
-    dim, base = spec.rotary_dim, spec.base
-    original = spec.pretraining_context
-
-    def correction(turns: float) -> float:
-        return dim * math.log(original / (turns * 2 * math.pi)) / (2 * math.log(base))
-
-    low = correction(spec.beta_fast or 32)
-    high = correction(spec.beta_slow or 1)
-    if spec.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001  # as transformers: no division by zero
-    return np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
-
-
-def _llama3_share(spec: RotarySpec, unscaled: np.ndarray) -> np.ndarray:
-    """llama3's share: wavelengths below L0 / high_freq_factor kept, above L0 / low_freq_factor
-    divided, ``1 − smooth`` between with smooth = (L0 / λ − low) / (high − low)."""
-    original, low, high = spec.original_context, spec.low_freq_factor, spec.high_freq_factor
-    wavelength = 2 * np.pi / unscaled
-    smooth = (original / wavelength - low) / (high - low)
-    share = 1 - smooth
-    share[wavelength < original / high] = 0.0
-    share[wavelength > original / low] = 1.0
-    return share
-
-
-def _longrope_attention_factor(spec: RotarySpec) -> float:
-    if spec.attention_factor is not None:
-        return spec.attention_factor
-    if spec.factor <= 1:
-        return 1.0
-    return math.sqrt(1 + math.log(spec.factor) / math.log(spec.pretraining_context))
+    kept = np.isclose(division, 1.0, rtol=BAND_TOLERANCE, atol=0)
+    with np.errstate(invalid="ignore"):
+        divided = division >= factor * (1 - BAND_TOLERANCE)
+    band = np.where(kept, "kept", np.where(divided, "divided", "blended")).astype("<U9")
+    band[np.isnan(division)] = "unrotated"
+    return band
 
 
 @dataclass(frozen=True)
@@ -385,8 +268,23 @@ class RotaryDecay:
     bound_unscaled: np.ndarray
     params: dict = field(default_factory=dict)
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per distance: B(Δ) and RoFormer's bound, as applied and unscaled."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "distance": self.distances,
+                "similarity": self.similarity,
+                "similarity_unscaled": self.similarity_unscaled,
+                "bound": self.bound,
+                "bound_unscaled": self.bound_unscaled,
+            }
+        )
+
 
 @records_params
+@bounded(max_distance=DECAY_DISTANCES, n_distances=DECAY_SAMPLES)
 def rotary_decay(
     frequencies: RotaryFrequencies, *, max_distance: int | None = None, n_distances: int = 1024
 ) -> RotaryDecay:
@@ -408,6 +306,15 @@ def rotary_decay(
     (1.0, 2.5, [0, 1, 2])
     """
     stop = max_distance or frequencies.context or 4096
+    # The partial sums are complex: 16 bytes per distance and pair, a few arrays of them.
+    needed = (65 + n_distances) * frequencies.spec.n_pairs * 16 * 4
+    if not 1 <= stop <= MAX_CONTEXT or n_distances < 1 or needed > MAX_RESULT_BYTES:
+        msg = (
+            f"A decay to distance {stop:,} at {n_distances:,} distances over "
+            f"{frequencies.spec.n_pairs:,} pairs was asked for; distances 1 to {MAX_CONTEXT:,} "
+            f"and at most {MAX_RESULT_BYTES // 2**20} MiB of partial sums."
+        )
+        raise LoadError(msg)
     dense = np.arange(min(stop, 64) + 1)
     sparse = np.geomspace(64, stop, n_distances) if stop > 64 else []
     distances = np.unique(np.concatenate([dense, np.round(sparse)])).astype(np.int64)
@@ -480,6 +387,7 @@ class RotaryOverlay:
 
 
 @records_params
+@bounded(max_distance=DECAY_DISTANCES, n_distances=DECAY_SAMPLES)
 def rotary_overlay(
     specs: Mapping[str, RotarySpec], *, max_distance: int | None = None, n_distances: int = 1024
 ) -> RotaryOverlay:
@@ -542,10 +450,11 @@ def rotary_table(
     """
     spec = frequencies.spec
     n = positions or min(spec.pretraining_context or MAX_TABLE_POSITIONS, MAX_TABLE_POSITIONS)
-    if not 10 <= n <= MAX_TABLE_POSITIONS:
+    if not 10 <= n <= MAX_TABLE_POSITIONS or n * spec.rotary_dim * 8 > MAX_RESULT_BYTES:
         msg = (
-            f"A rotary position table of {n} rows was asked for; choose 10 to "
-            f"{MAX_TABLE_POSITIONS} positions."
+            f"A rotary position table of {n:,} rows x {spec.rotary_dim:,} columns was asked "
+            f"for; choose 10 to {MAX_TABLE_POSITIONS} positions (at most "
+            f"{MAX_RESULT_BYTES // 2**20} MiB)."
         )
         raise LoadError(msg)
     angles = np.outer(np.arange(n, dtype=np.float64), frequencies.inv_freq)
@@ -575,4 +484,6 @@ def inv_freq_difference(stored: np.ndarray, frequencies: RotaryFrequencies) -> f
             f"{expected.size} rotary pairs."
         )
         raise LoadError(msg)
-    return float(np.max(np.abs(stored - expected) / expected))
+    # Relative where θ > 0; a pair that does not rotate (θ = 0) must store 0.
+    scale = np.where(expected > 0, expected, 1.0)
+    return float(np.max(np.abs(stored - expected) / scale))

@@ -20,8 +20,20 @@ import numpy as np
 from posviz import hub, io
 from posviz.embedding import Embedding, LoadError
 from posviz.hub.config import no_table_reason
-from posviz.schemes.config import parse_config, position_scheme, read_config_file
-from posviz.schemes.relative import REL_EMBEDDINGS, labelled, relative_table, relative_table_name
+from posviz.schemes.config import (
+    RelativeBiasSpec,
+    parse_config,
+    position_scheme,
+    read_config_file,
+)
+from posviz.schemes.relative import (
+    MAX_BIAS_TENSORS,
+    REL_EMBEDDINGS,
+    check_bias_shape,
+    labelled,
+    relative_table,
+    relative_table_name,
+)
 
 __all__ = [
     "LocalCheckpoint",
@@ -182,15 +194,32 @@ def _weights(model: Model) -> _Weights:
     return _HubWeights(hub.open_model_at(model))
 
 
-def bias_tensors(model: Model) -> dict[str, np.ndarray]:
+def bias_tensors(model: Model, spec: RelativeBiasSpec) -> dict[str, np.ndarray]:
     """T5's ``relative_attention_bias`` tensors [num_buckets, n_heads], by name (block 0 of
-    each stack; UMT5: every layer)."""
+    each stack; UMT5: every layer), each checked against the `spec` config.json states.
+
+    Raises
+    ------
+    LoadError
+        If no tensor holds them, more than `MAX_BIAS_TENSORS` do (counted from the headers,
+        before any is read), or one's shape is not the config's (num_buckets, n_heads).
+    """
     weights = _weights(model)
     names = sorted(n for n in weights.tensors if n.endswith("relative_attention_bias.weight"))
     if not names:
         msg = f"{weights.label}: config.json names T5 relative buckets but no tensor holds them."
         raise LoadError(msg)
-    return {name: weights.read(name) for name in names}
+    if len(names) > MAX_BIAS_TENSORS:
+        msg = (
+            f"{weights.label} holds {len(names):,} relative_attention_bias tensors; posviz reads "
+            f"at most {MAX_BIAS_TENSORS} (UMT5 keeps one per layer and stack)."
+        )
+        raise LoadError(msg)
+    tensors = {}
+    for name in names:
+        tensors[name] = weights.read(name)
+        check_bias_shape(tensors[name].shape, spec)
+    return tensors
 
 
 def relative_embeddings(model: Model) -> tuple[Embedding, list[int]]:

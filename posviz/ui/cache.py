@@ -6,11 +6,13 @@ gets it through :func:`run`, so that one is cached too. Built figures are kept a
 
 Streamlit hashes large arrays by sampling them (two tables could collide), so every step
 takes whole Embeddings and `hash_funcs` reduces each to its sha256: all that a result computed
-from the values depends on. A result that holds the table itself (a resampled table keeps its
-name, source and prefix rows; a collection its tables) is keyed by every field of it
-(`_whole`), so that a session never gets another's. Each cached function
-keeps at most POSVIZ_CACHE_SIZE (default 1GB) of results, or for resampled tables the latest
-TABLE_ENTRIES, shared by all sessions, so memory levels off as users come and go.
+from the values depends on. A position scheme's steps take a rule, a head count or a small
+tensor (`posviz.schemes.relative.HEADS` keeps it below Streamlit's sampling), hashed whole.
+A result that holds the table itself (a resampled table keeps its name, source and prefix
+rows; a collection its tables) is keyed by every field of it (`_whole`), so that a session
+never gets another's. Each cached function keeps at most POSVIZ_CACHE_SIZE (default 1GB) of
+results, or for resampled tables the latest TABLE_ENTRIES, shared by all sessions, so memory
+levels off as users come and go.
 """
 
 from __future__ import annotations
@@ -137,6 +139,15 @@ compare = _step(pipeline.compare, "Comparing the two tables: CKA, principal angl
 resample_length = _step(pipeline.resample_length, "Resampling the table…", cached_table)
 resample_grid = _step(pipeline.resample_grid, "Resampling the grid…", cached_table)
 table_summary = _step(pipeline.table_summary, "Summarising the table…")
+
+# --- position schemes (their data is a rule, a head count, a tensor: hashed as they are) -----
+
+rotary_frequencies = _step(pipeline.rotary_frequencies, "Computing the rotary frequencies…")
+rotary_decay = _step(pipeline.rotary_decay, "Computing B(Δ) and RoFormer's bound…")
+rotary_overlay = _step(pipeline.rotary_overlay, "Computing the models' B(Δ)…")
+alibi_bias = _step(pipeline.alibi_bias, "Computing the ALiBi bias…")
+bucket_layouts = _step(pipeline.bucket_layouts, "Computing T5's buckets…")
+relative_bias = _step(pipeline.relative_bias, "Reading the bias through its buckets…")
 
 
 # --- collection -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from posviz import _settings, compare, export, figures, hub, io, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.export.screen import on_screen
+from posviz.hub.config import no_table_reason
 from posviz.io import datadir
 from posviz.schemes import weights
 from posviz.schemes.relative import relative_table_name
@@ -404,7 +405,7 @@ def _shared_folder(slot: str, root: Path) -> None:
         path = datadir.resolve(root, relative)
         checkpoint = state.folder_checkpoint(root, path, relative)
         # As for a model on the Hub: a config.json that names another scheme says so.
-        reason = checkpoint and hub.no_table_reason(relative, checkpoint.config, checkpoint.tensors)
+        reason = checkpoint and no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return

@@ -55,6 +55,7 @@ def test_an_empty_collection_asks_for_tables_and_offers_the_example():
     assert not at.get("plotly_chart")
 
 
+@pytest.mark.slow
 def test_the_example_is_a_simulated_training_run_drawn_one_tab_at_a_time():
     at = apptest(PAGE).run()
     at.button(key="collection.example").click().run()
@@ -335,6 +336,7 @@ def test_labels_reach_every_figure_as_text_not_markup(ordered):
     assert seen  # the labels are there, escaped
 
 
+@pytest.mark.slow
 def test_the_server_budget_counts_every_live_sessions_collection(monkeypatch):
     gc.collect()  # no earlier test's session left in the count
     # A budget of 1 MiB over the server: two sessions of 512 KiB each fill it.

@@ -193,6 +193,7 @@ def test_the_offset_profiles_are_computed_only_in_their_tab(monkeypatch):
         msg = "offset profiles computed for a closed tab"
         raise AssertionError(msg)
 
+    refuse.bounds = offsets.offset_profile.bounds  # the page's widgets read them
     monkeypatch.setattr(offsets, "offset_profile", refuse)
     first, second = simulate.learned_like(72, 12, seed=4), simulate.sinusoidal(72, 12)
     for section in ("Spectra", "Similarity maps", SAME):

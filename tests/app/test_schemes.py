@@ -3,12 +3,14 @@ uploaded configs read and bad ones refused with a message."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import posviz
 from posviz.schemes.presets import PRESETS
 from tests import ROOT, apptest
 
@@ -113,6 +115,41 @@ def test_an_uploaded_config_and_a_bad_one():
     assert "must not be negative" in at.error[0].value
 
 
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        # A 40-byte config of 20,000 heads cost 36 s and kept +780 MB per upload.
+        ({"model_type": "bloom", "n_head": 20_000}, "n_head in config.json is 20000"),
+        # T5's distance 10**6: 99 s and +1.4 GB kept.
+        (
+            {**PRESETS["google-t5/t5-small"], "relative_attention_max_distance": 10**6},
+            "relative_attention_max_distance in config.json is 1000000",
+        ),
+        (
+            {**PRESETS["EleutherAI/gpt-j-6b"], "rope_scaling": {"rope_type": [1]}},
+            "rope_type in config.json is [1]; expected a name",
+        ),
+    ],
+    ids=["alibi-heads", "t5-distance", "rope_type-list"],
+)
+def test_a_config_that_would_size_an_allocation_is_refused_with_a_message(config, says):
+    at = page(**{"schemes.source": "config.json"})
+    data = json.dumps(config).encode()
+    at.get("file_uploader")[0].set_value(("config.json", data, "application/json")).run()
+    assert not at.exception, at.exception
+    assert says in html.unescape(at.error[0].value)  # shown as literal text
+    assert not at.get("plotly_chart")
+
+
+def test_the_schemes_steps_are_cached_as_every_other_step():
+    # One cache mechanism, byte-bounded (issue 37: the Schemes caches counted entries).
+    from posviz import pipeline
+    from posviz.ui import cache
+
+    drawn = {s.run for s in pipeline.STEPS.values() if s.takes in ("scheme", "schemes")}
+    assert drawn - set(cache._CACHED) == {pipeline.scheme_record}  # the CLI's record only
+
+
 def test_a_sinusoidal_model_opens_its_table():
     marian = {"model_type": "marian", "d_model": 512, "max_position_embeddings": 512}
     at = page(**{"schemes.source": "config.json"})
@@ -131,7 +168,7 @@ def hub_page(repo: str) -> AppTest:
     return at
 
 
-def test_t5_from_the_hub_draws_each_heads_bias(fake_hub):
+def test_t5_from_the_hub_draws_each_heads_bias(fake_hub, downloads):
     from safetensors.numpy import save
 
     bias = np.arange(32 * 8, dtype=np.float32).reshape(32, 8)
@@ -145,6 +182,16 @@ def test_t5_from_the_hub_draws_each_heads_bias(fake_hub):
     heat = figures(at)[-1]["data"][0]
     assert heat["type"] == "heatmap"
     assert "relative_attention_bias" in figures(at)[-1]["layout"]["title"]["text"]
+    # Its numbers rerun from the Hub at the commit the page read (the tensor read again).
+    at.session_state["schemes.bias_numbers"] = True
+    at.run()
+    data = json.loads(downloads["relative_bias.json"]())
+    assert data["analysis"] == "relative_bias"
+    assert data["provenance"]["tensor"] == name
+    assert data["columns"]["head_7"][0] == bias[15, 7]  # key 128 before: the far bucket
+    result = posviz.rerun(data)
+    assert result.ok
+    assert len(result.checks) == 257 * 11
 
 
 def test_deberta_from_the_hub_opens_its_relative_table(fake_hub):

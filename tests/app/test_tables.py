@@ -52,17 +52,14 @@ def test_missing_values_are_blank_cells_with_their_reason():
     assert "A blank cell: not defined for that row." in [c.value for c in at.caption]
 
 
-def test_longrope_pairs_show_their_own_factor_not_a_column_of_nan():
+def test_longrope_pairs_show_their_division_not_a_column_of_nan():
+    # Formerly: LongRoPE's "share" column was NaN in every row.
     config, _, _ = read_config(PRESET + "microsoft/Phi-3.5-mini-instruct")
     (rotary,) = position_scheme(config).rotary
     frame = rotary_frequencies(rotary, context=131072).to_frame()
     assert "share" not in frame
     assert not frame.isna().to_numpy().any()
-    np.testing.assert_allclose(frame["factor"], rotary.long_factor, rtol=1e-12)
-    # A rule that has a share keeps it.
-    config, _, _ = read_config(PRESET + "meta-llama/Llama-3.1-8B")
-    (llama,) = position_scheme(config).rotary
-    assert "share" in rotary_frequencies(llama).to_frame()
+    np.testing.assert_allclose(frame["division"], rotary.long_factor, rtol=1e-12)
 
 
 @pytest.mark.parametrize("preset", ["microsoft/Phi-3.5-mini-instruct", "bigscience/bloom"])

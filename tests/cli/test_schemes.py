@@ -43,8 +43,13 @@ def test_llama31_config(tmp_path, capsys):
     assert record["scheme"] == "rotary"
     assert (record["rope_type"], record["rotary_dim"], record["base"]) == ("llama3", 128, 5e5)
     assert (record["context"], record["original_context"]) == (131072, 8192)
-    assert record["bands"] == {"kept": 29, "blended": 6, "divided": 29}
+    assert {b: len(v["pairs"]) for b, v in record["bands"].items()} == {
+        "kept": 29, "blended": 6, "divided": 29
+    }  # fmt: skip
     assert record["pairs_beyond_original_context"] == 29
+    assert record["bands"]["divided"]["pairs"] == list(range(35, 64))
+    assert record["bands"]["divided"]["division"] == [8.0] * 29
+    assert record["bands"]["kept"]["division"] == [1.0] * 29
     assert record["stored_inv_freq"] is None
     assert record["rows"] == 1024
     table = record["table"]
@@ -90,6 +95,50 @@ def test_warnings_and_layer_types(tmp_path, capsys):
     assert record["other_layer_types"]["sliding_attention"]["base"] == 10000.0
 
 
+ROPE_DATA = Path(__file__).parents[1] / "data" / "rope"
+LAYER_KEYS = ["layer", "rope", "rope_type", "base", "rotary_dim", "sliding_window", "layer_type",
+              "mrope_section", "attention_temperature"]  # fmt: skip
+
+
+def test_layers_of_a_config_saved_by_transformers_5(capsys):
+    """issue 33's JSON: one object per layer; inv_freq only where it differs from the top."""
+    gemma = summary_json(capsys, str(ROPE_DATA / "v5" / "gemma-3-4b.json"), "--positions", "64")
+    layers = gemma["layers"]
+    assert len(layers) == 34
+    assert all(set(LAYER_KEYS) <= set(layer) for layer in layers)
+    full, sliding = layers[5], layers[0]
+    assert list(full)[:5] == LAYER_KEYS[:5]
+    assert (full["layer_type"], full["rope_type"], full["base"], full["sliding_window"]) == (
+        "full_attention", "linear", 1e6, None)  # fmt: skip
+    assert "inv_freq" not in full  # the top-level rule's
+    assert (sliding["rope_type"], sliding["base"], sliding["sliding_window"]) == (
+        "default", 1e4, 1024)  # fmt: skip
+    np.testing.assert_allclose(sliding["inv_freq"], 1e4 ** (-np.arange(0, 256, 2) / 256))
+    llama4 = summary_json(
+        capsys, str(ROPE_DATA / "v5" / "llama-4-scout-text.json"), "--positions", "64"
+    )
+    nope = llama4["layers"][3]
+    assert (nope["rope"], nope["rope_type"], nope["base"], nope["rotary_dim"]) == (
+        False,
+        None,
+        None,
+        None,
+    )
+    assert nope["attention_temperature"]["floor_scale"] == 8192
+    assert llama4["layers"][0]["attention_temperature"] is None
+    qwen = summary_json(capsys, str(ROPE_DATA / "v5" / "qwen2-vl-7b.json"), "--positions", "64")
+    mrope = qwen["layers"][0]["mrope_section"]
+    assert (mrope["section"], mrope["interleaved"]) == ([16, 24, 24], False)
+    assert mrope["pairs"]["width"] == list(range(40, 64))
+
+
+def test_deepseek_logit_multiplier_names_its_attention_class(tmp_path, capsys):
+    path = config_file(tmp_path, PRESETS["deepseek-ai/DeepSeek-V3"])
+    record = summary_json(capsys, path, "--positions", "64")
+    assert round(record["logit_multiplier"], 6) == 1.873854
+    assert "DeepseekV3Attention" in record["logit_multiplier_source"]
+
+
 def test_alibi_t5_deberta_and_words(tmp_path, capsys):
     record = summary_json(capsys, config_file(tmp_path, PRESETS["bigscience/bloom"]))
     assert (record["scheme"], record["n_heads"], len(record["slopes"])) == ("alibi", 112, 112)
@@ -130,8 +179,26 @@ def test_text_output(tmp_path, capsys):
         (b'{"model_type": "bloom", "n_head": 0}', "positive whole"),
         (b"[" * 5000 + b"]" * 5000, "deeper than"),
         (b"{", "not valid JSON"),
+        # issue 37: sizes and nonsense refused with the key, the value and the limit.
+        (b'{"model_type": "llama", "head_dim": 1000000, "rope_theta": 1e4}',
+         "1,000,000 columns (head_dim / rotary_dim / qk_rope_head_dim): its table of 8,192 "
+         "positions would take 61.0 GiB, above the 256 MiB"),
+        (b'{"qk_rope_head_dim": 200000, "rope_theta": 1e4}', "at most 4,096 columns"),
+        (b'{"rope_theta": 1e4, "head_dim": 64, "max_position_embeddings": 1e300}',
+         "max_position_embeddings in config.json is 1e+300; posviz takes at most 2,147,483,648"),
+        (b'{"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": '
+         b'"linear", "factor": 1e308}}', "factor in config.json is 1e+308; posviz takes at most"),
+        (b'{"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": '
+         b'"yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32}}',
+         "beta_fast (1) must be above beta_slow (32)"),
+        (b'{"head_dim": 64, "rope_theta": 1' + b"0" * 4000 + b"}",
+         "rope_theta in config.json is 1000"),
+        (b'{"head_dim": 64, "rope_scaling": {"rope_type": [1]}}',
+         "rope_type in config.json is [1]"),
+        (b'{"head_dim": 64, "rope_theta": 1e4, "num_hidden_layers": 1e9}',
+         "num_hidden_layers in config.json is 1,000,000,000; posviz takes at most 65,536"),
     ],
-)
+)  # fmt: skip
 def test_bad_configs_exit_2(tmp_path, capsys, content, message):
     path = tmp_path / "config.json"
     path.write_bytes(content)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -106,12 +105,12 @@ def test_a_fifo_is_refused_before_any_server_starts(
 def test_serve_passes_a_hub_reference_on_unchanged(
     started: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ):
-    fake = types.ModuleType("posviz.hub")
-    fake.load = lambda ref, **_: posviz.Embedding.from_array(
-        sinusoidal_table(16, 4), name="wpe.weight", source=ref
-    )
-    monkeypatch.setitem(sys.modules, "posviz.hub", fake)
-    monkeypatch.setattr(posviz, "hub", fake, raising=False)
+    from posviz import hub
+
+    def fake_load(ref: str, **_: object) -> posviz.Embedding:
+        return posviz.Embedding.from_array(sinusoidal_table(16, 4), name="wpe.weight", source=ref)
+
+    monkeypatch.setattr(hub, "load", fake_load)
     with pytest.raises(Started):
         main(["serve", "hf:org/model@v2"])
     assert os.environ[SERVED_TABLE] == "hf:org/model@v2"

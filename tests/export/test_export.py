@@ -11,17 +11,19 @@ import plotly.graph_objects as go
 import pytest
 
 from posviz import __version__, export, figures
+from posviz.similarity import similarity_map
 from posviz.simulate import sinusoidal
 
 
 def test_csv_round_trip_keeps_numbers_and_settings():
     table = sinusoidal(16, 8)
-    settings = export.header("similarity_map", {"center": False, "rows": (0, 4)}, table)
+    settings = export.header(similarity_map(table.values, center=False, rows=(0, 4)), table)
     frame = pd.DataFrame({"k": [1, 2, 3], "value": [np.pi, 1e-300, -2.5e17]})
     back, read_settings = export.from_csv(export.to_csv(frame, settings))
     assert read_settings == json.loads(json.dumps(settings))
     assert list(read_settings) == ["analysis", "params", "provenance"]
-    assert read_settings["params"] == {"center": False, "rows": [0, 4]}  # JSON has no tuples
+    assert read_settings["analysis"] == "similarity_map"
+    assert read_settings["params"]["rows"] == [0, 4]  # JSON has no tuples
     assert read_settings["provenance"]["posviz_version"] == __version__
     assert read_settings["provenance"]["sha256"] == table.sha256
     pd.testing.assert_frame_equal(back, frame)
@@ -43,6 +45,7 @@ def test_figure_html_is_standalone_and_lists_settings():
     assert html.count('id="posviz-settings"') == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     figures.export.static_image_browser() is None,
     reason="no Chromium for kaleido: apt-get install chromium (or set BROWSER_PATH)",
@@ -58,7 +61,7 @@ def test_png_and_svg_render_through_kaleido():
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == (2200, 1200)  # 1100 x 600 at scale 2, for print
-    settings = export.header("spectrum", result.params, table)
+    settings = export.header(result, table)
     svg = figures.export.figure_image(fig, "svg", settings=settings).decode()
     assert svg.lstrip().startswith("<svg")
     assert "Singular values (rows mean-centred)" in svg
@@ -72,7 +75,7 @@ def test_a_signed_figure_keeps_its_source_under_everything_and_the_original_unch
 
     table = simulate.learned_like(64, 16)
     fig = figures.similarity.similarity_heatmap(similarity.similarity_map(table.values))
-    settings = export.header("similarity_map", {}, table)
+    settings = export.step_header("similarity_map", {}, table)
     signed = figures.export.signed(fig, settings)
     (line,) = [a for a in signed.layout.annotations if "sha256" in a.text]
     assert line.text.startswith("learned_like 64 x 16, rows 0-63 of 64, simulated: learned_like(")

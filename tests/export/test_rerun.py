@@ -11,6 +11,7 @@ from safetensors.numpy import save
 
 import posviz
 from posviz import simulate
+from posviz._params import Refused
 from posviz.cli import main
 from posviz.embedding import LoadError
 from posviz.export.rerun import read_export
@@ -122,6 +123,9 @@ def test_a_report_reruns_every_table_of_numbers(saved, capsys):
     ],
 )
 def test_a_page_export_reruns(saved, downloads, capsys, page, state, name):
+    if name == "change_points":  # a table with a change point, so the page offers its table
+        values = simulate.learned_like(120, 256, seed=1).values
+        np.save(saved, values * np.where(np.arange(120) < 60, 1.0, 1.2)[:, None])
     at = apptest(f"pages/{page}")
     at.session_state["posviz.table"] = posviz.load(saved)
     at.session_state["posviz.center"] = False
@@ -161,11 +165,19 @@ def test_exports_that_cannot_be_rerun_say_why(saved):
             {"analysis": "spectrum", "params": {}, "provenance": resampled.provenance()},
             base=saved.parent,
         )
-    with pytest.raises(LoadError, match="not an analysis"):
+    with pytest.raises(LoadError, match="resample_length makes a table, not numbers"):
         posviz.rerun(
             {"analysis": "resample_length", "params": {}, "provenance": table.provenance()},
             base=saved.parent,
         )
+    # The registry is the allow-list: a module's other functions are no analyses.
+    for name in ("call", "_chained", "STEPS", "__init__", "x" * 10**6):
+        with pytest.raises(LoadError, match="is not an analysis posviz can recompute") as refused:
+            posviz.rerun(
+                {"analysis": name, "params": {}, "provenance": table.provenance()},
+                base=saved.parent,
+            )
+        assert len(str(refused.value)) < 200
     with pytest.raises(LoadError, match="no provenance"):
         posviz.rerun({"analysis": "spectrum", "params": {}})
     old = {"analysis": "spectrum", "params": {"centered": True}, "provenance": table.provenance()}
@@ -195,7 +207,7 @@ def test_a_comparison_reruns_from_both_tables(tmp_path):
         np.save(tmp_path / name, simulate.learned_like(100, 16, seed=seed).values)
     first, second = posviz.load(tmp_path / "a.npy"), posviz.load(tmp_path / "b.npy")
     result = posviz.pipeline.compare(first, second, n_components=4)
-    header = posviz.export.header("compare", result.params, first, second)
+    header = posviz.export.header(result, first, second)
     data = json.loads(posviz.export.to_json(result.angles_table(), header))
     rerun = posviz.rerun(data, base=tmp_path)
     assert rerun.ok
@@ -218,17 +230,36 @@ def test_a_comparison_reruns_from_both_tables(tmp_path):
 def test_a_simulated_table_is_made_again_from_its_source(table):
     # The app opens on a simulated table: its exports rerun without a file.
     result = posviz.pipeline.offset_scores(table, center=False)
-    header = posviz.export.header("offset_scores", result.params, table)
+    header = posviz.export.header(result, table)
     data = json.loads(posviz.export.to_json(result.to_frame(), header))
     rerun = posviz.rerun(data)
     assert rerun.ok
     assert rerun.tables[0].sha256 == table.sha256
+    # The provenance records the generator and its arguments, which rerun calls again.
+    simulated = data["provenance"]["simulated"]
+    assert simulated["generator"] == table.source.split(": ")[1].split("(")[0]
     # Another seed's rows are refused by their bytes (vit_grid's seed makes only the prefix
     # rows, which are not analysed).
-    data["provenance"]["source"] = data["provenance"]["source"].replace("seed=", "seed=1")
     if table.name in ("learned_like", "gaussian"):
+        simulated["params"]["seed"] += 1
         with pytest.raises(LoadError, match="sha256"):
             posviz.rerun(data)
+
+
+def test_a_simulation_is_made_again_only_within_its_bounds():
+    table = simulate.gaussian(40, 8, seed=7)
+    result = posviz.pipeline.spectrum(table)
+    data = json.loads(posviz.export.to_json(result.to_frame(), posviz.export.header(result, table)))
+    data["provenance"]["simulated"]["params"]["n_positions"] = 10**5000 // 10**1000
+    with pytest.raises(Refused, match=r"n_positions is 1000000000000.*; it must be a whole"):
+        posviz.rerun(data)
+    data["provenance"]["simulated"] = {"generator": "os.system", "params": {}}
+    with pytest.raises(LoadError, match="names a simulation posviz cannot make"):
+        posviz.rerun(data)
+    # An export of an older posviz named its simulation in text only: said so.
+    del data["provenance"]["simulated"]
+    with pytest.raises(LoadError, match="recorded by an older posviz"):
+        posviz.rerun(data)
 
 
 # --- position schemes: the config.json a record names, read again -----------------------------
@@ -245,7 +276,10 @@ def config_file(tmp_path: Path, name: str) -> Path:
 @pytest.mark.parametrize(
     ("name", "numbers"),
     [
-        (LLAMA, ["inv_freq[63]", "bands.divided", "attention_factor", "table.numbers.k90"]),
+        (
+            LLAMA,
+            ["inv_freq[63]", "bands.divided.division[28]", "attention_factor", "table.numbers.k90"],
+        ),
         ("bigscience/bloom", ["slopes[111]", "n_heads"]),  # ALiBi, 112 heads
         ("google-t5/t5-small", ["buckets.encoder[0]", "buckets.decoder[256]", "max_distance"]),
     ],
@@ -293,6 +327,11 @@ def test_a_changed_or_missing_config_exits_2(tmp_path, capsys):
     [
         ({"schemes.section": "Numbers"}, "rotary_frequencies"),
         ({"schemes.preset": "bigscience/bloom", "schemes.alibi": "Numbers"}, "alibi_slopes"),
+        (
+            {"schemes.section": "Similarity decay", "schemes.decay_numbers": True},
+            "rotary_decay",
+        ),
+        ({"schemes.preset": "google-t5/t5-small", "schemes.bucket_numbers": True}, "t5_buckets"),
     ],
 )
 def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
@@ -309,8 +348,13 @@ def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
         assert "DIFFERS" not in out
     data = json.loads(export.with_suffix(".json").read_text())
     assert data["provenance"]["config"].startswith("preset:")
-    column = "inv_freq" if name == "rotary_frequencies" else "slope"
-    data["columns"][column][3] /= 2
+    column = {
+        "rotary_frequencies": "inv_freq",
+        "alibi_slopes": "slope",
+        "rotary_decay": "similarity",
+        "t5_buckets": "encoder_bucket",
+    }[name]
+    data["columns"][column][3] += 1
     assert [c.name for c in posviz.rerun(data).differing] == [f"{column}[3]"]
 
 

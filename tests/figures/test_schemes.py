@@ -60,3 +60,23 @@ def test_a_layer_type_is_shown_as_text():
     title = figures.schemes.frequency_ladder(rotary_frequencies(spec)).layout.title.text
     assert "&lt;a href" in title
     assert "<a" not in title
+
+
+def test_bands_draw_each_pairs_division_with_the_factor_marked():
+    f = rotary_frequencies(LLAMA3)
+    fig = figures.schemes.bands(f)
+    (pairs,) = fig.data
+    np.testing.assert_allclose(pairs.y, f.division, rtol=1e-6)
+    assert pairs.y[0] == 1.0
+    assert pairs.y[-1] == 8.0
+    assert fig.layout.yaxis.type == "log"
+    assert fig.layout.shapes[0].y0 == 8.0  # the factor
+
+
+def test_unrotated_pairs_have_no_wavelength_or_division_drawn():
+    spec = RotarySpec("proportional", 16, 1e6, rotating_pairs=2)
+    f = rotary_frequencies(spec)
+    ladder = figures.schemes.frequency_ladder(f)
+    assert len(ladder.data[0].x) == 2
+    assert np.isfinite(ladder.data[0].y).all()
+    assert len(figures.schemes.bands(f).data[0].x) == 2

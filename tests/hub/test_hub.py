@@ -7,6 +7,7 @@ import json
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -350,6 +351,7 @@ def test_cli_refuses_a_pickle_only_repo_with_exit_2(fake_hub, capsys):
     assert "only pickle-based weights" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
     gpt2_repo(fake_hub)
     out = tmp_path / "report.html"
@@ -441,6 +443,7 @@ def many_shards(fake_hub: FakeHub, n_shards: int, per_shard: int, name: str = "a
     fake_hub.add(name, {"config.json": CONFIG, "model.safetensors.index.json": index} | shards)
 
 
+@pytest.mark.slow
 def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeypatch):
     # 16 shards of 4,500 tensors: each file within the limits, the model 72,000 tensors.
     many_shards(fake_hub, 16, 4_500)
@@ -457,6 +460,7 @@ def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeyp
     assert fake_hub.bytes_sent() < 3 * shard_head
 
 
+@pytest.mark.slow
 def test_a_json_trickle_is_given_up_by_one_deadline(fake_hub, monkeypatch):
     from posviz.hub import client
 
@@ -465,6 +469,21 @@ def test_a_json_trickle_is_given_up_by_one_deadline(fake_hub, monkeypatch):
     with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
         hub.load("hf:acme/gpt2")
     assert sum(s.nbytes for s in fake_hub.requests_for("config.json")) < len(CONFIG)
+
+
+def test_a_config_trickling_byte_by_byte_is_given_up_long_before_it_ends(fake_hub, monkeypatch):
+    # One byte every 50 ms of a 2 KB config.json: 100 s to send. Every socket read returns
+    # within the read timeout, so only a deadline checked on each read the socket returns
+    # (not on a buffered 64 KiB chunk, which never fills) gives up early.
+    from posviz.hub import client
+
+    monkeypatch.setattr(client, "TIMEOUT", 0.5)
+    config = json.dumps({"model_type": "gpt2", "padding": " " * 2000}).encode()
+    fake_hub.add("acme/slow", {"config.json": config, "model.safetensors": save(GPT2)}, slow=0.05)
+    started = time.monotonic()
+    with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
+        hub.load("hf:acme/slow")
+    assert time.monotonic() - started < 30  # 100 s before: the whole body, then the check
 
 
 def test_no_cookie_travels_to_a_later_request(fake_hub):

@@ -90,7 +90,9 @@ def test_llama31_by_name_equals_its_config_file(fake_hub, capsys, tmp_path):
         provenance = record["table"].pop("provenance")
         record["table"]["sha256"] = provenance["sha256"]
     assert remote == local
-    assert remote["bands"] == {"kept": 29, "blended": 6, "divided": 29}
+    assert {b: len(v["pairs"]) for b, v in remote["bands"].items()} == {
+        "kept": 29, "blended": 6, "divided": 29
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("n_heads", [16, 112])

@@ -102,7 +102,9 @@ def test_rotary_reads_config_json_only_and_equals_the_config_alone(tmp_path, cap
     assert weights_read() == 0  # config.json says it all: not even the header
     alone = summary(capsys, str(weights.parent / "config.json"), "--positions", "64")
     assert record["scheme"] == "rotary"
-    assert record["bands"] == {"kept": 29, "blended": 6, "divided": 29}
+    assert {b: len(v["pairs"]) for b, v in record["bands"].items()} == {
+        "kept": 29, "blended": 6, "divided": 29
+    }  # fmt: skip
     assert record["inv_freq"] == alone["inv_freq"]
     assert record["provenance"]["weights"] == str(weights)
     assert record["provenance"]["config"] == str(weights.parent / "config.json")

@@ -103,8 +103,9 @@ def test_figures_draw_rows_at_their_relative_positions(table):
 
 
 def test_exported_positions_are_relative_and_a_resampled_table_stretches_them(table):
-    settings = export.header("outliers", {}, table)
-    frame = outliers(position_statistics(table.values)).to_frame()
+    flags = outliers(position_statistics(table.values))
+    settings = export.header(flags, table)
+    frame = flags.to_frame()
     rows = frame["position"].to_numpy()
     assert OUTLIER in rows
     np.testing.assert_array_equal(export.labelled(frame, settings)["position"], rows - 256)

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
+from posviz._params import Refused
 from posviz.embedding import LoadError
 from posviz.schemes.alibi import alibi_bias, alibi_slopes
-from posviz.schemes.config import parse_config, position_scheme
+from posviz.schemes.config import RelativeBiasSpec, parse_config, position_scheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import relative_bias, relative_table, t5_buckets
 from posviz.schemes.rotary import (
@@ -55,14 +56,16 @@ def test_yarn_factor_4_without_mscale():
     assert f.attention_factor == pytest.approx(0.1 * math.log(4) + 1, rel=1e-15)
     # Correction range by hand: 128 ln(4096 / (2π · 32)) / (2 ln 10000) = 20.94 -> floor 20;
     # 128 ln(4096 / 2π) / (2 ln 10000) = 45.03 -> ceil 46.
-    assert f.share[20] == 0
-    assert f.share[46] == 1
-    assert f.share[33] == pytest.approx(13 / 26)
+    # A pair with ramp r is divided by 1 / (1 − r + r/s): 1 kept, s divided.
+    assert f.division[20] == 1
+    assert f.division[46] == pytest.approx(4, rel=1e-15)
+    assert f.division[33] == pytest.approx(1 / (1 - 13 / 26 + 13 / 26 / 4), rel=1e-14)
     assert f.band_counts() == {"kept": 21, "blended": 25, "divided": 18}
     no_truncate = rotary_frequencies(RotarySpec(**{**spec.__dict__, "truncate": False}))
     low = 128 * math.log(4096 / (2 * math.pi * 32)) / (2 * math.log(10000))
     high = 128 * math.log(4096 / (2 * math.pi)) / (2 * math.log(10000))
-    assert no_truncate.share[30] == pytest.approx((30 - low) / (high - low))
+    ramp = (30 - low) / (high - low)
+    assert no_truncate.division[30] == pytest.approx(1 / (1 - ramp + ramp / 4), rel=1e-14)
 
 
 def test_yarn_mscale_ratio_and_explicit_attention_factor():
@@ -99,8 +102,12 @@ def test_longrope_short_within_and_long_beyond_the_original_context():
     np.testing.assert_allclose(short.inv_freq * spec.short_factor, short.inv_freq_unscaled)
     np.testing.assert_allclose(long.inv_freq * spec.long_factor, long.inv_freq_unscaled)
     assert long.attention_factor == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)))
+    # Bands from the division: short factors (1 to 2.84) are below the factor 32: blended;
+    # long ones of 32 or more: divided.
     assert short.band[0] == "kept"
-    assert short.band[1] == "rescaled"
+    assert short.band[1] == "blended"
+    assert long.band_counts() == {"blended": 20, "divided": 28}
+    np.testing.assert_array_equal(long.band == "divided", np.array(spec.long_factor) >= 32)
 
 
 def test_content_free_similarity_and_roformer_bound():
@@ -214,16 +221,16 @@ def test_contradictions_warned():
         ({"rope_theta": float("nan")}, "rope_theta .* finite number"),
         ({"rope_theta": -5.0}, "must not be negative"),
         ({"rope_theta": 1.0}, "above 1"),
-        ({"rope_scaling": {"rope_type": "linear", "factor": 0}}, "factor is 0.0"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": 0}}, "factor is 0;"),
         ({"rope_scaling": {"rope_type": "linear", "factor": "8"}}, "factor .* finite number"),
         ({"head_dim": 127}, "127 columns.*even"),
         ({"num_attention_heads": 0}, "num_attention_heads .* positive whole"),
         ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 63,
                            "long_factor": [1.0] * 64}}, "short_factor has 63 values.*64"),
-        ({"rope_scaling": {"rope_type": "su2"}}, "not one posviz computes"),
+        ({"rope_scaling": {"rope_type": "su2"}}, "not one transformers 5 computes"),
         ({"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4,
                            "high_freq_factor": 1, "original_max_position_embeddings": 8192}},
-         "low_freq_factor < high_freq_factor"),
+         "low_freq_factor <= high_freq_factor"),
     ],
 )  # fmt: skip
 def test_bad_rotary_configs_refused(change, message):
@@ -310,8 +317,39 @@ def test_alibi_bias_and_falls():
     np.testing.assert_allclose(b.bias[0, 10], -5.0)
     np.testing.assert_allclose(b.falls[0], [2, 10, 20])  # slope 1/2
     np.testing.assert_allclose(b.falls[8], np.array([1, 5, 10]) * 2**0.5)
-    with pytest.raises(LoadError, match="positive number of attention heads"):
+    with pytest.raises(Refused, match="n_heads is 0; it must be a whole number from 1 to 4,096"):
         alibi_slopes(0)
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"model_type": "bloom", "n_head": 10_000_000}, "n_head in config.json is 10000000"),
+        ({"model_type": "bloom", "n_head": 10**4000}, "n_head in config.json is 1000000000"),
+        (
+            {
+                "model_type": "mpt",
+                "n_heads": 8,
+                "attn_config": {"alibi": True, "alibi_bias_max": 1e308},
+            },
+            "alibi_bias_max in config.json is 1e\\+308",
+        ),
+    ],
+)
+def test_an_alibi_config_past_its_bounds_is_refused_by_its_key(config, key):
+    # 10**7 heads cost 866 MB and printed 209 MB before they were bounded.
+    with pytest.raises(LoadError, match=key):
+        position_scheme({**config, "max_position_embeddings": 2048})
+
+
+def test_alibi_heads_times_distances_within_the_budget():
+    alibi_bias(4096, max_distance=8191)  # 256 MiB exactly
+    with pytest.raises(
+        Refused, match="The bias of 4,096 heads to distance 8,192 would take 256 MiB"
+    ):
+        alibi_bias(4096, max_distance=8192)
+    with pytest.raises(Refused, match="max_distance is 10000000; it must be a whole number"):
+        alibi_bias(8, max_distance=10**7)
 
 
 # --- T5 and DeBERTa --------------------------------------------------------------------------
@@ -374,6 +412,7 @@ def test_dynamic_base_curve_and_bucket_layouts():
     assert lengths[-1] == 16 * 2048
     assert np.all(bases[lengths <= 2048] == 10000.0)
     assert bases[-1] == pytest.approx(10000 * (2 * 16 - 1) ** (64 / 62))
-    positions, layouts = bucket_layouts(num_buckets=32, max_distance=128)
-    encoder, _ = layouts["encoder (bidirectional)"]
-    np.testing.assert_array_equal(encoder, t5_buckets(positions))
+    b = bucket_layouts(RelativeBiasSpec(num_buckets=32, max_distance=128, n_heads=8))
+    encoder, _ = b.layouts["encoder (bidirectional)"]
+    np.testing.assert_array_equal(encoder, t5_buckets(b.relative_positions))
+    assert b.params == {}  # every number is the config's

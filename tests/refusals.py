@@ -1,0 +1,32 @@
+"""What every refusal of the `posviz` command must look like (issue 37): exit 2, one line on
+stderr naming what is wrong, no traceback, and the memory it took on the way under the budget
+of one result."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from posviz._params import MAX_RESULT_BYTES
+from posviz.cli import main
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run ``posviz argv``; assert it was refused as every refusal is; return its line."""
+    capsys.readouterr()
+    tracemalloc.start()
+    try:
+        code = main(list(argv))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out[-2000:], err[-2000:])
+    assert "Traceback" not in out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err[-2000:]
+    assert lines[0].startswith(f"posviz {argv[0]}: ")
+    assert len(lines[0]) < 600  # nothing echoed whole
+    assert peak < MAX_RESULT_BYTES, f"peak {peak / 2**20:.0f} MiB"
+    return lines[0]
