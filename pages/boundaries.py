@@ -236,7 +236,10 @@ def show_probes(table: Embedding) -> None:
         + "".join(f" · {c}: {report.relative[c].error_rate:.3f}" for c in controls)
         + " (one draw each; ± sd over folds)"
     )
-    st.caption(report.procedure())
+    st.caption(
+        "How they were run:\n"
+        + "\n".join(f"{i}. {step}" for i, step in enumerate(report.procedure_steps(), 1))
+    )
     if note := table.labels.note("probes"):  # DeBERTa's buckets
         st.caption(note)
     widgets.show_figure(
@@ -244,7 +247,12 @@ def show_probes(table: Embedding) -> None:
         name="probe_predictions",
         settings=probe_settings,
     )
-    widgets.show_numbers(report.to_frame(), name="probes", settings=probe_settings)
+    widgets.show_numbers(
+        report.to_frame(),
+        name="probes",
+        settings=probe_settings,
+        blank=probes.BLANK_CELLS,
+    )
 
 
 positions, tables, probed = widgets.page_tabs("boundaries")

@@ -45,6 +45,7 @@ LAYERS = {
     "posviz.schemes.record": 5,
     "posviz.collection": 5,
     "posviz.pipeline": 6,
+    "posviz.glossary": 6,  # the words of every analysis, for the app and the report
     "posviz.figures": 7,
     "posviz.export.rerun": 7,
     "posviz.report": 8,

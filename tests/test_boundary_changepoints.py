@@ -231,7 +231,8 @@ def test_a_table_too_short_to_judge_has_no_boundary_tested():
 
 def test_bad_settings_are_refused():
     flags = boundary.outliers(boundary.position_statistics(gaussian_noise(0)))
-    with pytest.raises(ValueError, match=r"null_draws is -1; it must be a whole number from 0 to 1,000"):
+    refused = r"null_draws is -1; it must be a whole number from 0 to 1,000"
+    with pytest.raises(ValueError, match=refused):
         boundary.change_points(flags, null_draws=-1)
 
 

@@ -34,6 +34,23 @@ PICTURE_NOTE = (
 )
 
 
+#: A square map is narrower than the page: its colour bar goes under it, centred as the map
+#: is (at the right edge of the figure it stood far from the map), at the figure's bottom.
+UNDER_THE_MAP = {
+    "orientation": "h",
+    "x": 0.5,
+    "xanchor": "center",
+    "yref": "container",
+    "y": 0.0,
+    "yanchor": "bottom",
+    "lenmode": "pixels",
+    "len": 320,
+    "thickness": 12,
+}
+#: The bottom margin that holds the x axis's title and, under it, the colour bar.
+UNDER_THE_MAP_MARGIN = 110
+
+
 def _picture(values: np.ndarray, colorscale: str, cmin: float, cmax: float) -> str:
     """`values` as a PNG data URI of the colours a heatmap paints: the colour scale linearly
     interpolated in RGB at each value (as plotly.js does), rounded to 8 bits; NaN transparent."""
@@ -80,8 +97,9 @@ def _add_cells(
             "colorscale": colorscale,
             "cmin": cmin,
             "cmax": cmax,
-            "colorbar": {"title": {"text": label}},
-        }
+            "colorbar": {"title": {"text": label, "side": "right"}, **UNDER_THE_MAP},
+        },
+        margin_b=UNDER_THE_MAP_MARGIN,
     )
     if not (picture and values.size > PICTURE_CELLS):
         fig.add_heatmap(
@@ -171,10 +189,12 @@ def similarity_heatmap(
     highlight: Sequence[int] = (),
     picture: bool = False,
     labels: RowLabels | None = None,
+    height: int = 600,
 ) -> go.Figure:
     """Position x position map, the first position top left; `highlight` positions (rows)
     marked on the edges. Row p is drawn at ``labels.positions(p)`` (the table's position;
-    DeBERTa's bucket, whose ticks and hovers name its offsets).
+    DeBERTa's bucket, whose ticks and hovers name its offsets). `height` in pixels (a map
+    beside another chart takes that chart's).
 
     Similarities use a diverging scale centred at 0; distances a sequential one. With
     `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
@@ -186,7 +206,7 @@ def similarity_heatmap(
         f"{_cells(m)})",
         labels.cell_title("j"),
         labels.cell_title("i"),
-        height=600,
+        height=height,
     )
     if m.params["metric"] == "euclidean":
         colours = ("Viridis", float(m.values.min()), float(m.values.max()))
