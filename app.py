@@ -27,13 +27,15 @@ for link in links:
 first = "posviz.ui.widgets" not in sys.modules
 if first:
     bar = st.progress(0.0, text="Opening posviz: loading its analyses (step 1 of 2, 1 more)")
-from posviz.ui.widgets import freeze_imports, sidebar_card  # noqa: E402
+from posviz.ui.widgets import freeze_imports, glossary, link_notices, sidebar_card  # noqa: E402
 
 if first:
     bar.progress(0.5, text="Opening posviz: the first page's analyses (step 2 of 2, the last)")
 freeze_imports()
+link_notices()
 page.run()
 if first:
     bar.empty()
 # After the page: a table the page just loaded is already the one named.
+glossary()
 sidebar_card()

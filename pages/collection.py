@@ -1,5 +1,6 @@
 """Collection: many tables side by side, a model zoo or one model's checkpoints over training."""
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +45,8 @@ def from_uploads() -> None:
         "Position tables or checkpoints",
         accept_multiple_files=True,
         key="collection.upload",
+        # The collection's own budget, not the server's 1 GiB: the uploader says one limit.
+        max_upload_size=math.ceil(BUDGET["max_bytes"] / 2**20),
         help=f"{io.ACCEPTED_FORMATS}. Labels are the file names; a step in a name "
         "(step1000, checkpoint-2000, epoch3, -1k) orders the collection.",
     )
@@ -286,6 +289,10 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     )
 
 
+#: The height of the spectrum chart (base_figure's), which the map beside it takes.
+SIDE_BY_SIDE = 450
+
+
 def one_table(result: Collection, *, center: bool) -> None:
     """One table's similarity map and spectrum, picked (walked through training) by label."""
     labels = [m.label for m in result.loaded]
@@ -300,7 +307,8 @@ def one_table(result: Collection, *, center: bool) -> None:
             cache.figure(
                 figures.similarity.similarity_heatmap,
                 overview,
-                first_position=table.first_position,
+                labels=table.labels,
+                height=SIDE_BY_SIDE,  # the spectrum's: their export buttons line up
             ),
             name="collection_heatmap",
             settings={**export.header(overview, table), "label": label},

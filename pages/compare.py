@@ -135,9 +135,14 @@ def same_positions() -> None:
     )
     columns[2].metric(
         "Procrustes error",
-        "—" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
+        "undefined" if result.procrustes_error is None else f"{result.procrustes_error:.4f}",
         help=compare.DEFINITIONS["procrustes"],
     )
+    if result.procrustes_error is None:  # said here, not only in the tooltip
+        columns[2].caption(
+            f"Undefined: the tables are {first.shape[1]:,} and {matched.shape[1]:,} dimensions "
+            "wide, and a rotation maps one table onto another of the same width only."
+        )
     widgets.show_figure(
         cache.figure(figures.compare.comparison_angles, result),
         name="compare_angles",
@@ -179,7 +184,7 @@ with maps_tab:
                 figures.compare.similarity_pair,
                 maps,
                 difference=same_length,
-                first_positions=(first.first_position, matched.first_position),
+                labels=(first.labels, matched.labels),
             ),
             name="compare_similarity",
             settings=export.header(maps["first"], first, matched),

@@ -10,6 +10,7 @@ from posviz import export, figures
 from posviz._params import Refused
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
+from posviz.rows import row_offsets
 from posviz.schemes import alibi, weights
 from posviz.schemes.config import KINDS, position_scheme
 from posviz.schemes.presets import PRESETS, rotary_presets
@@ -297,10 +298,28 @@ elif scheme.kind == "relative_bias":
 
 elif scheme.kind == "relative_table":
     spec = scheme.relative_table
-    st.caption(
-        f"rel_embeddings has 2 · {spec.span} rows: row r is relative position r − "
-        f"{spec.span} (log-bucketed beyond ±{spec.span // 2})."
+    offsets = row_offsets(
+        position_buckets=spec.position_buckets, max_relative_positions=spec.max_relative_positions
     )
+    st.caption(
+        f"rel_embeddings has 2 · {spec.span} rows: row r is bucket r − {spec.span} of the "
+        f"relative offset q − k ({offsets.describe()}; position_buckets "
+        f"{spec.position_buckets}, max_relative_positions {spec.max_relative_positions}). "
+        "Every page names each row by the offsets it covers."
+    )
+    with widgets.expander_drawn_when_open(
+        "The offsets each row covers", key="schemes.row_offsets"
+    ) as shown:
+        if shown:
+            st.dataframe(
+                {
+                    "row": range(len(offsets.first)),
+                    "bucket": [r - spec.span for r in range(len(offsets.first))],
+                    "offsets q − k": offsets.text(),
+                },
+                hide_index=True,
+                width="stretch",
+            )
     if opened is None:
         st.info(
             "The table is in the model's weights: open the model from the Hub or the shared "
@@ -315,8 +334,8 @@ elif scheme.kind == "relative_table":
             st.stop()
         state.set_table(table)
         st.success(
-            f"{literal(table.name)} is now the current table (rows are relative "
-            f"positions {span[0]} … {span[1]}).",
+            f"{literal(table.name)} is now the current table (rows are buckets "
+            f"{span[0]} … {span[1]}; {table.row_offsets.describe()}).",
             icon=":material/check:",
         )
 else:

@@ -65,6 +65,12 @@ DEFINITIONS = {
     "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
     "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
+#: Why :meth:`ProbeReport.to_frame` leaves some cells empty, for whoever shows it.
+BLANK_CELLS = (
+    "Blank cells: the table has no range over draws (it is probed as it is, once per split); "
+    "a control has no sd over folds or splits (its numbers are means over its draws, with "
+    "their central 95%)."
+)
 
 
 @dataclass(frozen=True)
@@ -217,18 +223,23 @@ class ProbeReport:
             return f"a seeded random subsample of {self.n_rows:,} of {self.n_positions:,} rows"
         return f"all {self.n_positions:,} rows"
 
-    def procedure(self) -> str:
-        """How the probes were run, in words: rows, folds, splits, both protocols."""
+    def procedure_steps(self) -> list[str]:
+        """How the probes were run, one step a sentence or two: the rows and folds, the
+        absolute probe, the relative probe, the controls."""
         p = self.params
-        return (
+        return [
             f"Seed {p['seed']}; {p['folds']}-fold cross-validation on {self.rows_probed}, "
             f"repeated over {p['repeats']} seeded splits (for the table, ± is the sd over their "
-            f"{p['folds'] * p['repeats']} folds; the sd of the splits' means is in the table). "
-            f"Absolute probe ({p['protocol']}): {PROTOCOLS[p['protocol']]}. Relative probe: "
-            f"{RELATIVE_PROTOCOL}; {p['n_pairs']:,} training pairs per fold. The controls get "
-            "the same procedure, their penalties chosen in their own folds. "
-            f"{self.controls_procedure()}"
-        )
+            f"{p['folds'] * p['repeats']} folds; the sd of the splits' means is in the table).",
+            f"Absolute probe ({p['protocol']}): {PROTOCOLS[p['protocol']]}.",
+            f"Relative probe: {RELATIVE_PROTOCOL}; {p['n_pairs']:,} training pairs per fold. "
+            "The controls get the same procedure, their penalties chosen in their own folds.",
+            self.controls_procedure(),
+        ]
+
+    def procedure(self) -> str:
+        """How the probes were run, in words: :meth:`procedure_steps` in one paragraph."""
+        return " ".join(self.procedure_steps())
 
     def controls_procedure(self) -> str:
         """How the controls were drawn and summarised, in words."""

@@ -7,6 +7,9 @@ step and its params, which ``posviz rerun`` recomputes.
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import html
 import json
 import pickle
@@ -25,9 +28,10 @@ from posviz._params import defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
+from posviz.export.screen import on_screen
 from posviz.io import INDEX_SUFFIX
 from posviz.schemes import attention, weights
-from posviz.spectrum import DEFINITIONS, NO_VARIANCE
+from posviz.spectrum import DEFINITIONS, NO_VARIANCE, THRESHOLDS, Spectrum
 
 __all__ = [
     "REPORT_MAX_SIDE",
@@ -46,8 +50,10 @@ class Section:
     """A report section: a heading, tables of numbers, figures, and a note on how to read them.
 
     `analyses` holds, per table of numbers, the result it was read from (which records its
-    step and params); `provenance`, where its numbers came from when that is not the table
-    (heads: the model's layer).
+    step and params); a table without one (DeBERTa's rows and their offsets) is no analysis'.
+    The page shows a long table's first rows and its `rows`; the data block keeps them all.
+    `provenance`: where its numbers came from when that is not the table (heads: the model's
+    layer).
     """
 
     title: str
@@ -55,6 +61,14 @@ class Section:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: list[go.Figure] = field(default_factory=list)
     analyses: dict[str, Any] = field(default_factory=dict)
+    #: Per long table, the rows worth showing besides its first ones, and which they are in
+    #: words (the data block and ``posviz rerun`` keep every row).
+    rows: dict[str, tuple[list[int], str]] = field(default_factory=dict)
+    #: Per table with blank cells, why they are blank.
+    blanks: dict[str, str] = field(default_factory=dict)
+    #: How the numbers were made, step by step, under the note.
+    steps: list[str] = field(default_factory=list)
+    #: Where its numbers came from when that is not the table (heads: the model's layer).
     provenance: dict[str, Any] | None = None
 
 
@@ -144,7 +158,24 @@ def spectrum_section(
         {"Metrics": s.metrics_table(), "Singular values": s.to_frame()},
         [figures.spectrum.singular_values(s), figures.spectrum.explained_variance(s)],
         {"Metrics": s, "Singular values": s},
+        rows={
+            "Singular values": (
+                _spectrum_rows(s),
+                "where the cumulative share reaches 50, 80, 90, 95 and 99%, the last above the "
+                "noise cut and the first below it, and the smallest",
+            )
+        },
     )
+
+
+def _spectrum_rows(s: Spectrum) -> list[int]:
+    """The singular values a reader looks for past the first: where the cumulative share
+    reaches each threshold, the last above the noise cut and the first below, the smallest."""
+    if not s.has_variance:
+        return []
+    n = len(s.singular_values)
+    ks = [s.k_at(t) for t in THRESHOLDS] + [s.n_above_noise, s.n_above_noise + 1, n]
+    return sorted({k - 1 for k in ks if 1 <= k <= n})
 
 
 def similarity_section(
@@ -158,10 +189,14 @@ def similarity_section(
         "Cosine similarity between positions, and its mean and spread over all pairs at "
         "each offset. "
         + " ".join(f"{key}: {value}" for key, value in offsets.DEFINITIONS.items())
-        + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}.",
+        + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}. "
+        + "The map is a picture of its colours: hovering it gives positions, not values (the "
+        + "app's Similarity page has them)."
+        + _note(table, "offset_profile"),
         {"Scores": scores.to_frame()},
         [
-            figures.similarity.similarity_heatmap(overview, first_position=table.first_position),
+            # A picture of the map's colours: a sixth of its cells' bytes (hover: positions).
+            figures.similarity.similarity_heatmap(overview, labels=table.labels, picture=True),
             figures.offsets.offset_profile(profile, scores),
         ],
         {"Scores": scores},
@@ -192,13 +227,12 @@ def components_section(
         "Principal components over position and a sinusoid fitted to each. "
         f"{components.DEFINITIONS['r2']} Likeness to sinusoids: "
         f"{components.DEFINITIONS['likeness']} Against {len(likeness.shuffled)} row shuffles "
-        f"(seed {likeness.params['seed']}) for the chance level, m = {likeness.n_frequencies}.",
+        f"(seed {likeness.params['seed']}) for the chance level, m = {likeness.n_frequencies}."
+        + _note(table, "fit_sinusoids"),
         {"Sinusoid fits": fits.to_frame(), "Likeness to sinusoids": likeness.to_frame()},
         [
-            figures.components.pc_trajectories(
-                pcs, overlaid=False, first_position=table.first_position
-            ),
-            figures.components.sinusoid_fits(pcs, fits, first_position=table.first_position),
+            figures.components.pc_trajectories(pcs, overlaid=False, labels=table.labels),
+            figures.components.sinusoid_fits(pcs, fits, labels=table.labels),
         ],
         {"Sinusoid fits": fits, "Likeness to sinusoids": likeness},
     )
@@ -231,6 +265,7 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
                 boundary.DEFINITIONS["robust_z"],
                 f"Change points: {changes.procedure()}",
                 f"Boundary summary: {summary.procedure()}",
+                _note(table, "boundary"),
             ]
         ),
         {  # positions labelled as the table's (a relative table's start below 0)
@@ -238,12 +273,33 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
             "Change points": labelled(changes.to_frame(), {"provenance": table.provenance()}),
             "Boundary summary": summary.to_frame(),
         },
-        [
-            figures.boundary.position_statistics(
-                stats, flags, changes, first_position=table.first_position
-            )
-        ],
+        [figures.boundary.position_statistics(stats, flags, changes, labels=table.labels)],
         {"Flagged positions": flags, "Change points": changes, "Boundary summary": summary},
+    )
+
+
+def _note(table: Embedding, analysis: str) -> str:
+    """What `analysis` does with a table whose rows are buckets (DeBERTa's), after a space."""
+    note = table.labels.note(analysis)
+    return f" {note}" if note else ""
+
+
+def rows_section(table: Embedding) -> Section:
+    """DeBERTa's relative table: the offsets q − k each row (bucket) covers, as every figure
+    and table of the report names its rows."""
+    offsets = table.row_offsets
+    frame = labelled(
+        pd.DataFrame({"position": range(table.shape[0])}), {"provenance": table.provenance()}
+    )
+    return Section(
+        "Rows",
+        f"Each row is a bucket of relative offsets q − k ({offsets.describe()}), as "
+        f"config.json's position_buckets {offsets.position_buckets} and max_relative_positions "
+        f"{offsets.max_relative_positions} make it (transformers' make_log_bucket_position, "
+        "then clamp(bucket + span, 0, 2 · span − 1)). Figures over position draw each row at "
+        "the centre of its offsets; maps keep one cell per bucket, labelled by its offsets. "
+        f"{table.row_offsets.rule()['as_positions']}",
+        {"Offsets of each row": frame.rename(columns={"position": "bucket"})},
     )
 
 
@@ -253,10 +309,12 @@ def probes_section(
     probe = run(pipeline.probe_with_controls, table, **params)
     return Section(
         "Probes",
-        " ".join([probes.ABOUT, probe.procedure(), *probes.DEFINITIONS.values()]),
+        " ".join([probes.ABOUT, *probes.DEFINITIONS.values()]) + _note(table, "probes"),
         {"Probe results": probe.to_frame()},
         [figures.probes.probe_predictions(probe)],
         {"Probe results": probe},
+        blanks={"Probe results": probes.BLANK_CELLS},
+        steps=probe.procedure_steps(),
     )
 
 
@@ -323,12 +381,12 @@ def heads_section(
         {"Heads": result.to_frame()},
         [overview],
         {"Heads": result},
-        found.provenance(),
+        provenance=found.provenance(),
     )
 
 
 def build_report(table: Embedding, *, progress: Progress | None = None, **options: Any) -> str:
-    """A standalone HTML report of `table`: opens offline (plotly.js inlined once).
+    """A standalone HTML report of `table`: opens offline (plotly.js inlined once, gzipped).
 
     The table's provenance and each analysis' params are listed at the top, and embedded with
     every table of numbers as JSON (``<script id="posviz-data" type="application/json">``,
@@ -338,6 +396,8 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     """
     told = progress and (lambda step, done, total: progress(step, done, total + 1))
     sections = report_sections(table, progress=told, **options)
+    if table.row_offsets is not None:  # DeBERTa's buckets: what each row stands for, first
+        sections.insert(0, rows_section(table))
     if progress:
         progress("writing the page", len(sections), len(sections) + 1)
     title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
@@ -348,8 +408,11 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
             | ({"provenance": section.provenance} if section.provenance else {})
             for section in sections
             for caption, frame in section.tables.items()
+            if caption in section.analyses  # a table of numbers an analysis made
         ],
     }
+    if table.row_offsets is not None:  # as `posviz summary --json` carries them
+        data["row_offsets"] = table.row_offsets.record()
     listing = {**data["provenance"]}
     for entry in data["analyses"]:
         listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"
@@ -394,23 +457,28 @@ def build_collection_report(c: Collection) -> str:
 def _page(
     title: str, settings: dict[str, object], sections: list[Section], data: dict[str, Any]
 ) -> str:
-    """The report's HTML: settings listed at the top, then each section; `data` embedded."""
+    """The report's HTML: settings listed at the top, then each section and the glossary;
+    `data` embedded. The figures are drawn by plotly.js, which the page carries gzipped."""
     body = []
-    first = True
+    charts = 0
     for section in sections:
         body.append(f"<section><h2>{html.escape(section.title)}</h2>")
         body.append(f"<p class='note'>{html.escape(section.note)}</p>")
+        if section.steps:
+            steps = "".join(f"<li>{html.escape(step)}</li>" for step in section.steps)
+            body.append(f"<ol class='steps'>{steps}</ol>")
         for caption, frame in section.tables.items():
             body.append(f"<h3>{html.escape(caption)}</h3>")
-            body.append(_table_html(frame))
+            rows, which = section.rows.get(caption, ([], ""))
+            blank = section.blanks.get(caption, BLANK)
+            body.append(_table_html(frame, rows=rows, which=which, blank=blank))
         for fig in section.figures:
-            body.append(
-                fig.to_html(full_html=False, include_plotlyjs=first, config={"responsive": True})
-            )
-            first = False
+            body.append(_figure_html(fig, charts))
+            charts += 1
         body.append("</section>")
+    body.append(_glossary_html())
     listing = "".join(
-        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_setting(v))}</td></tr>"
         for k, v in settings.items()
     )
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -422,21 +490,50 @@ table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.8em; }}
 th, td {{ padding: 0.2em 0.45em; border-bottom: 1px solid #ddd; text-align: left; }}
 th {{ vertical-align: bottom; }}
 .numbers {{ max-width: 100%; overflow-x: auto; }}
-.note {{ color: #555; }} section {{ margin-top: 2.5em; }}
+.note, .steps {{ color: #555; }} section {{ margin-top: 2.5em; }}
+dt {{ font-weight: 600; margin-top: 0.3em; }} dd {{ margin-left: 1.5em; color: #555; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>Made by posviz {html.escape(str(settings["posviz_version"]))} on {stamp}.</p>
+<p id="posviz-charts-note" class="note" hidden></p>
 <table class="settings">{listing}</table>
 <script id="posviz-data" type="application/json">{_script_json(data)}</script>
 {"".join(body)}
+<script id="posviz-plotly" type="application/octet-stream">{_packed_plotly()}</script>
+<script>{_DRAW_CHARTS}</script>
 </body></html>
 """
 
 
-def _table_html(frame: pd.DataFrame) -> str:
-    """A table of numbers that fits the page: "none" when it has no rows, headers that wrap
-    (labels, not keys), and a text column that repeats one value (a setting, such as the
-    probes' model) stated once beneath it instead of in every row."""
+def _setting(value: object) -> str:
+    """A setting as the listing shows it: "none" for None (a table without a grid)."""
+    return "none" if value is None else str(value)
+
+
+#: What a blank cell means, unless a section says more.
+BLANK = "A blank cell: not defined for that row."
+#: A table longer than this shows its first `FIRST_ROWS` rows and the rows that matter.
+MAX_ROWS, FIRST_ROWS = 25, 10
+#: A table of at most `FEW_ROWS` rows and more than `WIDE` columns is turned on its side to fit
+#: the page: one column per row (the probes' three tables), one row per number.
+FEW_ROWS, WIDE = 6, 9
+
+
+def _table_html(
+    frame: pd.DataFrame,
+    *,
+    rows: list[int] | tuple[()] = (),
+    which: str = "",
+    blank: str = BLANK,
+) -> str:
+    """A table of numbers that fits the page.
+
+    "none" when it has no rows; headers that wrap (labels, not keys); a text column that
+    repeats one value (a setting, such as the probes' model) stated once beneath it; numbers
+    to 6 significant digits, rounding noise as 0, a missing value as a blank cell (`blank`
+    says why). A long table shows its first `FIRST_ROWS` rows and `rows` (`which` says which
+    they are), a wide one of few rows is turned on its side.
+    """
     if frame.empty:
         return "<p class='none'>none</p>"
     repeated = [
@@ -446,11 +543,106 @@ def _table_html(frame: pd.DataFrame) -> str:
         and not pd.api.types.is_numeric_dtype(frame[name])
         and frame[name].nunique() == 1
     ]
-    shown = frame.drop(columns=repeated).rename(columns=column_label)
-    table = shown.to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0)
-    stated = "; ".join(f"{column_label(name)}: {frame[name].iloc[0]}" for name in repeated)
-    note = f"<p class='note'>In every row, {html.escape(stated)}.</p>" if repeated else ""
+    notes = []
+    if repeated:
+        stated = "; ".join(f"{column_label(name)}: {frame[name].iloc[0]}" for name in repeated)
+        notes.append(f"In every row, {stated}.")
+    shown = on_screen(frame.drop(columns=repeated))
+    if shown.isna().to_numpy().any():
+        notes.append(blank)
+    cells = shown.map(_cell).rename(columns=column_label)
+    if len(shown) > MAX_ROWS:
+        kept = sorted(set(range(FIRST_ROWS)) | {r for r in rows if 0 <= r < len(shown)})
+        kept = sorted({*kept, len(shown) - 1})
+        cells = _with_gaps(cells, kept)
+        named = f"the first {FIRST_ROWS}" + (f" and those {which}" if which else "")
+        notes.append(
+            f"{len(kept)} of {len(shown):,} rows shown: {named}. Every row is in this page's "
+            "data block (posviz-data), which posviz rerun reads."
+        )
+    names = shown[shown.columns[0]]  # the rows' names, when the first column holds them
+    named = names.map(lambda v: isinstance(v, str) and v != "").all() and names.is_unique
+    if len(shown) <= FEW_ROWS and len(shown.columns) > WIDE and named:
+        sideways = cells.set_index(cells.columns[0]).T
+        sideways.insert(0, "", sideways.index)  # each row named by its number's label
+        cells = sideways.rename_axis(columns=None)
+    table = cells.to_html(index=False, border=0)
+    note = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes)
     return f"<div class='numbers'>{table}</div>{note}"
+
+
+def _cell(value: object) -> str:
+    """A number to 6 significant digits, a missing one blank, anything else as it is."""
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.6g}"  # NaN is not equal to itself
+    return "" if value is None else str(value)
+
+
+def _with_gaps(cells: pd.DataFrame, kept: list[int]) -> pd.DataFrame:
+    """Rows `kept` of `cells`, a row of "⋮" where rows were left out."""
+    parts = []
+    for before, row in zip([-1, *kept], kept, strict=False):
+        if row > before + 1:
+            parts.append(pd.DataFrame([["⋮"] * len(cells.columns)], columns=cells.columns))
+        parts.append(cells.iloc[[row]])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _figure_html(fig: go.Figure, number: int) -> str:
+    """A chart's place on the page and its figure as JSON, drawn once plotly.js is unpacked."""
+    target = f"posviz-chart-{number}"
+    height = fig.layout.height or 450
+    return (
+        f'<div id="{target}" class="plotly-graph-div" style="height:{height}px; width:100%;">'
+        f'</div><script type="application/json" class="posviz-figure" data-target="{target}">'
+        f"{_script_text(fig.to_json())}</script>"
+    )
+
+
+@functools.cache
+def _packed_plotly() -> str:
+    """plotly.js, gzipped and in base64: 2.0 MB of its 4.8 (the page opens offline still)."""
+    from plotly.offline import get_plotlyjs
+
+    packed = gzip.compress(get_plotlyjs().encode(), compresslevel=9, mtime=0)
+    return base64.b64encode(packed).decode()
+
+
+#: Unpacks plotly.js (the browser's own gzip: DecompressionStream) and draws every chart; a
+#: browser without it is told so above the numbers, which are all on the page anyway.
+_DRAW_CHARTS = """
+(async () => {
+  try {
+    const packed = atob(document.getElementById('posviz-plotly').textContent.trim());
+    const bytes = Uint8Array.from(packed, (c) => c.charCodeAt(0));
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+    const script = document.createElement('script');
+    script.textContent = await new Response(stream).text();
+    document.head.appendChild(script);
+    for (const data of document.querySelectorAll('script.posviz-figure')) {
+      const figure = JSON.parse(data.textContent);
+      Plotly.newPlot(data.dataset.target, figure.data, figure.layout, {responsive: true});
+    }
+  } catch (error) {
+    const note = document.getElementById('posviz-charts-note');
+    note.textContent = 'This browser could not draw the charts (' + error + '): it needs ' +
+      'DecompressionStream (Chrome 80, Firefox 113, Safari 16.4 or later). The numbers ' +
+      'below are complete.';
+    note.hidden = false;
+  }
+})();
+"""
+
+
+def _glossary_html() -> str:
+    """The glossary, one line a word, at the end of the page."""
+    from posviz.glossary import GLOSSARY
+
+    entries = "".join(
+        f"<dt>{html.escape(term)}</dt><dd>{html.escape(line)}</dd>"
+        for term, line in GLOSSARY.items()
+    )
+    return f"<section><h2>Glossary</h2><dl>{entries}</dl></section>"
 
 
 def _script_json(value: object) -> str:
@@ -462,5 +654,9 @@ def _script_json(value: object) -> str:
     >>> print(_script_json({"tensor": "<!--<script>&"}))
     {"tensor": "\u003c!--\u003cscript\u003e\u0026"}
     """
-    text = json.dumps(value, allow_nan=False)
+    return _script_text(json.dumps(value, allow_nan=False))
+
+
+def _script_text(text: str) -> str:
+    """JSON text with <, > and & as \\u escapes (see :func:`_script_json`)."""
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

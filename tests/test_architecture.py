@@ -25,6 +25,7 @@ LAYERS = {
     "posviz._linalg": 0,
     "posviz._ridge": 0,
     "posviz.embedding": 1,
+    "posviz.rows": 1,  # what a row stands for: every export labels rows from a provenance
     "posviz.io": 2,
     "posviz.simulate": 2,
     "posviz.export": 2,  # headers and CSV/JSON of a result: numbers and provenance only
@@ -46,6 +47,7 @@ LAYERS = {
     "posviz.schemes.attention": 5,  # reads a layer's q/k from the Hub or a checkpoint
     "posviz.collection": 5,
     "posviz.pipeline": 6,
+    "posviz.glossary": 6,  # the words of every analysis, for the app and the report
     "posviz.figures": 7,
     "posviz.export.rerun": 7,
     "posviz.report": 8,

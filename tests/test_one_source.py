@@ -265,6 +265,8 @@ def test_probe_export_is_the_reports_probe_table(downloads):
     pd.testing.assert_frame_equal(frame, as_exported(section.tables["Probe results"]))
     assert settings["analysis"] == "probe_with_controls"
     assert settings["params"] == defaults(probes.probe_with_controls)
-    procedure = [c for c in captions if c.startswith("Seed ")]
+    # The method, in the same numbered steps on the page and in the report.
+    procedure = [c for c in captions if c.startswith("How they were run:")]
     assert len(procedure) == 1
-    assert procedure[0] in section.note
+    steps = [line.split(". ", 1)[1] for line in procedure[0].splitlines()[1:]]
+    assert steps == section.steps

@@ -218,3 +218,58 @@ def test_empty_tables_say_none_and_a_repeated_setting_is_stated_once(html):
     assert "In every row, model: m." in page
     # The probes' model, the same in all three rows, leaves the table for a note.
     assert "In every row, absolute model: " in html
+
+
+@pytest.fixture(scope="module")
+def wide() -> tuple[Embedding, str]:
+    table = simulate.learned_like(512, 384)
+    return table, build_report(table)
+
+
+def test_a_report_of_512_by_384_fits_in_3_mb_and_keeps_every_number(wide):
+    # Formerly 6.9 MB: plotly.js inlined as it is (4.8 MB) and the map's 512² cells (1.7 MB).
+    table, page = wide
+    assert len(page.encode()) < 3_000_000
+    values = embedded(page)["analyses"][1]["columns"]
+    np.testing.assert_allclose(
+        values["singular_value"], spectrum(table.values).singular_values, rtol=1e-12
+    )
+    assert len(values["k"]) == 384
+
+
+def test_a_long_table_shows_its_first_rows_and_the_ones_that_matter(wide):
+    # Formerly: all 384 singular values in one long table.
+    table, page = wide
+    start = page.index("<h3>Singular values</h3>")
+    shown = page[start : page.index("</table>", start)]
+    ks = [int(k) for k in re.findall(r"<tr>\s*<td>(\d+)</td>", shown)]
+    s = spectrum(table.values)
+    assert ks[:10] == list(range(1, 11))
+    assert {s.k_at(0.99), s.n_above_noise, s.n_above_noise + 1, 384} <= set(ks)
+    assert len(ks) < 25
+    assert f"{len(ks)} of 384 rows shown" in page
+
+
+def test_no_table_cell_reads_none_or_nan_and_a_wide_table_fits_the_page(wide):
+    # Formerly: 11 cells read None or NaN; the probe table ran off the page (20 columns).
+    _, page = wide
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert cells
+    assert not [c for c in cells if c.strip() in ("None", "NaN", "nan", "<NA>")]
+    start = page.index("<h3>Probe results</h3>")
+    probes = page[start : page.index("</table>", start)]
+    header = re.search(r"<thead>(.*?)</thead>", probes, re.S).group(1)
+    assert re.findall(r"<th>(.*?)</th>", header) == ["", "table", "row-shuffled", "Gaussian"]
+    assert "Blank cells: the table has no range over draws" in page
+    assert "<ol class='steps'><li>Seed 0; 5-fold cross-validation" in page
+
+
+def test_the_packed_plotly_js_is_plotly_js():
+    import base64
+    import gzip
+
+    from plotly.offline import get_plotlyjs
+
+    from posviz.report import _packed_plotly
+
+    assert gzip.decompress(base64.b64decode(_packed_plotly())).decode() == get_plotlyjs()

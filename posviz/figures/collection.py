@@ -248,12 +248,91 @@ def similarity_grid(c: Collection, *, cols: int = 4) -> go.Figure:
     return fig
 
 
+#: Where a marker's label may go, tried in this order: plotly's textposition and the label
+#: box's offset from the marker's centre in pixels (x right, y up), as a multiple of the
+#: box's own width and height (-0.5: centred) plus the marker's radius and a gap.
+_PLACES = (
+    ("top center", (-0.5, 0.0), (0, 1)),
+    ("bottom center", (-0.5, -1.0), (0, -1)),
+    ("middle right", (0.0, -0.5), (1, 0)),
+    ("middle left", (-1.0, -0.5), (-1, 0)),
+    ("top right", (0.0, 0.0), (1, 1)),
+    ("top left", (-1.0, 0.0), (-1, 1)),
+    ("bottom right", (0.0, -1.0), (1, -1)),
+    ("bottom left", (-1.0, -1.0), (-1, -1)),
+)
+#: Pixels of a marker-label character, of a label's line, and of a marker's radius plus gap.
+_CHAR, _LINE, _RADIUS = 6.6, 14.0, 8.0
+
+
+def label_places(
+    points: np.ndarray, labels: list[str], *, width: float = 900.0, height: float = 370.0
+) -> list[str]:
+    """A textposition per marker so that the labels overlap neither each other nor the
+    markers where a place allows it (greedy, in the markers' order; the least overlap
+    otherwise).
+
+    `points` (n, 2) in data units, drawn with one scale on both axes into a plot of about
+    `width` x `height` pixels.
+
+    >>> label_places(np.array([[0.0, 0.0], [0.05, 0.0]]), ["step100", "step300"])
+    ['top center', 'bottom center']
+    """
+    span = np.ptp(points, axis=0)
+    scale = min(width / (span[0] or 1.0), height / (span[1] or 1.0))
+    pixels = (points - points.min(axis=0)) * scale
+    taken = [(x - _RADIUS, y - _RADIUS, x + _RADIUS, y + _RADIUS) for x, y in pixels]
+    places = []
+    for (x, y), label in zip(pixels, labels, strict=True):
+        w, h = _CHAR * len(label), _LINE
+        best, least = _PLACES[0][0], np.inf
+        for name, (fx, fy), (dx, dy) in _PLACES:
+            left, bottom = x + fx * w + dx * _RADIUS, y + fy * h + dy * _RADIUS
+            box = (left, bottom, left + w, bottom + h)
+            overlap = sum(_overlap(box, other) for other in taken)
+            if overlap < least:
+                best, least, chosen = name, overlap, box
+            if overlap == 0:
+                break
+        places.append(best)
+        taken.append(chosen)
+    return places
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """Area shared by two boxes (left, bottom, right, top)."""
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def common_prefix(labels: list[str]) -> str:
+    """The start every label shares, up to its last separator (``-_/ .``), when each label
+    keeps something after it; else "".
+
+    >>> common_prefix(["simulated-run-step100", "simulated-run-step3000"])
+    'simulated-run-'
+    >>> common_prefix(["run-a", "run"]), common_prefix(["a"])
+    ('', '')
+    """
+    if len(labels) < 2:
+        return ""
+    first, last = min(labels), max(labels)  # their common start is everyone's
+    same = [a == b for a, b in zip(first, last, strict=False)] + [False]
+    shared = first[: same.index(False)]
+    cut = max(shared.rfind(sep) for sep in "-_/ .") + 1
+    prefix = shared[:cut]
+    return prefix if all(len(label) > len(prefix) for label in labels) else ""
+
+
 def cka_map(c: Collection) -> go.Figure:
     """The tables placed so that distances show sqrt(2 - 2 CKA): near = similar tables."""
+    labels = [m.label for m in c.loaded]
+    prefix = common_prefix(labels)
+    shared = f"; labels without their common start {short_label(prefix)}" if prefix else ""
+    texts = [short_label(label[len(prefix) :], width=24) for label in labels]
     fig = base_figure(
         f"Tables by classic (biased) linear CKA on their first {c.common_positions:,} positions "
         f"({center_label(c.center)})<br><sup>classical MDS of sqrt(2 − 2·CKA); the 2-D map shows "
-        f"{c.map_share:.0%} of the distances' variance; {_colour_note(c)}</sup>",
+        f"{c.map_share:.0%} of the distances' variance; {_colour_note(c)}{shared}</sup>",
         "MDS axis 1",
         "MDS axis 2",
         height=520,
@@ -272,9 +351,10 @@ def cka_map(c: Collection) -> go.Figure:
         x=f32(c.coordinates[:, 0]),
         y=f32(c.coordinates[:, 1]),
         mode="markers+text",
-        text=[short_label(m.label, width=24) for m in c.loaded],
+        text=texts,
         customdata=[escape(m.label) for m in c.loaded],
-        textposition="top center",
+        # Placed apart: neighbouring checkpoints' labels overlapped when all sat on top.
+        textposition=label_places(c.coordinates[:, :2], texts, width=900 / 1.4),
         marker={"size": 12, "color": collection_colours(c), "line": {"width": 1, "color": "black"}},
         hovertemplate="%{customdata}<extra></extra>",
         name="tables",

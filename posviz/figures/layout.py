@@ -6,6 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from posviz.rows import RowLabels
+
 TEMPLATE = "plotly_white"
 #: Diverging scale for similarities (centred at 0 by the caller via zmid).
 DIVERGING = "RdBu_r"
@@ -66,8 +68,10 @@ LINE_POINTS = 8192
 MARKER_POINTS = 256
 
 
-def small_multiples(k: int, titles: list[str], title: str) -> go.Figure:
-    """`k` panels stacked over a shared position axis."""
+def small_multiples(
+    k: int, titles: list[str], title: str, *, xaxis: str = "position p"
+) -> go.Figure:
+    """`k` panels stacked over a shared position axis, titled `xaxis` under the last."""
     fig = make_subplots(
         rows=k, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.2 / k
     )
@@ -78,50 +82,95 @@ def small_multiples(k: int, titles: list[str], title: str) -> go.Figure:
         margin={"l": 60, "r": 20, "t": 80, "b": 50},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
     )
-    fig.update_xaxes(title_text="position p", row=k, col=1)
+    fig.update_xaxes(title_text=xaxis, row=k, col=1)
     return fig
 
 
+def row_hover(labels: RowLabels | None, rows: np.ndarray) -> tuple[dict[str, object], str]:
+    """Trace settings and the hover fragment that name `rows` of a line over position:
+    ``p=%{x}`` where rows are positions; the offsets each bucket covers (as text: a range is
+    not its centre) for DeBERTa's relative table."""
+    if labels is None or not labels.bucketed:
+        return {}, "p=%{x}"
+    return {"hovertext": labels.text(rows)}, "offsets %{hovertext}"
+
+
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-#: Labelled decades on a log axis at most; beyond it every second (third, ...) is labelled.
-_DECADE_LABELS = 8
+#: Decades on a log axis up to which the 2-9 multiples get minor ticks (beyond, they would
+#: crowd into a comb: the labelled decades are enough).
+_MINOR_DECADES = 10
+#: Tick marks of a log axis: a ruler (its line drawn), so the unlabelled minor ticks read as
+#: ticks of the labelled decades, never as minus signs beside nothing.
+_TICK = {
+    "ticks": "outside",
+    "tickcolor": "#888",
+    "ticklen": 7,
+    "showline": True,
+    "linecolor": "#888",
+}
+_MINOR_TICK = {"ticks": "outside", "tickcolor": "#aaa", "ticklen": 4, "showgrid": False}
+
+
+def superscript(exponent: int) -> str:
+    """`exponent` in superscript digits: ``superscript(-12)`` is ``"⁻¹²"``."""
+    return str(exponent).translate(_SUPERSCRIPT)
+
+
+def readable(value: float, digits: int = 2) -> str:
+    """`value` to `digits` significant digits as a figure shows it: plain from 0.001 to
+    10,000, else m·10ⁿ (never Python's ``4.5e-05``).
+
+    >>> readable(0.3679), readable(4.54e-05), readable(-12.0)
+    ('0.37', '4.5·10⁻⁵', '−12')
+    """
+    if value == 0 or 1e-3 <= abs(value) < 1e4:
+        return f"{value:.{digits}g}".replace("-", "−")
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    return f"{mantissa.replace('-', '−')}·{power_of_ten(int(exponent))}"
+
+
+def power_of_ten(exponent: int) -> str:
+    """The label of a decade on every log axis: ``10`` with the exponent in superscript.
+
+    >>> power_of_ten(-3), power_of_ten(0), power_of_ten(12)
+    ('10⁻³', '10⁰', '10¹²')
+    """
+    return "10" + superscript(exponent)
 
 
 def log_axis(values: np.ndarray) -> dict[str, object]:
-    """Axis settings for a log axis over `values`: decades labelled, minor ticks unlabelled.
+    """Axis settings for a log axis over `values`: whole decades, every one labelled.
 
-    Plotly's own log ticks label the 2s and 5s between decades as well (`2, 10, 5, 2, 1`),
-    which reads as a jumble. Here the decades are labelled 1, 10, 100, 1000 and otherwise
-    10⁻², 10⁴, ...; the 2-9 multiples get unlabelled minor ticks (past eight decades, every
-    second or third decade is labelled and the others are the minor ticks). Pass the result to
-    `fig.update_xaxes` / `update_yaxes`.
+    One tick style on every log axis: the axis spans whole decades (from the one at or below
+    the smallest value to the one at or above the largest, so even a short span shows two
+    labels), each labelled 10ⁿ; up to ten decades, the 2-9 multiples get shorter, unlabelled
+    ticks of the same ruler. Plotly's own log ticks label some of the 2s and 5s and skip
+    decades as the axis narrows. Pass the result to `fig.update_xaxes` / `update_yaxes`.
 
     >>> axis = log_axis(np.array([0.02, 0.5, 30.0]))
-    >>> axis["tickvals"], axis["ticktext"]
-    ([0.01, 0.1, 1.0, 10.0, 100.0], ['10⁻²', '10⁻¹', '1', '10', '100'])
+    >>> axis["tickvals"], axis["ticktext"], axis["range"]
+    ([0.01, 0.1, 1.0, 10.0, 100.0], ['10⁻²', '10⁻¹', '10⁰', '10¹', '10²'], [-2, 2])
     """
     positive = np.asarray(values, dtype=np.float64)
     positive = positive[np.isfinite(positive) & (positive > 0)]
     if positive.size == 0:
         return {"type": "log"}
-    low = int(np.floor(np.log10(positive.min())))
-    high = int(np.ceil(np.log10(positive.max())))
-    step = -(-(high - low + 1) // _DECADE_LABELS)
+    low = int(np.floor(np.log10(positive.min()) + 1e-12))
+    high = int(np.ceil(np.log10(positive.max()) - 1e-12))
+    high = max(high, low + 1)
     decades = range(low, high + 1)
-    labelled = [e for e in decades if e % step == 0]
-    # On a wide axis the 2-9 multiples would crowd into a comb: there only the unlabelled
-    # decades are ticked.
-    if step == 1:
-        minor = [m * 10.0**e for e in decades for m in range(2, 10)]
-    else:
-        minor = [10.0**e for e in decades if e % step]
+    minor = (
+        [m * 10.0**e for e in decades[:-1] for m in range(2, 10)]
+        if len(decades) - 1 <= _MINOR_DECADES
+        else []
+    )
     return {
         "type": "log",
-        "tickvals": [10.0**e for e in labelled],
-        "ticktext": [
-            str(10**e) if 0 <= e <= 3 else "10" + str(e).translate(_SUPERSCRIPT) for e in labelled
-        ],
-        "minor": {"tickvals": sorted(minor), "ticks": "outside", "ticklen": 3, "showgrid": False},
+        "range": [low, high],
+        "tickvals": [10.0**e for e in decades],
+        "ticktext": [power_of_ten(e) for e in decades],
+        **_TICK,
+        "minor": {"tickvals": minor, **_MINOR_TICK},
     }
 
 

@@ -27,8 +27,12 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
     )
     if outside:
         title += f"<br><sup>{outside:,} predictions outside −25%..125% of the range not shown</sup>"
-    fig = base_figure(title, "true position p", "predicted position", height=450, yaxis_range=shown)
-    fig.update_layout(margin_t=100)  # room for the subtitle above the legend
+    fig = base_figure(title, "true position p", "predicted position", height=520, yaxis_range=shown)
+    # The legend (two rows) under the axis: above the plot it ran into the subtitle.
+    fig.update_layout(
+        margin={"t": 90 if outside else 60, "b": 120},
+        legend={"orientation": "h", "x": 0, "yref": "container", "y": 0, "yanchor": "bottom"},
+    )
     for name, probe in report.absolute.items():
         fig.add_scattergl(
             x=probe.positions.astype(np.int32),

@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from posviz.figures.layout import DIVERGING, base_figure, escape, f32, log_axis, small_multiples
+from posviz.figures.layout import (
+    DIVERGING,
+    base_figure,
+    escape,
+    f32,
+    log_axis,
+    readable,
+    small_multiples,
+    superscript,
+)
 from posviz.schemes.alibi import FALLS, AlibiBias
 from posviz.schemes.relative import BucketLayouts, RelativeBias
 from posviz.schemes.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
@@ -211,15 +220,52 @@ def alibi_slopes(b: AlibiBias) -> go.Figure:
     return fig
 
 
+#: The bias axis stops here: a key scored there weighs e⁻¹² ≈ 6·10⁻⁶ of an equally scored key
+#: at distance 0, all but masked; steeper heads' lines leave the chart.
+ALIBI_AXIS_FLOOR = -12
+
+
+def alibi_heads(b: AlibiBias) -> np.ndarray:
+    """The heads :func:`alibi_bias` draws, in head order: all, or `MAX_HEAD_LINES` of them
+    evenly spread over the slopes (BLOOM's 112 heads interleave two slope ladders: evenly
+    spaced head numbers would not spread the fan evenly).
+
+    >>> from posviz.schemes.alibi import alibi_bias as bias
+    >>> alibi_heads(bias(4)).tolist()
+    [0, 1, 2, 3]
+    >>> len(alibi_heads(bias(112)))
+    32
+    """
+    n = len(b.slopes)
+    ranks = np.unique(np.linspace(0, n - 1, min(n, MAX_HEAD_LINES)).round().astype(int))
+    return np.sort(np.argsort(b.slopes, kind="stable")[ranks])
+
+
 def alibi_bias(b: AlibiBias) -> go.Figure:
     """Bias against distance, one line per head (at most `MAX_HEAD_LINES`, evenly spread over
-    the heads), down to −12 logits with the falls of `FALLS` logits marked: beyond that a
-    head's keys are all but masked."""
+    the slopes, named in the subtitle), down to `ALIBI_AXIS_FLOOR` logits, with the falls of
+    `FALLS` logits marked and labelled."""
     n = len(b.slopes)
-    heads = np.unique(np.linspace(0, n - 1, min(n, MAX_HEAD_LINES)).round().astype(int))
-    title = f"ALiBi bias against distance, {len(heads)} of {n} heads"
+    heads = alibi_heads(b)
+    floor = ALIBI_AXIS_FLOOR
+    if len(heads) < n:
+        title = f"ALiBi bias against distance: {len(heads)} of {n} heads, evenly spread over "
+        title += f"the slopes<br><sup>heads {', '.join(map(str, heads))}; every head's slope: "
+        title += "the Slopes and Numbers tabs</sup>"
+    else:
+        title = f"ALiBi bias against distance, all {n} heads"
+    title += (
+        f"<br><sup>Axis cut at {readable(floor)} logits: a key there weighs "
+        f"e{superscript(floor)} ≈ {readable(np.exp(floor), 1)} as much as an equally scored key "
+        "at distance 0; steeper heads leave the chart.</sup>"
+    )
     fig = base_figure(title, "distance from query back to key", "bias (logits)",
-                      yaxis_range=[-12, 0.5])  # fmt: skip
+                      yaxis_range=[floor, 0.5], height=540)  # fmt: skip
+    # The legend (up to 16 heads) under the axis, the subtitles above the chart.
+    fig.update_layout(
+        margin={"t": 110, "b": 110 if len(heads) <= 16 else 60},
+        legend={"orientation": "h", "x": 0, "yref": "container", "y": 0, "yanchor": "bottom"},
+    )
     step = max(1, len(b.distances) // 1024)
     for h in heads:
         fig.add_trace(
@@ -232,7 +278,15 @@ def alibi_bias(b: AlibiBias) -> go.Figure:
             )
         )
     for fall in FALLS:
-        fig.add_hline(y=-fall, line_dash="dot", line_color="grey")
+        fig.add_hline(
+            y=-fall,
+            line_dash="dot",
+            line_color="grey",
+            annotation_text=f"fallen by {fall} logit{'s' * (fall > 1)}: a key weighs "
+            f"e{superscript(-fall)} ≈ {readable(np.exp(-fall))} as much",
+            annotation_position="top right",
+            annotation_font={"size": 11, "color": "grey"},
+        )
     return fig
 
 

@@ -214,8 +214,8 @@ def read_tensor(
     begin, end = model.span(name)
     if max_bytes is not None and end - begin > max_bytes:
         msg = (
-            f"{what} is {(end - begin) / 1e6:,.1f} MB, above this server's upload limit of "
-            f"{max_bytes / 1e6:,.0f} MB (server.maxUploadSize); pick a smaller tensor."
+            f"{what} is {(end - begin) / 2**20:,.1f} MiB, above this server's upload limit of "
+            f"{max_bytes / 2**20:,.0f} MiB (server.maxUploadSize); pick a smaller tensor."
         )
         raise LoadError(msg)
     cache = _Cache()

@@ -1,25 +1,28 @@
-"""Which tables this session has loaded: plain session_state slots that survive page switches.
+"""Which tables this session has loaded: plain session_state slots that survive page switches,
+and the link (the page's URL) that reopens them.
 
-A simulated primary table is mirrored into the URL (``?sim=learned-like&n_positions=1024...``)
-so a link reopens the same table; so is a model read from the Hub (``?hub=openai-community/gpt2
-&revision=main&tensor=transformer.wpe.weight&rows=0:1024``); an uploaded one cannot be shared
-that way and clears it.
+Every run puts the current table's keys in the URL (:mod:`posviz.ui.links`: a simulation's
+options, a Hub model's commit and tensor, a shared file's path, or, for a table no link can
+carry, its name), so a link copied on any page reopens the same table; Compare's second table
+too (keys prefixed ``second.``) once it is not the default one. A link that cannot reopen its
+table says so on screen until another table is loaded.
 """
 
 from __future__ import annotations
 
-import inspect
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from posviz import _settings, hub, simulate
+from posviz import _settings, hub, io, simulate
 from posviz.collection import Member, gather
 from posviz.embedding import Embedding
+from posviz.io import datadir
 from posviz.schemes import weights
+from posviz.ui import links
 from posviz.ui.text import literal
 
 #: The table every page analyses, and the Compare page's second table.
@@ -31,77 +34,174 @@ _DEFAULTS = {
     PRIMARY: ("learned-like", {"n_positions": 1024, "d_model": 768, "seed": 0}),
     SECOND: ("sinusoidal", {"n_positions": 1024, "d_model": 768}),
 }
+#: The URL keys of each slot's table start with this.
+PREFIX = {PRIMARY: "", SECOND: "second."}
+#: What each slot is called where a notice names it.
+_CALLED = {PRIMARY: "", SECOND: "Compare's second table: "}
 
 
 def current(slot: str = PRIMARY) -> Embedding:
-    """The table in `slot`; on first use the one the URL names, else the one `posviz serve`
-    was started on, else a simulated default."""
+    """The table in `slot`; on first use the one the URL names, else (for the primary table)
+    the one `posviz serve` was started on, else a simulated default."""
     if slot not in st.session_state:
+        linked, failed = _from_url(slot)
+        served, unserved = _served() if slot == PRIMARY and linked is None else (None, None)
         kind, options = _DEFAULTS[slot]
-        linked = (_from_url() or _served()) if slot == PRIMARY else None
-        st.session_state[slot] = linked or _simulated(kind, options, slot)
+        table = linked or served or _simulated(kind, options, slot)
+        st.session_state[slot] = table
+        if failed or unserved:
+            shown = f"showing {literal(table.name)} ({literal(table.source)}) instead"
+            _notice(slot, table, f"{failed or unserved}; {shown}.")
+        else:
+            _check_link(slot, table, linked=linked is not None)
     return st.session_state[slot]
 
 
 #: How each slot's table was simulated: {slot: (sha256, generator, options)}.
 SIMULATED = "posviz.simulated"
+#: Where each slot's table came from, as link keys: {slot: (sha256, origin or None)}.
+ORIGINS = "posviz.origins"
+#: What each slot's link could not reopen, shown until the slot's table changes:
+#: {slot: (sha256, text)}.
+NOTICES = "posviz.notices"
 
 
 def _simulated(kind: str, options: dict[str, Any], slot: str) -> Embedding:
-    """`kind` simulated with `options`, remembered so the Simulate form can show them."""
+    """`kind` simulated with `options`, remembered so the Simulate form and the link can show
+    them."""
     table = simulate.GENERATORS[kind](**options)
     st.session_state.setdefault(SIMULATED, {})[slot] = (table.sha256, kind, dict(options))
+    _set_origin(slot, table, links.simulation(kind, options))
     return table
 
 
 def simulation(slot: str = PRIMARY) -> tuple[str, dict[str, Any]] | None:
     """The generator and options that made the table in `slot`; None when it was loaded."""
+    table = current(slot)  # first: on a session's first run it makes (and records) the default
     made = st.session_state.get(SIMULATED, {}).get(slot)
-    return made[1:] if made and made[0] == current(slot).sha256 else None
+    return made[1:] if made and made[0] == table.sha256 else None
 
 
 def upload_limit() -> int:
-    """This server's upload limit in bytes (server.maxUploadSize, in MB): also the most any
-    read from the Hub may fetch, whoever asks (Data page, link, Collection, posviz serve)."""
-    return st.get_option("server.maxUploadSize") * 10**6
+    """This server's upload limit in bytes (server.maxUploadSize, in Streamlit's MB of 2**20
+    bytes, as its uploader enforces it): also the most any read from the Hub may fetch,
+    whoever asks (Data page, link, Collection, posviz serve)."""
+    return st.get_option("server.maxUploadSize") * 2**20
 
 
-def _served() -> Embedding | None:
-    """The table `posviz serve PATH` names in the environment, loaded as an upload would be."""
+def _served() -> tuple[Embedding | None, str | None]:
+    """The table `posviz serve PATH` names in the environment, loaded as an upload would be;
+    or why it could not be."""
     ref = _settings.served_table()
     if not ref:
-        return None
+        return None, None
+    # The name only: `ref` is the path on the server, not the visitor's business.
+    name = ref if hub.is_hub_ref(ref) else Path(ref).name
     try:
         table = (
             hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else weights.load(ref)
         )
     except ValueError as error:  # LoadError included: the file changed since the server started
-        # The name only: `ref` is the path on the server, not the visitor's business.
-        name = ref if hub.is_hub_ref(ref) else Path(ref).name
-        st.warning(
-            f"{literal(repr(name))} was not opened ({literal(error)}); showing the default table."
-        )
-        return None
-    if hub.is_hub_ref(ref):  # a model can be named in a link; a server's file cannot
-        model = hub.parse_ref(ref)
-        st.query_params.update(hub_link(model.repo, model.revision, table))
-    return table
+        return None, f"{literal(repr(name))} was not opened ({literal(error)})"
+    # A model can be named in a link; a server's file cannot.
+    _set_origin(PRIMARY, table, _hub_origin(table) if hub.is_hub_ref(ref) else {"served": name})
+    return table, None
 
 
-def set_table(table: Embedding, slot: str = PRIMARY, link: dict[str, str] | None = None) -> None:
-    """Make `table` the one in `slot` for every page of this session; for the primary table,
-    `link` (URL keys of a Hub model, see `hub_link`) goes into the URL."""
+def set_table(table: Embedding, slot: str = PRIMARY, origin: dict[str, str] | None = None) -> None:
+    """Make `table` the one in `slot` for every page of this session and name it in the URL.
+
+    `origin` says where its tensor comes from (link keys: ``{"hub": repo, "revision":
+    commit}``, ``{"shared": path}``, ``{"upload": file name}``). Without one, a table cut
+    from the slot's table (the same source and tensor, other rows: a trim) keeps that
+    table's origin; any other is named in words, a link cannot reopen it.
+    """
+    if origin is None:
+        before = st.session_state.get(slot)
+        if before is not None and (before.source, before.name) == (table.source, table.name):
+            origin = _origin(slot)
     st.session_state[slot] = table
-    if slot == PRIMARY:
-        _clear_url()
-        st.query_params.update(link or {})
+    _set_origin(slot, table, origin)
+    sync_url()
 
 
-def hub_link(repo: str, revision: str, table: Embedding) -> dict[str, str]:
-    """The URL keys that reopen `table`, read from the Hub model `repo` at `revision`."""
-    link = {"hub": repo, "revision": revision, "tensor": table.name}
-    link["rows"] = f"{table.row_start}:{table.row_start + table.shape[0]}"
-    return link | ({"grid": f"{table.grid[0]}x{table.grid[1]}"} if table.grid else {})
+def _set_origin(slot: str, table: Embedding, origin: Mapping[str, str] | None) -> None:
+    st.session_state.setdefault(ORIGINS, {})[slot] = (table.sha256, origin)
+
+
+def _origin(slot: str) -> Mapping[str, str] | None:
+    """The origin of the table in `slot`, if it is known."""
+    sha, origin = st.session_state.get(ORIGINS, {}).get(slot, ("", None))
+    table = st.session_state.get(slot)
+    return origin if table is not None and sha == table.sha256 else None
+
+
+def _hub_origin(table: Embedding) -> dict[str, str]:
+    """A Hub table's origin at the commit it was read at, not its branch: a link keeps its
+    table when the branch moves on."""
+    where = table.provenance()
+    return {"hub": str(where["repo"]), "revision": str(where["commit"])}
+
+
+def hub_origin(repo: str, commit: str) -> dict[str, str]:
+    """The origin of a table read from the Hub model `repo` at `commit` (for `set_table`)."""
+    return {"hub": repo, "revision": commit}
+
+
+def link(slot: str = PRIMARY) -> dict[str, str]:
+    """The URL keys (without the slot's prefix) that reopen the table in `slot`, or name it
+    when no link can reopen it."""
+    table = current(slot)
+    made = st.session_state.get(SIMULATED, {}).get(slot)
+    return links.keys(table, _origin(slot), made=made[0] if made else None)
+
+
+def sync_url() -> None:
+    """Put the tables' keys in the URL (the primary table's always, the second's when it is
+    not the default one), replacing any a previous table left; other keys (a page's tab, a
+    setting) stay."""
+    wanted = {f"{PREFIX[PRIMARY]}{key}": value for key, value in link(PRIMARY).items()}
+    if SECOND in st.session_state:
+        second = link(SECOND)
+        if second != _default_link(SECOND):
+            wanted |= {f"{PREFIX[SECOND]}{key}": value for key, value in second.items()}
+    for key in [k for k in st.query_params if _is_table_key(k) and k not in wanted]:
+        del st.query_params[key]
+    changed = {key: value for key, value in wanted.items() if st.query_params.get(key) != value}
+    if changed:
+        st.query_params.update(changed)
+
+
+def _is_table_key(key: str) -> bool:
+    return any(key.startswith(p) and key[len(p) :] in links.KEYS for p in PREFIX.values())
+
+
+def _default_link(slot: str) -> dict[str, str]:
+    kind, options = _DEFAULTS[slot]
+    table = _default_table(slot)
+    return links.keys(table, links.simulation(kind, options), made=table.sha256)
+
+
+@st.cache_resource(show_spinner=False)
+def _default_table(slot: str) -> Embedding:
+    """The default table of `slot`, made once per server (only its sha256 is read)."""
+    kind, options = _DEFAULTS[slot]
+    return simulate.GENERATORS[kind](**options)
+
+
+def notices() -> list[str]:
+    """What the links that opened this session's tables could not reopen (markdown), while
+    those tables are still shown."""
+    kept = st.session_state.get(NOTICES, {})
+    return [
+        text
+        for slot, (sha, text) in kept.items()
+        if slot in st.session_state and st.session_state[slot].sha256 == sha
+    ]
+
+
+def _notice(slot: str, table: Embedding, text: str) -> None:
+    st.session_state.setdefault(NOTICES, {})[slot] = (table.sha256, _CALLED[slot] + text)
 
 
 def set_flags(table: Embedding, positions: list[int], rule: str) -> None:
@@ -116,68 +216,122 @@ def flags(table: Embedding) -> list[int]:
 
 
 def set_simulated(kind: str, options: dict[str, Any], slot: str = PRIMARY) -> None:
-    """Simulate `kind` with `options` into `slot`; for the primary table, name it in the URL."""
+    """Simulate `kind` with `options` into `slot` and name it in the URL."""
     st.session_state[slot] = _simulated(kind, options, slot)
-    if slot == PRIMARY:
-        _clear_url()
-        st.query_params.update({"sim": kind} | {k: str(v) for k, v in options.items()})
+    sync_url()
 
 
-def _clear_url() -> None:
-    for key in ["sim", *_PARAMETERS, *_HUB_KEYS]:
-        st.query_params.pop(key, None)
-
-
-#: Every keyword any generator takes: the only URL keys read as simulation options.
-_PARAMETERS = sorted(
-    {
-        name
-        for generator in simulate.GENERATORS.values()
-        for name in inspect.signature(generator).parameters
+def _params(slot: str) -> dict[str, str]:
+    """The URL's keys for `slot`'s table, its prefix removed."""
+    prefix = PREFIX[slot]
+    return {
+        key[len(prefix) :]: value
+        for key, value in st.query_params.to_dict().items()
+        if key.startswith(prefix) and key[len(prefix) :] in links.KEYS
     }
-)
 
 
-_HUB_KEYS = ("hub", "revision", "tensor", "rows", "grid")
+def _from_url(slot: str) -> tuple[Embedding | None, str | None]:
+    """The table the URL names for `slot` (a simulation within the form's bounds, a Hub
+    model's tensor, a shared file's), or why it could not be made; (None, None) when the URL
+    names none it can reopen."""
+    params = _params(slot)
+    what = next((origin for origin in links.REOPENED if origin in params), None)
+    if what is None:
+        return None, None
+    try:
+        return _OPENERS[what](slot, params), None
+    except ValueError as error:  # LoadError included
+        return None, f"{_FAILED[what]} ({literal(error)})"
 
 
-def _from_url() -> Embedding | None:
-    """The simulated table the URL names, if its options are within the form's bounds, or the
-    Hub model's table it names."""
-    params = st.query_params
-    if "hub" in params and hub.enabled():
-        return _from_hub(params)
-    kind = params.get("sim")
+def _check_link(slot: str, table: Embedding, *, linked: bool) -> None:
+    """Say on screen when the URL named a table other than `table` (just opened in `slot`)."""
+    params = _params(slot)
+    if text := links.not_reopened(params, table, linked=linked):
+        _notice(slot, table, literal(text))
+    elif slot == PRIMARY and not params and st.query_params.to_dict():
+        _notice(
+            slot,
+            table,
+            "This link names no table (made before links carried one, or edited): showing "
+            f"{literal(table.name)} ({literal(table.source)}).",
+        )
+
+
+def _from_simulation(slot: str, params: dict[str, str]) -> Embedding:
+    kind = params["sim"]
     if kind not in simulate.GENERATORS:
-        return None
-    try:
-        return _simulated(kind, simulate.parse_options(kind, params.to_dict()), PRIMARY)
-    except ValueError as error:  # LoadError included
-        st.warning(
-            f"The link's simulation was not made ({literal(error)}); showing the default table."
-        )
-        return None
+        msg = f"sim={kind[:40]!r} is not one of {', '.join(simulate.GENERATORS)}"
+        raise ValueError(msg)
+    options = simulate.parse_options(kind, params)
+    cut = links.recut(_simulated(kind, options, slot), params)
+    _set_origin(slot, cut, links.simulation(kind, options))
+    return cut
 
 
-def _from_hub(params: Any) -> Embedding | None:
+def _from_hub(slot: str, params: dict[str, str]) -> Embedding:
+    if not hub.enabled():
+        msg = "this server does not read from the Hugging Face Hub (POSVIZ_HUB=off)"
+        raise ValueError(msg)
     ref = f"hf:{params['hub']}@{params.get('revision') or 'main'}"
-    start, _, stop = params.get("rows", "0:").partition(":")
-    height, _, width = params.get("grid", "").partition("x")
-    try:
-        with st.spinner(f"Reading {ref} from the Hub…"):
-            return hub.load(
-                ref,
-                tensor=params.get("tensor"),
-                row_start=int(start or 0),
-                row_stop=int(stop) if stop else None,
-                grid=(int(height), int(width)) if width else None,
-                max_bytes=upload_limit(),
-            )
-    except ValueError as error:  # LoadError included
-        st.warning(
-            f"The link's model was not loaded ({literal(error)}); showing the default table."
+    start, stop = links.parse_rows(params.get("rows", "0:"))
+    with st.spinner(f"Reading {ref} from the Hub…"):
+        table = hub.load(
+            ref,
+            tensor=params.get("tensor"),
+            row_start=start,
+            row_stop=stop,
+            grid=links.parse_grid(params.get("grid")),
+            max_bytes=upload_limit(),
         )
+    _set_origin(slot, table, _hub_origin(table))
+    return table
+
+
+def _from_shared(slot: str, params: dict[str, str]) -> Embedding:
+    root = _settings.data_dir()
+    if not root:
+        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
+        raise ValueError(msg)
+    relative = params["shared"]
+    path = datadir.resolve(Path(root), relative)
+    start, stop = links.parse_rows(params.get("rows", "0:"))
+    options = {
+        "tensor": params.get("tensor"),
+        "row_start": start,
+        "row_stop": stop,
+        "grid": links.parse_grid(params.get("grid")),
+    }
+    checkpoint = folder_checkpoint(Path(root), path, relative)
+    table = (
+        weights.load_checkpoint(checkpoint, **options)
+        if checkpoint
+        else io.load(path, relative, **options)
+    )
+    _set_origin(slot, table, {"shared": relative})
+    return table
+
+
+_OPENERS = {"sim": _from_simulation, "hub": _from_hub, "shared": _from_shared}
+_FAILED = {
+    "sim": "The link's simulation was not made",
+    "hub": "The link's model was not loaded",
+    "shared": "The link's file of the shared folder was not opened",
+}
+
+
+def folder_checkpoint(root: Path, path: Path, relative: str) -> weights.LocalCheckpoint | None:
+    """The shared checkpoint `relative` (its checked real `path`: a .safetensors file or a
+    shard index) with the config.json beside its name (a Hugging Face cache links both to
+    blobs), when that config.json is inside the shared folder too (a link out of it is not
+    followed, nor a shard's)."""
+    config = weights.config_beside(root / relative)
+    if config is None or not config.resolve().is_relative_to(root.resolve()):
         return None
+    return weights.open_checkpoint(
+        path, config=config.resolve(), label=relative, within=root.resolve()
+    )
 
 
 # --- the collection -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import streamlit as st
 from posviz import _settings, compare, export, figures, hub, io, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
+from posviz.export.screen import on_screen
 from posviz.hub.config import no_table_reason
 from posviz.io import datadir
 from posviz.schemes import weights
@@ -51,6 +52,29 @@ def table_caption(table: Embedding) -> None:
         f"**{literal(table.name)}** {table.shape[0]} x {table.shape[1]} · "
         f"{table.describe_rows()} · {literal(table.source)}"
     )
+
+
+def link_notices() -> None:
+    """Before the page: open the tables the URL names, say above the page what a link could
+    not reopen, and name the tables in the URL (a page switch drops them from it)."""
+    state.current()
+    if any(key.startswith(state.PREFIX[state.SECOND]) for key in st.query_params):
+        state.current(state.SECOND)
+    for text in state.notices():
+        st.warning(text, icon=":material/link_off:")
+    state.sync_url()
+
+
+def glossary() -> None:
+    """The glossary in the sidebar, on every page: one line per word the pages use."""
+    from posviz.glossary import TOPICS
+
+    with st.sidebar.popover("Glossary", icon=":material/menu_book:", width="stretch"):
+        for topic, terms in TOPICS.items():
+            st.markdown(f"**{topic}**")
+            st.markdown(
+                "\n".join(f"- **{literal(term)}**: {literal(line)}" for term, line in terms.items())
+            )
 
 
 def sidebar_card() -> None:
@@ -172,7 +196,7 @@ def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
         for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml")):
             st.download_button(
                 fmt.upper(),
-                data=lambda fmt=fmt: _render(fig, fmt),
+                data=lambda fmt=fmt: _render(fig, fmt, settings),
                 file_name=f"{name}.{fmt}",
                 mime=mime,
                 key=f"download.{name}.{fmt}",
@@ -218,9 +242,13 @@ def _kaleido_server() -> None:
     kaleido.start_sync_server(silence_warnings=True)
 
 
-def _render(fig: go.Figure, fmt: str) -> bytes:
+def _render(fig: go.Figure, fmt: str, settings: dict[str, Any]) -> bytes:
     _kaleido_server()
-    return figures.export.figure_image(fig, fmt)
+    return figures.export.figure_image(fig, fmt, settings=settings)
+
+
+#: What a blank cell of a table of numbers means, unless the table says more.
+BLANK = "A blank cell: not defined for that row."
 
 
 def show_numbers(
@@ -230,28 +258,36 @@ def show_numbers(
     settings: dict[str, Any],
     shown: pd.DataFrame | None = None,
     pinned: str | None = None,
+    blank: str = BLANK,
 ) -> None:
     """Show a table of numbers, headed by labels, with CSV and JSON downloads that carry
     `settings` and the columns' keys.
 
     `shown` is drawn instead of `frame` when the screen needs text where the files keep
     numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
-    Positions are shown and exported as the table's (:func:`posviz.export.labelled`).
+    Positions are shown and exported as the table's (:func:`posviz.export.labelled`). On
+    screen, float64 rounding noise reads 0 (:func:`posviz.export.screen.on_screen`) and a
+    missing value is a blank cell, which `blank` explains under the table.
     """
     frame = export.labelled(frame, settings)
     shown = None if shown is None else export.labelled(shown, settings)
     config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
-    screen = frame if shown is None else shown
-    if "statistic" in screen:  # rows named by a key (the boundary tables'), read as labels too
-        screen = screen.assign(statistic=screen["statistic"].map(export.column_label))
+    screen = on_screen(frame if shown is None else shown)
+    for key in ("statistic", "metric"):  # rows named by a key, read as labels too
+        if key in screen:
+            screen = screen.assign(**{key: screen[key].map(export.column_label)})
     st.dataframe(
         screen.rename(columns=export.column_label),
         hide_index=True,
         width="stretch",
         column_config=config,
+        placeholder="",  # not "None"
     )
-    left, right = st.columns(2)
-    left.download_button(
+    if screen.isna().to_numpy().any():
+        st.caption(blank)
+    # Side by side: in two half-width columns the JSON button stood mid-page, a gap apart.
+    buttons = st.container(horizontal=True, gap="small")
+    buttons.download_button(
         "CSV",
         data=lambda: export.to_csv(frame, settings),
         file_name=f"{name}.csv",
@@ -259,7 +295,7 @@ def show_numbers(
         key=f"download.{name}.csv",
         icon=":material/download:",
     )
-    right.download_button(
+    buttons.download_button(
         "JSON",
         data=lambda: export.to_json(frame, settings),
         file_name=f"{name}.json",
@@ -336,7 +372,8 @@ def _upload(slot: str) -> None:
         "refused: convert them to safetensors first.",
     )
     if upload is not None:
-        _pick_and_load(upload.getvalue(), upload.name, slot=slot, key=slot)
+        origin = {"upload": upload.name}  # named in the link, which cannot carry the file
+        _pick_and_load(upload.getvalue(), upload.name, slot=slot, key=slot, origin=origin)
 
 
 @st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
@@ -366,7 +403,7 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     try:
         path = datadir.resolve(root, relative)
-        checkpoint = _checkpoint(root, path, relative)
+        checkpoint = state.folder_checkpoint(root, path, relative)
         # As for a model on the Hub: a config.json that names another scheme says so.
         reason = checkpoint and no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
@@ -374,19 +411,8 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
-    _pick_and_load(checkpoint or path, relative, slot=slot, key=f"{slot}.shared")
-
-
-def _checkpoint(root: Path, path: Path, relative: str) -> weights.LocalCheckpoint | None:
-    """The shared checkpoint `relative` (its checked real `path`: a .safetensors file or a
-    shard index) with the config.json beside its name (a Hugging Face cache links both to
-    blobs), when that config.json is inside the shared folder too (a link out of it is not
-    followed, nor a shard's)."""
-    config = weights.config_beside(root / relative)
-    if config is None or not config.resolve().is_relative_to(root.resolve()):
-        return None
-    return weights.open_checkpoint(
-        path, config=config.resolve(), label=relative, within=root.resolve()
+    _pick_and_load(
+        checkpoint or path, relative, slot=slot, key=f"{slot}.shared", origin={"shared": relative}
     )
 
 
@@ -440,7 +466,7 @@ def shared_checkpoint(
     if relative is None:
         return None
     try:
-        checkpoint = _checkpoint(root, datadir.resolve(root, relative), relative)
+        checkpoint = state.folder_checkpoint(root, datadir.resolve(root, relative), relative)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
@@ -509,7 +535,11 @@ def _hub(slot: str) -> None:
     if reason := model.no_table_reason():
         st.warning(literal(reason), icon=":material/info:")
     _pick_and_load(
-        model, f"{model.label} (commit {model.commit[:12]})", slot=slot, key=f"{slot}.hub"
+        model,
+        f"{model.label} (commit {model.commit[:12]})",
+        slot=slot,
+        key=f"{slot}.hub",
+        origin=state.hub_origin(model.repo, model.commit),
     )
 
 
@@ -532,10 +562,13 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
         st.code(f"{error}\n{error.detail}", language=None, wrap_lines=True)
 
 
-def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> None:
+def _pick_and_load(
+    source: _Loadable, filename: str, *, slot: str, key: str, origin: dict[str, str]
+) -> None:
     """List `source`'s tensors (a file, a checkpoint with its config.json, or a model on the
-    Hub), let the user pick one and trim its rows, then load it into `slot`. Widget keys start
-    with `key`, so two loaders can be on one page."""
+    Hub), let the user pick one and trim its rows, then load it into `slot`, its `origin`
+    named in the URL (see `state.set_table`). Widget keys start with `key`, so two loaders
+    can be on one page."""
     import pandas as pd
 
     remote = isinstance(source, hub.HubModel)
@@ -606,8 +639,7 @@ def _pick_and_load(source: _Loadable, filename: str, *, slot: str, key: str) -> 
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return
-    link = state.hub_link(source.repo, source.revision, table) if remote else None
-    state.set_table(table, slot, link)
+    state.set_table(table, slot, origin)
     st.success(f"Loaded {literal(table.name)} ({table.describe_rows()}).")
 
 
@@ -639,8 +671,8 @@ def _travel_note(model: hub.HubModel, name: str) -> bool:
     limit = state.upload_limit()
     if nbytes > limit:
         st.error(
-            f"{literal(name)} is {nbytes / 1e6:,.1f} MB, above this server's upload limit of "
-            f"{limit / 1e6:,.0f} MB (server.maxUploadSize); pick a smaller tensor.",
+            f"{literal(name)} is {nbytes / 2**20:,.1f} MiB, above this server's upload limit of "
+            f"{limit / 2**20:,.0f} MiB (server.maxUploadSize); pick a smaller tensor.",
             icon=":material/error:",
         )
         return False

@@ -119,6 +119,10 @@ def test_a_long_table_is_probed_on_a_stated_subsample():
     protocol = [c.value for c in at.caption if "nested ridge" in c.value]
     assert protocol
     assert "inner cross-validation" in protocol[0]
+    # Formerly one 250-word paragraph: now its steps, numbered.
+    steps = protocol[0].split("\n")[1:]
+    assert [step[:3] for step in steps] == ["1. ", "2. ", "3. ", "4. "]
+    assert steps[1].startswith("2. Absolute probe (nested ridge)")
 
 
 @pytest.mark.parametrize("section", ["Positions", "Tables"])

@@ -301,6 +301,9 @@ def test_the_page_states_the_budgets():
     at = apptest(PAGE).run()
     budget = gather.COLLECTION_BYTES // 2**20
     assert any(f"at most 32 tables and {budget} MiB" in c.value for c in at.caption)
+    # Formerly the uploader said "1GB per file" (the server's limit) beside it: one limit.
+    (uploader,) = at.get("file_uploader")
+    assert uploader.proto.max_upload_size_mb == budget
 
 
 MARKUP = "<a href='http://127.0.0.1:9/x'>run</a> <span style='background:url(x)'>&</span>"

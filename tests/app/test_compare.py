@@ -110,7 +110,9 @@ def test_a_table_against_a_rotated_copy_is_identical_by_every_measure():
 def test_widths_that_differ_have_no_procrustes_error():
     at = run(simulate.learned_like(64, 16), simulate.learned_like(64, 24), section=SAME)
     assert not at.exception
-    assert {m.label: m.value for m in at.metric}["Procrustes error"] == "—"
+    assert {m.label: m.value for m in at.metric}["Procrustes error"] == "undefined"
+    # Formerly: "—", its reason only in a tooltip.
+    assert any("16 and 24 dimensions wide" in c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("generator", ["sinusoidal"])

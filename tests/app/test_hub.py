@@ -132,7 +132,7 @@ def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, ro
     )
     at = apptest("pages/data.py").run()
     open_model(at, "acme/roberta")
-    assert "above this server's upload limit of 0 MB" in at.error[0].value
+    assert "above this server's upload limit of 0 MiB" in at.error[0].value
     assert button(at, "Load").disabled
     assert [s for s in fake_hub.log if s.nbytes > 1000] == []
 
@@ -186,7 +186,7 @@ def test_a_link_fetches_nothing_above_the_upload_limit(fake_hub, big, upload_lim
     at.run()
     assert not at.exception, at.exception
     assert at.session_state["posviz.table"].source.startswith("simulated")
-    assert "above this server's upload limit of 1 MB" in plain(at.warning[0].value)
+    assert "above this server's upload limit of 1 MiB" in plain(at.warning[0].value)
     assert big_reads(fake_hub) == []
 
 
@@ -196,7 +196,7 @@ def test_the_collection_fetches_nothing_above_the_upload_limit(fake_hub, big, up
     at.button(key="collection.hub.add").click().run()
     assert not at.exception, at.exception
     (member,) = at.session_state["posviz.collection"]
-    assert "above this server's upload limit of 1 MB" in member.error
+    assert "above this server's upload limit of 1 MiB" in member.error
     assert big_reads(fake_hub) == []
 
 
@@ -206,7 +206,7 @@ def test_a_served_hub_model_above_the_upload_limit_is_not_fetched(
     monkeypatch.setenv("POSVIZ_OPEN", "hf:acme/big")
     at = apptest("app.py").run()
     assert not at.exception, at.exception
-    assert "above this server's upload limit of 1 MB" in plain(at.warning[0].value)
+    assert "above this server's upload limit of 1 MiB" in plain(at.warning[0].value)
     assert big_reads(fake_hub) == []
 
 

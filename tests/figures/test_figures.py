@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
-import re
 
 import numpy as np
 import plotly.colors
@@ -16,7 +15,7 @@ from posviz import figures
 from posviz.collection import Member, analyse
 from posviz.figures.similarity import PICTURE_CELLS
 from posviz.similarity import grid_similarity, similarity_map
-from posviz.simulate import learned_like, sinusoidal_table
+from posviz.simulate import gaussian, learned_like, sinusoidal_table
 from posviz.spectrum import THRESHOLDS, spectrum
 
 
@@ -245,35 +244,34 @@ def test_labels_of_collection_figures_and_report_stay_text():
     assert figures.layout.escape(HOSTILE[0]) in page
 
 
-# --- log axes: decades labelled, minor ticks unlabelled ------------------------------------
-
-
-LABELS = {-2: "10⁻²", -1: "10⁻¹", 0: "1", 1: "10", 2: "100", 3: "1000", 4: "10⁴"}
+# --- log axes: every decade labelled 10ⁿ, minor ticks unlabelled ------------------------------
 
 
 def _decades(axis) -> list[float]:
-    """The labelled ticks of a log axis, checked to be whole decades, labelled as such."""
+    """The labelled ticks of a log axis, checked: whole decades spanning the axis's range, each
+    labelled 10ⁿ (one style on every log axis), none skipped; the 2-9 multiples as unlabelled
+    minor ticks of the same ruler."""
     assert axis.type == "log"
     values = list(axis.tickvals)
     exponents = np.log10(values)
     np.testing.assert_allclose(exponents, np.round(exponents), atol=1e-12)
-    for value, text in zip(values, axis.ticktext, strict=True):
-        exponent = round(np.log10(value))
-        if exponent in LABELS:
-            assert text == LABELS[exponent]
-        else:
-            assert re.fullmatch("10⁻?[⁰¹²³⁴⁵⁶⁷⁸⁹]+", text), text
-    # 2-9 times a decade: ticks without labels (a minor axis has no tick text); on a wide
-    # axis, the decades left unlabelled.
-    minor = np.log10(axis.minor.tickvals)
-    if np.allclose(np.diff(np.log10(values)), 1):
+    exponents = np.round(exponents).astype(int)
+    assert list(np.diff(exponents)) == [1] * (len(exponents) - 1)  # every decade
+    assert list(axis.range) == [exponents[0], exponents[-1]]
+    assert len(values) >= 2
+    for exponent, text in zip(exponents, axis.ticktext, strict=True):
+        assert text == "10" + str(exponent).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    # Ticks drawn as a ruler: the minor ones shorter, in the same direction.
+    assert axis.ticks == axis.minor.ticks == "outside"
+    assert axis.showline  # the ruler's line: the minor ticks hang from it, not in space
+    assert axis.minor.ticklen < axis.ticklen
+    if len(values) <= 11:
+        minor = np.log10(axis.minor.tickvals)
         assert {round(10 ** (m - np.floor(m + 1e-9))) for m in minor} == set(range(2, 10))
-    else:
-        np.testing.assert_allclose(minor, np.round(minor), atol=1e-12)
     return values
 
 
-def test_log_axes_label_decades_only(learned):
+def test_log_axes_label_every_decade_in_one_style(learned):
     y = _decades(figures.spectrum.singular_values(learned).layout.yaxis)
     assert y[0] <= learned.singular_values[learned.singular_values >= learned.floor].min()
     assert y[-1] >= learned.singular_values[0]
@@ -282,15 +280,23 @@ def test_log_axes_label_decades_only(learned):
     assert _decades(error.layout.yaxis)[-1] == 1  # the error starts at 1
     text = figures.spectrum.reconstruction_error(learned).layout.yaxis.ticktext
     assert "10⁻¹" in text
-    assert not {"2", "5", "0.2", "0.5"} & set(text)
+    assert not {"1", "2", "5", "10", "100", "0.2", "0.5"} & set(text)
 
 
-def test_a_wide_log_axis_labels_at_most_eight_decades():
+def test_a_wide_log_axis_labels_every_decade_without_a_comb_of_minor_ticks():
+    # Formerly: past eight decades every other one was labelled.
     axis = figures.layout.log_axis(np.array([1e-20, 1.0]))
-    assert len(axis["tickvals"]) <= 8
-    assert axis["ticktext"][-1] == "1"
-    # The decades left unlabelled are still ticked, as minor ticks.
-    assert 1e-19 in axis["minor"]["tickvals"]
+    assert len(axis["tickvals"]) == 21
+    assert axis["ticktext"][0] == "10⁻²⁰"
+    assert axis["ticktext"][-1] == "10⁰"
+    assert axis["minor"]["tickvals"] == []
+
+
+def test_a_short_log_axis_spans_whole_decades():
+    # Formerly: LongRoPE's factors (1 to 65) were labelled 1 and 10 only.
+    axis = figures.layout.log_axis(np.array([1.0, 64.84]))
+    assert axis["ticktext"] == ["10⁰", "10¹", "10²"]
+    assert figures.layout.log_axis(np.array([3.0]))["ticktext"] == ["10⁰", "10¹"]
 
 
 def test_compare_spectra_stop_at_float32_resolution_on_decade_axes():
@@ -322,3 +328,44 @@ def test_collection_steps_over_two_decades_on_a_decade_axis():
     c = analyse([Member(f"step{s}", learned_like(64, 16, seed=s)) for s in steps])
     fig = figures.collection.metrics_over_step(c)
     assert _decades(fig.layout.xaxis) == [1, 10, 100, 1000]
+
+
+def test_the_cka_maps_labels_do_not_overlap_and_drop_their_common_start():
+    # Formerly: neighbouring checkpoints' labels overlapped, all placed on top of their markers.
+    from posviz.collection import gather
+
+    c = analyse(gather.gather(gather.example_run(), []))
+    fig = figures.collection.cka_map(c)
+    tables = fig.data[-1]
+    assert list(tables.text) == ["step100", "step300", "step1000", "step3000", "step10000",
+                                 "step30000"]  # fmt: skip
+    assert "common start simulated-run-" in fig.layout.title.text
+    # The two last checkpoints sit closest: their labels go on different sides.
+    assert tables.textposition[-1] != tables.textposition[-2]
+
+
+def test_label_places_keep_close_labels_apart():
+    points = np.array([[0.0, 0.0], [0.01, 0.002], [0.02, 0.004], [1.0, 0.5]])
+    labels = ["step10000", "step30000", "step100000", "far"]
+    places = figures.collection.label_places(points, labels)
+    assert len(set(places[:3])) == 3
+
+
+def test_a_square_maps_colour_bar_sits_under_it():
+    # Formerly: at the figure's right edge, far from a map narrower than the page.
+    fig = figures.similarity.similarity_heatmap(similarity_map(learned_like(64, 16).values))
+    bar = fig.layout.coloraxis.colorbar
+    assert (bar.orientation, bar.x, bar.xanchor, bar.yref) == ("h", 0.5, "center", "container")
+
+
+def test_the_probe_charts_legend_is_under_the_axis_apart_from_the_subtitle():
+    from posviz import probes
+
+    report = probes.probe_with_controls(gaussian(100, 76).values, protocol="linear", repeats=2)
+    fig = figures.probes.probe_predictions(report)
+    assert "<sup>" in fig.layout.title.text  # predictions outside the drawn range: said
+    assert (fig.layout.legend.yref, fig.layout.legend.y, fig.layout.legend.yanchor) == (
+        "container",
+        0,
+        "bottom",
+    )

@@ -35,7 +35,20 @@ def test_alibi_and_t5_figures():
     b = alibi_bias(112, max_distance=100)
     fig = figures.schemes.alibi_bias(b)
     assert len(fig.data) == 32
-    assert fig.data[-1].name.startswith("head 111")
+    # Formerly: 32 of BLOOM's 112 heads drawn without saying which, three dotted lines
+    # without labels, the axis cut at -12 unsaid.
+    drawn = [int(t.name.split()[1]) for t in fig.data]
+    assert ", ".join(map(str, drawn)) in fig.layout.title.text
+    slopes = np.sort(b.slopes[drawn])
+    assert slopes[0] == b.slopes.min()  # the whole fan
+    assert slopes[-1] == b.slopes.max()
+    assert "Axis cut at −12 logits" in fig.layout.title.text
+    marks = [a.text for a in fig.layout.annotations]
+    assert [m.split(":")[0] for m in marks] == [
+        "fallen by 1 logit",
+        "fallen by 5 logits",
+        "fallen by 10 logits",
+    ]
     r = relative_bias(np.ones((32, 4)), max_distance=16)
     heat = figures.schemes.t5_bias(r, name="<b>x</b>")
     assert heat.data[0].z.shape == (4, 33)

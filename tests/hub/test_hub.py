@@ -524,7 +524,7 @@ def test_eviction_leaves_files_that_are_not_posvizs(fake_hub, monkeypatch, tmp_p
 
 def test_a_tensor_above_max_bytes_is_refused_before_it_is_requested(fake_hub):
     gpt2_repo(fake_hub)
-    with pytest.raises(LoadError, match=r"above this server's upload limit of 0 MB"):
+    with pytest.raises(LoadError, match=r"above this server's upload limit of 0 MiB"):
         hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes - 1)
     assert [s for s in fake_hub.requests_for("model.safetensors") if s.nbytes > 1000] == []
     assert hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes).shape == WPE.shape
