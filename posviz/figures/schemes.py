@@ -319,17 +319,25 @@ def decays_overlay(decays: dict[str, RotaryDecay]) -> go.Figure:
 #: (NoPE's rule, no window) is light grey.
 STRIP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 NONE_COLOUR = "#d9d9d9"
-#: Pixels per row of a strip.
+#: Pixels of a strip: per row, above the rows (the title), below them (the axis and its
+#: title), per line of the legend.
 STRIP_ROW_HEIGHT = 44
+STRIP_TOP = 60
+STRIP_AXIS = 70
+STRIP_LEGEND_LINE = 20
 
 
 def _strip(
     rows: dict[str, list[str]], *, title: str, x_title: str, noun: str, missing: set[str]
 ) -> go.Figure:
     """One row of coloured runs per attribute over `noun`s 0 … n − 1 (layers, pairs): each run
-    of equal values one bar, its value written inside when it fits and in the hover; a legend
-    per row. Values in `missing` are drawn grey."""
+    of equal values one bar, its value written inside when it fits and in the hover; the
+    legend under it, a column per row (one line for a single row). Values in `missing` are
+    drawn grey."""
     n = len(next(iter(rows.values())))
+    grouped = len(rows) > 1
+    entries = max(len(set(values)) for values in rows.values())
+    legend = STRIP_AXIS + STRIP_LEGEND_LINE * (entries + 1 if grouped else 1)
     fig = base_figure(title, x_title, "")
     for row, values in rows.items():
         runs: dict[str, list[tuple[int, int]]] = {}
@@ -353,12 +361,13 @@ def _strip(
                     base=[a - 0.5 for a, _ in spans],
                     orientation="h",
                     name=escape(value),
-                    legendgroup=row,
-                    legendgrouptitle_text=escape(row),
+                    legendgroup=row if grouped else None,
+                    legendgrouptitle_text=escape(row) if grouped else None,
                     marker={"color": colour, "line": {"color": "white", "width": 1}},
                     text=[escape(value)] * len(spans),
                     textposition="inside",
                     insidetextanchor="middle",
+                    textangle=0,
                     hovertext=[f"{w}: {escape(row)} {escape(value)}" for w in where],
                     hoverinfo="text",
                 )
@@ -367,10 +376,14 @@ def _strip(
         barmode="overlay",
         bargap=0.15,
         uniformtext={"mode": "hide", "minsize": 10},
-        height=130 + STRIP_ROW_HEIGHT * len(rows),
-        legend={"x": 1.01, "y": 1, "yanchor": "top", "groupclick": "toggleitem"},
-        margin={"l": 160, "r": 20, "t": 60, "b": 50},
-    )
+        height=STRIP_TOP + STRIP_ROW_HEIGHT * len(rows) + legend,
+        # The legend under the axis, row by row: beside the strip it took half the width.
+        legend={
+            "orientation": "h", "x": 0, "y": 0, "xref": "container", "yref": "container",
+            "yanchor": "bottom", "groupclick": "toggleitem",
+        },
+        margin={"l": 110, "r": 20, "t": STRIP_TOP, "b": legend},
+    )  # fmt: skip
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
     fig.update_xaxes(range=[-0.5, n - 0.5], showgrid=False, zeroline=False)
     return fig
@@ -413,6 +426,8 @@ def layer_strip(t: LayerTable) -> go.Figure:
         if t.has_temperature:
             rows["temperature"].append("none" if np.isnan(temperature) else f"{temperature:.4f}")
     context = f" at length L = {t.context:,}" if t.context else ""
+    if t.has_temperature:
+        context += " (temperature: the queries' factor at position L − 1)"
     return _strip(
         rows,
         title=f"Each layer's position encoding: {len(t.layers)} layers{context}",

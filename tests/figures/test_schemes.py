@@ -78,7 +78,7 @@ def strip_rows(fig) -> dict[str, dict[str, list[tuple[int, int]]]]:
     for bar in fig.data:
         starts = [int(b + 0.5) for b in bar.base]
         runs = [(a, a + int(w) - 1) for a, w in zip(starts, bar.x, strict=True)]
-        rows.setdefault(bar.legendgroup, {})[bar.name] = runs
+        rows.setdefault(bar.legendgroup or bar.y[0], {})[bar.name] = runs
     return rows
 
 
