@@ -250,8 +250,8 @@ class LayerTable:
                 for axis in MROPE_AXES:
                     pairs = None if axes is None else spans(np.flatnonzero(axes == axis))
                     row[f"{axis}_pairs"] = pairs
-            if self.has_temperature:
-                row[f"attention_temperature_at_{self.context - 1}"] = float(temperature)
+            if self.temperature_column:
+                row[self.temperature_column] = float(temperature)
             for key, value in row.items():
                 columns.setdefault(key, []).append(value)
         return pd.DataFrame(
@@ -268,7 +268,14 @@ class LayerTable:
 
     @property
     def has_temperature(self) -> bool:
-        return bool(self.context) and bool(np.isfinite(self.temperature).any())
+        return self.temperature_column is not None
+
+    @property
+    def temperature_column(self) -> str | None:
+        """The table's column of the attention temperature at L − 1 (None: no layer has one)."""
+        if not self.context or not np.isfinite(self.temperature).any():
+            return None
+        return f"attention_temperature_at_{self.context - 1}"
 
     def _specs(self) -> list[RotarySpec | None]:
         return [layer.rotary for layer in self.layers]
@@ -290,7 +297,7 @@ class LayerTable:
         for layer in self.layers:
             types[layer.layer_type] = types.get(layer.layer_type, 0) + 1
         text += "; " + ", ".join(f"{name}: {n}" for name, n in types.items())
-        windows = sorted({layer.sliding_window for layer in self.layers} - {None})
+        windows = sorted({w for layer in self.layers if (w := layer.sliding_window) is not None})
         if windows:
             sliding = sum(layer.sliding_window is not None for layer in self.layers)
             text += (
@@ -338,7 +345,7 @@ def layer_table(layers: tuple[LayerScheme, ...], *, context: int | None = None) 
     """
     applied = {
         spec: rotary_frequencies(spec, context=context).base_applied
-        for spec in {layer.rotary for layer in layers} - {None}
+        for spec in {layer.rotary for layer in layers if layer.rotary is not None}
     }
     base = np.array([np.nan if layer.rotary is None else applied[layer.rotary] for layer in layers])
     model_context = context or next((s.context for s in applied if s.context), None)

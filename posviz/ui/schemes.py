@@ -93,7 +93,7 @@ class Shown:
         return self.provenance["config"], self.provenance["sha256"]
 
 
-def choose_model(shared: str | None) -> Shown | None:
+def choose_model(shared: Path | None) -> Shown | None:
     """The source picker and the chosen source's inputs; the model they name, or None until
     one is named (or when it cannot be read: the page says why)."""
     sources = [s for s in SOURCES if s != "Shared folder" or shared]
@@ -101,7 +101,7 @@ def choose_model(shared: str | None) -> Shown | None:
     if source == "Hub model":
         return _from_hub()
     if source == "Shared folder" and shared:
-        return _from_shared(Path(shared))
+        return _from_shared(shared)
     if source == "config.json":
         return _from_upload()
     return _from_preset()
