@@ -293,7 +293,11 @@ def stored_or_none(shown: Shown, scheme: Scheme) -> None:
         n = min(scheme.context, MAX_TABLE_POSITIONS)
         options = {"n_positions": n, "d_model": scheme.width}
         if st.button(f"Open the sinusoidal table ({n:,} x {scheme.width})", type="primary"):
-            state.set_simulated("sinusoidal", options)
+            try:
+                state.set_simulated("sinusoidal", options)
+            except ValueError as error:  # a width beyond what one table may hold
+                st.error(literal(error), icon=":material/error:")
+                return
             st.success("The sinusoidal table is now the current table.", icon=":material/check:")
 
 

@@ -158,6 +158,13 @@ def test_a_sinusoidal_model_opens_its_table():
     at.button[0].click().run()
     assert not at.exception, at.exception
     assert at.session_state["posviz.table"].shape == (512, 512)
+    # A width no table may hold is said, the table kept (it was a traceback).
+    wide = {**marian, "d_model": 10**6}
+    at.get("file_uploader")[0].set_value(("c.json", json.dumps(wide).encode(), "x")).run()
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    assert "above the limit of 67,108,864" in html.unescape(at.error[0].value)
+    assert at.session_state["posviz.table"].shape == (512, 512)
 
 
 def hub_page(repo: str) -> AppTest:
