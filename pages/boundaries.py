@@ -237,6 +237,8 @@ def show_probes(table: Embedding) -> None:
         + " (one draw each; ± sd over folds)"
     )
     st.caption(report.procedure())
+    if note := table.labels.note("probes"):  # DeBERTa's buckets
+        st.caption(note)
     widgets.show_figure(
         cache.figure(figures.probes.probe_predictions, report),
         name="probe_predictions",
@@ -249,10 +251,11 @@ positions, tables, probed = widgets.page_tabs("boundaries")
 with positions:
     if positions.open:
         if flagged:
-            labels = [p + table.first_position for p in flagged[:20]]  # as the axes label them
-            shown = ", ".join(map(str, labels)) + (" …" if len(flagged) > 20 else "")
+            labels = table.labels.text(flagged[:20])  # as the axes label them
+            gap = "; " if table.labels.bucketed else ", "  # offsets are ranges: "278 … 280"
+            shown = gap.join(labels) + (" …" if len(flagged) > 20 else "")
             st.markdown(f"**Flagged** ({flags.rule}): {shown}")
-        shown = changes.describe(table.first_position)
+        shown = changes.describe(table.labels)
         if changes.z.size:
             shown += " (|z| " + ", ".join(f"{z:.1f}" for z in changes.z)
             shown += f" > {changes.critical:.2f})"
@@ -268,14 +271,21 @@ with positions:
                 stats,
                 flags,
                 changes,
-                first_position=table.first_position,
+                labels=table.labels,
             ),
             name="position_statistics",
             settings=export.header(changes, table),
         )
+        if note := table.labels.note("boundary"):  # DeBERTa's buckets
+            st.caption(note)
+        stands = (
+            f"bucket {table.first_position}, offsets {table.labels.label(0)}"
+            if table.labels.bucketed
+            else f"position {table.first_position}"
+        )
         st.caption(
             "Positions are rows of the analysed table "
-            f"(source row {table.row_start} is position {table.first_position}). Red circles: "
+            f"(source row {table.row_start} is {stands}). Red circles: "
             "flagged on that "
             "panel's statistic (the cosine panel flags on the more similar neighbour). Dashed "
             f"lines: change points on {statistic}. "

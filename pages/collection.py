@@ -303,7 +303,7 @@ def one_table(result: Collection, *, center: bool) -> None:
             cache.figure(
                 figures.similarity.similarity_heatmap,
                 overview,
-                first_position=table.first_position,
+                labels=table.labels,
             ),
             name="collection_heatmap",
             settings={**export.header(overview, table), "label": label},

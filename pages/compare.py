@@ -179,7 +179,7 @@ with maps_tab:
                 figures.compare.similarity_pair,
                 maps,
                 difference=same_length,
-                first_positions=(first.first_position, matched.first_position),
+                labels=(first.labels, matched.labels),
             ),
             name="compare_similarity",
             settings=export.header(maps["first"], first, matched),

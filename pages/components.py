@@ -53,7 +53,7 @@ def trajectories_section() -> None:
             figures.components.pc_trajectories,
             pc,
             overlaid=overlaid == "overlaid",
-            first_position=table.first_position,
+            labels=table.labels,
         ),
         name="pc_trajectories",
         settings=settings,
@@ -90,7 +90,7 @@ def path_section() -> None:
                 figures.components.pc_path,
                 pc,
                 tuple(axes[:2]),
-                first_position=table.first_position,
+                labels=table.labels,
             ),
             name="pc_path_2d",
             settings={**settings, "components": axes[:2]},
@@ -109,7 +109,7 @@ def path_section() -> None:
                         figures.components.pc_path,
                         pc,
                         tuple(axes),
-                        first_position=table.first_position,
+                        labels=table.labels,
                     ),
                     name="pc_path_3d",
                     settings={**settings, "components": axes},
@@ -163,9 +163,7 @@ with fits_tab:
             help=components.DEFINITIONS["r2"],
         )
         widgets.show_figure(
-            cache.figure(
-                figures.components.sinusoid_fits, pc, fits, first_position=table.first_position
-            ),
+            cache.figure(figures.components.sinusoid_fits, pc, fits, labels=table.labels),
             name="sinusoid_fits",
             settings=fit_settings,
         )
@@ -173,6 +171,8 @@ with fits_tab:
             f"Frequencies in cycles over the table's {n:,} positions. "
             + components.DEFINITIONS["r2"]
         )
+        if note := table.labels.note("fit_sinusoids"):  # DeBERTa's buckets
+            st.caption(note)
         if fits.at_lower_bound.any():
             flagged = ", ".join(f"PC{c + 1}" for c, low in enumerate(fits.at_lower_bound) if low)
             st.warning(
@@ -233,6 +233,8 @@ with span:
             seed=seed,
         )
         like_settings = export.header(likeness, table)
+        if note := table.labels.note("fit_sinusoids"):  # DeBERTa's buckets
+            st.caption(note)
         row = likeness.to_frame().iloc[0]
         table_col, chance_col, p_col = st.columns(3)
         table_col.metric(

@@ -109,6 +109,8 @@ center = widgets.center_toggle()
 settings = export.step_header(compute.__name__, options, table, result)
 st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
 st.caption(resample.rounding_note(method, table.values.dtype))
+if note := table.labels.note("resample"):  # DeBERTa's buckets
+    st.caption(note)
 
 buttons = st.columns(2)
 buttons[0].button(

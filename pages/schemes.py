@@ -10,6 +10,7 @@ from posviz import export, figures
 from posviz._params import Refused, bounds_of
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
+from posviz.rows import row_offsets
 from posviz.schemes import alibi, weights
 from posviz.schemes.config import KINDS, Scheme
 from posviz.schemes.layers import LayerTable
@@ -260,10 +261,28 @@ def t5_buckets(shown: Shown, scheme: Scheme) -> None:
 def relative_table(shown: Shown, scheme: Scheme) -> None:
     """DeBERTa's table of relative positions, opened from the weights as the current table."""
     spec = scheme.relative_table
-    st.caption(
-        f"rel_embeddings has 2 · {spec.span} rows: row r is relative position r − "
-        f"{spec.span} (log-bucketed beyond ±{spec.span // 2})."
+    offsets = row_offsets(
+        position_buckets=spec.position_buckets, max_relative_positions=spec.max_relative_positions
     )
+    st.caption(
+        f"rel_embeddings has 2 · {spec.span} rows: row r is bucket r − {spec.span} of the "
+        f"relative offset q − k ({offsets.describe()}; position_buckets "
+        f"{spec.position_buckets}, max_relative_positions {spec.max_relative_positions}). "
+        "Every page names each row by the offsets it covers."
+    )
+    with widgets.expander_drawn_when_open(
+        "The offsets each row covers", key="schemes.row_offsets"
+    ) as opened:
+        if opened:
+            st.dataframe(
+                {
+                    "row": range(len(offsets.first)),
+                    "bucket": [r - spec.span for r in range(len(offsets.first))],
+                    "offsets q − k": offsets.text(),
+                },
+                hide_index=True,
+                width="stretch",
+            )
     if shown.weights is None:
         st.info(
             "The table is in the model's weights: open the model from the Hub or the shared "
@@ -278,8 +297,8 @@ def relative_table(shown: Shown, scheme: Scheme) -> None:
             return
         state.set_table(table)
         st.success(
-            f"{literal(table.name)} is now the current table (rows are relative "
-            f"positions {span[0]} … {span[1]}).",
+            f"{literal(table.name)} is now the current table (rows are buckets "
+            f"{span[0]} … {span[1]}; {table.row_offsets.describe()}).",
             icon=":material/check:",
         )
 

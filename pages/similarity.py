@@ -87,7 +87,7 @@ def zoom_window() -> None:
     )
     widgets.show_figure(
         cache.figure(
-            figures.similarity.similarity_heatmap, window, highlight=flags, first_position=first
+            figures.similarity.similarity_heatmap, window, highlight=flags, labels=table.labels
         ),
         name="similarity_zoom",
         settings=export.header(window, table),
@@ -99,7 +99,7 @@ def position_section() -> None:
     """A fragment: moving the position redraws only this chart, not the heatmap."""
     first = table.first_position  # asked and shown as the table's positions
     label = st.slider(
-        "Position",
+        "Bucket" if table.labels.bucketed else "Position",
         first,
         first + n - 1,
         first + n // 2,
@@ -107,6 +107,8 @@ def position_section() -> None:
         persist_state="page",
     )
     position = label - first
+    if table.labels.bucketed:  # DeBERTa's: a bucket is asked for, its offsets shown
+        st.caption(f"Bucket {label} is {table.labels.named(position)} (q − k).")
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
     row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
@@ -122,7 +124,7 @@ def position_section() -> None:
             row,
             position=position,
             neighbours=neighbours,
-            first_position=first,
+            labels=table.labels,
         ),
         name="position_profile",
         settings={**export.header(row, table), "position": label},
@@ -151,7 +153,7 @@ with pairs:
                 overview,
                 highlight=flags,
                 picture=picture,
-                first_position=table.first_position,
+                labels=table.labels,
             ),
             name="similarity_heatmap",
             settings=export.header(overview, table),
@@ -199,6 +201,8 @@ with by_offset:
             "costs n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
         )
         profile = cache.offset_profile(table, metric=measure, center=center, max_offset=max_offset)
+        if note := table.labels.note("offset_profile"):  # DeBERTa's buckets
+            st.caption(note)
         scores = None
         if max_offset >= 2:
             window = right.number_input(

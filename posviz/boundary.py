@@ -11,6 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
 from posviz._params import SEED, Bound, bounded, records_params
+from posviz.rows import RowLabels
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -456,12 +457,15 @@ class ChangePoints:
 
         return pd.DataFrame({"position": self.positions, "shift": self.shifts, "z": self.z})
 
-    def describe(self, first_position: int = 0) -> str:
-        """The change points in words: their positions (row 0 labelled `first_position`, as a
-        relative table's axes are), or that none was found."""
+    def describe(self, labels: RowLabels | None = None) -> str:
+        """The change points in words: the first row after each step, named as `labels` name
+        rows (a relative table's position, or the offsets a DeBERTa bucket covers, as its axes
+        are), or that none was found."""
         if not self.positions.size:
             return "none found (no step stands out of the curve's own wiggles)"
-        return ", ".join(map(str, (self.positions + first_position).tolist()))
+        labels = labels or RowLabels()
+        # Offsets are ranges ("278 … 280"): a semicolon keeps one step from the next.
+        return ("; " if labels.bucketed else ", ").join(labels.text(self.positions))
 
     def procedure(self) -> str:
         """How the change points were found, and what the test gives without a step, in words."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from posviz._params import Refused
 from posviz._version import __version__
+from posviz.rows import RowLabels, RowOffsets
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -208,7 +209,12 @@ class Embedding:
         The position ``values[0]`` stands for: analyses index rows 0 … n − 1, and every
         position axis, hover, exported ``position`` column and report labels row p as position
         ``first_position + p`` (:attr:`positions`). 0, except for a table whose rows are
-        relative positions (DeBERTa's ``rel_embeddings``: −span).
+        relative positions (DeBERTa's ``rel_embeddings``: −span, so row p is bucket
+        ``first_position + p``).
+    row_offsets : RowOffsets or None
+        For DeBERTa's ``rel_embeddings``: the offsets q − k each analysed row covers (one in
+        the exact band, a range beyond, every offset beyond at the clamped ends), which every
+        axis, hover, export and the report show beside the bucket. None for other tables.
     simulated : dict or None
         ``{"generator": <a posviz.simulate function's name>, "params": <its arguments>}`` for
         a simulated table (what `posviz rerun` makes it again from), else None.
@@ -224,6 +230,7 @@ class Embedding:
     grid: tuple[int, int] | None
     sha256: str = field(repr=False)
     first_position: int = 0
+    row_offsets: RowOffsets | None = None
     simulated: dict[str, Any] | None = None
 
     @classmethod
@@ -301,6 +308,11 @@ class Embedding:
         """
         return np.arange(self.shape[0]) + self.first_position
 
+    @property
+    def labels(self) -> RowLabels:
+        """How figures name the rows: positions, or the offsets each bucket covers."""
+        return RowLabels(self.first_position, self.row_offsets)
+
     def describe_rows(self) -> str:
         """Which rows of the source are analysed, in words, for titles and exports."""
         n, stop = self.n_source_rows, self.row_start + self.shape[0]
@@ -314,7 +326,10 @@ class Embedding:
             text += f" ({' and '.join(trimmed)} trimmed)"
         if self.first_position:
             last = self.first_position + self.shape[0] - 1
-            text += f", positions {self.first_position} … {last}"
+            kind = "buckets" if self.row_offsets is not None else "positions"
+            text += f", {kind} {self.first_position} … {last}"
+        if self.row_offsets is not None:
+            text += f" ({self.row_offsets.describe()})"
         return text
 
     def provenance(self) -> dict[str, object]:
@@ -343,6 +358,8 @@ class Embedding:
         }
         if self.first_position:  # rows are not positions 0 … n − 1 (a relative table)
             out["first_position"] = self.first_position
+        if self.row_offsets is not None:  # what labels the rows: their offsets, made again
+            out["row_labels"] = self.row_offsets.rule()
         if self.simulated:
             out["simulated"] = self.simulated
         parts = self.source.split(" · ")

@@ -43,7 +43,7 @@ class Section:
     """A report section: a heading, tables of numbers, figures, and a note on how to read them.
 
     `analyses` holds, per table of numbers, the result it was read from (which records its
-    step and params).
+    step and params); a table without one (DeBERTa's rows and their offsets) is no analysis'.
     """
 
     title: str
@@ -150,10 +150,11 @@ def similarity_section(
         "Cosine similarity between positions, and its mean and spread over all pairs at "
         "each offset. "
         + " ".join(f"{key}: {value}" for key, value in offsets.DEFINITIONS.items())
-        + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}.",
+        + f" Offsets 0..{profile.max_offset}; monotonicity over offsets 1..{scores.window}."
+        + _note(table, "offset_profile"),
         {"Scores": scores.to_frame()},
         [
-            figures.similarity.similarity_heatmap(overview, first_position=table.first_position),
+            figures.similarity.similarity_heatmap(overview, labels=table.labels),
             figures.offsets.offset_profile(profile, scores),
         ],
         {"Scores": scores},
@@ -184,13 +185,12 @@ def components_section(
         "Principal components over position and a sinusoid fitted to each. "
         f"{components.DEFINITIONS['r2']} Likeness to sinusoids: "
         f"{components.DEFINITIONS['likeness']} Against {len(likeness.shuffled)} row shuffles "
-        f"(seed {likeness.params['seed']}) for the chance level, m = {likeness.n_frequencies}.",
+        f"(seed {likeness.params['seed']}) for the chance level, m = {likeness.n_frequencies}."
+        + _note(table, "fit_sinusoids"),
         {"Sinusoid fits": fits.to_frame(), "Likeness to sinusoids": likeness.to_frame()},
         [
-            figures.components.pc_trajectories(
-                pcs, overlaid=False, first_position=table.first_position
-            ),
-            figures.components.sinusoid_fits(pcs, fits, first_position=table.first_position),
+            figures.components.pc_trajectories(pcs, overlaid=False, labels=table.labels),
+            figures.components.sinusoid_fits(pcs, fits, labels=table.labels),
         ],
         {"Sinusoid fits": fits, "Likeness to sinusoids": likeness},
     )
@@ -223,6 +223,7 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
                 boundary.DEFINITIONS["robust_z"],
                 f"Change points: {changes.procedure()}",
                 f"Boundary summary: {summary.procedure()}",
+                _note(table, "boundary"),
             ]
         ),
         {  # positions labelled as the table's (a relative table's start below 0)
@@ -230,12 +231,33 @@ def boundaries_section(table: Embedding, *, run: pipeline.Run = pipeline.call) -
             "Change points": labelled(changes.to_frame(), {"provenance": table.provenance()}),
             "Boundary summary": summary.to_frame(),
         },
-        [
-            figures.boundary.position_statistics(
-                stats, flags, changes, first_position=table.first_position
-            )
-        ],
+        [figures.boundary.position_statistics(stats, flags, changes, labels=table.labels)],
         {"Flagged positions": flags, "Change points": changes, "Boundary summary": summary},
+    )
+
+
+def _note(table: Embedding, analysis: str) -> str:
+    """What `analysis` does with a table whose rows are buckets (DeBERTa's), after a space."""
+    note = table.labels.note(analysis)
+    return f" {note}" if note else ""
+
+
+def rows_section(table: Embedding) -> Section:
+    """DeBERTa's relative table: the offsets q − k each row (bucket) covers, as every figure
+    and table of the report names its rows."""
+    offsets = table.row_offsets
+    frame = labelled(
+        pd.DataFrame({"position": range(table.shape[0])}), {"provenance": table.provenance()}
+    )
+    return Section(
+        "Rows",
+        f"Each row is a bucket of relative offsets q − k ({offsets.describe()}), as "
+        f"config.json's position_buckets {offsets.position_buckets} and max_relative_positions "
+        f"{offsets.max_relative_positions} make it (transformers' make_log_bucket_position, "
+        "then clamp(bucket + span, 0, 2 · span − 1)). Figures over position draw each row at "
+        "the centre of its offsets; maps keep one cell per bucket, labelled by its offsets. "
+        f"{table.row_offsets.rule()['as_positions']}",
+        {"Offsets of each row": frame.rename(columns={"position": "bucket"})},
     )
 
 
@@ -245,7 +267,8 @@ def probes_section(
     probe = run(pipeline.probe_with_controls, table, **params)
     return Section(
         "Probes",
-        " ".join([probes.ABOUT, probe.procedure(), *probes.DEFINITIONS.values()]),
+        " ".join([probes.ABOUT, probe.procedure(), *probes.DEFINITIONS.values()])
+        + _note(table, "probes"),
         {"Probe results": probe.to_frame()},
         [figures.probes.probe_predictions(probe)],
         {"Probe results": probe},
@@ -263,6 +286,8 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     """
     told = progress and (lambda step, done, total: progress(step, done, total + 1))
     sections = report_sections(table, progress=told, **options)
+    if table.row_offsets is not None:  # DeBERTa's buckets: what each row stands for, first
+        sections.insert(0, rows_section(table))
     if progress:
         progress("writing the page", len(sections), len(sections) + 1)
     title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
@@ -272,8 +297,11 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
             {**_analysis(section.analyses[caption]), "caption": caption, "columns": columns(frame)}
             for section in sections
             for caption, frame in section.tables.items()
+            if caption in section.analyses  # a table of numbers an analysis made
         ],
     }
+    if table.row_offsets is not None:  # as `posviz summary --json` carries them
+        data["row_offsets"] = table.row_offsets.record()
     listing = {**data["provenance"]}
     for entry in data["analyses"]:
         listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"

@@ -25,6 +25,7 @@ LAYERS = {
     "posviz._linalg": 0,
     "posviz._ridge": 0,
     "posviz.embedding": 1,
+    "posviz.rows": 1,  # what a row stands for: every export labels rows from a provenance
     "posviz.io": 2,
     "posviz.simulate": 2,
     "posviz.export": 2,  # headers and CSV/JSON of a result: numbers and provenance only

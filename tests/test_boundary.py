@@ -8,6 +8,7 @@ from scipy.spatial.distance import cdist
 
 from posviz import boundary, figures, simulate
 from posviz._params import defaults
+from posviz.rows import RowLabels, row_offsets
 
 
 def test_sinusoidal_statistics_are_analytic():
@@ -142,8 +143,13 @@ def test_a_drifting_norm_has_no_change_point_and_a_planted_jump_is_found():
     jump = drift * np.where(np.arange(512) < 300, 1.0, 1.05)[:, None]
     found = boundary.change_points(curve_flags(boundary.position_statistics(jump).norm))
     assert found.positions.tolist() == [300]
-    # In words as the axes label the rows: a relative table's row 300 is relative position 44.
-    assert (found.describe(), found.describe(first_position=-256)) == ("300", "44")
+    # In words as the axes label the rows: a relative table's row 300 is relative position 44;
+    # DeBERTa's row 300 is bucket 44, offset 44 alone (the exact band), its row 456 a range.
+    assert (found.describe(), found.describe(RowLabels(first_position=-256))) == ("300", "44")
+    buckets = RowLabels(-256, row_offsets(position_buckets=256, max_relative_positions=512))
+    assert found.describe(buckets) == "44"
+    far = boundary.change_points(curve_flags(np.where(np.arange(512) < 456, 1.0, 1.5)))
+    assert far.describe(buckets) == "278 … 280"
     # A curved drift (the square root of position) has no step either.
     assert boundary.change_points(curve_flags(np.sqrt(1 + np.arange(512.0)))).positions.size == 0
 

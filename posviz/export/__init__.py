@@ -18,6 +18,7 @@ import numpy as np
 
 from posviz._params import step_of
 from posviz.embedding import Embedding
+from posviz.rows import row_offsets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +76,11 @@ def step_header(
 def labelled(frame: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
     """`frame` with its ``position`` column as the positions the rows stand for: results count
     rows from 0; a table whose first row is another position (DeBERTa's relative table) says
-    so in its provenance's ``first_position``. Pages, the report and `posviz rerun` label alike.
+    so in its provenance's ``first_position``. Where the provenance says the rows are buckets
+    of offsets (``row_labels``), ``offset_first``, ``offset_last`` (∓inf for an end that takes
+    every offset beyond: ``-inf``/``inf`` in CSV, ``null`` in JSON; NaN, empty or ``null``,
+    for a row never reached) and ``offsets`` (in words) follow ``position``. Pages, the report
+    and `posviz rerun` label alike.
 
     Examples
     --------
@@ -83,12 +88,35 @@ def labelled(frame: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
     >>> settings = {"provenance": {"first_position": -256}}
     >>> labelled(pd.DataFrame({"position": [0, 511]}), settings)["position"].tolist()
     [-256, 255]
+    >>> rule = {"position_buckets": 256, "max_relative_positions": 512}
+    >>> settings = {"provenance": {"first_position": -256, "row_start": 0, "row_labels": rule}}
+    >>> labelled(pd.DataFrame({"position": [456, 511]}), settings).to_dict("list")
+    {'position': [200, 255], 'offset_first': [278.0, 506.0], 'offset_last': [280.0, inf], \
+'offsets': ['278 … 280', '506 and beyond']}
     """
     provenance = settings.get("provenance")
-    first = provenance.get("first_position", 0) if isinstance(provenance, dict) else 0
+    provenance = provenance if isinstance(provenance, dict) else {}
+    first = provenance.get("first_position", 0)
     if not first or "position" not in frame:
         return frame
-    return frame.assign(position=frame["position"] + first)
+    out = frame.assign(position=frame["position"] + first)
+    rule = provenance.get("row_labels")
+    if not isinstance(rule, dict):
+        return out
+    full = row_offsets(
+        position_buckets=int(rule["position_buckets"]),
+        max_relative_positions=int(rule["max_relative_positions"]),
+    )
+    source = np.asarray(frame["position"], dtype=np.int64) + int(provenance.get("row_start", 0))
+    at = out.columns.get_loc("position") + 1
+    columns = {
+        "offset_first": full.first[source],
+        "offset_last": full.last[source],
+        "offsets": full.text(source),
+    }
+    for offset, (name, values) in enumerate(columns.items()):
+        out.insert(at + offset, name, values)
+    return out
 
 
 def to_csv(frame: pd.DataFrame, settings: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ from posviz._json import max_depth
 from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
 from posviz.export import columns, labelled
+from posviz.rows import row_offsets
 from posviz.schemes import weights
 from posviz.schemes.config import position_scheme, read_config_file
 from posviz.schemes.record import PRESET, read_config
@@ -315,8 +316,14 @@ def _table(
         else:
             where = _find(source, base)
         table = _named(where, record["tensor"], rows)
-    # What position its first row stands for (a relative table's), as it was exported.
-    table = replace(table, first_position=first_position)
+    # What its rows stand for (a relative table's buckets and their offsets), as exported.
+    table = replace(table, first_position=first_position, row_offsets=None)
+    if isinstance(rule := record.get("row_labels"), dict):
+        offsets = row_offsets(
+            position_buckets=int(rule["position_buckets"]),
+            max_relative_positions=int(rule["max_relative_positions"]),
+        )
+        table = replace(table, row_offsets=offsets.rows(row_start, row_start + table.shape[0]))
     if table.sha256 != record["sha256"]:
         msg = (
             f"The table read from {quoted(where)} is not the one exported: its sha256 differs "

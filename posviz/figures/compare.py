@@ -18,6 +18,7 @@ from posviz.figures.layout import (
     log_axis,
 )
 from posviz.offsets import OffsetProfile
+from posviz.rows import RowLabels
 from posviz.similarity import SimilarityMap
 from posviz.spectrum import Spectrum
 
@@ -102,13 +103,17 @@ def offset_overlay(profiles: dict[str, OffsetProfile]) -> go.Figure:
 
 
 def similarity_pair(
-    maps: dict[str, SimilarityMap], *, difference: bool, first_positions: tuple[int, int] = (0, 0)
+    maps: dict[str, SimilarityMap],
+    *,
+    difference: bool,
+    labels: tuple[RowLabels, RowLabels] | None = None,
 ) -> go.Figure:
     """Two similarity maps on one colour scale, and optionally (second - first) beside them.
 
-    Row p of each is drawn at its table's position ``first_positions[i] + p`` (the difference
-    at the first table's).
+    Row p of each is drawn at ``labels[i].positions(p)``, its table's position (the difference
+    at the first table's); a DeBERTa table's ticks and hovers name each bucket's offsets.
     """
+    labels = labels or (RowLabels(), RowLabels())
     names, pair = [escape(name) for name in maps], list(maps.values())
     metric, block = pair[0].params["metric"], max(m.block for m in pair)
     center = center_label(pair[0].params["center"])
@@ -131,10 +136,10 @@ def similarity_pair(
     colorbar = {"orientation": "h", "y": -0.22, "yanchor": "top", "len": 0.45, "thickness": 12}
     title = {"side": "top", "text": f"{metric} similarity"}
     fig.update_layout(coloraxis={**shared, "colorbar": {**colorbar, "x": 0.3, "title": title}})
-    for col, (name, m, shift) in enumerate(zip(names, pair, first_positions, strict=True), start=1):
+    for col, (name, m, rows) in enumerate(zip(names, pair, labels, strict=True), start=1):
         fig.add_heatmap(
-            x=f32(m.col_positions + shift),
-            y=f32(m.row_positions + shift),
+            x=f32(rows.positions(m.col_positions)),
+            y=f32(rows.positions(m.row_positions)),
             z=f32(m.values),
             zsmooth=PIXEL_CELLS,
             coloraxis="coloraxis",
@@ -160,8 +165,8 @@ def similarity_pair(
             }
         )
         fig.add_heatmap(
-            x=f32(pair[0].col_positions + first_positions[0]),
-            y=f32(pair[0].row_positions + first_positions[0]),
+            x=f32(labels[0].positions(pair[0].col_positions)),
+            y=f32(labels[0].positions(pair[0].row_positions)),
             z=f32(delta),
             zsmooth=PIXEL_CELLS,
             coloraxis="coloraxis2",
@@ -170,9 +175,14 @@ def similarity_pair(
             row=1,
             col=3,
         )
-    fig.update_yaxes(autorange="reversed", title_text="position i", col=1)
+    fig.update_yaxes(autorange="reversed", title_text=labels[0].cell_title("i"), col=1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="position j")
+    # Each map on its table's rows; the difference on the first table's.
+    for col, rows in enumerate([*labels, labels[0]][: len(titles)], start=1):
+        fig.update_xaxes(title_text=rows.cell_title("j"), col=col)
+        if rows.bucketed:
+            fig.update_xaxes(labelalias=rows.aliases(), col=col)
+            fig.update_yaxes(labelalias=rows.aliases(), col=col)
     return fig
 
 

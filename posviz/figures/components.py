@@ -13,9 +13,11 @@ from posviz.figures.layout import (
     base_figure,
     center_label,
     f32,
+    row_hover,
     sampled_note,
     small_multiples,
 )
+from posviz.rows import RowLabels
 
 #: Points drawn of a path in PC space; longer tables are shown at evenly spaced positions.
 PATH_POINTS = 5000
@@ -29,32 +31,36 @@ def _pc_label(pc: PrincipalComponents, c: int) -> str:
 
 
 def pc_trajectories(
-    pc: PrincipalComponents, *, overlaid: bool, first_position: int = 0
+    pc: PrincipalComponents, *, overlaid: bool, labels: RowLabels | None = None
 ) -> go.Figure:
     """Each position's projection on PC 1..k over position, overlaid or as small multiples.
 
     Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
-    subtitle says. Row p is drawn at position ``first_position + p`` (the table's).
+    subtitle says. Rows are drawn where `labels` put them (the table's positions; DeBERTa's
+    buckets at their offsets' centres, hovers naming their offsets).
     """
+    labels = labels or RowLabels()
     n, k = pc.scores.shape
     shown = evenly_spaced(n, LINE_POINTS)
     title = f"Projection on PC 1-{k} over position ({center_label(pc.params['center'])})"
     if len(shown) < n:
         title += f"<br><sup>{sampled_note(shown, n)}</sup>"
-    labels = [_pc_label(pc, c) for c in range(k)]
+    names = [_pc_label(pc, c) for c in range(k)]
     if overlaid:
-        fig = base_figure(title, "position p", "projection (U·S)")
+        fig = base_figure(title, labels.axis_title, "projection (U·S)")
     else:
-        fig = small_multiples(k, labels, title)
+        fig = small_multiples(k, names, title, xaxis=labels.axis_title)
+    hover, where = row_hover(labels, shown)
     for c in range(k):
         fig.add_trace(
             go.Scatter(
-                x=(shown + first_position).astype(np.int32),
+                x=labels.x(shown),
                 y=f32(pc.scores[shown, c]),
                 mode="lines",
-                name=labels[c],
+                name=names[c],
                 showlegend=overlaid,
-                hovertemplate=f"PC{c + 1}<br>p=%{{x}}<br>%{{y:.4g}}<extra></extra>",
+                hovertemplate=f"PC{c + 1}<br>{where}<br>%{{y:.4g}}<extra></extra>",
+                **hover,
             ),
             **({} if overlaid else {"row": c + 1, "col": 1}),
         )
@@ -66,13 +72,15 @@ def pc_path(
     components: tuple[int, ...],
     *,
     max_points: int = PATH_POINTS,
-    first_position: int = 0,
+    labels: RowLabels | None = None,
 ) -> go.Figure:
     """Positions as a path through 2 or 3 chosen PCs (1-based), coloured by position.
 
     Above `max_points` positions only evenly spaced ones are drawn (first and last kept); the
-    subtitle says how many. Row p is position ``first_position + p`` (the table's).
+    subtitle says how many. Rows are named as `labels` name them (the table's positions;
+    DeBERTa's buckets by their offsets, coloured by bucket with the colour bar in offsets).
     """
+    labels = labels or RowLabels()
     n = pc.scores.shape[0]
     shown = evenly_spaced(n, max_points)
     axes = [f"PC{c} ({pc.explained_variance[c - 1]:.1%})" for c in components]
@@ -85,13 +93,19 @@ def pc_path(
     title = f"Path through {' / '.join(f'PC{c}' for c in components)}<br><sup>{note}</sup>"
     coords = [f32(pc.scores[shown, c - 1]) for c in components]
     ends = [f32(pc.scores[[0, n - 1], c - 1]) for c in components]
-    labels = shown + first_position
-    colour = {"color": labels.astype(np.float32), "colorscale": "Viridis"}
-    colorbar = {"colorbar": {"title": {"text": "position"}, "thickness": 12}}
-    hover = "p=%{customdata}<br>" + "<br>".join(
+    named = labels.positions(shown)
+    colour = {"color": named.astype(np.float32), "colorscale": "Viridis"}
+    bar = {"title": {"text": "position"}, "thickness": 12}
+    if labels.bucketed:  # one colour per bucket; its ticks name offsets
+        bar = {"title": {"text": "offset q − k"}, "thickness": 12, "labelalias": labels.aliases()}
+        named = np.array(labels.text(shown), dtype=object)
+    colorbar = {"colorbar": bar}
+    hover = f"{labels.hover_name}%{{customdata}}<br>" + "<br>".join(
         f"{a}=%{{{xyz}:.4g}}" for a, xyz in zip(axes, "xyz", strict=False)
     )
-    ends_text = [f"first p={first_position}", f"last p={first_position + n - 1}"]
+    ends_text = [
+        f"{end} {labels.hover_name}{labels.label(r)}" for end, r in (("first", 0), ("last", n - 1))
+    ]
     if len(components) == 2:
         fig = base_figure(title, axes[0], axes[1], showlegend=False)
         fig.add_scatter(
@@ -99,7 +113,7 @@ def pc_path(
             y=coords[1],
             mode="lines",
             line={"color": "lightgrey"},
-            customdata=labels,
+            customdata=named,
             name="path",
             hovertemplate=hover + "<extra></extra>",
         )
@@ -108,7 +122,7 @@ def pc_path(
             y=coords[1][marked],
             mode="markers",
             marker={"size": 5, **colour, "color": colour["color"][marked], **colorbar},
-            customdata=labels[marked],
+            customdata=named[marked],
             name="positions",
             hovertemplate=hover + "<extra></extra>",
         )
@@ -132,7 +146,7 @@ def pc_path(
         mode="lines+markers",
         line={"width": 3, **colour, **colorbar},
         marker={"size": 2, **colour},
-        customdata=labels,
+        customdata=named,
         name="positions",
         hovertemplate=hover + "<extra></extra>",
     )
@@ -158,14 +172,16 @@ def pc_path(
 
 
 def sinusoid_fits(
-    pc: PrincipalComponents, fits: SinusoidFits, *, first_position: int = 0
+    pc: PrincipalComponents, fits: SinusoidFits, *, labels: RowLabels | None = None
 ) -> go.Figure:
     """Each PC's trajectory with its best-fitting sinusoid (dashed), R² in the panel title.
 
     Above `LINE_POINTS` positions the lines are drawn at evenly spaced positions, as the
-    subtitle says. Row p is drawn at position ``first_position + p`` (the table's); the fitted
-    formula counts p from the first row.
+    subtitle says. Rows are drawn where `labels` put them (the table's positions; DeBERTa's
+    buckets at their offsets' centres); the fitted formula counts p from the first row, so
+    for buckets its waves are over rows, as the subtitle says.
     """
+    labels = labels or RowLabels()
     n, k = pc.scores.shape
     shown = evenly_spaced(n, LINE_POINTS)
     titles = [
@@ -174,9 +190,13 @@ def sinusoid_fits(
     ]
     center = center_label(pc.params["center"])
     title = f"Best sinusoid a·cos(2π f p / {n} + φ) + c per PC ({center})"
-    if len(shown) < n:
-        title += f"<br><sup>{sampled_note(shown, n)}</sup>"
-    fig = small_multiples(k, titles, title)
+    notes = [sampled_note(shown, n)] if len(shown) < n else []
+    if labels.bucketed:
+        notes.append("p counts rows (buckets); each row drawn at its offsets' centre")
+    if notes:
+        title += f"<br><sup>{' · '.join(notes)}</sup>"
+    fig = small_multiples(k, titles, title, xaxis=labels.axis_title)
+    hover, where = row_hover(labels, shown)
     for c in range(k):
         for values, name, line in (
             (pc.scores[shown, c], "projection", {"color": "steelblue"}),
@@ -184,14 +204,15 @@ def sinusoid_fits(
         ):
             fig.add_trace(
                 go.Scatter(
-                    x=(shown + first_position).astype(np.int32),
+                    x=labels.x(shown),
                     y=f32(values),
                     mode="lines",
                     name=name,
                     line=line,
                     legendgroup=name,
                     showlegend=c == 0,
-                    hovertemplate=f"PC{c + 1} {name}<br>p=%{{x}}<br>%{{y:.4g}}<extra></extra>",
+                    hovertemplate=f"PC{c + 1} {name}<br>{where}<br>%{{y:.4g}}<extra></extra>",
+                    **hover,
                 ),
                 row=c + 1,
                 col=1,

@@ -6,6 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from posviz.rows import RowLabels
+
 TEMPLATE = "plotly_white"
 #: Diverging scale for similarities (centred at 0 by the caller via zmid).
 DIVERGING = "RdBu_r"
@@ -76,8 +78,10 @@ LINE_POINTS = 8192
 MARKER_POINTS = 256
 
 
-def small_multiples(k: int, titles: list[str], title: str) -> go.Figure:
-    """`k` panels stacked over a shared position axis."""
+def small_multiples(
+    k: int, titles: list[str], title: str, *, xaxis: str = "position p"
+) -> go.Figure:
+    """`k` panels stacked over a shared position axis, titled `xaxis` under the last."""
     fig = make_subplots(
         rows=k, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.2 / k
     )
@@ -88,8 +92,17 @@ def small_multiples(k: int, titles: list[str], title: str) -> go.Figure:
         margin={"l": 60, "r": 20, "t": 80, "b": 50},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
     )
-    fig.update_xaxes(title_text="position p", row=k, col=1)
+    fig.update_xaxes(title_text=xaxis, row=k, col=1)
     return fig
+
+
+def row_hover(labels: RowLabels | None, rows: np.ndarray) -> tuple[dict[str, object], str]:
+    """Trace settings and the hover fragment that name `rows` of a line over position:
+    ``p=%{x}`` where rows are positions; the offsets each bucket covers (as text: a range is
+    not its centre) for DeBERTa's relative table."""
+    if labels is None or not labels.bucketed:
+        return {}, "p=%{x}"
+    return {"hovertext": labels.text(rows)}, "offsets %{hovertext}"
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")

@@ -8,7 +8,15 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, center_label, f32
+from posviz.figures.layout import (
+    DIVERGING,
+    PIXEL_CELLS,
+    base_figure,
+    center_label,
+    f32,
+    row_hover,
+)
+from posviz.rows import RowLabels
 from posviz.similarity import METRIC_NAMES, GridSimilarity, SimilarityMap
 
 #: Maps with more cells than this may be sent as a picture (``picture=True``): a PNG of the
@@ -116,34 +124,45 @@ def _cells(m: SimilarityMap) -> str:
 
 
 def _edge_marks(
-    fig: go.Figure, m: SimilarityMap, highlight: Sequence[int], first_position: int
+    fig: go.Figure, m: SimilarityMap, highlight: Sequence[int], labels: RowLabels
 ) -> None:
     """Flagged positions (rows) as triangles on the top (columns) and left (rows) edges of a
-    map, drawn at their labels ``first_position + row``."""
+    map, drawn at their cells ``labels.positions(row)`` and named by their labels."""
     half = m.block / 2
     top, left = m.row_positions[0] - half, m.col_positions[0] - half
     cols = [p for p in highlight if left <= p < m.col_positions[-1] + half]
     rows = [p for p in highlight if top <= p < m.row_positions[-1] + half]
-    top, left = top + first_position, left + first_position
-    cols, rows = [p + first_position for p in cols], [p + first_position for p in rows]
+    top, left = top + labels.first_position, left + labels.first_position
     marks = (
-        (cols, [top] * len(cols), cols, "triangle-down"),
-        ([left] * len(rows), rows, rows, "triangle-right"),
+        (labels.positions(np.asarray(cols)), [top] * len(cols), cols, "triangle-down"),
+        ([left] * len(rows), labels.positions(np.asarray(rows)), rows, "triangle-right"),
     )
     for x, y, flagged, symbol in marks:
         if flagged:
             fig.add_scatter(
                 x=f32(x),
                 y=f32(y),
-                customdata=np.asarray(flagged, dtype=np.int32),
+                customdata=np.array(labels.text(flagged), dtype=object)
+                if labels.bucketed
+                else labels.positions(np.asarray(flagged)).astype(np.int32),
                 mode="markers",
                 marker={"symbol": symbol, "size": 9, "color": "black"},
                 cliponaxis=False,
                 name="flagged positions",
                 legendgroup="flagged",
                 showlegend=symbol == "triangle-down" or not cols,
-                hovertemplate="flagged position %{customdata}<extra></extra>",
+                hovertemplate=f"flagged {'offsets' if labels.bucketed else 'position'} "
+                "%{customdata}<extra></extra>",
             )
+
+
+def _offset_axes(fig: go.Figure, labels: RowLabels) -> None:
+    """A map of DeBERTa's buckets keeps one cell per bucket; its ticks and hovers name each
+    bucket's offsets (Plotly's labelalias) instead of the bucket."""
+    if labels.bucketed:
+        aliases = labels.aliases()
+        fig.update_xaxes(labelalias=aliases)
+        fig.update_yaxes(labelalias=aliases)
 
 
 def similarity_heatmap(
@@ -151,20 +170,22 @@ def similarity_heatmap(
     *,
     highlight: Sequence[int] = (),
     picture: bool = False,
-    first_position: int = 0,
+    labels: RowLabels | None = None,
 ) -> go.Figure:
     """Position x position map, the first position top left; `highlight` positions (rows)
-    marked on the edges. Row p is drawn at position ``first_position + p`` (the table's).
+    marked on the edges. Row p is drawn at ``labels.positions(p)`` (the table's position;
+    DeBERTa's bucket, whose ticks and hovers name its offsets).
 
     Similarities use a diverging scale centred at 0; distances a sequential one. With
     `picture`, a map of more than PICTURE_CELLS cells is sent as a picture of their colours.
     """
+    labels = labels or RowLabels()
     measure = METRIC_NAMES[m.params["metric"]]
     fig = base_figure(
         f"{measure.capitalize()} between positions ({center_label(m.params['center'])}; "
         f"{_cells(m)})",
-        "position j",
-        "position i",
+        labels.cell_title("j"),
+        labels.cell_title("i"),
         height=600,
     )
     if m.params["metric"] == "euclidean":
@@ -175,6 +196,9 @@ def similarity_heatmap(
     where = "i=%{y}<br>j=%{x}" if m.exact else "block centred at i=%{y}, j=%{x}"
     # A picture's pixels are evenly spaced: a last, shorter block's centre is a little nearer.
     near = "i=%{y}<br>j=%{x}" if m.exact else "block centred near i=%{y}, j=%{x}"
+    if labels.bucketed:  # a picture's hover gives the bucket: its offsets are on the axes
+        near = near.replace("i=", "bucket i=").replace("j=", "bucket j=")
+        near += "<br>(the axes name each bucket's offsets)"
     _add_cells(
         fig,
         m.values,
@@ -184,57 +208,69 @@ def similarity_heatmap(
         hovertemplate=f"{where}<br>{m.params['metric']}=%{{z:.4f}}",
         picture=picture,
         picture_hover=f"{near}<br>{PICTURE_HOVER}",
-        x=m.col_positions + first_position,
-        y=m.row_positions + first_position,
+        x=labels.positions(m.col_positions),
+        y=labels.positions(m.row_positions),
         step=m.block,
     )
-    _edge_marks(fig, m, highlight, first_position)
+    _edge_marks(fig, m, highlight, labels)
     fig.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
     fig.update_xaxes(constrain="domain")
+    _offset_axes(fig, labels)
     return fig
 
 
 def position_profile(
-    m: SimilarityMap, *, position: int, neighbours: Sequence[int], first_position: int = 0
+    m: SimilarityMap,
+    *,
+    position: int,
+    neighbours: Sequence[int],
+    labels: RowLabels | None = None,
 ) -> go.Figure:
     """One position's row of the map (`m` holds that single row, exact), neighbours marked.
 
-    `position` and `neighbours` are rows; row p is drawn and named as position
-    ``first_position + p`` (the table's).
+    `position` and `neighbours` are rows, drawn where `labels` put them (the table's
+    positions; DeBERTa's buckets at their offsets' centres, named by their offsets).
     """
+    labels = labels or RowLabels()
     measure = METRIC_NAMES[m.params["metric"]]
     row = m.values[0]
-    label = position + first_position
+    label, named = labels.label(position), labels.named(position)
     fig = base_figure(
-        f"{measure.capitalize()} of position {label} to every position "
-        f"({center_label(m.params['center'])})",
-        "position j",
+        f"{measure.capitalize()} of {named} to every position ({center_label(m.params['center'])})",
+        labels.axis_title.replace("position p", "position j"),
         f"s({label}, j)",
     )
-    positions = (m.col_positions + first_position).astype(np.int32)
+    columns = np.asarray(m.col_positions).astype(np.int64)  # exact: one column per row
+    hover, where = row_hover(labels, columns)
+    where = where.replace("p=", "j=")
     fig.add_scatter(
-        x=positions,
+        x=labels.x(columns),
         y=f32(row),
         mode="lines",
         name=f"s({label}, j)",
-        hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
+        hovertemplate=f"{where}<br>%{{y:.4f}}<extra></extra>",
+        **hover,
     )
     marked = np.asarray(neighbours, dtype=np.int32)
+    hover, where = row_hover(labels, marked)
     fig.add_scatter(
-        x=marked + first_position,
+        x=labels.x(marked),
         y=f32(row[marked]),
         mode="markers",
         marker={"size": 9, "color": "darkorange"},
         name="neighbours",
-        hovertemplate="neighbour j=%{x}<br>%{y:.4f}<extra></extra>",
+        hovertemplate=f"neighbour {where.replace('p=', 'j=')}<br>%{{y:.4f}}<extra></extra>",
+        **hover,
     )
+    hover, where = row_hover(labels, np.array([position]))
     fig.add_scatter(
-        x=[label],
+        x=labels.x(np.array([position])),
         y=f32(row[[position]]),
         mode="markers",
         marker={"size": 12, "symbol": "star", "color": "firebrick"},
-        name=f"position {label}",
-        hovertemplate="j=%{x}<br>%{y:.4f}<extra></extra>",
+        name=named,
+        hovertemplate=f"{where.replace('p=', 'j=')}<br>%{{y:.4f}}<extra></extra>",
+        **hover,
     )
     return fig
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from posviz._json import max_depth
 from posviz.embedding import LoadError
+from posviz.rows import table_span
 from posviz.schemes import alibi
 from posviz.schemes._values import first as _first
 from posviz.schemes._values import integer as _integer
@@ -42,8 +43,9 @@ KINDS = {
     "rotary": "rotary embeddings: q and k rotated by angles proportional to position",
     "alibi": "ALiBi: a bias on the attention logits, linear in distance, one slope per head",
     "relative_bias": "T5 relative buckets: a learned bias per head and bucket of distance",
-    "relative_table": "DeBERTa relative embeddings: a learned table whose rows are relative "
-    "positions, used by disentangled attention",
+    "relative_table": "DeBERTa relative embeddings: a learned table whose rows are buckets of "
+    "relative offsets (one offset each near 0, log-spaced ranges beyond), used by disentangled "
+    "attention",
     "sinusoidal": "fixed sinusoidal table (Vaswani et al. 2017), computed from its formula, "
     "not learned",
     "none": "no position encoding: order comes only from the causal mask or the recurrence "
@@ -97,11 +99,18 @@ class RelativeBiasSpec:
 @dataclass(frozen=True)
 class RelativeTableSpec:
     """DeBERTa-v2/v3: ``rel_embeddings`` [2 · span, hidden], span = position_buckets (else
-    max_relative_positions, else max_position_embeddings)."""
+    max_relative_positions, else max_position_embeddings).
+
+    `position_buckets` is config.json's (−1: no log buckets); `max_relative_positions` is the
+    one the model uses (``max_position_embeddings`` when config.json says −1). Together they say
+    which offsets each row covers (:func:`posviz.rows.row_offsets`).
+    """
 
     span: int
     hidden_size: int
     absolute_too: bool
+    position_buckets: int = -1
+    max_relative_positions: int = 0
 
 
 @dataclass(frozen=True)
@@ -270,23 +279,40 @@ def position_scheme(config: dict) -> Scheme:
             raise LoadError(msg)
         return Scheme(kind, reason, relative_bias=spec, context=context)
     if kind == "relative_table":
-        span = next(
-            (v for v in (config.get("position_buckets"), config.get("max_relative_positions"))
-             if isinstance(v, int) and v > 0),
-            context,
-        )  # fmt: skip
-        if span is None:
-            msg = "relative_attention is true but no position_buckets or max_position_embeddings."
-            raise LoadError(msg)
-        spec = RelativeTableSpec(
-            span=_integer(span, "position_buckets"),
-            hidden_size=_integer(_first(config, "hidden_size", "d_model"), "hidden_size"),
-            absolute_too=config.get("position_biased_input", True) is not False,
-        )
+        spec = _relative_table(config, context)
         return Scheme(kind, reason, relative_table=spec, context=context)
     width = _first(config, "d_model", "hidden_size", "n_embd") if kind == "sinusoidal" else None
     width = None if width is None else _integer(width, "d_model")
     return Scheme(kind, reason, context=context, width=width)
+
+
+def _relative_table(config: dict, context: int | None) -> RelativeTableSpec:
+    """DeBERTa's relative table as transformers' ``DebertaV2Encoder`` sizes it: span =
+    position_buckets when > 0, else max_relative_positions when ≥ 1, else
+    max_position_embeddings."""
+    buckets = config.get("position_buckets", -1)
+    buckets = buckets if isinstance(buckets, int) and buckets > 0 else -1
+    longest = config.get("max_relative_positions", -1)
+    longest = longest if isinstance(longest, int) and longest >= 1 else context
+    if longest is None:
+        msg = (
+            "relative_attention is true but config.json gives neither max_relative_positions "
+            "nor max_position_embeddings: the relative table's span is unknown."
+        )
+        raise LoadError(msg)
+    longest = _integer(longest, "max_relative_positions")
+    try:  # the offsets each row covers are defined for these settings
+        span = table_span(buckets, longest)
+    except ValueError as exc:
+        msg = f"config.json: {exc}"
+        raise LoadError(msg) from exc
+    return RelativeTableSpec(
+        span=span,
+        hidden_size=_integer(_first(config, "hidden_size", "d_model"), "hidden_size"),
+        absolute_too=config.get("position_biased_input", True) is not False,
+        position_buckets=buckets,
+        max_relative_positions=longest,
+    )
 
 
 def scheme_kind(config: dict) -> tuple[str, str]:

@@ -21,9 +21,17 @@ from posviz._params import check_budget
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
+from posviz.rows import row_offsets
 from posviz.schemes import weights
 from posviz.schemes.alibi import alibi_slopes
-from posviz.schemes.config import KINDS, RelativeBiasSpec, Scheme, parse_config, read_config_file
+from posviz.schemes.config import (
+    KINDS,
+    RelativeBiasSpec,
+    RelativeTableSpec,
+    Scheme,
+    parse_config,
+    read_config_file,
+)
 from posviz.schemes.layers import LayerScheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import check_bias_shape, check_relative_bias, t5_buckets
@@ -51,6 +59,7 @@ __all__ = [
     "other_layer_types",
     "read_config",
     "relative_bias_record",
+    "relative_rows_record",
     "rotary_record",
     "scheme_head",
     "scheme_record",
@@ -191,6 +200,7 @@ def scheme_record(
         spec = scheme.relative_table
         record |= {"span": spec.span, "hidden_size": spec.hidden_size}
         record["absolute_table_too"] = spec.absolute_too
+        record |= relative_rows_record(spec)
         if model is not None:
             table, span = weights.relative_embeddings(model)
             record["relative_positions"] = span
@@ -202,6 +212,31 @@ def scheme_record(
         record["table"] = table_record(table, spectrum(table.values, center=center))
     record["context"] = record.get("context", scheme.context)
     return finite(record)
+
+
+def relative_rows_record(spec: RelativeTableSpec) -> dict[str, Any]:
+    """What each row of DeBERTa's relative table stands for: the settings that bucket it, the
+    exact band, and ``row_offsets``, per row (bucket ``row − span``) the first and last offset
+    q − k it covers (``null`` for an end that takes every offset beyond; the entry ``null`` for
+    a row no offset reaches), from config.json alone.
+
+    >>> spec = RelativeTableSpec(span=256, hidden_size=8, absolute_too=False,
+    ...                          position_buckets=256, max_relative_positions=512)
+    >>> r = relative_rows_record(spec)
+    >>> r["exact_band"], r["row_offsets"][256 + 200], r["row_offsets"][-1], r["row_offsets"][0]
+    ([-128, 128], [278, 280], [506, None], [None, -512])
+    """  # fmt: skip
+    offsets = row_offsets(
+        position_buckets=spec.position_buckets, max_relative_positions=spec.max_relative_positions
+    )
+    return {
+        "position_buckets": spec.position_buckets,
+        "max_relative_positions": spec.max_relative_positions,
+        "offset": "query − key",
+        "exact_band": [-offsets.exact, offsets.exact],
+        "rows_never_reached": int((~offsets.reached).sum()),
+        "row_offsets": offsets.record(),
+    }
 
 
 def table_record(table: Embedding, result: Spectrum) -> dict[str, Any]:

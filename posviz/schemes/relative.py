@@ -12,7 +12,13 @@ import numpy as np
 
 from posviz._params import Bound, bounded, check_budget, records_params
 from posviz.embedding import Embedding, LoadError
-from posviz.schemes.config import RelativeBiasSpec, scheme_kind
+from posviz.rows import row_offsets
+from posviz.schemes.config import (
+    RelativeBiasSpec,
+    RelativeTableSpec,
+    position_scheme,
+    scheme_kind,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -290,24 +296,28 @@ def check_bias_shape(shape: tuple[int, ...], spec: RelativeBiasSpec | None = Non
         raise LoadError(msg)
 
 
-def relative_table(weight: np.ndarray, *, name: str, source: str) -> tuple[Embedding, list[int]]:
-    """DeBERTa's ``rel_embeddings`` as a table whose rows are relative positions.
+def relative_table(
+    weight: np.ndarray, *, name: str, source: str, spec: RelativeTableSpec
+) -> tuple[Embedding, list[int]]:
+    """DeBERTa's ``rel_embeddings`` as a table whose rows are its buckets of relative offsets.
 
-    Row r holds relative (bucketed) position ``r − rows / 2`` (DeBERTa indexes it with
-    ``relative_position + att_span``); beyond half the buckets the positions are log-bucketed.
-    The table's ``first_position`` is ``−rows / 2``, so every page labels its rows so.
+    Row r is bucket ``r − span`` (DeBERTa reads row ``clamp(bucket(q − k) + span, 0,
+    2 · span − 1)``), which covers the offsets q − k `posviz.rows.row_offsets` gives: one in the
+    exact band, a range in the log-bucketed band, every offset beyond at the two end rows.
 
     Returns
     -------
-    (Embedding, [first, last]) : the table and the relative positions of its first and last row.
+    (Embedding, [first, last]) : the table and the buckets of its first and last row.
 
     Examples
     --------
-    >>> t, span = relative_table(np.eye(512, 8), name="rel", source="s")
-    >>> t.shape, span, t.positions[[0, -1]].tolist()
-    ((512, 8), [-256, 255], [-256, 255])
-    """
-    table = relative_rows(Embedding.from_array(weight, name=name, source=source))
+    >>> spec = RelativeTableSpec(span=256, hidden_size=8, absolute_too=False,
+    ...                          position_buckets=256, max_relative_positions=512)
+    >>> t, span = relative_table(np.eye(512, 8), name="rel", source="s", spec=spec)
+    >>> t.shape, span, t.positions[[0, -1]].tolist(), t.labels.text([0, 456, 511])
+    ((512, 8), [-256, 255], [-256, 255], ['-512 and beyond', '278 … 280', '506 and beyond'])
+    """  # fmt: skip
+    table = relative_rows(Embedding.from_array(weight, name=name, source=source), spec)
     return table, [int(table.positions[0]), int(table.positions[-1])]
 
 
@@ -330,43 +340,58 @@ def relative_table_name(config: dict, names: Iterable[str]) -> str | None:
 
 def labelled(table: Embedding, config: dict) -> Embedding:
     """`table` with its rows labelled as the model's `config` says: DeBERTa's
-    ``rel_embeddings`` of a model with relative attention as relative positions
+    ``rel_embeddings`` of a model with relative attention as the buckets of offsets they are
     (:func:`relative_rows`); any other table as it is. Every loader (Hub, local checkpoint)
     passes its tables through here.
+
+    Raises
+    ------
+    LoadError
+        As :func:`relative_rows`, or when config.json's relative settings are refused.
 
     Examples
     --------
     >>> t = Embedding.from_array(np.eye(16, 2), name="deberta.encoder.rel_embeddings.weight",
     ...                          source="s")
-    >>> labelled(t, {"relative_attention": True}).first_position
+    >>> labelled(t, {"relative_attention": True, "position_buckets": 8, "hidden_size": 2,
+    ...              "max_position_embeddings": 32}).first_position
     -8
     >>> labelled(t, {"model_type": "gpt2"}).first_position
     0
     """  # fmt: skip
     relative = scheme_kind(config)[0] == "relative_table" and table.name.endswith(REL_EMBEDDINGS)
-    return relative_rows(table) if relative else table
+    return relative_rows(table, position_scheme(config).relative_table) if relative else table
 
 
-def relative_rows(table: Embedding) -> Embedding:
+def relative_rows(table: Embedding, spec: RelativeTableSpec) -> Embedding:
     """`table`, DeBERTa's ``rel_embeddings`` (all its rows or some), with its rows labelled as
-    the relative positions they are: source row r is ``r − rows / 2``.
+    the buckets they are: source row r is bucket ``r − span``, and covers the offsets
+    :func:`posviz.rows.row_offsets` gives for `spec` (config.json's settings).
 
     Raises
     ------
     LoadError
-        If the source tensor has an odd number of rows (it is 2 · span).
+        If the source tensor does not have the 2 · span rows `spec` says.
 
     Examples
     --------
+    >>> spec = RelativeTableSpec(span=32, hidden_size=4, absolute_too=False,
+    ...                          max_relative_positions=32)
     >>> rows = relative_rows(Embedding.from_array(np.eye(64, 4), name="r", source="s",
-    ...                                           row_start=8, row_stop=40))
-    >>> rows.positions[[0, -1]].tolist()
-    [-24, 7]
+    ...                                           row_start=8, row_stop=40), spec)
+    >>> rows.positions[[0, -1]].tolist(), rows.labels.text([0, 31])
+    ([-24, 7], ['-24', '7'])
     """  # fmt: skip
     rows = table.n_source_rows
-    if rows % 2:
+    if rows != 2 * spec.span:
         msg = (
-            f"{table.name} has {rows} rows; DeBERTa's rel_embeddings has an even number (2 · span)."
+            f"{table.name} has {rows} rows; config.json's relative settings (position_buckets "
+            f"{spec.position_buckets}, max_relative_positions {spec.max_relative_positions}) "
+            f"say 2 · {spec.span} = {2 * spec.span}. Load it without its config.json to look at "
+            "its rows as they are."
         )
         raise LoadError(msg)
-    return replace(table, first_position=table.row_start - rows // 2)
+    offsets = row_offsets(
+        position_buckets=spec.position_buckets, max_relative_positions=spec.max_relative_positions
+    ).rows(table.row_start, table.row_start + table.shape[0])
+    return replace(table, first_position=table.row_start - spec.span, row_offsets=offsets)

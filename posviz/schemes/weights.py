@@ -230,15 +230,17 @@ def bias_tensors(model: Model, spec: RelativeBiasSpec) -> dict[str, np.ndarray]:
 
 
 def relative_embeddings(model: Model) -> tuple[Embedding, list[int]]:
-    """DeBERTa's ``rel_embeddings`` as a table, and the relative positions of its first and
-    last rows (see :func:`posviz.schemes.relative.relative_table`)."""
+    """DeBERTa's ``rel_embeddings`` as a table, its rows labelled by the offsets config.json's
+    settings give them, and the buckets of its first and last rows (see
+    :func:`posviz.schemes.relative.relative_table`)."""
     weights = _weights(model)
     names = [n for n in weights.tensors if n.endswith(REL_EMBEDDINGS)]
     if not names:
         msg = f"{weights.label}: config.json names relative attention but no rel_embeddings."
         raise LoadError(msg)
+    spec = position_scheme(model.config).relative_table
     array = weights.read(names[0])
-    return relative_table(array, name=names[0], source=weights.source_of(names[0]))
+    return relative_table(array, name=names[0], source=weights.source_of(names[0]), spec=spec)
 
 
 def stored_inv_freq(model: Model) -> tuple[str, np.ndarray] | None:

@@ -209,10 +209,19 @@ def test_deberta_from_the_hub_opens_its_relative_table(fake_hub):
     weights = save({"deberta.encoder.rel_embeddings.weight": rel})
     fake_hub.add("acme/deberta-page", {"config.json": config, "model.safetensors": weights})
     at = hub_page("acme/deberta-page")
+    assert any("row r is bucket r − 256" in c.value for c in at.caption)
+    at.session_state["schemes.row_offsets"] = True  # the offsets of every row, on request
+    at.run()
+    (rows,) = at.dataframe
+    assert rows.value["offsets q − k"].tolist()[456] == "278 … 280"
     at.button[1].click().run()  # [0] is the form's Open
     assert not at.exception, at.exception
-    np.testing.assert_array_equal(at.session_state["posviz.table"].values, rel)
-    assert "relative positions -256 … 255" in at.success[0].value
+    table = at.session_state["posviz.table"]
+    np.testing.assert_array_equal(table.values, rel)
+    assert table.labels.label(456) == "278 … 280"
+    assert "rows are buckets -256 … 255; offsets q − k: one per row within ±128" in (
+        at.success[0].value
+    )
 
 
 def test_an_unknown_hub_model_is_said(fake_hub):

@@ -163,6 +163,35 @@ def test_alibi_t5_deberta_and_words(tmp_path, capsys):
     assert "no position encoding" in mamba["description"]
 
 
+@pytest.mark.parametrize(
+    ("settings", "rows", "known"),
+    [
+        # DeBERTa-v3: bucket 200 (row 456) is offsets 278 … 280, the last row 506 and beyond,
+        # row 0 only offsets of -512 and below.
+        ({}, 512, {456: [278, 280], 511: [506, None], 0: [None, -512], 256 + 44: [44, 44]}),
+        # No log buckets (DebertaV2Config's default): rows are offsets within ±512.
+        ({"position_buckets": -1}, 1024, {1: [-511, -511], 1023: [511, None], 0: [None, -512]}),
+    ],
+    ids=["v3", "no-buckets"],
+)
+def test_deberta_summary_carries_each_rows_offsets_and_reruns(
+    tmp_path, capsys, settings, rows, known
+):
+    config = {**PRESETS["microsoft/deberta-v3-base"], **settings}
+    path = config_file(tmp_path, config, "deberta.json")
+    record = summary_json(capsys, path)
+    assert len(record["row_offsets"]) == rows
+    assert {r: record["row_offsets"][r] for r in known} == known
+    assert record["offset"] == "query − key"
+    assert record["rows_never_reached"] == 0
+    saved = tmp_path / "deberta-summary.json"
+    saved.write_text(json.dumps(record))
+    assert main(["rerun", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "row_offsets" in out
+    assert "DIFFERS" not in out
+
+
 def test_text_output(tmp_path, capsys):
     assert main(["summary", config_file(tmp_path, PRESETS["meta-llama/Llama-3.1-8B"])]) == 0
     out = capsys.readouterr().out

@@ -386,12 +386,40 @@ def test_t5_bias_per_head_through_the_buckets():
 
 
 def test_deberta_relative_table():
+    spec = position_scheme(PRESETS["microsoft/deberta-v3-base"]).relative_table
+    assert (spec.span, spec.position_buckets, spec.max_relative_positions) == (256, 256, 512)
     table, span = relative_table(np.random.default_rng(0).normal(size=(512, 16)), name="r",
-                                 source="s")  # fmt: skip
+                                 source="s", spec=spec)  # fmt: skip
     assert table.shape == (512, 16)
     assert span == [-256, 255]
     assert table.source == "s"  # the rows' positions are the table's, not words in its source
     assert (table.first_position, table.positions[-1]) == (-256, 255)
+    assert table.labels.text([0, 456, 511]) == ["-512 and beyond", "278 … 280", "506 and beyond"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "span", "buckets", "longest"),
+    [
+        ({}, 512, -1, 512),  # DebertaV2Config's defaults: no buckets, max_position_embeddings
+        ({"max_relative_positions": 128}, 128, -1, 128),
+        ({"position_buckets": 256}, 256, 256, 512),
+        ({"position_buckets": 128, "max_relative_positions": 1024}, 128, 128, 1024),
+    ],
+)
+def test_deberta_settings_default_as_transformers_does(settings, span, buckets, longest):
+    config = {"relative_attention": True, "hidden_size": 8, "max_position_embeddings": 512}
+    spec = position_scheme(config | settings).relative_table
+    assert (spec.span, spec.position_buckets, spec.max_relative_positions) == (
+        span, buckets, longest,
+    )  # fmt: skip
+
+
+def test_deberta_settings_its_formula_cannot_take_are_refused():
+    config = {"relative_attention": True, "hidden_size": 8, "position_buckets": 256}
+    with pytest.raises(LoadError, match="max_relative_positions above 129"):
+        position_scheme(config | {"max_relative_positions": 100})
+    with pytest.raises(LoadError, match="span is unknown"):
+        position_scheme(config)
 
 
 def test_numbers_tables():
