@@ -105,19 +105,26 @@ def open_checkpoint(
     """The safetensors checkpoint `path` with the config.json beside it, or `config` (config.json
     only is read: the weights' header when a scheme asks for a tensor).
 
+    `label` names the checkpoint in its tables and in every message (default: the file's
+    name); its config.json is named as the file beside it.
+
     Raises
     ------
     LoadError
         If there is no config.json beside it, or it is too big, too deep or not a JSON object.
     """
+    label = label or Path(path).name
     config = config or config_beside(path)
     if config is None:
-        msg = f"{path} has no config.json beside it: a model's position scheme is read there."
+        msg = f"{label} has no config.json beside it: a model's position scheme is read there."
         raise LoadError(msg)
-    data = read_config_file(config)
-    parsed = parse_config(data, what=str(config))
+    # Messages name the files by the label (a path as given, or as the shared folder lists
+    # it): never by the server's own path.
+    named = str(PurePosixPath(label).parent / "config.json")
+    data = read_config_file(config, what=named)
+    parsed = parse_config(data, what=named)
     sha256 = hashlib.sha256(data).hexdigest()
-    return LocalCheckpoint(str(path), parsed, label or Path(path).name, sha256)
+    return LocalCheckpoint(str(path), parsed, label, sha256)
 
 
 def load_checkpoint(
