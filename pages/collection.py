@@ -13,11 +13,14 @@ from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, gathe
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.schemes.presets import preset_rotary_table, preset_rotary_width, rotary_presets
-from posviz.schemes.rotary import MAX_TABLE_POSITIONS
+from posviz.schemes.rotary import rotary_table
 from posviz.ui import cache, state, widgets
 from posviz.ui.text import literal
 
 BUDGET, RUN = _params.defaults(gather.gather), _params.defaults(gather.example_run)
+#: The widgets' bounds, as the functions they feed declare them.
+DROP = _params.bounds_of(gather.file_request)["row_start"]
+ROWS = _params.bounds_of(rotary_table)["positions"]
 
 
 def add(requests: list[gather.Request]) -> bool:
@@ -36,7 +39,7 @@ def loading_options(key: str) -> tuple[str | None, int]:
     tensor = left.text_input(
         "Tensor (blank: detected by name and shape)", key=f"{key}.tensor", max_chars=500
     )
-    drop = right.number_input("Drop leading rows", 0, 4096, 0, key=f"{key}.drop")
+    drop = right.number_input("Drop leading rows", DROP.low, DROP.high, DROP.low, key=f"{key}.drop")
     return tensor.strip() or None, int(drop)
 
 
@@ -122,7 +125,7 @@ def from_schemes() -> None:
     """Rotary position tables of known models, as the Schemes page opens them."""
     chosen = st.multiselect("Rotary models", rotary_presets(), key="collection.schemes.models")
     rows = st.number_input(
-        "Positions (rows)", 10, MAX_TABLE_POSITIONS, 1024, key="collection.schemes.rows"
+        "Positions (rows)", ROWS.low, ROWS.high, 1024, key="collection.schemes.rows"
     )
     if chosen and st.button(f"Add {len(chosen)} rotary tables", key="collection.schemes.add"):
         add(

@@ -11,7 +11,7 @@ from posviz._settings import data_dir
 from posviz.embedding import LoadError
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
 from posviz.schemes.attention import LAYERS, NoHeadsView
-from posviz.schemes.rope import MAX_CONTEXT
+from posviz.schemes.rotary import rotary_frequencies
 from posviz.ui import heads as cache
 from posviz.ui import schemes as scheme_cache
 from posviz.ui import state, widgets
@@ -21,6 +21,7 @@ SUGGESTED = ("openai-community/gpt2", "google-bert/bert-base-uncased", "meta-lla
 DEFAULTS = defaults(learned_heads)
 #: Every kind's step shares these bounds (posviz.heads: DRAWS, POSITIONS, SEED).
 BOUNDS = bounds_of(learned_heads)
+CONTEXT = bounds_of(rotary_frequencies)["context"]
 
 st.title("Attention heads")
 st.caption(
@@ -121,7 +122,7 @@ with st.expander("Settings", icon=":material/tune:"):
         spec = plan.rotary
         default_context = spec.context or spec.original_context or 4096
         context = right.number_input(
-            "Sequence length the rule is applied at", 1, MAX_CONTEXT, default_context,
+            "Sequence length the rule is applied at", CONTEXT.low, CONTEXT.high, default_context,
             key="heads.context",
         )  # fmt: skip
         if context != default_context:

@@ -46,6 +46,7 @@ from posviz._params import quoted, split_params
 from posviz.embedding import Embedding, LoadError
 from posviz.schemes import alibi as _alibi
 from posviz.schemes import attention as _attention
+from posviz.schemes import layers as _per_layer
 from posviz.schemes import record as _record
 from posviz.schemes import relative as _relative
 from posviz.schemes import rotary as _rotary
@@ -373,6 +374,28 @@ def rotary_decay(
 ) -> _rotary.RotaryDecay:
     """:func:`posviz.schemes.rotary.rotary_decay` of the rule's :func:`rotary_frequencies`."""
     return _chained(_rotary.rotary_decay, rotary_frequencies, spec, run, params)
+
+
+def _all_layers(
+    scheme: Scheme, where: Mapping[str, Any], model: object = None
+) -> tuple[_per_layer.LayerScheme, ...]:
+    """Every layer's position encoding (the per-layer map of a rotary model)."""
+    if not scheme.layers:
+        msg = (
+            "The config.json maps no layers: a rotary model that states its number of layers "
+            "(num_hidden_layers) has a per-layer map."
+        )
+        raise LoadError(msg)
+    return scheme.layers
+
+
+@_typed_as(_per_layer.layer_table)
+@_step(_per_layer.layer_table, "scheme", _all_layers)
+def layer_table(
+    layers: tuple[_per_layer.LayerScheme, ...], *, run: Run = call, **params: Any
+) -> _per_layer.LayerTable:
+    """:func:`posviz.schemes.layers.layer_table` of a model's layers."""
+    return _per_layer.layer_table(layers, **params)
 
 
 @_typed_as(_rotary.rotary_overlay)

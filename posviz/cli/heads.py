@@ -68,10 +68,13 @@ def run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         params["seed"] = args.seed
     step = pipeline.HEADS_STEPS[plan.kind]
-    core = pipeline.STEPS[step.__name__].core
-    for name, bound in bounds_of(core).items():  # checked before anything is said or fetched
-        if name in params:
-            bound.check(name, params[name])
+    cores = [pipeline.STEPS[step.__name__].core]
+    if plan.kind == "rotary":  # its context is the rule's (rotary_frequencies')
+        cores.append(pipeline.STEPS["rotary_frequencies"].core)
+    for core in cores:  # checked before anything is said or fetched
+        for name, bound in bounds_of(core).items():
+            if name in params:
+                bound.check(name, params[name])
     bounds_of(heads_record)["positions"].check("--positions", args.positions)
     waiting = sum(r.nbytes for r in plan.reads if opened.remote and not opened.cached(r))
     print(

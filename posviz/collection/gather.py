@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from posviz import hub, io, simulate
+from posviz._params import Bound, bounded
 from posviz.collection import MAX_TABLES, Member, member, order
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.io import datadir
@@ -28,6 +29,7 @@ from posviz.io import datadir
 __all__ = [
     "COLLECTION_BYTES",
     "MAX_PATTERN",
+    "ROW_START",
     "SERVER_BYTES",
     "Request",
     "edited",
@@ -120,6 +122,12 @@ def stem(name: str) -> str:
     return str(path.with_suffix("")) if path.suffix.lower() in datadir.EXTENSIONS else name
 
 
+#: Leading rows dropped from every table of a batch: reserved rows (padding, class and register
+#: tokens) are a handful; each table's own length bounds it again when it is read.
+ROW_START = Bound(0, 4096)
+
+
+@bounded(row_start=ROW_START)
 def file_request(
     label: str, source: io.Source, filename: str, *, tensor: str | None = None, row_start: int = 0
 ) -> Request:

@@ -38,6 +38,16 @@ def center_label(center: bool) -> str:
     return "rows mean-centred" if center else "uncentred"
 
 
+def plain(value: float) -> str:
+    """A number as a reader writes it: whole ones with thousands separators, others to six
+    significant digits.
+
+    >>> plain(500000.0), plain(10000.5), plain(1e-7)
+    ('500,000', '10,000.5', '1e-07')
+    """
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.6g}"
+
+
 def f32(values: np.ndarray) -> np.ndarray:
     """`values` as float32: typed arrays on the wire, half of float64's bytes, no visible loss."""
     return np.asarray(values, dtype=np.float32)

@@ -1,5 +1,6 @@
 """Figures of position schemes: rotary frequency ladders, bands, decay curves, dynamic NTK's
-base, LongRoPE's factors, ALiBi's slopes and biases, T5's buckets and bias heatmap."""
+base, LongRoPE's factors, each layer's encoding and mrope's axes, ALiBi's slopes and biases,
+T5's buckets and bias heatmap."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from posviz.figures.layout import (
     escape,
     f32,
     log_axis,
+    plain,
     readable,
     small_multiples,
     superscript,
 )
 from posviz.schemes.alibi import FALLS, AlibiBias
+from posviz.schemes.layers import MROPE_AXES, LayerTable, Mrope
 from posviz.schemes.relative import BucketLayouts, RelativeBias
 from posviz.schemes.rotary import RotaryDecay, RotaryFrequencies, RotarySpec, dynamic_base_curve
 
@@ -31,7 +34,9 @@ __all__ = [
     "dynamic_base",
     "frequency_ladder",
     "ladders_overlay",
+    "layer_strip",
     "longrope_factors",
+    "mrope_pairs",
     "t5_bias",
     "t5_buckets",
 ]
@@ -354,6 +359,146 @@ def decays_overlay(decays: dict[str, RotaryDecay]) -> go.Figure:
     for label, d in decays.items():
         fig.add_trace(go.Scatter(x=np.maximum(d.distances, 1), y=f32(d.similarity),
                                  name=escape(label), mode="lines"))  # fmt: skip
+    return fig
+
+
+#: Colours of a strip's values, in the order they first appear in a row; what a layer lacks
+#: (NoPE's rule, no window) is light grey.
+STRIP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+NONE_COLOUR = "#d9d9d9"
+#: Pixels of a strip: per row, above the rows (the title), below them (the axis and its
+#: title), per line of the legend.
+STRIP_ROW_HEIGHT = 44
+STRIP_TOP = 60
+STRIP_AXIS = 70
+STRIP_LEGEND_LINE = 20
+
+
+def _strip(
+    rows: dict[str, list[str]], *, title: str, x_title: str, noun: str, missing: set[str]
+) -> go.Figure:
+    """One row of coloured runs per attribute over `noun`s 0 … n − 1 (layers, pairs): each run
+    of equal values one bar, its value written inside when it fits and in the hover; the
+    legend under it, a column per row (one line for a single row). Values in `missing` are
+    drawn grey."""
+    n = len(next(iter(rows.values())))
+    grouped = len(rows) > 1
+    entries = max(len(set(values)) for values in rows.values())
+    legend = STRIP_AXIS + STRIP_LEGEND_LINE * (entries + 1 if grouped else 1)
+    fig = base_figure(title, x_title, "")
+    for row, values in rows.items():
+        runs: dict[str, list[tuple[int, int]]] = {}
+        start = 0
+        for i in range(1, n + 1):
+            if i == n or values[i] != values[start]:
+                runs.setdefault(values[start], []).append((start, i - 1))
+                start = i
+        present = [value for value in runs if value not in missing]
+        for value, spans in runs.items():
+            colour = (
+                NONE_COLOUR
+                if value in missing
+                else STRIP_COLOURS[present.index(value) % len(STRIP_COLOURS)]
+            )
+            where = [f"{noun} {a}" if a == b else f"{noun}s {a}-{b}" for a, b in spans]
+            fig.add_trace(
+                go.Bar(
+                    y=[row] * len(spans),
+                    x=[b - a + 1 for a, b in spans],
+                    base=[a - 0.5 for a, _ in spans],
+                    orientation="h",
+                    name=escape(value),
+                    legendgroup=row if grouped else None,
+                    legendgrouptitle_text=escape(row) if grouped else None,
+                    marker={"color": colour, "line": {"color": "white", "width": 1}},
+                    text=[escape(value)] * len(spans),
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textangle=0,
+                    hovertext=[f"{w}: {escape(row)} {escape(value)}" for w in where],
+                    hoverinfo="text",
+                )
+            )
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0.15,
+        uniformtext={"mode": "hide", "minsize": 10},
+        height=STRIP_TOP + STRIP_ROW_HEIGHT * len(rows) + legend,
+        # The legend under the axis, row by row: beside the strip it took half the width.
+        legend={
+            "orientation": "h", "x": 0, "y": 0, "xref": "container", "yref": "container",
+            "yanchor": "bottom", "groupclick": "toggleitem",
+        },
+        margin={"l": 110, "r": 20, "t": STRIP_TOP, "b": legend},
+    )  # fmt: skip
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
+    fig.update_xaxes(range=[-0.5, n - 0.5], showgrid=False, zeroline=False)
+    return fig
+
+
+def layer_strip(t: LayerTable) -> go.Figure:
+    """Each layer's position encoding as a strip over layers: RoPE or NoPE, rule, θ, rotary
+    width, layer type, sliding window, and (when the model has them) mrope's sections and the
+    attention temperature at L − 1."""
+    rows: dict[str, list[str]] = {key: [] for key in ("encoding", "rule", "θ", "rotary width",
+                                                      "layer type", "sliding window")}  # fmt: skip
+    if t.mrope is not None:
+        rows["mrope"] = []
+    if t.has_temperature:
+        rows["temperature"] = []  # the queries' factor at L − 1
+    for layer, applied, temperature in zip(t.layers, t.base_applied, t.temperature, strict=True):
+        spec = layer.rotary
+        rows["encoding"].append("RoPE" if spec else "NoPE")
+        rows["rule"].append(spec.rope_type if spec else "none")
+        theta = "none"
+        if spec:
+            theta = plain(spec.base)
+            theta += f" (at L: {plain(applied)})" if applied != spec.base else ""
+        rows["θ"].append(theta)
+        width = "none"
+        if spec:
+            width = f"{spec.rotary_dim} columns"
+            if spec.rotating_pairs is not None:
+                width += f", {spec.rotating_pairs} of {spec.n_pairs} pairs rotate"
+        rows["rotary width"].append(width)
+        rows["layer type"].append(layer.layer_type)
+        window = layer.sliding_window
+        rows["sliding window"].append("all keys" if window is None else f"{window:,} keys")
+        if t.mrope is not None:
+            m = layer.mrope
+            rows["mrope"].append(
+                "none" if m is None
+                else "/".join(map(str, m.section)) + (" interleaved" if m.interleaved else "")
+            )  # fmt: skip
+        if t.has_temperature:
+            rows["temperature"].append("none" if np.isnan(temperature) else f"{temperature:.4f}")
+    context = f" at length L = {t.context:,}" if t.context else ""
+    if t.has_temperature:
+        context += " (temperature: the queries' factor at position L − 1)"
+    return _strip(
+        rows,
+        title=f"Each layer's position encoding: {len(t.layers)} layers{context}",
+        x_title="layer",
+        noun="layer",
+        missing={"none", "NoPE", "all keys"},
+    )
+
+
+def mrope_pairs(mrope: Mrope) -> go.Figure:
+    """Which position axis (time, height, width) rotates each pair of a multimodal rope."""
+    axes = mrope.axes().tolist()
+    layout = "interleaved" if mrope.interleaved else "in blocks"
+    sections = "/".join(map(str, mrope.section))
+    fig = _strip(
+        {"axis": axes},
+        title=f"mrope: the position axis each pair rotates by ({sections} pairs, {layout})",
+        x_title="pair i",
+        noun="pair",
+        missing=set(),
+    )
+    # One colour per axis, even when an axis has no pairs (a section of 0).
+    for trace in fig.data:
+        trace.marker.color = STRIP_COLOURS[MROPE_AXES.index(trace.name)]
     return fig
 
 

@@ -186,8 +186,9 @@ def parse_config(data: bytes, *, what: str = "config.json") -> dict:
     return config
 
 
-def read_config_file(path: str | Path) -> bytes:
-    """The bytes of the config.json at `path`, at most `MAX_CONFIG_BYTES` of them read.
+def read_config_file(path: str | Path, *, what: str | None = None) -> bytes:
+    """The bytes of the config.json at `path`, at most `MAX_CONFIG_BYTES` of them read;
+    messages name it `what` (default: `path`).
 
     Raises
     ------
@@ -196,21 +197,22 @@ def read_config_file(path: str | Path) -> bytes:
         (refused unread when its size says so; never more than one byte past the limit read).
     """
     path = Path(path)
+    what = what or str(path)
     try:
         if not path.is_file():  # a FIFO would block the read
-            msg = f"{path} is not a file; give the model's config.json."
+            msg = f"{what} is not a file; give the model's config.json."
             raise LoadError(msg)
         size = path.stat().st_size
         if size <= MAX_CONFIG_BYTES:  # bigger ones are refused unread
             with path.open("rb") as file:
                 data = file.read(MAX_CONFIG_BYTES + 1)  # a file that grew: at most this
             size = len(data)
-    except OSError as exc:
-        msg = f"Cannot read {path}: {exc.strerror or exc}."
+    except OSError as exc:  # strerror alone: str(exc) names the path itself
+        msg = f"Cannot read {what}: {exc.strerror or type(exc).__name__}."
         raise LoadError(msg) from exc
     if size > MAX_CONFIG_BYTES:
         msg = (
-            f"{path} is {size:,} bytes; a model config is a few kB (limit "
+            f"{what} is {size:,} bytes; a model config is a few kB (limit "
             f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
         )
         raise LoadError(msg)

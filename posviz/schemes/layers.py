@@ -11,24 +11,31 @@ so both give the same scheme; :func:`layer_map` reads the rest per layer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from posviz._params import MAX_RESULT_BYTES
+from posviz._params import MAX_RESULT_BYTES, bounded, records_params
 from posviz.embedding import LoadError
 from posviz.schemes._values import first, integer, number, shown
-from posviz.schemes.rope import MAX_CONTEXT, RotarySpec, rotary_spec
+from posviz.schemes.rope import CONTEXTS, MAX_CONTEXT, RotarySpec, rotary_spec
+from posviz.schemes.rotary import rotary_frequencies
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "MAX_LAYERS",
     "MROPE_AXES",
     "AttentionTemperature",
     "LayerScheme",
+    "LayerTable",
     "Mrope",
     "layer_map",
+    "layer_table",
     "rope_parameters",
+    "spans",
 ]
 
 #: JSON bytes one layer of the map may take (its inv_freq where it differs included, generously).
@@ -158,6 +165,197 @@ class LayerScheme:
     @property
     def rope(self) -> bool:
         return self.rotary is not None
+
+
+def spans(indices: Any) -> str:
+    """Sorted whole numbers in words, evenly spaced runs written as one span.
+
+    Examples
+    --------
+    >>> spans(range(16)), spans([3, 7, 11, 15, 19]), spans([0, 3, 6, 9, 60, 61, 62, 63])
+    ('0-15', '3-19, every 4th', '0-9, every 3rd; 60-63')
+    >>> spans([2]), spans([1, 5]), spans([])
+    ('2', '1, 5', '')
+    """
+    values = [int(i) for i in indices]
+    parts, i = [], 0
+    while i < len(values):
+        j = i + 1
+        step = values[j] - values[i] if j < len(values) else 0
+        while j + 1 < len(values) and values[j + 1] - values[j] == step:
+            j += 1
+        if j - i >= 2 or (j - i == 1 and step == 1):  # three or more, or two neighbours
+            every = "" if step == 1 else f", every {_ordinal(step)}"
+            parts.append(f"{values[i]}-{values[j]}{every}")
+            i = j + 1
+        else:
+            parts.append(str(values[i]))
+            i += 1
+    separator = "; " if any("every" in part for part in parts) else ", "
+    return separator.join(parts)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    """Each layer's position encoding at one sequence length: the per-layer map as a table.
+
+    Attributes
+    ----------
+    layers : tuple of LayerScheme
+    context : int or None
+        The sequence length L the values below are at (None: the model names none).
+    base_applied : ndarray of shape (n_layers,)
+        Each layer's θ as its rule applies it at L (dynamic NTK raises it; NaN: NoPE).
+    temperature : ndarray of shape (n_layers,)
+        The attention temperature on the queries at the last position, L − 1 (NaN: the layer
+        applies none).
+    """
+
+    layers: tuple[LayerScheme, ...]
+    context: int | None
+    base_applied: np.ndarray
+    temperature: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per layer: layer type, RoPE or NoPE, rule, θ (as given and as applied at
+        L), rotary width and rotating pairs, sliding window; which pairs carry time, height
+        and width (mrope models) and the attention temperature at L − 1 (models that have
+        one). What a layer lacks (a NoPE layer's rule, a window) is None, NaN for a number."""
+        import pandas as pd  # on first use, as every result's frame
+
+        columns: dict[str, list] = {}
+        for layer, applied, temperature in zip(
+            self.layers, self.base_applied, self.temperature, strict=True
+        ):
+            spec = layer.rotary
+            row = {
+                "layer": layer.layer,
+                "layer_type": layer.layer_type,
+                "rope": layer.rope,
+                "rope_type": None if spec is None else spec.rope_type,
+                "base": np.nan if spec is None else spec.base,
+                "base_applied": float(applied),
+                "rotary_dim": None if spec is None else spec.rotary_dim,
+                "rotating_pairs": _rotating(spec),
+                "sliding_window": layer.sliding_window,
+            }
+            if self.mrope is not None:
+                axes = None if layer.mrope is None else layer.mrope.axes()
+                for axis in MROPE_AXES:
+                    pairs = None if axes is None else spans(np.flatnonzero(axes == axis))
+                    row[f"{axis}_pairs"] = pairs
+            if self.temperature_column:
+                row[self.temperature_column] = float(temperature)
+            for key, value in row.items():
+                columns.setdefault(key, []).append(value)
+        return pd.DataFrame(
+            {
+                key: pd.Series(values, dtype=object if key in _GAPPED else None)
+                for key, values in columns.items()
+            }
+        )
+
+    @property
+    def mrope(self) -> Mrope | None:
+        """The model's multimodal rope (every rotary layer's), or None."""
+        return next((layer.mrope for layer in self.layers if layer.mrope is not None), None)
+
+    @property
+    def has_temperature(self) -> bool:
+        return self.temperature_column is not None
+
+    @property
+    def temperature_column(self) -> str | None:
+        """The table's column of the attention temperature at L − 1 (None: no layer has one)."""
+        if not self.context or not np.isfinite(self.temperature).any():
+            return None
+        return f"attention_temperature_at_{self.context - 1}"
+
+    def _specs(self) -> list[RotarySpec | None]:
+        return [layer.rotary for layer in self.layers]
+
+    def describe(self) -> str:
+        """The map in one sentence: how many layers, which are NoPE, their types and windows.
+
+        >>> from posviz.schemes.config import position_scheme
+        >>> from posviz.schemes.presets import PRESETS
+        >>> layers = position_scheme(PRESETS["HuggingFaceTB/SmolLM3-3B"]).layers
+        >>> layer_table(layers).describe()
+        '36 layers: 27 RoPE, 9 NoPE (layers 3-35, every 4th); full_attention: 36.'
+        """
+        nope = [layer.layer for layer in self.layers if not layer.rope]
+        text = f"{len(self.layers)} layers: {len(self.layers) - len(nope)} RoPE"
+        if nope:
+            text += f", {len(nope)} NoPE (layers {spans(nope)})"
+        types: dict[str, int] = {}
+        for layer in self.layers:
+            types[layer.layer_type] = types.get(layer.layer_type, 0) + 1
+        text += "; " + ", ".join(f"{name}: {n}" for name, n in types.items())
+        windows = sorted({w for layer in self.layers if (w := layer.sliding_window) is not None})
+        if windows:
+            sliding = sum(layer.sliding_window is not None for layer in self.layers)
+            text += (
+                f"; a sliding window of {', '.join(f'{w:,}' for w in windows)} keys in {sliding}"
+            )
+        return text + "."
+
+
+#: Columns of the table with gaps that stay objects: None is blank, not NaN, and a whole
+#: number stays whole (not 128.0).
+_GAPPED = {"rope_type", "rotary_dim", "rotating_pairs", "sliding_window",
+           *(f"{axis}_pairs" for axis in MROPE_AXES)}  # fmt: skip
+
+
+def _rotating(spec: RotarySpec | None) -> int | None:
+    """Pairs that rotate (proportional leaves some at θ = 0); None on a NoPE layer."""
+    if spec is None:
+        return None
+    return spec.n_pairs if spec.rotating_pairs is None else spec.rotating_pairs
+
+
+@records_params
+@bounded(context=CONTEXTS)
+def layer_table(layers: tuple[LayerScheme, ...], *, context: int | None = None) -> LayerTable:
+    """The per-layer map (:func:`layer_map`) as a table at sequence length `context`.
+
+    Parameters
+    ----------
+    layers : tuple of LayerScheme
+        A model's layers (`posviz.schemes.config.Scheme.layers`).
+    context : int, optional
+        The length each rule is applied at and the attention temperature is given at (its
+        last position, ``context − 1``); default each rule's own (the model's context).
+
+    Examples
+    --------
+    >>> from posviz.schemes.config import position_scheme
+    >>> from posviz.schemes.presets import PRESETS
+    >>> layers = position_scheme(PRESETS["meta-llama/Llama-4-Scout-17B-16E"]).layers
+    >>> t = layer_table(layers, context=8193)
+    >>> t.to_frame().iloc[2:4, [0, 1, 2, 3, 9]].to_dict("list")  # doctest: +NORMALIZE_WHITESPACE
+    {'layer': [2, 3], 'layer_type': ['chunked_attention', 'full_attention'],
+     'rope': [True, False], 'rope_type': ['llama3', None],
+     'attention_temperature_at_8192': [nan, 1.0693147180559945]}
+    """
+    applied = {
+        spec: rotary_frequencies(spec, context=context).base_applied
+        for spec in {layer.rotary for layer in layers if layer.rotary is not None}
+    }
+    base = np.array([np.nan if layer.rotary is None else applied[layer.rotary] for layer in layers])
+    model_context = context or next((s.context for s in applied if s.context), None)
+    temperature = np.full(len(layers), np.nan)
+    if model_context:
+        last = np.array([model_context - 1])
+        for i, layer in enumerate(layers):
+            if layer.attention_temperature is not None:
+                temperature[i] = layer.attention_temperature.at(last)[0]
+    return LayerTable(tuple(layers), model_context, base, temperature)
 
 
 def rope_parameters(config: dict) -> dict[str, dict | None]:

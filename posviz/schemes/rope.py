@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from posviz._params import MAX_RESULT_BYTES
+from posviz._params import MAX_RESULT_BYTES, Bound
 from posviz.embedding import LoadError
 from posviz.schemes._values import integer, number, shown
 
 __all__ = [
     "ATTENTION_MSCALE",
+    "CONTEXTS",
     "LEGACY_NAMES",
     "MAX_CONTEXT",
     "MAX_FACTOR",
@@ -47,6 +48,9 @@ MAX_TABLE_POSITIONS = 8192
 MAX_ROTARY_DIM = MAX_RESULT_BYTES // (MAX_TABLE_POSITIONS * 8)
 #: Largest context read: position ids beyond 2**31 are not a model's (Llama-4 Scout: 10,485,760).
 MAX_CONTEXT = 2**31
+#: A sequence length a rule is applied at (None: the model's own): what the functions taking
+#: one declare (`posviz._params.bounded`), and the Schemes page's widget reads.
+CONTEXTS = Bound(1, MAX_CONTEXT, optional=True)
 #: Largest scaling factor (and LongRoPE per-pair factor) read: real ones are 2 to 64; beyond
 #: 2**16 a slow pair's wavelength leaves any context by orders of magnitude.
 MAX_FACTOR = 2.0**16

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from posviz._params import MAX_RESULT_BYTES, Bound, bounded, records_params
+from posviz._params import MAX_RESULT_BYTES, Bound, bounded, check_budget, records_params
 from posviz.embedding import Embedding, LoadError
 from posviz.schemes.rope import (
+    CONTEXTS,
     MAX_CONTEXT,
     MAX_TABLE_POSITIONS,
     ROPE_RULES,
@@ -34,15 +35,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BANDS",
+    "CONTEXTS",
     "DECAY_DISTANCES",
     "DECAY_SAMPLES",
+    "FALLBACK_CONTEXT",
     "MAX_TABLE_POSITIONS",
     "ROPE_TYPES",
+    "TABLE_POSITIONS",
     "RotaryDecay",
     "RotaryFrequencies",
     "RotaryOverlay",
     "RotarySpec",
     "bands",
+    "default_context",
+    "default_positions",
     "dynamic_base",
     "dynamic_base_curve",
     "inv_freq_difference",
@@ -66,6 +72,23 @@ BAND_TOLERANCE = 1e-12
 #: largest distance (any context posviz takes).
 DECAY_SAMPLES = Bound(1, 100_000)
 DECAY_DISTANCES = Bound(1, MAX_CONTEXT, optional=True)
+#: Rows of a rotary position table: ten at least (a table of a few rows has no spectrum worth
+#: the name), at most `MAX_TABLE_POSITIONS`.
+TABLE_POSITIONS = Bound(10, MAX_TABLE_POSITIONS, optional=True)
+#: The length a rule is shown at when config.json names no context (nor an original one).
+FALLBACK_CONTEXT = 4096
+
+
+def default_context(spec: RotarySpec) -> int:
+    """The length `spec`'s rule is shown at unless asked otherwise: the model's context, else
+    its original one, else `FALLBACK_CONTEXT`."""
+    return spec.context or spec.original_context or FALLBACK_CONTEXT
+
+
+def default_positions(spec: RotarySpec) -> int:
+    """Rows of `spec`'s position table unless asked otherwise: its pre-training context, at
+    most `MAX_TABLE_POSITIONS`."""
+    return min(spec.pretraining_context or MAX_TABLE_POSITIONS, MAX_TABLE_POSITIONS)
 
 
 @dataclass(frozen=True)
@@ -185,6 +208,7 @@ def dynamic_base_curve(spec: RotarySpec, *, n_lengths: int = 256) -> tuple[np.nd
 
 
 @records_params
+@bounded(context=CONTEXTS)
 def rotary_frequencies(spec: RotarySpec, *, context: int | None = None) -> RotaryFrequencies:
     """Each pair's frequency, unscaled and as `spec`'s rule (`ROPE_RULES`) applies it at
     `context`, with its division θ/θ' and band.
@@ -209,9 +233,6 @@ def rotary_frequencies(spec: RotarySpec, *, context: int | None = None) -> Rotar
     """
     if context is None:
         context = spec.context or spec.original_context
-    if context is not None and not 1 <= context <= MAX_CONTEXT:
-        msg = f"context must be 1 to {MAX_CONTEXT:,} positions, not {context}."
-        raise LoadError(msg)
     rule = ROPE_RULES[spec.rope_type]
     unscaled = unscaled_inv_freq(spec)
     inv_freq, base_applied = rule.frequencies(spec, unscaled, context)
@@ -294,7 +315,7 @@ def rotary_decay(
     ----------
     frequencies : RotaryFrequencies
     max_distance : int, optional
-        Largest Δ (default: the context the frequencies apply at, else 4096).
+        Largest Δ (default: the context the frequencies apply at, else `FALLBACK_CONTEXT`).
     n_distances : int
         Log-spaced distances evaluated beyond the first 64, which are all evaluated (a decay
         is read on a log axis; evenly spaced samples of these oscillations alias).
@@ -305,7 +326,7 @@ def rotary_decay(
     >>> float(d.similarity[0]), float(d.bound[0]), d.distances.tolist()[:3]
     (1.0, 2.5, [0, 1, 2])
     """
-    stop = max_distance or frequencies.context or 4096
+    stop = max_distance or frequencies.context or FALLBACK_CONTEXT
     # The partial sums are complex: 16 bytes per distance and pair, a few arrays of them.
     needed = (65 + n_distances) * frequencies.spec.n_pairs * 16 * 4
     if not 1 <= stop <= MAX_CONTEXT or n_distances < 1 or needed > MAX_RESULT_BYTES:
@@ -410,7 +431,7 @@ def rotary_overlay(
     >>> [int(d.distances[-1]) for d in o.decays.values()], o.params["max_distance"]
     ([300, 300], None)
     """  # fmt: skip
-    longest = max((s.context or s.original_context or 4096 for s in specs.values()), default=0)
+    longest = max((default_context(s) for s in specs.values()), default=0)
     stop = max_distance or longest
     frequencies = {label: rotary_frequencies(spec) for label, spec in specs.items()}
     decays = {
@@ -420,6 +441,7 @@ def rotary_overlay(
     return RotaryOverlay(frequencies, decays)
 
 
+@bounded(positions=TABLE_POSITIONS)
 def rotary_table(
     frequencies: RotaryFrequencies, *, positions: int | None = None, source: str = "config.json"
 ) -> Embedding:
@@ -431,15 +453,16 @@ def rotary_table(
     frequencies : RotaryFrequencies
         Its ``inv_freq`` (as applied) gives θ.
     positions : int, optional
-        Rows N (default the original context, else the context; at most
-        `MAX_TABLE_POSITIONS`).
+        Rows N within `TABLE_POSITIONS` (default :func:`default_positions`: the original
+        context, else the context, at most `MAX_TABLE_POSITIONS`).
     source : str
         Where the scheme came from, for the table's provenance.
 
     Raises
     ------
-    LoadError
-        If `positions` is outside 10 … `MAX_TABLE_POSITIONS`.
+    Refused
+        If `positions` is outside `TABLE_POSITIONS`, or the table would take more than
+        `posviz._params.MAX_RESULT_BYTES`.
 
     Examples
     --------
@@ -449,14 +472,8 @@ def rotary_table(
     ((16, 4), [0.5403, 1.0, 0.8415, 0.01])
     """
     spec = frequencies.spec
-    n = positions or min(spec.pretraining_context or MAX_TABLE_POSITIONS, MAX_TABLE_POSITIONS)
-    if not 10 <= n <= MAX_TABLE_POSITIONS or n * spec.rotary_dim * 8 > MAX_RESULT_BYTES:
-        msg = (
-            f"A rotary position table of {n:,} rows x {spec.rotary_dim:,} columns was asked "
-            f"for; choose 10 to {MAX_TABLE_POSITIONS} positions (at most "
-            f"{MAX_RESULT_BYTES // 2**20} MiB)."
-        )
-        raise LoadError(msg)
+    n = positions or default_positions(spec)
+    check_budget(8 * n * spec.rotary_dim, f"A rotary table of {n:,} rows x {spec.rotary_dim:,}")
     angles = np.outer(np.arange(n, dtype=np.float64), frequencies.inv_freq)
     values = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
     name = f"rotary {spec.rope_type} (θ={spec.base:g}, dim {spec.rotary_dim})"

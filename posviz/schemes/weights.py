@@ -187,31 +187,32 @@ def weights_in(folder: str | Path) -> Path:
     return indexes[0]
 
 
-def _shards(index: Path, within: Path | None) -> tuple[str, ...]:
+def _shards(index: Path, label: str, within: Path | None) -> tuple[str, ...]:
     """The files shard index `index` lists, in its folder: its size and nesting checked before
     it is parsed, each name a plain file name ending .safetensors (no folder, no ``..``), at
-    most `posviz.hub.MAX_SHARDS`, each a file (inside `within`, after its links, when given)."""
-    what = f"{index.name} (a shard index)"
+    most `posviz.hub.MAX_SHARDS`, each a file (inside `within`, after its links, when given).
+    Messages name it by `label` (never the server's own path)."""
+    what = "a shard index"
     try:
         size = index.stat().st_size if index.is_file() else -1
         if not 0 <= size <= MAX_JSON_BYTES:
-            msg = f"{index} is not a file of at most {MAX_JSON_BYTES // 2**20} MiB: {what}."
+            msg = f"{label} is not a file of at most {MAX_JSON_BYTES // 2**20} MiB: {what}."
             raise LoadError(msg)
         with index.open("rb") as file:
             data = file.read(MAX_JSON_BYTES + 1)  # a file that grew: refused below
         if len(data) > MAX_JSON_BYTES:
-            msg = f"{index} is not a file of at most {MAX_JSON_BYTES // 2**20} MiB: {what}."
+            msg = f"{label} is not a file of at most {MAX_JSON_BYTES // 2**20} MiB: {what}."
             raise LoadError(msg)
     except OSError as exc:
-        msg = f"Cannot read {index}: {exc.strerror or exc}."
+        msg = f"Cannot read {label}: {exc.strerror or 'unreadable'}."
         raise LoadError(msg) from exc
     if max_depth(data) > MAX_JSON_DEPTH:
-        msg = f"{index} nests deeper than {MAX_JSON_DEPTH} levels: it is no shard index."
+        msg = f"{label} nests deeper than {MAX_JSON_DEPTH} levels: it is no shard index."
         raise LoadError(msg)
     try:
         parsed = json.loads(data)
     except ValueError as exc:
-        msg = f"{index} is not JSON: {what} maps each tensor to its file."
+        msg = f"{label} is not JSON: a shard index maps each tensor to its file."
         raise LoadError(msg) from exc
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
     names = list(weight_map.values()) if isinstance(weight_map, Mapping) else []
@@ -221,19 +222,19 @@ def _shards(index: Path, within: Path | None) -> tuple[str, ...]:
     ) and all(n.lower().endswith(".safetensors") for n in files)
     if not files or not plain:
         msg = (
-            f"{index} is not a shard index: its weight_map must name .safetensors files beside "
+            f"{label} is not a shard index: its weight_map must name .safetensors files beside "
             "it (plain file names)."
         )
         raise LoadError(msg)
     if len(files) > hub.MAX_SHARDS:
-        msg = f"{index} lists {len(files):,} shards, above the limit of {hub.MAX_SHARDS}."
+        msg = f"{label} lists {len(files):,} shards, above the limit of {hub.MAX_SHARDS}."
         raise LoadError(msg)
     shards = tuple(str(index.parent / name) for name in files)
     for shard in shards:
         real = Path(shard).resolve()
         if not real.is_file() or (within is not None and not real.is_relative_to(within)):
             msg = (
-                f"{index} lists {Path(shard).name}, which is not a file beside it"
+                f"{label} lists {Path(shard).name}, which is not a file beside it"
                 + (" inside the folder" if within is not None else "")
                 + "."
             )
@@ -253,21 +254,29 @@ def open_checkpoint(
     index: the weights' headers when a scheme asks for a tensor). `within`: a folder every
     shard must stay in after its links (the shared folder).
 
+    `label` names the checkpoint in its tables and in every message (default: the file's
+    name); its config.json and shards are named as the files beside it.
+
     Raises
     ------
     LoadError
         If there is no config.json beside it, or it is too big, too deep or not a JSON object;
         a shard index that is not one, or lists a file that is not beside it.
     """
+    label = label or Path(path).name
     config = config or config_beside(path)
     if config is None:
-        msg = f"{path} has no config.json beside it: a model's position scheme is read there."
+        msg = f"{label} has no config.json beside it: a model's position scheme is read there."
         raise LoadError(msg)
-    data = read_config_file(config)
-    parsed = parse_config(data, what=str(config))
+    # Messages name the files by the label (a path as given, or as the shared folder lists
+    # it): never by the server's own path.
+    named = str(PurePosixPath(label).parent / "config.json")
+    data = read_config_file(config, what=named)
+    parsed = parse_config(data, what=named)
     sha256 = hashlib.sha256(data).hexdigest()
-    shards = _shards(Path(path), within) if str(path).lower().endswith(INDEX_SUFFIX) else ()
-    return LocalCheckpoint(str(path), parsed, label or Path(path).name, sha256, shards)
+    sharded = str(path).lower().endswith(INDEX_SUFFIX)
+    shards = _shards(Path(path), label, within) if sharded else ()
+    return LocalCheckpoint(str(path), parsed, label, sha256, shards)
 
 
 def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:

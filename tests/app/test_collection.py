@@ -297,6 +297,21 @@ def test_the_form_cannot_ask_beyond_the_generators_bounds(built):
     assert built == []
 
 
+def test_the_widgets_bounds_are_their_functions():
+    from posviz._params import Refused, bounds_of
+    from posviz.schemes.rotary import rotary_table
+
+    at = apptest(PAGE).run()
+    drop = bounds_of(gather.file_request)["row_start"]
+    widget = at.number_input(key="collection.upload.drop")  # the shared folder's is the same
+    assert (widget.min, widget.max) == (drop.low, drop.high) == (0, 4096)
+    rows = at.number_input(key="collection.schemes.rows")
+    positions = bounds_of(rotary_table)["positions"]
+    assert (rows.min, rows.max) == (positions.low, positions.high)
+    with pytest.raises(Refused, match="row_start is 4097"):
+        gather.file_request("t", b"", "t.npy", row_start=drop.high + 1)
+
+
 def test_the_page_states_the_budgets():
     at = apptest(PAGE).run()
     budget = gather.COLLECTION_BYTES // 2**20

@@ -158,6 +158,13 @@ def test_a_sinusoidal_model_opens_its_table():
     at.button[0].click().run()
     assert not at.exception, at.exception
     assert at.session_state["posviz.table"].shape == (512, 512)
+    # A width no table may hold is said, the table kept (it was a traceback).
+    wide = {**marian, "d_model": 10**6}
+    at.get("file_uploader")[0].set_value(("c.json", json.dumps(wide).encode(), "x")).run()
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    assert "above the limit of 67,108,864" in html.unescape(at.error[0].value)
+    assert at.session_state["posviz.table"].shape == (512, 512)
 
 
 def hub_page(repo: str) -> AppTest:
@@ -266,3 +273,131 @@ def test_the_collection_takes_rotary_tables():
     members = at.session_state["posviz.collection"]
     assert [m.label for m in members] == ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2-7B"]
     assert [m.table.shape for m in members] == [(256, 128), (256, 128)]
+
+
+# --- widgets that follow the model (issue 33 item 7) -----------------------------------------
+
+
+def ladder_contexts(at: AppTest) -> set[str]:
+    (ladder,) = figures(at)
+    return {a["text"] for a in ladder["layout"]["annotations"]}
+
+
+def test_a_new_model_opens_at_its_own_length_and_rows():
+    at = page()
+    assert at.number_input(key="schemes.context").value == 131072
+    at.number_input(key="schemes.context").set_value(5000).run()
+    at.session_state["schemes.section"] = "Bands"  # another section keeps the length chosen
+    at.run()
+    assert at.number_input(key="schemes.context").value == 5000
+    at.session_state["schemes.section"] = "Frequency ladder"
+    # GPT-J (2048 positions) kept Llama's 131072 and drew "context 131,072" on its ladder.
+    at.selectbox(key="schemes.preset").set_value("EleutherAI/gpt-j-6b").run()
+    assert not at.exception, at.exception
+    assert at.number_input(key="schemes.context").value == 2048
+    assert at.number_input(key="schemes.rows").value == 2048
+    assert ladder_contexts(at) == {"context 2,048"}
+    # DeepSeek-V3 opened at Llama's 131072: its own is 163840, its table its original 4096 rows.
+    at.selectbox(key="schemes.preset").set_value("deepseek-ai/DeepSeek-V3").run()
+    assert at.number_input(key="schemes.context").value == 163840
+    assert at.number_input(key="schemes.rows").value == 4096
+    assert ladder_contexts(at) == {"original context 4,096", "context 163,840"}
+    # Through another kind of scheme (whose page draws no length) and back: its own again.
+    at.number_input(key="schemes.context").set_value(777).run()
+    at.selectbox(key="schemes.preset").set_value("bigscience/bloom").run()
+    at.selectbox(key="schemes.preset").set_value("deepseek-ai/DeepSeek-V3").run()
+    assert at.number_input(key="schemes.context").value == 163840
+
+
+def test_every_model_dependent_widget_follows_the_model():
+    at = page(**{"schemes.preset": "google/gemma-3-4b-it", "schemes.overlay": True})
+    assert at.selectbox(key="schemes.layer").value == "full_attention"
+    at.selectbox(key="schemes.layer").set_value("sliding_attention").run()
+    chosen = at.multiselect(key="schemes.chosen")
+    assert "google/gemma-3-4b-it" not in chosen.options
+    chosen.set_value(["Qwen/Qwen2-7B"]).run()
+    at.selectbox(key="schemes.preset").set_value("mistralai/Mistral-7B-v0.1").run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="schemes.chosen").value == [
+        "meta-llama/Llama-3.1-8B", "Qwen/Qwen2-7B", "microsoft/Phi-3.5-mini-instruct",
+    ]  # fmt: skip
+    # Back to Gemma-3: its first layer type, not the sliding one chosen before.
+    at.selectbox(key="schemes.preset").set_value("google/gemma-3-4b-it").run()
+    assert at.selectbox(key="schemes.layer").value == "full_attention"
+    # ALiBi: BLOOM names no context (alibi_bias's default 2048); MPT's is its max_seq_len.
+    at.selectbox(key="schemes.preset").set_value("bigscience/bloom").run()
+    assert at.number_input(key="schemes.distance").value == 2048
+    at.number_input(key="schemes.distance").set_value(100).run()
+    at.selectbox(key="schemes.preset").set_value("mosaicml/mpt-7b").run()
+    assert at.number_input(key="schemes.distance").value == 2048
+    assert not at.exception, at.exception
+
+
+def test_an_uploaded_config_opens_at_its_own_length():
+    at = page(**{"schemes.source": "config.json"})
+    for context in (2048, 32768):
+        config = {**PRESETS["mistralai/Mistral-7B-v0.1"], "max_position_embeddings": context}
+        data = json.dumps(config).encode()
+        at.get("file_uploader")[0].set_value(("config.json", data, "application/json")).run()
+        assert at.number_input(key="schemes.context").value == context
+
+
+def test_the_widgets_bounds_are_their_functions():
+    from posviz._params import bounds_of
+    from posviz.schemes.rotary import rotary_frequencies, rotary_table
+
+    at = page()
+    context, rows = at.number_input(key="schemes.context"), at.number_input(key="schemes.rows")
+    assert (context.min, context.max) == (1, bounds_of(rotary_frequencies)["context"].high)
+    assert (rows.min, rows.max) == (10, 8192) == (
+        bounds_of(rotary_table)["positions"].low, bounds_of(rotary_table)["positions"].high
+    )  # fmt: skip
+
+
+# --- each layer (issue 33 item 3) ----------------------------------------------------------
+
+
+def layers_page(name: str, **state) -> AppTest:
+    at = page(**{"schemes.preset": name, "schemes.section": "Layers", **state})
+    assert not at.exception, at.exception
+    return at
+
+
+def test_nope_layers_on_the_strip_and_in_the_table():
+    at = layers_page("HuggingFaceTB/SmolLM3-3B")
+    assert "36 layers: 27 RoPE, 9 NoPE (layers 3-35, every 4th)" in html.unescape(
+        " ".join(c.value for c in at.caption)
+    )
+    (strip,) = figures(at)
+    nope = next(t for t in strip["data"] if t["name"] == "NoPE")
+    assert [b + 0.5 for b in nope["base"]] == list(range(3, 36, 4))
+    (table,) = at.dataframe
+    frame = table.value
+    assert len(frame) == 36
+    assert frame.loc[frame["rope"] == False, "layer"].tolist() == list(range(3, 36, 4))  # noqa: E712
+
+
+def test_gemma3_sliding_and_full_layers():
+    at = layers_page("google/gemma-3-4b-it")
+    frame = at.dataframe[0].value
+    full = frame["layer type"] == "full_attention"
+    assert frame.loc[full, "layer"].tolist() == [5, 11, 17, 23, 29]
+    assert frame.loc[full, "base"].tolist() == [1e6] * 5
+    assert set(frame.loc[~full, "base"]) == {1e4}
+    assert set(frame.loc[~full, "sliding window"]) == {1024}
+
+
+def test_qwen2_vl_pairs_of_each_axis():
+    at = layers_page("Qwen/Qwen2-VL-7B-Instruct", **{"schemes.mrope": True})
+    frame = at.dataframe[0].value
+    assert (frame["time pairs"].iloc[0], frame["height pairs"].iloc[0],
+            frame["width pairs"].iloc[0]) == ("0-15", "16-39", "40-63")  # fmt: skip
+    _, pairs = figures(at)
+    assert [t["name"] for t in pairs["data"]] == ["time", "height", "width"]
+
+
+def test_llama4_temperature_at_the_length_chosen():
+    at = layers_page("meta-llama/Llama-4-Scout-17B-16E", **{"schemes.context": 16384})
+    frame = at.dataframe[0].value
+    column = frame["attention temperature at 16383"]
+    assert column[~frame["rope"].astype(bool)].tolist() == [1 + 0.1 * np.log(3)] * 12

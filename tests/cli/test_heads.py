@@ -285,8 +285,10 @@ def test_a_folder_without_weights_is_refused(capsys, tmp_path):
         (["--seed", "-3"], "seed is -3"),
         (["--positions", "0"], "--positions is 0; it must be a whole number from 1 to 2,048"),
         (["--context", "100"], "--context is a rotary rule's setting; layer 0 is learned"),
+        (["--context", str(10**12)], "context is 1000000000000; it must be a whole number"),
     ],
 )
 def test_settings_out_of_their_bounds_are_refused_before_reading(capsys, argv, says):
-    line = refused(capsys, "heads", str(DATA / "gpt2" / "model.safetensors"), *argv)
+    model = "llama" if "--context" in argv and argv[-1] != "100" else "gpt2"
+    line = refused(capsys, "heads", str(DATA / model / "model.safetensors"), *argv)
     assert says in line

@@ -332,6 +332,13 @@ def test_a_changed_or_missing_config_exits_2(tmp_path, capsys):
             "rotary_decay",
         ),
         ({"schemes.preset": "google-t5/t5-small", "schemes.bucket_numbers": True}, "t5_buckets"),
+        # The per-layer map: NoPE layers' blanks, Llama-4's temperature, Qwen2-VL's pairs.
+        ({"schemes.preset": "HuggingFaceTB/SmolLM3-3B", "schemes.section": "Layers"}, "layers"),
+        (
+            {"schemes.preset": "meta-llama/Llama-4-Scout-17B-16E", "schemes.section": "Layers"},
+            "layers",
+        ),
+        ({"schemes.preset": "Qwen/Qwen2-VL-7B-Instruct", "schemes.section": "Layers"}, "layers"),
     ],
 )
 def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
@@ -353,6 +360,7 @@ def test_a_schemes_page_export_reruns(downloads, tmp_path, capsys, state, name):
         "alibi_slopes": "slope",
         "rotary_decay": "similarity",
         "t5_buckets": "encoder_bucket",
+        "layers": "layer",
     }[name]
     data["columns"][column][3] += 1
     assert [c.name for c in posviz.rerun(data).differing] == [f"{column}[3]"]

@@ -6,6 +6,9 @@ import numpy as np
 
 from posviz import figures
 from posviz.schemes.alibi import alibi_bias
+from posviz.schemes.config import position_scheme
+from posviz.schemes.layers import MROPE_AXES, LayerScheme, Mrope, layer_table
+from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import relative_bias
 from posviz.schemes.rotary import RotarySpec, rotary_decay, rotary_frequencies
 
@@ -80,3 +83,66 @@ def test_unrotated_pairs_have_no_wavelength_or_division_drawn():
     assert len(ladder.data[0].x) == 2
     assert np.isfinite(ladder.data[0].y).all()
     assert len(figures.schemes.bands(f).data[0].x) == 2
+
+
+def strip_rows(fig) -> dict[str, dict[str, list[tuple[int, int]]]]:
+    """Each row's values and the (first, last) layers of their runs, as drawn."""
+    rows: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    for bar in fig.data:
+        starts = [int(b + 0.5) for b in bar.base]
+        runs = [(a, a + int(w) - 1) for a, w in zip(starts, bar.x, strict=True)]
+        rows.setdefault(bar.legendgroup or bar.y[0], {})[bar.name] = runs
+    return rows
+
+
+def test_the_layer_strip_draws_each_run_of_layers_in_its_row():
+    layers = position_scheme(PRESETS["HuggingFaceTB/SmolLM3-3B"]).layers
+    fig = figures.schemes.layer_strip(layer_table(layers))
+    rows = strip_rows(fig)
+    assert list(rows) == list(fig.layout.yaxis.categoryarray) == [
+        "encoding", "rule", "θ", "rotary width", "layer type", "sliding window",
+    ]  # fmt: skip
+    assert rows["encoding"]["NoPE"] == [(i, i) for i in range(3, 36, 4)]
+    assert rows["encoding"]["RoPE"] == [(i, i + 2) for i in range(0, 36, 4)]
+    assert rows["θ"]["5,000,000"] == rows["encoding"]["RoPE"]
+    assert rows["layer type"] == {"full_attention": [(0, 35)]}
+    for row, values in rows.items():  # every layer once in every row
+        covered = sorted(i for runs in values.values() for a, b in runs for i in range(a, b + 1))
+        assert covered == list(range(36)), row
+    nope = next(bar for bar in fig.data if bar.name == "NoPE")
+    assert nope.marker.color == figures.schemes.NONE_COLOUR
+    assert nope.hovertext[0] == "layer 3: encoding NoPE"
+
+
+def test_the_strip_adds_mrope_and_temperature_rows_for_models_that_have_them():
+    llama4 = layer_table(position_scheme(PRESETS["meta-llama/Llama-4-Scout-17B-16E"]).layers,
+                         context=16384)  # fmt: skip
+    rows = strip_rows(figures.schemes.layer_strip(llama4))
+    assert rows["temperature"] == {
+        "none": [(i, i + 2) for i in range(0, 48, 4)],
+        f"{1 + 0.1 * np.log(3):.4f}": [(i, i) for i in range(3, 48, 4)],
+    }
+    assert "mrope" not in rows
+    qwen = layer_table(position_scheme(PRESETS["Qwen/Qwen2-VL-7B-Instruct"]).layers)
+    assert strip_rows(figures.schemes.layer_strip(qwen))["mrope"] == {"16/24/24": [(0, 27)]}
+
+
+def test_mrope_pairs_colour_each_axis_in_its_own_colour():
+    fig = figures.schemes.mrope_pairs(Mrope((2, 1, 1), interleaved=True))
+    assert strip_rows(fig)["axis"] == {"time": [(0, 0), (3, 3)], "height": [(1, 1)],
+                                       "width": [(2, 2)]}  # fmt: skip
+    colours = {bar.name: bar.marker.color for bar in fig.data}
+    assert colours == dict(zip(MROPE_AXES, figures.schemes.STRIP_COLOURS, strict=False))
+    # An axis without pairs leaves the others their colours.
+    fig = figures.schemes.mrope_pairs(Mrope((0, 2, 2)))
+    assert {bar.name: bar.marker.color for bar in fig.data} == {
+        "height": figures.schemes.STRIP_COLOURS[1], "width": figures.schemes.STRIP_COLOURS[2]
+    }  # fmt: skip
+
+
+def test_a_layer_type_in_the_strip_is_shown_as_text():
+    layer = LayerScheme(0, '<a href="x">s</a>', RotarySpec("default", 8, 10000.0))
+    fig = figures.schemes.layer_strip(layer_table((layer,)))
+    texts = [t for bar in fig.data for t in (bar.name, *bar.hovertext, *bar.text)]
+    assert not [t for t in texts if "<a" in t]
+    assert any("&lt;a href" in t for t in texts)

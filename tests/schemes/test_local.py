@@ -307,6 +307,38 @@ def test_the_schemes_page_reads_a_shared_checkpoint(shared, downloads, capsys):
     assert main(["rerun", str(export), "--table", str(shared / "llama/model.safetensors")]) == 0
 
 
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        (b"{not json", "model/config.json is not valid JSON"),
+        (b"[1, 2]", "model/config.json holds a JSON list"),
+        (None, f"model/config.json is {MAX_CONFIG_BYTES + 1:,} bytes"),
+        (b'{"rope_theta": -3, "head_dim": 64}', "rope_theta in config.json is -3"),
+    ],
+    ids=["not-json", "a-list", "too-big", "bad-value"],
+)
+def test_a_shared_checkpoints_config_is_named_as_the_folder_lists_it(
+    tmp_path, monkeypatch, config, says
+):
+    # Issue 37: the Schemes page's error named the config.json by the server's absolute path.
+    root = tmp_path / "srv-models"
+    root.mkdir()
+    checkpoint(root / "model", config or b"{}", {"x": np.zeros((4, 4), np.float32)})
+    if config is None:  # above the limit: refused by its size, unread (a sparse file)
+        with (root / "model" / "config.json").open("wb") as file:
+            file.truncate(MAX_CONFIG_BYTES + 1)
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(root))
+    at = apptest("pages/schemes.py")
+    at.session_state["schemes.source"] = "Shared folder"
+    at.run()
+    at.selectbox(key="schemes.shared").set_value("model/model.safetensors").run()
+    assert not at.exception, at.exception
+    (error,) = [html.unescape(e.value) for e in at.error]
+    assert says in error
+    assert str(tmp_path) not in error
+    assert "srv-models" not in error
+
+
 def test_the_data_page_names_the_scheme_and_opens_the_relative_table(shared):
 
     at = apptest("app.py").run()

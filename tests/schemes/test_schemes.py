@@ -140,8 +140,10 @@ def test_rotary_table_rows_are_cos_then_sin_and_gram_depends_on_offset_only():
     d = rotary_decay(f, max_distance=63)
     np.testing.assert_allclose(np.diag(gram, 7), 8 * d.similarity[7], atol=1e-12)
     assert rotary_table(f, positions=10).shape == (10, 16)
-    with pytest.raises(LoadError, match="10 to 8192"):
+    with pytest.raises(Refused, match=r"positions is 9000; .* from 10 to 8,192"):
         rotary_table(f, positions=9000)
+    with pytest.raises(Refused, match=r"context is 0; .* from 1 to 2,147,483,648"):
+        rotary_frequencies(f.spec, context=0)
 
 
 def test_frequencies_record_their_params():
