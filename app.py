@@ -33,9 +33,12 @@ if first:
     bar.progress(0.5, text="Opening posviz: the first page's analyses (step 2 of 2, the last)")
 freeze_imports()
 link_notices()
-page.run()
-if first:
-    bar.empty()
-# After the page: a table the page just loaded is already the one named.
-glossary()
-sidebar_card()
+try:
+    page.run()
+finally:
+    # After the page, even one that stopped early (st.stop: a model still to pick): a table
+    # the page just loaded is already the one named.
+    if first:
+        bar.empty()
+    glossary()
+    sidebar_card()

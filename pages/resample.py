@@ -98,112 +98,121 @@ else:
     }
     compute = cache.resample_length
 
-try:
-    result = compute(table, **options)
-except ValueError as error:
-    st.error(literal(error), icon=":material/error:")
-    st.stop()
 
-center = widgets.center_toggle()
-# The resampling's params, the original's provenance, then the result's.
-settings = export.step_header(compute.__name__, options, table, result)
-st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
-st.caption(resample.rounding_note(method, table.values.dtype))
-if note := table.labels.note("resample"):  # DeBERTa's buckets
-    st.caption(note)
+def _page() -> None:
+    """The resampled table, its comparison with the original and its download."""
+    try:
+        result = compute(table, **options)
+    except ValueError as error:
+        st.error(literal(error), icon=":material/error:")
+        return
 
-buttons = st.columns(2)
-buttons[0].button(
-    "Send to Compare",
-    on_click=state.set_table,
-    args=(result, state.SECOND),
-    icon=":material/compare:",
-    help="Make the result the Compare page's second table.",
-)
-buttons[1].button(
-    "Make current table",
-    on_click=state.set_table,
-    args=(result,),
-    icon=":material/check:",
-    help="Analyse the result on every page (the original stays loadable from Data).",
-)
+    center = widgets.center_toggle()
+    # The resampling's params, the original's provenance, then the result's.
+    settings = export.step_header(compute.__name__, options, table, result)
+    st.success(f"Result: {result.shape[0]:,} x {result.shape[1]:,} · {literal(result.source)}")
+    st.caption(resample.rounding_note(method, table.values.dtype))
+    if note := table.labels.note("resample"):  # DeBERTa's buckets
+        st.caption(note)
 
-st.header("Before and after", divider=True)
-# Only the open tab is built and sent to the browser.
-spectrum_tab, similarity_tab = widgets.page_tabs("resample")
-with spectrum_tab:
-    if spectrum_tab.open:
-        spectra = {
-            "original": cache.spectrum(table, center=center),
-            "resampled": cache.spectrum(result, center=center),
-        }
-        widgets.show_spectra(
-            spectra, page="resample", settings={**settings, "spectrum": spectra["original"].params}
-        )
-with similarity_tab:
-    if similarity_tab.open:
-        if table.grid is not None:
-            mosaics = {
-                "original": cache.grid_similarity(
-                    table, grid=table.grid, center=center, max_side=MOSAIC_SIDE
-                ),
-                "resampled": cache.grid_similarity(
-                    result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
-                ),
-            }
-            widgets.show_figure(
-                cache.figure(figures.resample.mosaic_pair, mosaics),
-                name="resample_mosaics",
-                settings=settings,
-            )
-            if any(g.subsampled for g in mosaics.values()):
-                st.caption(
-                    "Large grids show evenly spaced patches only: at most "
-                    f"{MOSAIC_SIDE} cells a side."
-                )
-        else:
-            profiles = {
-                name: cache.offset_profile(
-                    t,
-                    center=center,
-                    max_offset=offsets.largest_offset(t.shape[0], compare.OVERLAY_MAX_OFFSET),
-                )
-                for name, t in {"original": table, "resampled": result}.items()
-            }
-            widgets.show_figure(
-                cache.figure(figures.compare.offset_overlay, profiles),
-                name="resample_offsets",
-                # Each table's own largest offset, up to the cap: the export states the cap.
-                settings={**settings, "offset_profile": profiles["original"].params},
-            )
-            st.caption(
-                f"Offsets up to {compare.OVERLAY_MAX_OFFSET} in each table's own positions: a "
-                "table stretched by L'/L falls off L'/L times more slowly."
-            )
-
-st.header("Download", divider=True)
-batch_axis = st.checkbox(
-    "Leading batch axis (1, N, d)",
-    value=table.grid is not None,
-    key="resample.batch_axis",
-    help="timm's pos_embed is stored as (1, N, d); GPT-2/BERT tables as (N, d).",
-)
-dtype, note = io.storage_dtype(result)
-dropped = table.n_source_rows > table.row_start + n
-st.caption(
-    f"Tensor {literal(result.name)}, {result.row_start} prefix row(s) re-attached in front, "
-    f"written as {dtype}"
-    + (f" ({note})." if note else " (the stored dtype).")
-    + (" Rows trimmed after the table on loading are not included." * dropped)
-)
-stem = f"{result.name}_{result.shape[0]}"
-writers = {".safetensors": io.to_safetensors, ".npy": io.to_npy}
-for column, (suffix, write) in zip(st.columns(2), writers.items(), strict=True):
-    column.download_button(
-        suffix,
-        data=lambda write=write: write(result, batch_axis=batch_axis),
-        file_name=f"{stem}{suffix}",
-        mime="application/octet-stream",
-        key=f"resample.download{suffix}",
-        icon=":material/download:",
+    buttons = st.columns(2)
+    buttons[0].button(
+        "Send to Compare",
+        on_click=state.set_table,
+        args=(result, state.SECOND),
+        icon=":material/compare:",
+        help="Make the result the Compare page's second table.",
     )
+    buttons[1].button(
+        "Make current table",
+        on_click=state.set_table,
+        args=(result,),
+        icon=":material/check:",
+        help="Analyse the result on every page (the original stays loadable from Data).",
+    )
+
+    st.header("Before and after", divider=True)
+    # Only the open tab is built and sent to the browser.
+    spectrum_tab, similarity_tab = widgets.page_tabs("resample")
+    with spectrum_tab:
+        if spectrum_tab.open:
+            spectra = {
+                "original": cache.spectrum(table, center=center),
+                "resampled": cache.spectrum(result, center=center),
+            }
+            widgets.show_spectra(
+                spectra,
+                page="resample",
+                settings={**settings, "spectrum": spectra["original"].params},
+            )
+    with similarity_tab:
+        if similarity_tab.open:
+            if table.grid is not None:
+                mosaics = {
+                    "original": cache.grid_similarity(
+                        table, grid=table.grid, center=center, max_side=MOSAIC_SIDE
+                    ),
+                    "resampled": cache.grid_similarity(
+                        result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
+                    ),
+                }
+                widgets.show_figure(
+                    cache.figure(figures.resample.mosaic_pair, mosaics),
+                    name="resample_mosaics",
+                    settings=settings,
+                )
+                if any(g.subsampled for g in mosaics.values()):
+                    st.caption(
+                        "Large grids show evenly spaced patches only: at most "
+                        f"{MOSAIC_SIDE} cells a side."
+                    )
+            else:
+                profiles = {
+                    name: cache.offset_profile(
+                        t,
+                        center=center,
+                        max_offset=offsets.largest_offset(t.shape[0], compare.OVERLAY_MAX_OFFSET),
+                    )
+                    for name, t in {"original": table, "resampled": result}.items()
+                }
+                widgets.show_figure(
+                    cache.figure(figures.compare.offset_overlay, profiles),
+                    name="resample_offsets",
+                    # Each table's own largest offset, up to the cap: the export states the cap.
+                    settings={**settings, "offset_profile": profiles["original"].params},
+                )
+                st.caption(
+                    f"Offsets up to {compare.OVERLAY_MAX_OFFSET} in each table's own positions: a "
+                    "table stretched by L'/L falls off L'/L times more slowly."
+                )
+
+    st.header("Download", divider=True)
+    batch_axis = st.checkbox(
+        "Leading batch axis (1, N, d)",
+        value=table.grid is not None,
+        key="resample.batch_axis",
+        help="timm's pos_embed is stored as (1, N, d); GPT-2/BERT tables as (N, d).",
+    )
+    dtype, note = io.storage_dtype(result)
+    dropped = table.n_source_rows > table.row_start + n
+    st.caption(
+        f"Tensor {literal(result.name)}, {result.row_start} prefix row(s) re-attached in front, "
+        f"written as {dtype}"
+        + (f" ({note})." if note else " (the stored dtype).")
+        + (" Rows trimmed after the table on loading are not included." * dropped)
+    )
+    stem = f"{result.name}_{result.shape[0]}"
+    writers = {".safetensors": io.to_safetensors, ".npy": io.to_npy}
+    for column, (suffix, write) in zip(st.columns(2), writers.items(), strict=True):
+        column.download_button(
+            suffix,
+            data=lambda write=write: write(result, batch_axis=batch_axis),
+            file_name=f"{stem}{suffix}",
+            mime="application/octet-stream",
+            key=f"resample.download{suffix}",
+            icon=":material/download:",
+        )
+
+
+# A function, not st.stop(): app.py draws the sidebar card after the page.
+_page()

@@ -358,12 +358,22 @@ st.caption(
     "Which positions a model encodes and how, from its config.json alone (formulas as Hugging "
     "Face transformers computes them, in float64; see docs/schemes.md)."
 )
-shown = schemes.choose_model(data_dir())
-scheme = schemes.scheme_of(shown) if shown else None
-if shown is None or scheme is None:
-    st.stop()
-describe(scheme)
-shown_rule = SECTIONS.get(scheme.kind, stored_or_none)(shown, scheme)
-with widgets.expander_drawn_when_open("Overlay several rotary models", key="schemes.overlay") as o:
-    if o:
-        overlay(shown, shown_rule)
+
+
+def _page() -> None:
+    """The chosen model's scheme, section by section; nothing until a model is chosen."""
+    shown = schemes.choose_model(data_dir())
+    scheme = schemes.scheme_of(shown) if shown else None
+    if shown is None or scheme is None:
+        return
+    describe(scheme)
+    shown_rule = SECTIONS.get(scheme.kind, stored_or_none)(shown, scheme)
+    with widgets.expander_drawn_when_open(
+        "Overlay several rotary models", key="schemes.overlay"
+    ) as o:
+        if o:
+            overlay(shown, shown_rule)
+
+
+# A function, not st.stop(): app.py draws the sidebar card after the page.
+_page()

@@ -80,7 +80,10 @@ def visit_every_page(page: Page, tag: str) -> dict[str, int]:
     for name in nav_names(page):
         go_to(page, name)
         no_exception(page)
-        if name not in ("Data", "Collection"):  # these two draw nothing before tables are added
+        # Every page keeps the sidebar card, even one waiting for a model (Heads): app.py
+        # draws it after the page, which a page's st.stop() would have prevented.
+        assert "Current table" in sidebar_card(page), name
+        if name not in ("Data", "Collection", "Heads"):  # nothing to draw before tables/a model
             drawn[name] = charts_drawn(page)
         screenshot(page, f"{tag}-{re.sub(r'[^a-z]+', '-', name.lower())}")
     return drawn
