@@ -1,6 +1,7 @@
 """Schemes: a model's position scheme from its config.json: rotary frequencies and scaling,
 each layer's encoding, ALiBi slopes, T5 buckets and bias; a rotary table or DeBERTa's relative
-table opened as the current table."""
+table opened as the current table; the scheme against another source of the same model's
+positions (a GGUF, a config.json, a runtime's dump)."""
 
 from collections.abc import Callable
 
@@ -26,7 +27,7 @@ from posviz.schemes.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.ui import cache, schemes, state, widgets
+from posviz.ui import cache, scheme_compare, schemes, state, widgets
 from posviz.ui.schemes import Shown
 from posviz.ui.text import literal
 
@@ -36,10 +37,12 @@ POSITIONS = bounds_of(rotary_table)["positions"]
 DISTANCES = bounds_of(alibi.alibi_bias)["max_distance"]
 
 
-def describe(scheme: Scheme) -> None:
-    """The scheme in words, and where config.json contradicts itself."""
+def describe(shown: Shown, scheme: Scheme) -> None:
+    """The scheme in words, the GGUF keys it was read from (a GGUF's), and where config.json
+    contradicts itself."""
     kind = scheme.kind.replace("_", " ")
     st.markdown(f"**{kind}**: {KINDS[scheme.kind]} ({literal(scheme.reason)})")
+    scheme_compare.gguf_keys(shown.provenance)
     for warning in scheme.warnings:
         st.warning(literal(warning), icon=":material/warning:")
 
@@ -345,6 +348,12 @@ def overlay(shown: Shown, spec: RotarySpec | None) -> None:
     widgets.show_numbers(result.decay_table(), name="decays_overlay", settings=settings)
 
 
+def compare_sources(shown: Shown) -> None:
+    """This model's rotary positions (A) against a second source of them (B): another
+    config.json, a GGUF, a runtime's dump; what `posviz diff A B` prints, drawn."""
+    scheme_compare.draw(shown.config, shown.provenance, shown.label, shared=data_dir())
+
+
 #: Each kind's section; the rotary one returns the rule it shows (the overlay draws it too).
 SECTIONS: dict[str, Callable[[Shown, Scheme], RotarySpec | None]] = {
     "rotary": rotary,
@@ -366,13 +375,19 @@ def _page() -> None:
     scheme = schemes.scheme_of(shown) if shown else None
     if shown is None or scheme is None:
         return
-    describe(scheme)
+    describe(shown, scheme)
     shown_rule = SECTIONS.get(scheme.kind, stored_or_none)(shown, scheme)
     with widgets.expander_drawn_when_open(
         "Overlay several rotary models", key="schemes.overlay"
     ) as o:
         if o:
             overlay(shown, shown_rule)
+    with widgets.expander_drawn_when_open(
+        "Compare with another source of its positions: a GGUF, a config.json, a runtime's dump",
+        key="schemes.compare",
+    ) as o:
+        if o:
+            compare_sources(shown)
 
 
 # A function, not st.stop(): app.py draws the sidebar card after the page.

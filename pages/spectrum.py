@@ -16,6 +16,7 @@ metrics = result.metrics()
 
 if not result.has_variance:
     st.info(NO_VARIANCE, icon=":material/info:")
+widgets.quantization_note(table, center=center)
 columns = st.columns(4)
 for column, key in zip(columns, DEFINITIONS, strict=True):
     value = metrics[key]

@@ -49,6 +49,7 @@ _LAZY = frozenset(
         "offsets",
         "pipeline",
         "probes",
+        "quantization",
         "report",
         "resample",
         "similarity",
@@ -71,7 +72,7 @@ def load(
     Parameters
     ----------
     source : str or os.PathLike
-        A path to a .npy, .npz, .safetensors, .csv, .tsv or .txt file, or
+        A path to a .npy, .npz, .safetensors, .gguf, .csv, .tsv or .txt file, or
         ``"hf:REPO_ID[@REVISION]"`` for a model on the Hub (only the safetensors header and
         the one tensor are fetched). Pickle-based checkpoints are refused, never unpickled.
         A .safetensors checkpoint with a config.json beside it is read as that config says

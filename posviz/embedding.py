@@ -366,4 +366,6 @@ class Embedding:
         if self.source.startswith("hf:") and len(parts) >= 3 and parts[1].startswith("commit "):
             out["repo"] = parts[0].removeprefix("hf:").removeprefix("//").partition("@")[0]
             out["commit"] = parts[1].removeprefix("commit ")
+            if parts[2].lower().endswith(".gguf"):  # a repo of several: the one read
+                out["file"] = parts[2]
         return out

@@ -18,6 +18,9 @@ names the step that made it without anyone typing it. Each step says what it tak
   read and the sha256 of its values, and `Step.data` reads that layer again from the model's
   weights and checks every tensor's sha256 (the heads steps, one per kind of layer:
   `HEADS_STEPS`).
+- ``"two sources"``: two sources of one model's rotary positions as read
+  (:class:`posviz.schemes.sources.Side`: a config.json, a GGUF, or a runtime's dump), which
+  `posviz rerun` reads again from their provenance.
 
 A step that needs another step's result asks `run` for it, handing on the settings its own
 core function does not take (:func:`posviz._params.split_params`): the report, the CLI and the
@@ -39,6 +42,7 @@ from posviz import components as _components
 from posviz import heads as _heads
 from posviz import offsets as _offsets
 from posviz import probes as _probes
+from posviz import quantization as _quantization
 from posviz import resample as _resample
 from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
@@ -46,10 +50,12 @@ from posviz._params import quoted, split_params
 from posviz.embedding import Embedding, LoadError
 from posviz.schemes import alibi as _alibi
 from posviz.schemes import attention as _attention
+from posviz.schemes import diff as _diff
 from posviz.schemes import layers as _per_layer
 from posviz.schemes import record as _record
 from posviz.schemes import relative as _relative
 from posviz.schemes import rotary as _rotary
+from posviz.schemes import sources as _sources
 from posviz.schemes import weights as _weights
 from posviz.schemes.config import RelativeBiasSpec, Scheme
 
@@ -63,7 +69,7 @@ R = TypeVar("R")
 D = TypeVar("D")
 
 #: What a step takes: see the module's docstring.
-Takes = Literal["table", "two tables", "scheme", "schemes", "layer"]
+Takes = Literal["table", "two tables", "scheme", "schemes", "layer", "two sources"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,8 @@ class Step:
     core : callable
         The core function whose settings (and bounds) the step takes.
     takes : str
-        ``"table"``, ``"two tables"``, ``"scheme"``, ``"schemes"`` or ``"layer"``.
+        ``"table"``, ``"two tables"``, ``"scheme"``, ``"schemes"``, ``"layer"`` or
+        ``"two sources"``.
     data : callable or None
         For a scheme's or a layer's step, how to find its data: ``data(scheme, where, model)``
         for one (`where` is the export's provenance: the layer type, the tensor, the attention
@@ -290,6 +297,15 @@ def compare(
     return _compare.compare(first.values, second.values, **params)
 
 
+@_step(_quantization.quantization_error, "two tables")
+def quantization_error(
+    quantized: Embedding, original: Embedding, *, run: Run = call, **params: Any
+) -> _quantization.QuantizationError:
+    """:func:`posviz.quantization.quantization_error` of a quantized table (a GGUF's Q8_0, …)
+    against the original it was made from."""
+    return _quantization.quantization_error(quantized.values, original.values, **params)
+
+
 @_step(_resample.resample_length, makes_table=True)
 def resample_length(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
     """The table with its rows resampled by :func:`posviz.resample.resample_length`."""
@@ -428,6 +444,16 @@ def bucket_layouts(
 def relative_bias(weight: Any, *, run: Run = call, **params: Any) -> _relative.RelativeBias:
     """:func:`posviz.schemes.relative.relative_bias` of one of a T5 model's bias tensors."""
     return _relative.relative_bias(weight, **params)
+
+
+@_step(_diff.scheme_diff, "two sources")
+def scheme_diff(
+    a: _sources.Side, b: _sources.Side, *, run: Run = call, **params: Any
+) -> _diff.SchemeDiff:
+    """:func:`posviz.schemes.diff.scheme_diff` of two sources of one model's rotary positions,
+    their rules applied at one length by :func:`posviz.schemes.sources.compare` (whose
+    `context` it records among the params, beside scheme_diff's own)."""
+    return _sources.compare(a, b, **params)
 
 
 def _read(scheme: Scheme, where: Mapping[str, Any], model: Any) -> tuple[Scheme, dict, Any]:

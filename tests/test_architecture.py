@@ -37,6 +37,7 @@ LAYERS = {
     "posviz.boundary": 3,
     "posviz.probes": 3,
     "posviz.compare": 3,
+    "posviz.quantization": 3,
     "posviz.resample": 3,
     "posviz.heads": 3,
     "posviz.forms": 3,
@@ -45,6 +46,7 @@ LAYERS = {
     "posviz.schemes.weights": 5,
     "posviz.schemes.record": 5,
     "posviz.schemes.attention": 5,  # reads a layer's q/k from the Hub or a checkpoint
+    "posviz.schemes.sources": 5,  # the sources `posviz diff` reads (config, GGUF, Hub, dumps)
     "posviz.collection": 5,
     "posviz.pipeline": 6,
     "posviz.glossary": 6,  # the words of every analysis, for the app and the report

@@ -19,6 +19,7 @@ from posviz import (
     offsets,
     pipeline,
     probes,
+    quantization,
     resample,
     similarity,
     simulate,
@@ -65,6 +66,7 @@ STEPS = {
         {"n_pairs": 200, "max_rows": 40, "repeats": 2, "seed": 3},
     ),
     "compare": ([compare.compare], {"n_components": 3}),
+    "quantization_error": ([quantization.quantization_error], {"k": 3, "center": False}),
     "table_summary": ([collection.table_summary], {"center": False}),
 }
 

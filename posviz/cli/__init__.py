@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from posviz import _settings, hub
 from posviz._params import MAX_RESULT_BYTES, Refused, quoted
 from posviz._version import __version__
-from posviz.cli import heads, schemes
+from posviz.cli import diff, heads, schemes
 from posviz.embedding import Embedding
 from posviz.io import TensorInfo, list_tensors, suggest_trim
 from posviz.schemes import weights
@@ -37,6 +37,7 @@ EXAMPLES = """examples:
   posviz report vit.safetensors --drop-prefix 1 -o report.html
   posviz heads hf:openai-community/gpt2 --json  per-head position numbers of layer 0
   posviz rerun spectrum_metrics.json           recompute an export's numbers and compare
+  posviz diff config.json model-Q4_K_M.gguf     where two sources of a model's positions part
 """
 
 
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "path",
         metavar="PATH",
         nargs="+",
-        help=".npy, .npz, .safetensors, .csv/.tsv/.txt, or a model on the Hugging Face Hub: "
+        help=".npy, .npz, .safetensors, .gguf, .csv/.tsv/.txt, or a model on the Hugging Face Hub: "
         "hf:REPO[@REVISION] (only its headers and the one tensor are downloaded); several: a "
         "collection, ordered by the training step their names carry (step1000, checkpoint-2000)",
     )
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)"
     )
     serve.set_defaults(run=_serve)
+    diff.add_parser(commands)
     return parser
 
 
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
     args.streamlit_options = passed_on
     run = args.run
-    if args.command not in ("serve", "rerun", "heads"):  # one PATH: a table; several: many
+    if args.command not in ("serve", "rerun", "heads", "diff"):  # one PATH: a table; several: many
         if len(args.path) > 1:
             run = args.run_many
         else:
@@ -217,11 +219,12 @@ def _rerun(args: argparse.Namespace) -> int:
         )
     differing = len(result.differing)
     tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
-    if not tables:  # a scheme's: from its config.json (several: an overlay's); a layer's
+    if not tables:  # a scheme's: its config.json (several: an overlay's, a diff's); a layer's
         configs = export["provenance"]
         configs = configs if isinstance(configs, list) else [configs]
         tables = ", ".join(
-            str(c["config"])[:200] + (f" layer {quoted(c['layer'])}" if "layer" in c else "")
+            str(c.get("config") or c.get("dump"))[:200]
+            + (f" layer {quoted(c['layer'])}" if "layer" in c else "")
             for c in configs
         )
     print(
@@ -269,7 +272,7 @@ def _tensors(path: str) -> list[TensorInfo]:
     """The tensors PATH holds, from headers only."""
     if hub.is_hub_ref(path):
         ref = hub.parse_ref(path)
-        return hub.open_model(ref.repo, ref.revision).infos
+        return hub.open_model(ref.repo, ref.revision, ref.file).infos
     return list_tensors(path)
 
 

@@ -1,7 +1,7 @@
-"""`posviz summary` of a model's position scheme: from a config.json file, from the Hub by
-name, or from a safetensors checkpoint with its config.json beside it, reading only what the
-scheme needs (config.json for rotary and ALiBi; the bias tensors for T5; the relative table for
-DeBERTa; a stored inv_freq buffer when asked to check it)."""
+"""`posviz summary` of a model's position scheme: from a config.json file, from the Hub by name,
+from a safetensors checkpoint with its config.json beside it, or from a GGUF file's metadata,
+reading only what the scheme needs (config.json for rotary and ALiBi; the bias tensors for T5;
+the relative table for DeBERTa; a stored inv_freq buffer when asked to check it)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def summary(args: argparse.Namespace) -> int | None:
     """Print the scheme record of PATH and return 0, or None when PATH is to be analysed as a
     position table as before (a weights file; a Hub model with a learned table)."""
     path = args.path
-    if not (is_config(path) or hub.is_hub_ref(path) or weights.config_beside(path)):
+    gguf = path.lower().endswith(".gguf")
+    if not (is_config(path) or hub.is_hub_ref(path) or weights.config_beside(path) or gguf):
         return None
     config, provenance, opened = read_config(path)
     scheme = position_scheme(config)

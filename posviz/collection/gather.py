@@ -25,6 +25,7 @@ from posviz._params import Bound, bounded
 from posviz.collection import MAX_TABLES, Member, member, order
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.io import datadir
+from posviz.schemes.gguf import ROPE_TENSORS
 
 __all__ = [
     "COLLECTION_BYTES",
@@ -173,10 +174,10 @@ def hub_request(line: str, *, max_bytes: int | None = None) -> Request:
     ref = line if hub.is_hub_ref(line) else f"hf:{line}"
     try:
         parsed = hub.parse_ref(ref)
-        model = hub.open_model(parsed.repo, parsed.revision)
+        model = hub.open_model(parsed.repo, parsed.revision, parsed.file)
         if reason := model.no_table_reason():  # rotary, ALiBi, ...: said as hub.load says it
             raise LoadError(reason)
-        name = io.choose_tensor(model.infos, model.label)
+        name = io.choose_tensor([i for i in model.infos if i.name not in ROPE_TENSORS], model.label)
         entry = model.entry(name)
     except LoadError as error:
         return Request(line, error=str(error))

@@ -8,7 +8,10 @@ report embeds ``{"provenance", "analyses": [...]}``, one entry per table (an ent
 provenance of its own, its heads', is read from there). A position scheme's export names a
 config.json in its provenance instead of a table (`posviz.schemes.record.config_provenance`):
 the scheme is read from it again; an attention layer's adds the layer and each tensor read with
-its sha256, and the layer is read again from the model's weights and checked.
+its sha256, and the layer is read again from the model's weights and checked. A comparison of
+two sources of a model's positions (``posviz diff --json``, the Schemes page's comparison)
+names both: each config.json or GGUF read again as a scheme's, a runtime's dump by its file,
+checked by its sha256 and read in the layout it was read in.
 
 An export is a file anyone may hand over, so it is read as untrusted: only the steps of
 `posviz.pipeline.STEPS` run, each with its params checked by its core function's bounds; a
@@ -38,7 +41,9 @@ from posviz.export import columns, labelled
 from posviz.rows import row_offsets
 from posviz.schemes import weights
 from posviz.schemes.config import position_scheme, read_config_file
+from posviz.schemes.diff import LAYOUTS
 from posviz.schemes.record import PRESET, read_config
+from posviz.schemes.sources import MAX_DUMP_BYTES, Side, config_side, read_side
 
 __all__ = ["MAX_ANALYSES", "MAX_EXPORT_BYTES", "Check", "RerunResult", "read_export", "rerun"]
 
@@ -60,6 +65,8 @@ _DATA_OPEN = '<script id="posviz-data" type="application/json">'
 #: What a provenance's rows may be: a row of a table of at most MAX_ELEMENTS values.
 _ROWS = Bound(0, 2**26)
 _POSITION = Bound(-(2**26), 2**26)
+#: The position a dump's first row may stand for (a rule's context goes to 2**31).
+_DUMP_FIRST = Bound(0, 2**31)
 #: Told what `rerun` will fetch from the network, before it does.
 Tell = Callable[[str], None]
 
@@ -212,6 +219,14 @@ def rerun(
         raise LoadError(msg)
     steps = [_step(entry) for entry in entries]  # every name checked before anything is read
     try:
+        if all(step.takes == "two sources" for step in steps):
+            sides = [
+                _side(where, tables[i] if i < len(tables) else None, base, tell)
+                for i, where in enumerate(records)
+            ]
+            pairs = zip(steps, entries, strict=True)
+            checks = [check for step, entry in pairs for check in _sources(step, entry, sides)]
+            return RerunResult(tuple(checks), ())
         read: list[tuple[dict, dict[str, Any], Any]] | None = None
         loaded: tuple[Embedding, ...] = ()
         if any(step.takes not in _FROM_MODELS for step in steps):
@@ -321,7 +336,7 @@ def _table(
         table = weights.load(where, tensor=record["tensor"], **rows)
     else:
         if "repo" in record and "commit" in record:
-            where = _hub_ref(record["repo"], record["commit"], tell)
+            where = _hub_ref(record["repo"], record["commit"], tell, file=record.get("file"))
         elif source.startswith("simulated: "):
             msg = (
                 "The export's table is a simulation recorded by an older posviz (as text): "
@@ -366,15 +381,18 @@ def _named(where: str, tensor: Any, rows: dict[str, Any]) -> Embedding:
         raise LoadError(msg) from exc
 
 
-def _hub_ref(repo: Any, commit: Any, tell: Tell | None) -> str:
-    """``hf:REPO@COMMIT`` of a repo id and a full commit sha, on the environment's Hub; `tell`
-    says so before it is fetched."""
-    ref = f"hf:{repo}@{commit}"
+def _hub_ref(repo: Any, commit: Any, tell: Tell | None, *, file: Any = None) -> str:
+    """``hf:REPO@COMMIT`` (``:FILE`` for a repo's GGUF file) of a repo id and a full commit sha,
+    on the environment's Hub; `tell` says so before it is fetched."""
+    ref = f"hf:{repo}@{commit}" + (f":{file}" if file is not None else "")
     if not (isinstance(repo, str) and isinstance(commit, str) and len(commit) == 40):
         msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
         raise LoadError(msg)
+    if file is not None and not (isinstance(file, str) and file.lower().endswith(".gguf")):
+        msg = f"The export names the Hub file {quoted(ref)}, not a GGUF file of a repo."
+        raise LoadError(msg)
     parsed = hub.parse_ref(ref)  # a repo id only: a URL or a path is refused here
-    if (parsed.repo, parsed.revision) != (repo, commit):  # "//host/x" read as the id "host/x"
+    if (parsed.repo, parsed.revision, parsed.file) != (repo, commit, file):
         msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
         raise LoadError(msg)
     if tell is not None:
@@ -398,9 +416,14 @@ def _config(
         raise TypeError(expected)
     if hub.is_hub_ref(where):
         ref = hub.parse_ref(where)
-        where = _hub_ref(ref.repo, ref.revision, tell)
+        where = _hub_ref(ref.repo, ref.revision, tell, file=ref.file)
         read = read_config(where)
     elif where.startswith(PRESET):
+        read = read_config(where)
+    elif where.lower().endswith(".gguf"):
+        # A GGUF (GBs) is not read whole: its header and rope tensors are, and their sha256
+        # is the one recorded (checked below).
+        where = where if given else _find(where, base)
         read = read_config(where)
     else:
         if not given:
@@ -424,6 +447,55 @@ def _config(
         )
         raise LoadError(msg)
     return read[0], {**recorded, **read[1]}, read[2]
+
+
+def _side(
+    recorded: dict[str, Any], given: str | Path | None, base: str | Path | None, tell: Tell | None
+) -> Side:
+    """One of two sources of a model's positions, read again as `recorded` (or `given`) names
+    it: a config.json or GGUF as :func:`_config` reads one; a runtime's dump by its file, its
+    size and sha256 checked before it is parsed, read in its recorded layout and first row's
+    position."""
+    if "dump" not in recorded:
+        config, where, _ = _config(recorded, given, base, tell)
+        return config_side(config, where, str(where["config"]))
+    named, expected = given or recorded["dump"], recorded["sha256"]
+    layout, first = recorded["layout"], recorded["first_position"]
+    if not isinstance(named, str | Path) or not isinstance(expected, str):
+        raise TypeError(named)
+    if layout not in LAYOUTS:
+        msg = f"The export's layout {quoted(layout)} is not one of {', '.join(LAYOUTS)}."
+        raise LoadError(msg)
+    _DUMP_FIRST.check("The provenance's first_position", first, error=LoadError)
+    where = str(named) if given else _find(str(named), base)
+    try:
+        size = Path(where).stat().st_size
+        if size > MAX_DUMP_BYTES:
+            msg = f"{quoted(where)} is {size:,} bytes, more than a dump ({MAX_DUMP_BYTES:,})."
+            raise LoadError(msg)
+        data = Path(where).read_bytes()
+    except OSError as exc:
+        msg = f"Cannot read the dump {quoted(where)}: {exc.strerror or 'unreadable'}."
+        raise LoadError(msg) from exc
+    if hashlib.sha256(data).hexdigest() != expected:
+        msg = (
+            f"The dump read from {quoted(where)} is not the one exported: its sha256 differs "
+            f"from the export's {quoted(expected[:16])} (its bytes changed)."
+        )
+        raise LoadError(msg)
+    return read_side(where, data=data, layout=layout, first_position=first)
+
+
+def _sources(step: pipeline.Step, entry: dict[str, Any], sides: list[Side]) -> list[Check]:
+    """Each number of a comparison of two sources, recomputed from them read again: its
+    record's (``posviz diff --json``) or its table's."""
+    if len(sides) != 2:
+        msg = f"{step.name} compares two sources; the export's provenance names {len(sides)}."
+        raise LoadError(msg)
+    result = _recomputed(step, sides, _params(step, entry))
+    if "columns" in entry:
+        return _column_checks(step.name, entry["columns"], result)
+    return _record_checks(step.name, entry, result.record())
 
 
 def _scheme(

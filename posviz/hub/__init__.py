@@ -1,8 +1,11 @@
 """Which tensors a model on the Hugging Face Hub holds, and one of them read by range requests.
 
-A reference is ``hf:REPO[@REVISION]`` (or ``hf://REPO[@REVISION]``). The revision is resolved
-to a commit sha first and every later read names that commit: ``config.json``, the safetensors
-header(s) (two small range reads per file) and, once a tensor is picked, exactly its bytes.
+A reference is ``hf:REPO[@REVISION][:FILE]`` (or ``hf://…``); FILE names a GGUF file of the
+repo, or its quantization (``:Q4_K_M``, as llama.cpp's ``-hf`` takes it). The revision is
+resolved to a commit sha first and every later read names that commit: ``config.json``, the
+safetensors header(s) (two small range reads per file) or a GGUF file's header (read in growing
+ranges, its metadata standing for config.json, with the few rope factors it holds) and, once a
+tensor is picked, exactly its bytes.
 Headers are cached per commit, tensors per (repo, commit, file, tensor), on disk and bounded in
 bytes. What leaves the machine: the model id, the revision, byte ranges, and ``HF_TOKEN`` when
 the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
@@ -25,6 +28,7 @@ from posviz.hub.client import Progress, Unreachable
 from posviz.hub.config import ConfigFile, position_scheme
 from posviz.hub.model import HubModel, Reference
 from posviz.schemes.config import MAX_CONFIG_BYTES, parse_config
+from posviz.schemes.gguf import ROPE_TENSORS, gguf_config
 from posviz.schemes.relative import labelled, relative_table_name
 
 __all__ = [
@@ -63,7 +67,18 @@ MAX_SHARDS = 512
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 _REVISION = re.compile(r"[\w.][\w./-]{0,199}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+_QUANTIZATION = re.compile(r"[A-Za-z0-9][\w.-]{0,63}")
 _PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+#: GGUF files by precision, most precise first: the one read when a repo of GGUF files is
+#: named without a file (every file holds the same position metadata; a learned table is
+#: closest to the original in the most precise one).
+GGUF_PRECISION = (
+    "F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_K", "Q5_1", "Q5_0", "Q4_K_M",
+    "Q4_K_S", "Q4_K", "IQ4_XS", "IQ4_NL", "Q4_1", "Q4_0", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q3_K",
+    "IQ3_M", "IQ3_S", "IQ3_XS", "IQ3_XXS", "Q2_K", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M",
+    "IQ1_S",
+)  # fmt: skip
+_SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
 def enabled() -> bool:
@@ -81,17 +96,33 @@ def is_hub_ref(text: str) -> bool:
 
 
 def parse_ref(text: str) -> Reference:
-    """The repo and revision `text` names; a bare repo id is accepted too.
+    """The repo, revision and GGUF file `text` names; a bare repo id is accepted too.
 
     >>> parse_ref("hf://EleutherAI/pythia-70m@step3000")
-    Reference(repo='EleutherAI/pythia-70m', revision='step3000')
+    Reference(repo='EleutherAI/pythia-70m', revision='step3000', file=None)
     >>> parse_ref("hf:gpt2")
-    Reference(repo='gpt2', revision='main')
+    Reference(repo='gpt2', revision='main', file=None)
+    >>> parse_ref("hf:org/Model-GGUF:Q4_K_M").file
+    'Q4_K_M'
     """
     body = text.removeprefix("hf://") if text.startswith("hf://") else text.removeprefix("hf:")
-    repo, _, revision = body.strip().partition("@")
+    body, colon, file = body.strip().partition(":")  # no repo or revision holds a colon
+    repo, _, revision = body.partition("@")
     revision = revision or "main"
-    if not _REPO.fullmatch(repo) or ".." in repo or "--" in repo:
+    url = file.startswith("//")  # https://…: a URL, not a repo id and a file
+    if (
+        colon
+        and not url
+        and not (
+            (file.lower().endswith(".gguf") and _plain_path(file)) or _QUANTIZATION.fullmatch(file)
+        )
+    ):
+        msg = (
+            f"{file!r} is not a GGUF file of the repo: after the colon give its name "
+            "(model-Q8_0.gguf) or its quantization (Q8_0)."
+        )
+        raise LoadError(msg)
+    if url or not _REPO.fullmatch(repo) or ".." in repo or "--" in repo:
         msg = (
             f"{text!r} is not a model id: write hf:NAMESPACE/NAME or hf:NAME, optionally "
             "followed by @REVISION (e.g. hf:openai-community/gpt2@main)."
@@ -100,7 +131,7 @@ def parse_ref(text: str) -> Reference:
     if not _REVISION.fullmatch(revision) or not _plain_path(revision):
         msg = f"{revision!r} is not a revision: give a branch, a tag, refs/pr/N or a commit sha."
         raise LoadError(msg)
-    return Reference(repo, revision)
+    return Reference(repo, revision, file or None)
 
 
 def _plain_path(path: str) -> bool:
@@ -113,11 +144,12 @@ def _plain_path(path: str) -> bool:
     return not ({"", ".", ".."} & set(path.split("/"))) and "\\" not in path
 
 
-def open_model(repo: str, revision: str = "main") -> HubModel:
+def open_model(repo: str, revision: str = "main", file: str | None = None) -> HubModel:
     """Resolve `revision` to a commit and read the model's headers and config.json.
 
     Only the API's answer for the revision, config.json and each safetensors file's head
-    travel; a commit already listed costs the one API request (none when offline).
+    travel (a repo of GGUF files, or `file` naming one: that file's header and rope factors);
+    a commit already listed costs the one API request (none when offline).
 
     Raises
     ------
@@ -125,7 +157,7 @@ def open_model(repo: str, revision: str = "main") -> HubModel:
         Hub access off, unknown repo/revision, gated without a token, rate limit, Hub not
         reached, pickle-only weights, or a header that fails posviz.io's checks.
     """
-    ref = parse_ref(f"hf:{repo}@{revision}")
+    ref = parse_ref(f"hf:{repo}@{revision}" + (f":{file}" if file else ""))
     _check_enabled()
     cache = _Cache()
     commit, files = _resolve(ref, cache)
@@ -135,15 +167,17 @@ def open_model(repo: str, revision: str = "main") -> HubModel:
             msg = f"HF_HUB_OFFLINE is set and the headers of {ref} are not in posviz's Hub cache."
             raise LoadError(msg)
         model = _list(ref, commit, files)
-        cache.put_model(model)
+        cache.put_model(model, ref)
     return model
 
 
-def open_config(repo: str, revision: str = "main") -> ConfigFile:
+def open_config(repo: str, revision: str = "main", file: str | None = None) -> ConfigFile:
     """Resolve `revision` and read config.json alone: all a rotary or ALiBi scheme needs.
 
     Only the API's answer for the revision and config.json travel (offline: the config.json
-    of headers listed before, from the cache).
+    of headers listed before, from the cache). A repo of GGUF files without config.json, or
+    `file` naming one of them: that file's header and rope factors stand for config.json
+    (:func:`posviz.schemes.gguf.gguf_config`).
 
     Raises
     ------
@@ -152,10 +186,12 @@ def open_config(repo: str, revision: str = "main") -> ConfigFile:
         object (:func:`posviz.schemes.config.parse_config`). A repo without one gives an empty
         config.
     """
-    ref = parse_ref(f"hf:{repo}@{revision}")
+    ref = parse_ref(f"hf:{repo}@{revision}" + (f":{file}" if file else ""))
     _check_enabled()
     cache = _Cache()
     commit, files = _resolve(ref, cache)
+    if ref.file or (files is not None and "config.json" not in files and _gguf_file(ref, files)):
+        return _gguf_config_file(open_model(repo, revision, file), files)
     if files is None:
         model = cache.model(ref, commit)
         if model is None or not model.config:
@@ -175,7 +211,7 @@ def open_config(repo: str, revision: str = "main") -> ConfigFile:
 def open_model_at(opened: ConfigFile) -> HubModel:
     """The headers of the model whose config.json `opened` holds, at its commit: no second
     request for the revision or config.json."""
-    ref = Reference(opened.repo, opened.revision)
+    ref = Reference(opened.repo, opened.revision, opened.gguf)
     cache = _Cache()
     model = cache.model(ref, opened.commit)
     if model is None:
@@ -183,8 +219,27 @@ def open_model_at(opened: ConfigFile) -> HubModel:
             msg = f"HF_HUB_OFFLINE is set and the headers of {ref} are not in posviz's Hub cache."
             raise LoadError(msg)
         model = _list(ref, opened.commit, list(opened.files), config=opened.config)
-        cache.put_model(model)
+        cache.put_model(model, ref)
     return model
+
+
+def _gguf_config_file(model: HubModel, files: list[str] | None) -> ConfigFile:
+    """The config.json a GGUF model's metadata stands for, with the keys read (its rope
+    factors come from the disk cache, where listing the model put them)."""
+    ((size, head),) = model.heads.values()
+    header = io.gguf_entries(head, size, model.label)[2]
+    translated = gguf_config(header, lambda name: read_tensor(model, name), head=head)
+    return ConfigFile(
+        model.repo,
+        model.revision,
+        model.commit,
+        translated.config,
+        tuple(files or ()),
+        len(head),
+        translated.sha256,
+        model.file or "",
+        translated.keys,
+    )
 
 
 def is_cached(model: HubModel, name: str) -> bool:
@@ -210,7 +265,7 @@ def read_tensor(
         raise LoadError(msg)
     entry, file = model.entry(name), model.tensors[name]
     what = f"{model.label}:{file}: tensor '{name}'"
-    io.check_safetensors_tensor(what, entry)
+    io.check_entry(what, entry)
     begin, end = model.span(name)
     if max_bytes is not None and end - begin > max_bytes:
         msg = (
@@ -226,7 +281,7 @@ def read_tensor(
         url = client._file_url(model.repo, model.commit, file)
         buffer, _ = client._get_range(url, begin, end, what=what, progress=progress)
         cache.put_tensor(model, name, buffer)
-    return io.safetensors_array(buffer, entry)
+    return io.entry_array(buffer, entry)
 
 
 def read_rows(
@@ -309,7 +364,7 @@ def load(
         candidates are listed, or config.json's rotary/ALiBi/relative scheme is named).
     """
     parsed = parse_ref(ref)
-    model = open_model(parsed.repo, parsed.revision)
+    model = open_model(parsed.repo, parsed.revision, parsed.file)
     return load_model(
         model, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid, max_bytes=max_bytes
     )
@@ -325,7 +380,8 @@ def _choose(model: HubModel) -> str:
     reason = model.no_table_reason()
     if reason:
         raise LoadError(reason)
-    return io.choose_tensor(model.infos, model.label)
+    infos = [info for info in model.infos if info.name not in ROPE_TENSORS]
+    return io.choose_tensor(infos, model.label)
 
 
 # --- listing -------------------------------------------------------------------------------
@@ -366,7 +422,13 @@ def _resolve(ref: Reference, cache: _Cache) -> tuple[str, list[str] | None]:
 
 
 def _list(ref: Reference, commit: str, files: list[str], config: dict | None = None) -> HubModel:
-    """Read config.json (unless given) and the safetensors head(s) of `ref` at `commit`."""
+    """Read config.json (unless given) and the safetensors head(s) of `ref` at `commit`; a
+    GGUF file's header and rope factors instead when `ref` names one, or the repo holds GGUF
+    files and no safetensors."""
+    safetensors = any(f.endswith(".safetensors") for f in files)
+    gguf = _gguf_file(ref, files) if ref.file or not safetensors else None
+    if gguf is not None:
+        return _list_gguf(ref, commit, gguf)
     label = str(ref)
     if config is None and "config.json" in files:
         config = client._get_json(
@@ -398,6 +460,64 @@ def _list(ref: Reference, commit: str, files: list[str], config: dict | None = N
         for name in entries:
             tensors.setdefault(name, file)  # the first file wins a name two files hold
     return HubModel(ref.repo, ref.revision, commit, config, heads, tensors)
+
+
+def _list_gguf(ref: Reference, commit: str, file: str) -> HubModel:
+    """A GGUF file's header by range requests (growing until it ends), then its rope factors
+    (a few hundred bytes each, kept in the disk cache): the model, its metadata as config."""
+    url = client._file_url(ref.repo, commit, file)
+    size, head, header = client._gguf_head(url, f"{ref.repo}@{ref.revision}:{file}")
+    tensors = dict.fromkeys(header.tensors, file)
+
+    def model(config: dict) -> HubModel:
+        made = HubModel(ref.repo, ref.revision, commit, config, {file: (size, head)}, tensors, file)
+        # The header was just parsed and checked: the model's entries are that parse's.
+        made.__dict__["_parsed"] = {file: (io.header_entries(header), header.data_start)}
+        return made
+
+    bare = model({})
+    translated = gguf_config(header, lambda name: read_tensor(bare, name), head=head)
+    return model(translated.config)
+
+
+def _gguf_file(ref: Reference, files: list[str]) -> str | None:
+    """The GGUF file of the repo `ref` names (its name, or its quantization), else the most
+    precise one (`GGUF_PRECISION`); the first part of a split file; None when there is none."""
+    models = [
+        f for f in files if f.lower().endswith(".gguf") and _plain_path(f) and "mmproj" not in f
+    ]
+    if ref.file and ref.file.lower().endswith(".gguf"):
+        if ref.file not in files:
+            msg = f"{ref} has no file {ref.file!r}; its GGUF files: {', '.join(models[:20])}."
+            raise LoadError(msg)
+        return ref.file
+    if ref.file:
+        models = [f for f in models if _quantization(f) == ref.file.upper()]
+        if not models:
+            msg = f"{ref}: no GGUF file of the repo is quantized as {ref.file}."
+            raise LoadError(msg)
+    if not models:
+        return None
+    first = [f for f in models if not _SHARD.search(f) or _SHARD.search(f)[1] == "00001"]
+    ranked = sorted(first, key=lambda f: (_rank(f), f))
+    if ref.file and len(ranked) > 1:
+        msg = f"{ref}: several GGUF files match {ref.file}: {', '.join(ranked[:10])}; name one."
+        raise LoadError(msg)
+    return ranked[0]
+
+
+def _quantization(file: str) -> str:
+    """The quantization a GGUF file's name carries (``Q4_K_M``), or ""."""
+    name = _SHARD.sub(".gguf", file.rsplit("/", 1)[-1]).removesuffix(".gguf").upper()
+    for kind in GGUF_PRECISION:
+        if re.search(rf"(^|[._-]){re.escape(kind)}$", name):
+            return kind
+    return ""
+
+
+def _rank(file: str) -> int:
+    kind = _quantization(file)
+    return GGUF_PRECISION.index(kind) if kind else len(GGUF_PRECISION)
 
 
 def _weight_files(ref: Reference, commit: str, files: list[str]) -> list[str]:

@@ -59,6 +59,11 @@ def parse_size(text: str) -> int:
     return int(size)
 
 
+def _gguf_key(file: str | None) -> tuple[str, ...]:
+    """The extra part of a heads entry's key: the GGUF file or quantization a reference names."""
+    return (file,) if file else ()
+
+
 #: The cache's subfolders and the names of its entries (sha256 hex digests, see `_path`).
 _KINDS = ("refs", "heads", "tensors")
 _ENTRY = re.compile(r"[0-9a-f]{64}")
@@ -81,23 +86,33 @@ class _Cache:
         self._write("refs", json.dumps({"commit": commit}).encode(), ref.repo, ref.revision)
 
     def model(self, ref: Reference, commit: str) -> HubModel | None:
-        record = self._read_json("heads", ref.repo, commit)
+        record = self._read_json("heads", ref.repo, commit, *_gguf_key(ref.file))
         if not isinstance(record, dict):
             return None
         try:
             heads = {f: (size, base64.b64decode(h)) for f, (size, h) in record["heads"].items()}
             model = HubModel(
-                ref.repo, ref.revision, commit, record["config"], heads, record["tensors"]
+                ref.repo,
+                ref.revision,
+                commit,
+                record["config"],
+                heads,
+                record["tensors"],
+                record.get("file"),
             )
             model.infos  # noqa: B018 -- the cached heads pass posviz.io's checks again
         except (KeyError, TypeError, ValueError):  # LoadError included
             return None
         return model
 
-    def put_model(self, model: HubModel) -> None:
+    def put_model(self, model: HubModel, ref: Reference | None = None) -> None:
+        """Keep `model`'s heads, found again by `ref` (its repo, commit and the GGUF file or
+        quantization it names: another name in the same repo may be another file)."""
         heads = {f: (size, base64.b64encode(h).decode()) for f, (size, h) in model.heads.items()}
         record = {"config": model.config, "heads": heads, "tensors": model.tensors}
-        self._write("heads", json.dumps(record).encode(), model.repo, model.commit)
+        record["file"] = model.file
+        key = _gguf_key(ref.file if ref else None)
+        self._write("heads", json.dumps(record).encode(), model.repo, model.commit, *key)
 
     def tensor(
         self, model: HubModel, name: str, span: tuple[int, int] | None = None

@@ -83,6 +83,22 @@ def _head(url: str, what: str, *, limit: int = io.MAX_HEADER_BYTES) -> tuple[int
     return size, head
 
 
+def _gguf_head(url: str, what: str) -> tuple[int, bytes, io.GGUFHeader]:
+    """A GGUF file's size, header bytes and checked header: its first 24 bytes (magic, version,
+    counts) and the size, then ranges that grow until the header ends (posviz.io's bounds
+    hold before each request: a hostile header asks for nothing beyond them)."""
+    first, size = _get_range(url, 0, 24, what=what)
+
+    def read(begin: int, end: int) -> bytes:
+        if end <= len(first):
+            return bytes(first[begin:end])
+        rest, _ = _get_range(url, max(begin, len(first)), end, what=what)
+        return bytes(first[begin:]) + bytes(rest) if begin < len(first) else bytes(rest)
+
+    header, head = io.read_gguf_header(read, size, what, first=io.FIRST_RANGE)
+    return size, bytes(head), header
+
+
 @contextmanager
 def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Response]:
     """A streamed GET through the Hub client's session (proxies, HF_TOKEN, user agent), with

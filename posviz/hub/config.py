@@ -23,9 +23,16 @@ class ConfigFile:
     files : tuple of str
         The repo's files at `commit` (empty offline).
     nbytes : int
-        Size of config.json.
+        Size of config.json (of a GGUF file's header).
     sha256 : str
-        Of config.json's bytes ("" when read from the offline cache, which keeps no bytes).
+        Of config.json's bytes ("" when read from the offline cache, which keeps no bytes); of
+        a GGUF's header and rope tensors.
+    file : str
+        Where the config was read: ``config.json``, or the GGUF file whose metadata stands
+        for it.
+    keys : tuple
+        A GGUF's keys read (:class:`posviz.schemes.gguf.KeyRead`), each with the config key
+        it fed.
     """
 
     repo: str
@@ -35,15 +42,22 @@ class ConfigFile:
     files: tuple[str, ...]
     nbytes: int
     sha256: str = ""
+    file: str = "config.json"
+    keys: tuple = ()
+
+    @property
+    def gguf(self) -> str | None:
+        """The GGUF file this config was read from, if it was."""
+        return self.file if self.file.lower().endswith(".gguf") else None
 
     @property
     def at_commit(self) -> str:
-        """``hf:REPO@COMMIT``: where this config.json is read again."""
-        return f"hf:{self.repo}@{self.commit}"
+        """``hf:REPO@COMMIT`` (``:FILE`` for a GGUF): where this config is read again."""
+        return f"hf:{self.repo}@{self.commit}" + (f":{self.gguf}" if self.gguf else "")
 
     @property
     def source(self) -> str:
-        return f"hf:{self.repo}@{self.revision} · commit {self.commit} · config.json"
+        return f"hf:{self.repo}@{self.revision} · commit {self.commit} · {self.file}"
 
     @cached_property
     def scheme(self) -> schemes.Scheme:
@@ -51,16 +65,19 @@ class ConfigFile:
         return schemes.position_scheme(self.config)
 
 
-def no_table_reason(label: str, config: dict, tensors: Iterable[str]) -> str | None:
-    """Why model `label` has no learned absolute position table, when its `config` says so and
-    none of its `tensors` is named like one."""
+def no_table_reason(
+    label: str, config: dict, tensors: Iterable[str], *, where: str = "config.json"
+) -> str | None:
+    """Why model `label` has no learned absolute position table, when its `config` (read from
+    `where`: config.json, or a GGUF's metadata) says so and none of its `tensors` is named like
+    one."""
     if any(_position_named(name) for name in tensors):
         return None
     scheme = position_scheme(config)
     if scheme is None:
         return None
     return (
-        f"{label} has no learned absolute position table: its config.json says it "
+        f"{label} has no learned absolute position table: its {where} says it "
         f"uses {scheme}. `posviz summary {label}` and the Schemes page analyse that scheme; "
         "pick any 2-D tensor by name if you want to look at it as a table anyway."
     )

@@ -11,13 +11,15 @@ from posviz.hub.config import no_table_reason
 
 @dataclass(frozen=True)
 class Reference:
-    """A model on the Hub: repo id and revision (branch, tag, ``refs/pr/N`` or commit)."""
+    """A model on the Hub: repo id and revision (branch, tag, ``refs/pr/N`` or commit), and in
+    a repo of GGUF files the one read (its name, or a quantization such as ``Q4_K_M``)."""
 
     repo: str
     revision: str = "main"
+    file: str | None = None
 
     def __str__(self) -> str:
-        return f"hf:{self.repo}@{self.revision}"
+        return f"hf:{self.repo}@{self.revision}" + (f":{self.file}" if self.file else "")
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,12 @@ class HubModel:
     config : dict
         The model's config.json (empty if it has none).
     heads : dict of str to (int, bytes)
-        Per safetensors file: its size and its head (8-byte length and JSON header).
+        Per weights file: its size and its head (a safetensors file's 8-byte length and JSON
+        header; a GGUF file's header, magic to the last tensor info).
     tensors : dict of str to str
         Tensor name -> the file holding it.
+    file : str or None
+        The GGUF file read, in a repo of GGUF files (its metadata is then `config`).
     """
 
     repo: str
@@ -44,10 +49,11 @@ class HubModel:
     config: dict
     heads: dict[str, tuple[int, bytes]]
     tensors: dict[str, str]
+    file: str | None = None
 
     @property
     def label(self) -> str:
-        return str(Reference(self.repo, self.revision))
+        return str(Reference(self.repo, self.revision, self.file))
 
     @property
     def infos(self) -> list[io.TensorInfo]:
@@ -74,9 +80,10 @@ class HubModel:
         return f"{self.label} · commit {self.commit} · {self.tensors[name]}"
 
     def no_table_reason(self) -> str | None:
-        """Why this model has no learned absolute position table, when config.json says so and
-        no tensor is named like one."""
-        return no_table_reason(self.label, self.config, self.tensors)
+        """Why this model has no learned absolute position table, when config.json (a GGUF's
+        metadata) says so and no tensor is named like one."""
+        where = "GGUF metadata" if self.file else "config.json"
+        return no_table_reason(self.label, self.config, self.tensors, where=where)
 
     def _file(self, file: str) -> tuple[dict[str, dict], int]:
         return self._parsed[file]
@@ -85,6 +92,8 @@ class HubModel:
     def _parsed(self) -> dict[str, tuple[dict[str, dict], int]]:
         """Each file's checked entries and data start (posviz.io's checks, once per model)."""
         return {
-            file: io.safetensors_entries(head, size, f"{self.label}:{file}")
+            file: io.read_header(
+                file, head, size, self.label if self.file else f"{self.label}:{file}"
+            )
             for file, (size, head) in self.heads.items()
         }

@@ -1,12 +1,12 @@
 """Which tensors does a file hold, and how is one of them read safely as a position table.
 
-Formats: .npy, .npz, .safetensors, and text tables (.csv, .tsv, .txt, including the Embedding
-Projector's TSV). Pickle-based files (PyTorch .pt/.bin/.ckpt, .pkl, joblib, torch zips) are
-refused, never unpickled. Listing reads headers only; reading takes one tensor's bytes, after
-its size was checked. Every refusal is a :class:`LoadError` naming the file. One private module
-per format reads it; :mod:`posviz.io.detect` finds the position tensor and its leading rows that
-are not positions; :mod:`posviz.io.write` writes a table (e.g. a resampled one) back as .npy or
-.safetensors bytes.
+Formats: .npy, .npz, .safetensors, .gguf (llama.cpp's; quantized tensors are dequantized), and
+text tables (.csv, .tsv, .txt, including the Embedding Projector's TSV). Pickle-based files
+(PyTorch .pt/.bin/.ckpt, .pkl, joblib, torch zips) are refused, never unpickled. Listing reads
+headers only; reading takes one tensor's bytes, after its size was checked. Every refusal is a
+:class:`LoadError` naming the file. One private module per format reads it;
+:mod:`posviz.io.detect` finds the position tensor and its leading rows that are not positions;
+:mod:`posviz.io.write` writes a table (e.g. a resampled one) back as .npy or .safetensors bytes.
 """
 
 from __future__ import annotations
@@ -25,8 +25,27 @@ import numpy as np
 
 from posviz.embedding import Embedding, LoadError
 from posviz.io._file import TensorInfo, _File, _pickle_message, single_name
+from posviz.io._gguf import (
+    FIRST_RANGE,
+    MAX_GGUF_HEADER_BYTES,
+    GGUFHeader,
+    GGUFTensor,
+    LongArray,
+    _list_gguf,
+    _read_gguf,
+    check_gguf_tensor,
+    file_reader,
+    gguf_array,
+    gguf_entries,
+    header_entries,
+    read_gguf_header,
+    read_gguf_tensor,
+)
 from posviz.io._npy import _list_npy, _read_npy
 from posviz.io._npz import MAX_MEMBERS, MAX_RATIO, MAX_UNZIPPED_BYTES, _list_npz, _read_npz
+from posviz.io._safetensors import (
+    _SAFETENSORS_DTYPES as _SAFETENSOR_TYPES,
+)
 from posviz.io._safetensors import (
     MAX_HEADER_BYTES,
     MAX_TENSORS,
@@ -57,7 +76,9 @@ from posviz.io.write import storage_dtype, to_npy, to_safetensors
 
 __all__ = [
     "ACCEPTED_FORMATS",
+    "FIRST_RANGE",
     "INDEX_SUFFIX",
+    "MAX_GGUF_HEADER_BYTES",
     "MAX_HEADER_BYTES",
     "MAX_MEMBERS",
     "MAX_RATIO",
@@ -67,16 +88,27 @@ __all__ = [
     "PICKLE_SUFFIXES",
     "POSITION_NAMES",
     "ZERO_ROWS_SEARCHED",
+    "GGUFHeader",
+    "GGUFTensor",
     "LoadError",
+    "LongArray",
     "ReservedRows",
     "Source",
     "TensorInfo",
     "Trim",
+    "check_entry",
     "check_safetensors_tensor",
     "choose_tensor",
     "detect_position_tensor",
+    "entry_array",
+    "gguf_entries",
+    "header_entries",
     "list_tensors",
     "load",
+    "opened",
+    "read_gguf_header",
+    "read_gguf_tensor",
+    "read_header",
     "read_rows",
     "read_tensor",
     "reserved_rows",
@@ -96,9 +128,11 @@ __all__ = [
 
 #: Uploaded bytes, or a path on disk.
 Source = bytes | str | os.PathLike
+#: ``read(begin, end)``: those bytes of an opened file.
+ReadRange = Callable[[int, int], bytes | bytearray]
 
 #: What the app can read, as shown to users when a file is not one of them.
-ACCEPTED_FORMATS = ".npy, .npz, .safetensors, .csv, .tsv, .txt"
+ACCEPTED_FORMATS = ".npy, .npz, .safetensors, .gguf, .csv, .tsv, .txt"
 #: How a sharded safetensors checkpoint's index is named (transformers' ``save_pretrained``
 #: writes ``model.safetensors.index.json`` beside the shards its ``weight_map`` lists).
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -108,6 +142,7 @@ _SUFFIX_FORMATS = {
     ".npy": "npy",
     ".npz": "npz",
     ".safetensors": "safetensors",
+    ".gguf": "gguf",
     ".csv": "text",
     ".tsv": "text",
     ".txt": "text",
@@ -249,6 +284,14 @@ def table_from(
 
 
 @contextmanager
+def opened(source: Source, filename: str | None = None) -> Iterator[tuple[ReadRange, int, str]]:
+    """`source` opened once for several reads: ``(read(begin, end), size, label)``, with the
+    checks every read makes (a regular file, not empty; failures as a LoadError)."""
+    with _opened(source, filename) as src:
+        yield file_reader(src), src.size, src.label
+
+
+@contextmanager
 def _opened(source: Source, filename: str | None) -> Iterator[_File]:
     """Open `source` and decide its format from magic bytes, then from its extension."""
     if isinstance(source, bytes):
@@ -288,6 +331,8 @@ def _format(head: bytes, suffix: str, label: str) -> str:
         return "npy"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return "npz"
+    if head.startswith(b"GGUF"):
+        return "gguf"
     # safetensors: u64 header length (far below 2**32) then the JSON object.
     if len(head) > 8 and head[4:8] == b"\0\0\0\0" and head[8:9] == b"{":
         return "safetensors"
@@ -321,11 +366,41 @@ _LISTERS: dict[str, Callable[[_File], list[TensorInfo]]] = {
     "npy": _list_npy,
     "npz": _list_npz,
     "safetensors": _list_safetensors,
+    "gguf": _list_gguf,
     "text": _list_text,
 }
 _READERS: dict[str, Callable[[_File, str], np.ndarray]] = {
     "npy": _read_npy,
     "npz": _read_npz,
     "safetensors": _read_safetensors,
+    "gguf": _read_gguf,
     "text": _read_text,
 }
+
+
+# A file's tensors as posviz.hub keeps them (entries of dtype, shape and data_offsets), whatever
+# the format: safetensors dtypes and GGML types share their plain names (F32, F16, BF16, I8…).
+
+
+def read_header(file: str, head: bytes, size: int, label: str) -> tuple[dict[str, dict], int]:
+    """Checked tensor entries of a safetensors or GGUF file (by `file`'s extension) from its
+    head alone, and where its data region starts."""
+    if file.lower().endswith(".gguf"):
+        return gguf_entries(head, size, label)[:2]
+    return safetensors_entries(head, size, label)
+
+
+def check_entry(what: str, entry: dict) -> None:
+    """Refuse an entry before its bytes are read (masks, too many values, a type not read)."""
+    if entry["dtype"] in _SAFETENSOR_TYPES:
+        check_safetensors_tensor(what, entry)
+    else:
+        check_gguf_tensor(what, entry)
+
+
+def entry_array(buffer: bytearray, entry: dict) -> np.ndarray:
+    """The array an entry's bytes hold: safetensors' dtypes as stored (BF16 as float32), GGML's
+    quantized types dequantized to float32."""
+    if entry["dtype"] in _SAFETENSOR_TYPES:
+        return safetensors_array(buffer, entry)
+    return gguf_array(buffer, entry)

@@ -40,6 +40,7 @@ from posviz.schemes.config import (
     parse_config,
     read_config_file,
 )
+from posviz.schemes.gguf import keys_record
 from posviz.schemes.layers import LayerScheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import check_bias_shape, check_relative_bias, t5_buckets
@@ -65,6 +66,7 @@ __all__ = [
     "checkpoint_provenance",
     "config_provenance",
     "finite",
+    "gguf_provenance",
     "heads_record",
     "is_decoder_bias",
     "layers_record",
@@ -87,16 +89,26 @@ INV_FREQ_TOLERANCE = 2**-8
 PRESET = "preset:"
 
 
+def gguf_provenance(model: weights.LocalGGUF) -> dict[str, Any]:
+    """:func:`config_provenance` of a GGUF file: the file (its label) stands for the
+    config.json, the sha256 is of its header and rope tensors, and "gguf_keys" says which GGUF
+    key fed which config key."""
+    return config_provenance(model.source, model.sha256, gguf_keys=keys_record(model.keys))
+
+
 def read_config(
     config: str, data: bytes | None = None, *, label: str | None = None
 ) -> tuple[dict, dict[str, Any], weights.Model | None]:
     """The config.json `config` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``, or a
-    safetensors checkpoint with its config.json beside it), parsed; its
-    :func:`config_provenance` (a Hub model at the commit read; a checkpoint's path under
-    "weights"); the model whose weights hold the scheme's tensors (Hub or local), if any.
+    safetensors checkpoint with its config.json beside it, or a .gguf file whose metadata
+    stands for one), parsed; its :func:`config_provenance` (a Hub model at the commit read; a
+    checkpoint's path under "weights"; a GGUF's keys under "gguf_keys"); the model whose
+    weights hold the scheme's tensors (Hub or local), if any.
 
     `data` is its bytes when already read (an upload named `config`); `label` names a local
-    checkpoint's tables (default: the file's name).
+    file in its provenance and messages instead of its path (a shared folder's file by its name
+    there: the server's path is not the visitor's business), and a checkpoint's tables
+    (default: the file's name).
 
     Raises
     ------
@@ -105,8 +117,12 @@ def read_config(
     """
     if data is None and hub.is_hub_ref(config):
         ref = hub.parse_ref(config)
-        opened = hub.open_config(ref.repo, ref.revision)
-        return opened.config, config_provenance(opened.at_commit, opened.sha256), opened
+        opened = hub.open_config(ref.repo, ref.revision, ref.file)
+        where = {"gguf_keys": keys_record(opened.keys)} if opened.gguf else {}
+        return opened.config, config_provenance(opened.at_commit, opened.sha256, **where), opened
+    if config.lower().endswith(".gguf"):  # its metadata stands for config.json
+        model = weights.open_gguf(config if data is None else data, label=label or config)
+        return model.config, gguf_provenance(model), model
     if data is None and weights.is_weights(config):  # its config.json beside (a shard index too)
         model = weights.open_checkpoint(config, label=label or config)
         return model.config, checkpoint_provenance(model), model
@@ -116,10 +132,11 @@ def read_config(
             msg = f"{name!r} is not a model posviz has a config.json excerpt of."
             raise LoadError(msg)
         data = json.dumps(PRESETS[name]).encode()  # the bytes a preset stands for
-    elif data is None:
-        data = read_config_file(config)
+    name = label or config
+    if data is None:
+        data = read_config_file(config, what=name)
     sha256 = hashlib.sha256(data).hexdigest()
-    return parse_config(data, what=config), config_provenance(config, sha256), None
+    return parse_config(data, what=name), config_provenance(name, sha256), None
 
 
 def scheme_head(scheme: Scheme) -> dict[str, Any]:

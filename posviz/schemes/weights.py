@@ -1,11 +1,12 @@
 """The tensors a position scheme needs from a model's weights: T5's bias tensors, DeBERTa's
 relative table, a stored rotary ``inv_freq`` buffer (headers first, then only those bytes).
 
-One code path for both places weights are: a model on the Hub, read by range requests at the
-commit its config.json was read at (:class:`posviz.hub.ConfigFile`), and a safetensors
-checkpoint on disk with the config.json beside it (:class:`LocalCheckpoint`: one file, or the
-shards a ``*.safetensors.index.json`` lists, as the Hub's sharded models are read).
-Where such a model's numbers came from is :func:`model_provenance`.
+One code path for every place weights are: a model on the Hub, read by range requests at the
+commit its config.json (or GGUF header) was read at (:class:`posviz.hub.ConfigFile`), a
+safetensors checkpoint on disk with the config.json beside it (:class:`LocalCheckpoint`: one
+file, or the shards a ``*.safetensors.index.json`` lists, as the Hub's sharded models are read),
+and a GGUF file, whose metadata stands for its config.json (:class:`LocalGGUF`). Where such a
+model's numbers came from is :func:`model_provenance`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from posviz.schemes.config import (
     position_scheme,
     read_config_file,
 )
+from posviz.schemes.gguf import ROPE_TENSORS, GGUFConfig, KeyRead, gguf_config
 from posviz.schemes.relative import (
     MAX_BIAS_TENSORS,
     REL_EMBEDDINGS,
@@ -45,6 +47,7 @@ from posviz.schemes.relative import (
 
 __all__ = [
     "LocalCheckpoint",
+    "LocalGGUF",
     "Model",
     "bias_tensors",
     "checkpoint_provenance",
@@ -52,8 +55,10 @@ __all__ = [
     "config_provenance",
     "is_weights",
     "load_checkpoint",
+    "load_gguf",
     "model_provenance",
     "open_checkpoint",
+    "open_gguf",
     "relative_embeddings",
     "stored_inv_freq",
     "weights_in",
@@ -143,8 +148,97 @@ class LocalCheckpoint:
         return str(PurePosixPath(self.label).parent / Path(file).name)
 
 
-#: Where a scheme's tensors are: a Hub model's config.json (its commit), or a local checkpoint.
-Model = hub.ConfigFile | LocalCheckpoint
+@dataclass(frozen=True)
+class LocalGGUF:
+    """A GGUF file (on disk, or uploaded bytes) whose metadata stands for its config.json.
+
+    Attributes
+    ----------
+    path : str or bytes
+        The file, as given (a provenance names it so `posviz rerun` finds it again), or the
+        uploaded bytes.
+    config : dict
+        The config.json keys its metadata stands for (:func:`posviz.schemes.gguf.gguf_config`).
+    label : str
+        How tables read from it name their source (the file's name, or its path in the shared
+        folder).
+    sha256 : str
+        Of its header and the rope tensors read (what the scheme was read from).
+    keys : tuple of KeyRead
+        Every GGUF key and tensor read, and the config key each fed.
+    """
+
+    path: str | bytes
+    config: dict
+    label: str
+    sha256: str
+    keys: tuple[KeyRead, ...]
+    tensors: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        """Where the scheme was read: the GGUF file itself."""
+        return self.label
+
+    def read(self, name: str) -> np.ndarray:
+        """Tensor `name` (dequantized): only its bytes are read, after its size was checked."""
+        return io.read_tensor(self.path, name, self.label)
+
+    def source_of(self, name: str) -> str:
+        return self.label
+
+
+#: Where a scheme's tensors are: a Hub model's config.json or GGUF header (its commit), a local
+#: checkpoint, or a GGUF file.
+Model = hub.ConfigFile | LocalCheckpoint | LocalGGUF
+
+
+def open_gguf(path: str | Path | bytes, *, label: str | None = None) -> LocalGGUF:
+    """The GGUF file `path` (or uploaded bytes): its header, and the rope tensors it holds
+    (a few hundred bytes), read into the config.json keys they stand for.
+
+    Raises
+    ------
+    LoadError
+        If the file is refused by posviz.io, or its position metadata is unreadable.
+    """
+    if label is None:
+        label = "uploaded.gguf" if isinstance(path, bytes) else Path(path).name
+    source = path if isinstance(path, bytes) else str(path)
+    with io.opened(source, label) as (read, size, named):
+        header, head = io.read_gguf_header(read, size, named)
+        translated: GGUFConfig = gguf_config(
+            header,
+            lambda name: io.read_gguf_tensor(read, header, name, named),
+            head=head,
+        )
+    return LocalGGUF(
+        source, translated.config, label, translated.sha256, translated.keys, tuple(header.tensors)
+    )
+
+
+def load_gguf(
+    model: LocalGGUF,
+    *,
+    tensor: str | None = None,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+) -> Embedding:
+    """A table of a GGUF file, as :func:`posviz.io.load` reads one; with no tensor named, a
+    model whose metadata names another scheme and holds no learned table is refused with the
+    scheme in words (a rotary model's rope tensors are factors, not a table)."""
+    if tensor is None:
+        position_scheme(model.config)  # the metadata's values are checked first
+        reason = no_table_reason(model.label, model.config, model.tensors, where="GGUF metadata")
+        if reason:
+            raise LoadError(reason)
+        candidates = [n for n in model.tensors if n not in ROPE_TENSORS]
+        infos = [i for i in io.list_tensors(model.path, model.label) if i.name in candidates]
+        tensor = io.choose_tensor(infos, model.label)
+    return io.load(
+        model.path, model.label, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid
+    )
 
 
 def is_weights(path: str | Path) -> bool:
@@ -370,7 +464,7 @@ class _HubWeights:
 
 
 def _weights(model: Model) -> _Weights:
-    if isinstance(model, LocalCheckpoint):
+    if isinstance(model, LocalCheckpoint | LocalGGUF):
         return model
     return _HubWeights(hub.open_model_at(model))
 
@@ -429,10 +523,13 @@ def stored_inv_freq(model: Model) -> tuple[str, np.ndarray] | None:
 
 def load(source: str | os.PathLike, **options: Any) -> Embedding:
     """The table `source` names (`posviz.load`'s one implementation): ``hf:REPO[@REV]`` from the
-    Hub, a .safetensors checkpoint with its config.json beside it as that config says, any
-    other file by `posviz.io`. `options` are `posviz.load`'s (tensor, rows, grid)."""
+    Hub, a .safetensors checkpoint with its config.json beside it as that config says, a .gguf
+    file as its metadata says, any other file by `posviz.io`. `options` are `posviz.load`'s
+    (tensor, rows, grid)."""
     if isinstance(source, str) and hub.is_hub_ref(source):
         return hub.load(source, **options)
+    if str(source).lower().endswith(".gguf"):
+        return load_gguf(open_gguf(source), **options)
     if str(source).lower().endswith(".safetensors") and config_beside(source):
         return load_checkpoint(open_checkpoint(source), **options)
     return io.load(source, **options)

@@ -139,6 +139,9 @@ probe_with_controls = _step(
     "Running the position probes on the table and its two controls…",
 )
 compare = _step(pipeline.compare, "Comparing the two tables: CKA, principal angles, Procrustes…")
+quantization_error = _step(
+    pipeline.quantization_error, "Comparing the quantized table with the original…"
+)
 resample_length = _step(pipeline.resample_length, "Resampling the table…", cached_table)
 resample_grid = _step(pipeline.resample_grid, "Resampling the grid…", cached_table)
 table_summary = _step(pipeline.table_summary, "Summarising the table…")

@@ -4,8 +4,9 @@ to tell a visitor whose link could not reopen it.
 A table is named by its origin and its cut. The origin says where the whole tensor comes from:
 a simulation (``sim=learned-like&n_positions=2048&...``: every option of the generator), a
 model on the Hub (``hub=REPO&revision=COMMIT``: the commit, so the link keeps its table when
-the branch moves), or a file of the server's shared folder (``shared=PATH``). The cut says
-which tensor and rows (``tensor=...&rows=2:1026&grid=14x14``). Every link also carries the
+the branch moves; in a repo of GGUF files, ``file=NAME.gguf`` too: the one read), or a file of
+the server's shared folder (``shared=PATH``, a GGUF file as any other). The cut says which
+tensor and rows (``tensor=...&rows=2:1026&grid=14x14``). Every link also carries the
 first 16 hex digits of the table's sha256, so a link whose source changed since says so.
 
 An uploaded file cannot travel in a link, nor can a table a page made from another (resampled,
@@ -40,7 +41,7 @@ SHA_DIGITS = 16
 
 #: Every key a link may use to name a table (a slot's prefix comes before it).
 KEYS = frozenset(
-    {"sim", "hub", "revision", "shared", "upload", "served", "table"}
+    {"sim", "hub", "revision", "file", "shared", "upload", "served", "table"}
     | {"tensor", "rows", "grid", "sha256"}
     | {
         name
@@ -83,9 +84,10 @@ def keys(table: Embedding, origin: Mapping[str, str] | None, *, made: str | None
     table : Embedding
         The table shown.
     origin : mapping or None
-        Its origin (:func:`simulation`, ``{"hub": repo, "revision": commit}``, ``{"shared":
-        path}``, ``{"upload": file}``, ``{"served": file}``); None for a table a link cannot
-        name by its source, which is then named in words (``table=``).
+        Its origin (:func:`simulation`, ``{"hub": repo, "revision": commit}`` with ``"file"``
+        for a repo's GGUF file, ``{"shared": path}``, ``{"upload": file}``, ``{"served":
+        file}``); None for a table a link cannot name by its source, which is then named in
+        words (``table=``).
     made : str or None
         For a simulated origin, the sha256 of the generator's own table: a `table` that
         differs (its leading rows trimmed) gets its cut too.

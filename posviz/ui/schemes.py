@@ -1,7 +1,8 @@
 """The Schemes page's model: where it comes from (a known model, the Hub, an upload, the shared
-folder), the widgets that follow it, and its reads. The Hub (or a shared checkpoint) is read
-once per model and revision for ten minutes, each read kept within the cache's byte bound. A
-scheme's numbers are pipeline steps, cached by `posviz.ui.cache` as every other analysis."""
+folder; a GGUF file's metadata standing for config.json), the widgets that follow it, and its
+reads. The Hub (or a shared checkpoint) is read once per model and revision for ten minutes,
+each read kept within the cache's byte bound. A scheme's numbers are pipeline steps, cached by
+`posviz.ui.cache` as every other analysis."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from posviz._params import defaults
 from posviz.embedding import LoadError
 from posviz.schemes import alibi, weights
 from posviz.schemes.config import RelativeBiasSpec, Scheme, position_scheme
+from posviz.schemes.gguf import keys_record
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.record import (
     INV_FREQ_TOLERANCE,
     PRESET,
     checkpoint_provenance,
     config_provenance,
+    gguf_provenance,
     read_config,
 )
 from posviz.schemes.rotary import RotaryFrequencies, RotarySpec, inv_freq_difference
@@ -51,7 +54,7 @@ __all__ = [
 
 #: Where the page reads a model's config.json from; the shared folder when the server has one.
 SOURCES = ("Known models", "Hub model", "config.json", "Shared folder")
-#: The Hub model (repo, revision) the Schemes page shows.
+#: The Hub model (repo, revision, GGUF file or None) the Schemes page shows.
 HUB_MODEL = "schemes.opened"
 #: For each widget that follows the model: the model its value was set for (`follow`).
 FOLLOWED = "schemes.followed"
@@ -67,7 +70,7 @@ class Shown:
     Attributes
     ----------
     config : dict
-        Its config.json, parsed.
+        Its config.json, parsed (a GGUF's metadata, as config.json keys).
     provenance : dict
         Where the config.json was read (`posviz.schemes.record.config_provenance`).
     label : str
@@ -75,7 +78,7 @@ class Shown:
     origin : str
         The source of a table opened from it.
     weights : Model or None
-        Where a learned scheme's tensors are read (a Hub model, a shared checkpoint).
+        Where a learned scheme's tensors are read (a Hub model, a shared checkpoint or GGUF).
     weights_place : str
         Where those are, in words ("from the Hub").
     """
@@ -111,7 +114,11 @@ def _from_hub() -> Shown | None:
     with st.form("schemes.hub"):
         left, right = st.columns([3, 1])
         repo = left.text_input(
-            "Model id", placeholder="meta-llama/Llama-3.1-8B", key="schemes.repo"
+            "Model id",
+            placeholder="meta-llama/Llama-3.1-8B",
+            key="schemes.repo",
+            help="A repo of GGUF files is read from its metadata: add :FILE.gguf or :QUANT "
+            "(e.g. :Q4_K_M) to pick one, else the most precise file is read.",
         )
         revision = right.text_input("Revision", "main", key="schemes.revision")
         if st.form_submit_button("Open", type="primary"):
@@ -128,24 +135,32 @@ def _from_hub() -> Shown | None:
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
-    provenance = config_provenance(opened.at_commit, opened.sha256)
+    # A GGUF's metadata stands for config.json: the keys read, each with the one it fed.
+    gguf_keys = {"gguf_keys": keys_record(opened.keys)} if opened.gguf else {}
+    provenance = config_provenance(opened.at_commit, opened.sha256, **gguf_keys)
     return Shown(opened.config, provenance, named[0], opened.source, opened, "from the Hub")
 
 
 def _from_shared(root: Path) -> Shown | None:
     # Checkpoints saved with their config.json beside them (the config is read, then only the
-    # tensors a scheme needs); every message names them as the shared folder lists them.
+    # tensors a scheme needs), or GGUF files (their metadata, then their rope tensors); every
+    # message names them as the shared folder lists them.
     opened = widgets.shared_checkpoint(root, key="schemes.shared")
     if opened is None:
         return None
-    provenance = checkpoint_provenance(opened)
-    return Shown(
-        opened.config, provenance, opened.label, opened.label, opened, "from the checkpoint"
-    )
+    if isinstance(opened, weights.LocalGGUF):
+        provenance, place = gguf_provenance(opened), "from the GGUF file"
+    else:
+        provenance, place = checkpoint_provenance(opened), "from the checkpoint"
+    return Shown(opened.config, provenance, opened.label, opened.label, opened, place)
 
 
 def _from_upload() -> Shown | None:
-    upload = st.file_uploader("A model's config.json", type=["json"], key="schemes.upload")
+    upload = st.file_uploader(
+        "A model's config.json, or a GGUF file (its metadata stands for config.json)",
+        type=["json", "gguf"],
+        key="schemes.upload",
+    )
     if upload is None:
         return None
     try:
@@ -234,11 +249,14 @@ def preset_rules(names: list[str]) -> dict[str, tuple[RotarySpec, dict[str, Any]
 
 
 def set_hub_model(repo: str, revision: str) -> None:
-    st.session_state[HUB_MODEL] = (repo.strip(), revision.strip() or "main")
+    """Name the Schemes page's Hub model: ``REPO`` or, in a repo of GGUF files,
+    ``REPO:FILE.gguf`` or ``REPO:QUANT``."""
+    repo, _, file = repo.strip().partition(":")
+    st.session_state[HUB_MODEL] = (repo.strip(), revision.strip() or "main", file.strip() or None)
 
 
-def hub_model() -> tuple[str, str] | None:
-    """The Hub model named on the Schemes page, if any."""
+def hub_model() -> tuple[str, str, str | None] | None:
+    """The Hub model (repo, revision, GGUF file or None) named on the Schemes page, if any."""
     named = st.session_state.get(HUB_MODEL)
     return named if named and named[0] else None
 
@@ -246,8 +264,8 @@ def hub_model() -> tuple[str, str] | None:
 @st.cache_data(
     ttl=600, max_entries=64, max_size=CACHE_SIZE, show_spinner="Reading config.json from the Hub…"
 )
-def hub_config(repo: str, revision: str) -> hub.ConfigFile:
-    return hub.open_config(repo, revision)
+def hub_config(repo: str, revision: str, file: str | None = None) -> hub.ConfigFile:
+    return hub.open_config(repo, revision, file)
 
 
 @st.cache_data(ttl=600, max_size=CACHE_SIZE, show_spinner="Reading the bias tensors…")

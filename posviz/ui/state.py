@@ -140,12 +140,13 @@ def _hub_origin(table: Embedding) -> dict[str, str]:
     """A Hub table's origin at the commit it was read at, not its branch: a link keeps its
     table when the branch moves on."""
     where = table.provenance()
-    return {"hub": str(where["repo"]), "revision": str(where["commit"])}
+    return hub_origin(str(where["repo"]), str(where["commit"]), where.get("file"))
 
 
-def hub_origin(repo: str, commit: str) -> dict[str, str]:
-    """The origin of a table read from the Hub model `repo` at `commit` (for `set_table`)."""
-    return {"hub": repo, "revision": commit}
+def hub_origin(repo: str, commit: str, file: str | None = None) -> dict[str, str]:
+    """The origin of a table read from the Hub model `repo` at `commit` (for `set_table`); in
+    a repo of GGUF files, the `file` read (a repo holds several, one per quantization)."""
+    return {"hub": repo, "revision": commit} | ({"file": file} if file else {})
 
 
 def link(slot: str = PRIMARY) -> dict[str, str]:
@@ -275,6 +276,7 @@ def _from_hub(slot: str, params: dict[str, str]) -> Embedding:
         msg = "this server does not read from the Hugging Face Hub (POSVIZ_HUB=off)"
         raise ValueError(msg)
     ref = f"hf:{params['hub']}@{params.get('revision') or 'main'}"
+    ref += f":{params['file']}" if params.get("file") else ""
     start, stop = links.parse_rows(params.get("rows", "0:"))
     with st.spinner(f"Reading {ref} from the Hub…"):
         table = hub.load(

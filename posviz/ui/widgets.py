@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import _settings, compare, export, figures, hub, io, simulate
+from posviz import _settings, compare, export, figures, hub, io, quantization, simulate
 from posviz._params import defaults
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.export.screen import on_screen
@@ -368,12 +368,27 @@ def _upload(slot: str) -> None:
     upload = st.file_uploader(
         "A position table or checkpoint",
         key=f"{slot}.upload",
-        help="safetensors, npy, npz, csv/tsv/txt. Pickle-based files (.pt, .bin, .ckpt) are "
+        help="safetensors, gguf, npy, npz, csv/tsv/txt. Pickle-based files (.pt, .bin, .ckpt) are "
         "refused: convert them to safetensors first.",
     )
     if upload is not None:
+        data = upload.getvalue()
+        if upload.name.lower().endswith(".gguf"):
+            _gguf_reason(data, upload.name)
         origin = {"upload": upload.name}  # named in the link, which cannot carry the file
-        _pick_and_load(upload.getvalue(), upload.name, slot=slot, key=slot, origin=origin)
+        _pick_and_load(data, upload.name, slot=slot, key=slot, origin=origin)
+
+
+def _gguf_reason(source: bytes | Path, label: str) -> None:
+    """Say so when a GGUF's metadata names a scheme other than a learned table (its tensors
+    can still be picked by name); a file posviz refuses is said by the loader below."""
+    try:
+        model = weights.open_gguf(source, label=label)
+        reason = no_table_reason(label, model.config, model.tensors, where="GGUF metadata")
+    except LoadError:
+        return
+    if reason:
+        st.warning(literal(reason), icon=":material/info:")
 
 
 @st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
@@ -411,6 +426,8 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
+    if relative.lower().endswith(".gguf"):
+        _gguf_reason(path, relative)
     _pick_and_load(
         checkpoint or path, relative, slot=slot, key=f"{slot}.shared", origin={"shared": relative}
     )
@@ -442,31 +459,37 @@ def _sharded(root: Path, files: list[str]) -> list[str]:
 
 def shared_checkpoint(
     root: Path, *, key: str, sharded: bool = False
-) -> weights.LocalCheckpoint | None:
-    """Pick a safetensors checkpoint of the shared folder that has its config.json beside it;
-    None until one is picked (or when it is refused: the page says why). `sharded`: a folder
-    of shards is offered as its index (model.safetensors.index.json), read as one model."""
+) -> weights.LocalCheckpoint | weights.LocalGGUF | None:
+    """Pick a safetensors checkpoint of the shared folder that has its config.json beside it,
+    or a GGUF file (its metadata stands for config.json); None until one is picked (or when it
+    is refused: the page says why). `sharded`: a folder of shards is offered as its index
+    (model.safetensors.index.json), read as one model."""
     try:
         files = shared_files(root)
     except LoadError as error:
         st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return None
-    found = [f for f in files if weights.config_beside(root / f)]
+    found = [f for f in files if f.lower().endswith(".gguf") or weights.config_beside(root / f)]
     if sharded:
         found = _sharded(root, found)
     relative = st.selectbox(
-        f"Checkpoint with its config.json: {len(found):,} in the shared folder",
+        f"Checkpoint with its config.json, or GGUF file: {len(found):,} in the shared folder",
         found,
         index=None,
         placeholder="Choose a checkpoint",
         key=key,
-        help="A model folder as save_pretrained leaves it: config.json beside model.safetensors"
-        + (" or the shards its model.safetensors.index.json lists." if sharded else "."),
+        help="A model folder as save_pretrained leaves it (config.json beside "
+        "model.safetensors"
+        + (", or the shards its model.safetensors.index.json lists)" if sharded else ")")
+        + ", or a .gguf file.",
     )
     if relative is None:
         return None
     try:
-        checkpoint = state.folder_checkpoint(root, datadir.resolve(root, relative), relative)
+        path = datadir.resolve(root, relative)
+        if relative.lower().endswith(".gguf"):
+            return weights.open_gguf(path, label=relative)
+        checkpoint = state.folder_checkpoint(root, path, relative)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
@@ -491,7 +514,9 @@ HUB_MODELS_SIZE = "256MB"
 )
 def _hub_model(repo: str, revision: str) -> hub.HubModel:
     # Cached for a while: every rerun draws all tabs, and resolving a branch costs a request.
-    return hub.open_model(repo, revision)
+    # A repo of GGUF files may name one: REPO:FILE.gguf or REPO:QUANT.
+    repo, _, file = repo.partition(":")
+    return hub.open_model(repo, revision, file or None)
 
 
 def _hub(slot: str) -> None:
@@ -506,7 +531,11 @@ def _hub(slot: str) -> None:
     with st.form(f"{slot}.hub"):
         left, right = st.columns([3, 1])
         repo = left.text_input(
-            "Model id", placeholder="openai-community/gpt2", key=f"{slot}.hub.repo"
+            "Model id",
+            placeholder="openai-community/gpt2",
+            key=f"{slot}.hub.repo",
+            help="In a repo of GGUF files, add :FILE.gguf or :QUANT (e.g. :Q8_0) to pick one; "
+            "else the most precise file is read.",
         )
         revision = right.text_input(
             "Revision",
@@ -539,7 +568,7 @@ def _hub(slot: str) -> None:
         f"{model.label} (commit {model.commit[:12]})",
         slot=slot,
         key=f"{slot}.hub",
-        origin=state.hub_origin(model.repo, model.commit),
+        origin=state.hub_origin(model.repo, model.commit, model.file),
     )
 
 
@@ -701,3 +730,35 @@ def freeze_imports() -> None:
     importing this module (tests, notebooks) freezes nothing.
     """
     gc.freeze()
+
+
+def quantization_note(table: Embedding, *, center: bool) -> None:
+    """For a table stored quantized (a GGUF's Q8_0, Q4_K, …): its quantization named, and its
+    error against the original when the second table (Compare page) is that original."""
+    if not quantization.is_quantized(table.dtype):
+        return
+    original = state.current(state.SECOND)
+    if original.shape != table.shape or original.sha256 == table.sha256:
+        st.info(
+            f"This table was stored as **{literal(table.dtype)}** (GGML quantization) and "
+            "dequantized by gguf's dequantize. Load the original (the model's safetensors "
+            "table) as the second table on the Compare page to see the quantization's error "
+            "here.",
+            icon=":material/compress:",
+        )
+        return
+    e = cache.quantization_error(table, original, center=center)
+    st.info(
+        f"**Quantization {literal(table.dtype)}** against the second table "
+        f"({literal(original.name)}, {literal(original.dtype)}): relative error "
+        f"‖Q − O‖/‖O‖ = **{e.relative_error:.3g}** (rounding the original to float16 would "
+        f"give {e.float16_relative_error:.3g}, to bfloat16 {e.bfloat16_relative_error:.3g}); "
+        f"largest error of one value {e.max_abs_error:.3g}; the first "
+        f"{len(e.singular_values)} singular values move by at most "
+        f"{e.singular_value_change:.3g} of σ₁.",
+        icon=":material/compress:",
+    )
+    settings = export.header(e, table, original)
+    with expander_drawn_when_open("Quantization error: numbers", key="spectrum.quantization") as o:
+        if o:
+            show_numbers(e.to_frame(), name="quantization_error", settings=settings)

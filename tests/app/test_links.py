@@ -15,7 +15,7 @@ from posviz import simulate
 from posviz.embedding import LoadError
 from posviz.io.detect import trim_leading
 from posviz.ui import links, state, widgets
-from tests import apptest
+from tests import apptest, ggufs
 
 
 def url(at: AppTest) -> dict[str, str]:
@@ -249,6 +249,54 @@ def test_a_hub_link_names_the_commit_it_was_read_at(fake_hub):
     assert (link["hub"], link["revision"], link["tensor"]) == ("acme/gpt", repo.commit, "wpe")
     again = reopen(link)
     assert again.session_state[state.PRIMARY].sha256 == at.session_state[state.PRIMARY].sha256
+    assert not again.warning
+
+
+def test_a_hub_gguf_link_reopens_the_file_it_was_read_from(fake_hub, tmp_path):
+    # Two files of one table: without the file in the link, the most precise (F16) would be
+    # read again instead of the Q8_0 the link was made on.
+    wpe = simulate.learned_like(64, 32, seed=2).values.astype(np.float32)
+    repo = fake_hub.add(
+        "acme/gpt2-GGUF",
+        {
+            "gpt2-Q8_0.gguf": ggufs.learned(tmp_path / "q8.gguf", wpe, "Q8_0"),
+            "gpt2-F16.gguf": ggufs.learned(tmp_path / "f16.gguf", wpe, "F16"),
+        },
+    )
+    at = apptest("pages/data.py").run()
+    at.text_input(key="posviz.table.hub.repo").set_value("acme/gpt2-GGUF:Q8_0")
+    next(b for b in at.button if b.label == "Open").click().run()
+    next(b for b in at.button if b.label == "Load").click().run()
+    assert not at.exception, at.exception
+    link = url(at)
+    assert (link["hub"], link["revision"], link["file"]) == (
+        "acme/gpt2-GGUF",
+        repo.commit,
+        "gpt2-Q8_0.gguf",
+    )
+    again = reopen(link, "pages/spectrum.py")
+    table = again.session_state[state.PRIMARY]
+    assert (table.sha256, table.dtype) == (at.session_state[state.PRIMARY].sha256, "Q8_0")
+    assert not again.warning
+    assert not pending(again)
+    assert url(again)["file"] == "gpt2-Q8_0.gguf"  # and its link names it still
+
+
+def test_a_gguf_of_the_shared_folder_is_reopened_by_its_path(tmp_path, monkeypatch):
+    wpe = simulate.learned_like(64, 32, seed=2).values.astype(np.float32)
+    (tmp_path / "gguf").mkdir()
+    ggufs.learned(tmp_path / "gguf" / "gpt2-Q8_0.gguf", wpe, "Q8_0")
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
+    widgets.shared_files.clear()
+    at = apptest("pages/data.py").run()
+    at.selectbox(key="posviz.table.shared.file").set_value("gguf/gpt2-Q8_0.gguf").run()
+    next(b for b in at.button if b.label == "Load").click().run()
+    assert not at.exception, at.exception
+    link = url(at)
+    assert (link["shared"], link["tensor"]) == ("gguf/gpt2-Q8_0.gguf", "position_embd.weight")
+    again = reopen(link)
+    table = again.session_state[state.PRIMARY]
+    assert (table.sha256, table.dtype) == (at.session_state[state.PRIMARY].sha256, "Q8_0")
     assert not again.warning
 
 

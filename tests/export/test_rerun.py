@@ -427,3 +427,61 @@ def test_a_hub_schemes_page_export_and_a_checked_inv_freq_rerun(fake_hub, downlo
     assert [c.name for c in posviz.rerun(record).differing] == [
         "stored_inv_freq.max_relative_difference"
     ]
+
+
+def test_the_quantization_errors_export_reruns_from_both_files(downloads, tmp_path, capsys):
+    from safetensors.numpy import save_file
+
+    from tests import ggufs
+
+    values = simulate.learned_like(64, 32, seed=4).values.astype(np.float32)
+    ggufs.learned(tmp_path / "gpt2-Q8_0.gguf", values, "Q8_0")
+    save_file({"wpe.weight": values}, tmp_path / "gpt2.safetensors")
+    at = apptest("pages/spectrum.py")
+    at.session_state["posviz.table"] = posviz.load(
+        tmp_path / "gpt2-Q8_0.gguf", tensor="position_embd.weight"
+    )
+    at.session_state["posviz.second"] = posviz.load(tmp_path / "gpt2.safetensors")
+    at.session_state["spectrum.quantization"] = True
+    at.run()
+    assert not at.exception, at.exception
+    for suffix in ("json", "csv"):
+        export = tmp_path / f"quantization_error.{suffix}"
+        export.write_text(downloads[f"quantization_error.{suffix}"]())
+        code, out = rerun(capsys, export)
+        assert code == 0, out
+        assert "DIFFERS" not in out
+    data = json.loads(export.with_suffix(".json").read_text())
+    assert data["analysis"] == "quantization_error"
+    assert [p["dtype"] for p in data["provenance"]] == ["Q8_0", "float32"]
+    data["columns"]["value"][0] *= 2  # the relative error
+    assert [c.name for c in posviz.rerun(data, base=tmp_path).differing] == ["value[0]"]
+
+
+def test_the_schemes_pages_comparison_reruns_from_both_sources(downloads, tmp_path, capsys):
+    from tests import ggufs
+
+    # A (a known model's config.json, built in) against B (an uploaded GGUF, found again by
+    # its name beside the export); a dump's rerun: tests/cli/test_diff.py.
+    gguf = ggufs.llama31(tmp_path / "llama.gguf")
+    at = apptest("pages/schemes.py")
+    at.session_state["schemes.preset"] = "meta-llama/Llama-3.1-8B"
+    at.session_state["schemes.compare"] = True
+    at.session_state["schemes.compare.kind"] = "File"
+    at.run()
+    at.get("file_uploader")[0].set_value(("llama.gguf", gguf.read_bytes(), "x")).run()
+    assert not at.exception, at.exception
+    for name in ("scheme_diff_pairs.json", "scheme_diff_pairs.csv", "scheme_diff.json"):
+        export = tmp_path / name
+        export.write_text(downloads[name]())
+        code, out = rerun(capsys, export)
+        assert code == 0, out
+        assert "DIFFERS" not in out
+    data = json.loads((tmp_path / "scheme_diff_pairs.json").read_text())
+    assert data["analysis"] == "scheme_diff"
+    assert [p["config"] for p in data["provenance"]] == [
+        "preset:meta-llama/Llama-3.1-8B",
+        "llama.gguf",
+    ]
+    data["columns"]["inv_freq_b"][3] *= 1.5
+    assert [c.name for c in posviz.rerun(data, base=tmp_path).differing] == ["inv_freq_b[3]"]

@@ -366,7 +366,9 @@ def test_load_of_a_missing_path(tmp_path: Path) -> None:
 
 
 def test_text_bytes_without_a_filename_are_not_guessed() -> None:
-    with pytest.raises(LoadError, match=r"Accepted formats: \.npy, \.npz, \.safetensors, \.csv"):
+    with pytest.raises(
+        LoadError, match=r"Accepted formats: \.npy, \.npz, \.safetensors, \.gguf, \.csv"
+    ):
         list_tensors(b"1,2\n3,4\n")
 
 
