@@ -176,8 +176,9 @@ def test_the_wheel_carries_the_package_and_the_app_and_nothing_else(installed: I
         "RECORD",
     }
     assert "posviz/_app/.streamlit/config.toml" in names
-    # Code only (about 240 KB): a stray data file or checkpoint would be megabytes.
-    assert installed.wheel.stat().st_size < 400_000
+    # Code only (about 420 KB with GGUF and heads): a stray data file or checkpoint would be
+    # megabytes.
+    assert installed.wheel.stat().st_size < 600_000
 
 
 def test_help_and_version_from_the_console_script(installed: Install):
