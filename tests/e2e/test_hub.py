@@ -70,7 +70,7 @@ def test_hub_tab_loads_a_models_position_table_by_name(page: Page, hub_server):
         started = time.perf_counter()
         page.get_by_role("tab", name="Hub").click()
         wait_idle(page)  # choosing a tab reruns the page
-        page.get_by_label("Model id").fill(repo)
+        page.get_by_role("textbox", name="Model id").fill(repo)
         page.get_by_role("button", name="Open").click()
         wait_idle(page)
         expect(page.get_by_text("file will travel")).to_be_visible()
