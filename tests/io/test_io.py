@@ -465,10 +465,10 @@ def test_a_header_past_the_entry_limit_is_refused_in_bounded_time_and_memory(
     # 8 MiB at most is read, and parsing stops at the 65,537th tensor entry.
     data = write_safetensors(tmp_path / "many.safetensors", _empty_tensors(100_000)).read_bytes()
     assert len(data) < posviz.io.MAX_HEADER_BYTES
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine's other work does not count
     with pytest.raises(LoadError, match="more than 65,536 tensors"):
         list_tensors(data, "many.safetensors")
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     tracemalloc.start()
     with pytest.raises(LoadError, match="more than 65,536 tensors"):
         list_tensors(data, "many.safetensors")
