@@ -72,7 +72,19 @@ class Sent:
 class FakeHub:
     url: str
     repos: dict[tuple[str, str], Repo] = field(default_factory=dict)
-    log: list[Sent] = field(default_factory=list)
+    _log: list[Sent] = field(default_factory=list)
+    _in_flight: int = 0
+    _idle: threading.Condition = field(default_factory=threading.Condition)
+
+    @property
+    def log(self) -> list[Sent]:
+        """The answers sent, each logged after its last byte: which the client may have read
+        (and returned to the test) before the server's thread logs it, so wait for the answers
+        under way (a few seconds at most: a trickle the client gave up on ends on its next
+        write)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=5)
+        return self._log
 
     def add(self, repo: str, files: dict[str, bytes | Path], revision: str = "main", **faults):
         """Serve `files` as `repo` at `revision`; returns the Repo (its commit sha is made up)."""
@@ -107,6 +119,16 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
+            with hub._idle:
+                hub._in_flight += 1
+            try:
+                self._get()
+            finally:
+                with hub._idle:
+                    hub._in_flight -= 1
+                    hub._idle.notify_all()
+
+        def _get(self) -> None:
             path = self.path.split("?")[0]
             if path.startswith("/api/models/"):
                 repo, _, revision = path.removeprefix("/api/models/").partition("/revision/")
@@ -204,7 +226,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 pass  # the client stopped reading (e.g. a refused whole-file answer)
             finally:
                 cookie = self.headers.get("Cookie")
-                hub.log.append(Sent(self.path, self.headers.get("Range"), status, sent, cookie))
+                hub._log.append(Sent(self.path, self.headers.get("Range"), status, sent, cookie))
             if truncate:
                 self.close_connection = True
 
