@@ -94,7 +94,8 @@ def pc_path(
     coords = [f32(pc.scores[shown, c - 1]) for c in components]
     ends = [f32(pc.scores[[0, n - 1], c - 1]) for c in components]
     named = labels.positions(shown)
-    colour = {"color": named.astype(np.float32), "colorscale": "Viridis"}
+    colours = named.astype(np.float32)
+    colour = {"color": colours, "colorscale": "Viridis"}
     bar = {"title": {"text": "position"}, "thickness": 12}
     if labels.bucketed:  # one colour per bucket; its ticks name offsets
         bar = {"title": {"text": "offset q − k"}, "thickness": 12, "labelalias": labels.aliases()}
@@ -121,7 +122,7 @@ def pc_path(
             x=coords[0][marked],
             y=coords[1][marked],
             mode="markers",
-            marker={"size": 5, **colour, "color": colour["color"][marked], **colorbar},
+            marker={"size": 5, **colour, "color": colours[marked], **colorbar},
             customdata=named[marked],
             name="positions",
             hovertemplate=hover + "<extra></extra>",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 from plotly.subplots import make_subplots
 
 from posviz.rows import RowLabels
@@ -48,7 +49,7 @@ def plain(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.6g}"
 
 
-def f32(values: np.ndarray) -> np.ndarray:
+def f32(values: ArrayLike) -> np.ndarray:
     """`values` as float32: typed arrays on the wire, half of float64's bytes, no visible loss."""
     return np.asarray(values, dtype=np.float32)
 

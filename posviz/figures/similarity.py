@@ -295,7 +295,7 @@ def position_profile(
     return fig
 
 
-def grid_mosaic(g: GridSimilarity) -> tuple[np.ndarray, np.ndarray]:
+def grid_mosaic(g: GridSimilarity) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Tiles laid out as one image, one NaN line between tiles; and the tile centres."""
     a, b, h, w = g.tiles.shape
     padded = np.full((a, b, h + 1, w + 1), np.nan)
