@@ -60,7 +60,45 @@ from posviz.schemes import weights as _weights
 from posviz.schemes._values import given
 from posviz.schemes.config import RelativeBiasSpec, Scheme
 
-__all__ = ["HEADS_STEPS", "STEPS", "Run", "Step", "call"]
+#: The registry and every step, each by the name an export records.
+__all__ = [
+    "HEADS_STEPS",
+    "STEPS",
+    "Run",
+    "Step",
+    "alibi_bias",
+    "alibi_heads",
+    "boundary_summary",
+    "bucket_layouts",
+    "call",
+    "change_points",
+    "compare",
+    "fit_sinusoids",
+    "grid_similarity",
+    "layer_table",
+    "learned_heads",
+    "offset_profile",
+    "offset_scores",
+    "outliers",
+    "position_statistics",
+    "principal_components",
+    "probe_with_controls",
+    "quantization_error",
+    "relative_bias",
+    "resample_grid",
+    "resample_length",
+    "rotary_decay",
+    "rotary_frequencies",
+    "rotary_heads",
+    "rotary_overlay",
+    "scheme_diff",
+    "scheme_record",
+    "similarity_map",
+    "sinusoid_likeness",
+    "spectrum",
+    "t5_heads",
+    "table_summary",
+]
 
 #: How a step asks for another step's result: ``run(step, *data, **params)``.
 Run = Callable[..., Any]

@@ -5,8 +5,10 @@ draw with Plotly, and pages only draw."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -232,3 +234,42 @@ def test_what_the_app_imports_is_out_of_the_collectors_way():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
     assert out.stdout.split() == [b"0", b"True"]
+
+
+def test_the_figures_and_the_pipeline_export_every_name_used_from_them():
+    """`__all__` of posviz/figures/*.py and posviz/pipeline.py lists each name of theirs that
+    another module, a page, app.py or the docs use (imported, or read as an attribute)."""
+    public = [f"posviz.figures.{p.stem}" for p in (ROOT / "posviz/figures").glob("[!_]*.py")]
+    public.append("posviz.pipeline")
+    sources = [*(ROOT / "posviz").rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]
+    docs = [*(ROOT / "docs").glob("*.md"), ROOT / "README.md"]
+    texts = {path: path.read_text() for path in [*sources, *docs]}
+    trees = {path: ast.parse(texts[path]) for path in sources}
+    imported: dict[tuple[str, Path], set[str]] = {}  # (module, by file) -> names
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.setdefault((node.module, path), set()).update(a.name for a in node.names)
+    for name in public:
+        path = ROOT / f"{name.replace('.', '/')}.py"
+        body = trees[path].body
+        exported = next(
+            ast.literal_eval(node.value)
+            for node in body
+            if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__"
+        )
+        defined = {node.name for node in body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+        defined |= {
+            target.id
+            for node in body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        attribute = re.compile(rf"\b_?{re.escape(name.removeprefix('posviz.'))}\.(\w+)")
+        used = set()
+        for other, text in texts.items():
+            if other != path:
+                used |= set(attribute.findall(text)) | imported.get((name, other), set())
+        missing = sorted(used & {d for d in defined if not d.startswith("_")} - set(exported))
+        assert missing == [], f"{name} does not export {missing}"

@@ -19,6 +19,14 @@ from posviz.figures.layout import (
     log_axis,
 )
 
+__all__ = [
+    "cka_map",
+    "collection_cumulative",
+    "collection_offsets",
+    "metrics_over_step",
+    "similarity_grid",
+]
+
 #: Panels of :func:`metrics_over_step`: every number of a collection's metrics table.
 STEP_METRICS = (
     "k50",

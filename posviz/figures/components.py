@@ -19,6 +19,15 @@ from posviz.figures.layout import (
 )
 from posviz.rows import RowLabels
 
+__all__ = [
+    "PATH_POINTS",
+    "pc_path",
+    "pc_trajectories",
+    "periodogram",
+    "principal_angles",
+    "sinusoid_fits",
+]
+
 #: Points drawn of a path in PC space; longer tables are shown at evenly spaced positions.
 PATH_POINTS = 5000
 

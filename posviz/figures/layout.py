@@ -9,6 +9,25 @@ from plotly.subplots import make_subplots
 
 from posviz.rows import RowLabels
 
+__all__ = [
+    "DIVERGING",
+    "LINE_POINTS",
+    "MARKER_POINTS",
+    "PIXEL_CELLS",
+    "TEMPLATE",
+    "base_figure",
+    "center_label",
+    "escape",
+    "f32",
+    "log_axis",
+    "plain",
+    "readable",
+    "row_hover",
+    "sampled_note",
+    "small_multiples",
+    "superscript",
+]
+
 TEMPLATE = "plotly_white"
 #: Diverging scale for similarities (centred at 0 by the caller via zmid).
 DIVERGING = "RdBu_r"
