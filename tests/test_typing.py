@@ -2,7 +2,8 @@
 
 A page calls ``cache.<step>(table, **settings)``; a misspelt or mistyped setting must be a type
 error, not a silent ``**params``. One mypy run checks a small file of wrong calls (each must be
-reported) and the pages (none of their keywords may be).
+reported) and the pages (none of their keywords may be). Another runs it over the whole of
+posviz/ (CI runs both: the README's command has no marker filter).
 """
 
 from __future__ import annotations
