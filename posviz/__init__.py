@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from posviz import (
     _moved,
@@ -32,7 +32,7 @@ from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors
 
 if TYPE_CHECKING:
-    from posviz.export.rerun import RerunResult
+    from posviz.export.rerun import RerunOptions, RerunResult
 
 __all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load", "rerun"]
 
@@ -100,7 +100,7 @@ def load(
     return weights.load(source, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid)
 
 
-def rerun(export: dict, **options: object) -> RerunResult:
+def rerun(export: dict, **options: Unpack[RerunOptions]) -> RerunResult:
     """Recompute every number of an export from what it records, and compare.
 
     The table its provenance names is read again (a file, or ``hf:REPO`` at the commit) and its

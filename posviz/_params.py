@@ -112,17 +112,10 @@ class Bound:
         )
         return kind + where + (", or None" if self.optional else "")
 
-    def check(self, name: str, value: Any, *, error: type[Refused] = Refused) -> None:
-        """Refuse `value` for argument `name` unless it lies within the bound.
-
-        Raises
-        ------
-        Refused
-            Naming the argument, its value (cut short) and the bound; as `error` when given
-            (a reader raises its own `posviz.embedding.LoadError`).
-        """
+    def __contains__(self, value: Any) -> bool:
+        """Whether `value` lies within the bound (``4 in Bound(1, 8)``)."""
         if value is None and self.optional:
-            return
+            return True
         kind = numbers.Integral if self.whole else numbers.Real
         ok = isinstance(value, kind) and not isinstance(value, bool)
         if ok and not self.whole:
@@ -134,7 +127,18 @@ class Bound:
             ok = value >= self.low
         if ok and self.high is not None:
             ok = value <= self.high
-        if not ok:
+        return ok
+
+    def check(self, name: str, value: Any, *, error: type[Refused] = Refused) -> None:
+        """Refuse `value` for argument `name` unless it lies within the bound.
+
+        Raises
+        ------
+        Refused
+            Naming the argument, its value (cut short) and the bound; as `error` when given
+            (a reader raises its own `posviz.embedding.LoadError`).
+        """
+        if value not in self:
             msg = f"{name} is {quoted(value)}; it must be {self.describe()}."
             raise error(msg)
 

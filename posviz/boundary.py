@@ -129,15 +129,17 @@ def position_statistics(values: np.ndarray, *, n_directions_removed: int = 0) ->
         )
         raise ValueError(msg)
     mean = mean_row(values, center=True)
-    norm, dist, dots = [], [], []
+    norms: list[np.ndarray] = []
+    dist: list[np.ndarray] = []
+    dots: list[np.ndarray] = []
     previous = None  # last row of the previous block, for the cosine across the block edge
     for block in row_blocks(values):
-        norm.append(np.linalg.norm(block, axis=1))
+        norms.append(np.linalg.norm(block, axis=1))
         dist.append(np.linalg.norm(block - mean, axis=1))
         rows = block if previous is None else np.vstack([previous, block])
         dots.append(np.einsum("ij,ij->i", rows[1:], rows[:-1]))
         previous = block[-1:]
-    norm = np.concatenate(norm)
+    norm = np.concatenate(norms)
     safe = np.where(norm > 0, norm, 1.0)
     cos = np.concatenate(dots) / (safe[1:] * safe[:-1])
     nan = np.array([np.nan])
@@ -595,7 +597,7 @@ def change_points(
         msg = f"null_draws must be in 0..1000 shuffles, got {null_draws}."
         raise ValueError(msg)
     x = np.asarray(flags.values[flags.statistics.index(statistic)], dtype=np.float64)
-    keep = ~flags.flagged.any(axis=0)
+    keep = ~np.asarray(flags.flagged.any(axis=0))  # an array: numpy's stubs allow a scalar
 
     def boundaries(rows: int) -> np.ndarray:
         """The boundaries a stretch of `rows` rows can test: `min_size` from either end, and
@@ -629,8 +631,13 @@ def change_points(
     # is searched on its own rows, so a step's jump is never noise in its neighbour's test.
     best = {(0, n): strongest(0, n, steps, z) if n_tested else None}
     found: list[tuple[int, float, float]] = []
+
+    def z_of(segment: tuple[int, int]) -> float:
+        top = best[segment]
+        return -1.0 if top is None else top[2]
+
     while len(found) < max_changes:
-        segment = max(best, key=lambda s: -1.0 if best[s] is None else best[s][2])
+        segment = max(best, key=z_of)
         top = best.pop(segment)
         if top is None or top[2] <= critical:
             break

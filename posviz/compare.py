@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 
+#: A float64 scalar as numpy's reductions return it (``np.linalg.norm``) or a Python float.
+_Scalar = float | np.floating
+
 #: Most components offered: the angles beyond are rarely read and each costs an eigenvector.
 MAX_COMPONENTS = 64
 #: Largest offset of the two tables' overlaid offset profiles (Compare, and Resample's before
@@ -93,7 +96,7 @@ class CkaNull:
 
     def summary(self) -> dict[str, float]:
         """Mean and 95th percentile of each estimator's null, and its p-value."""
-        out = {}
+        out: dict[str, float] = {}
         for name in ("cka", "cka_debiased"):
             null = getattr(self, name)
             out |= {
@@ -211,7 +214,9 @@ def _product(x: np.ndarray, y: np.ndarray, *, center: bool) -> np.ndarray:
     return total
 
 
-def _gram_summary(values: np.ndarray, k: int, *, center: bool) -> tuple[np.ndarray, float, float]:
+def _gram_summary(
+    values: np.ndarray, k: int, *, center: bool
+) -> tuple[np.ndarray, _Scalar, _Scalar]:
     """A tall table's top-k components over positions, ``||Xᵀ X||_F`` and ``||X||_F²``."""
     g = gram(values, center=center)
     norm, trace = np.linalg.norm(g), np.trace(g)
@@ -223,7 +228,7 @@ def _tall(x: np.ndarray, y: np.ndarray) -> bool:
     return len(x) >= max(x.shape[1], y.shape[1])
 
 
-def _cka(cross_sq: float, norm_x: float, norm_y: float) -> float:
+def _cka(cross_sq: _Scalar, norm_x: _Scalar, norm_y: _Scalar) -> float:
     """||Yᵀ X||_F² / (||Xᵀ X||_F ||Yᵀ Y||_F), from either side's Grams."""
     return float(cross_sq / (norm_x * norm_y))
 
@@ -257,7 +262,7 @@ def _components(values: np.ndarray, g: np.ndarray, k: int, *, center: bool) -> n
     return tall_times(values, weights, center=center)
 
 
-def _procrustes(nuclear: float, sq_norm_x: float, sq_norm_y: float) -> float:
+def _procrustes(nuclear: float, sq_norm_x: _Scalar, sq_norm_y: _Scalar) -> float:
     """sqrt(2 - 2 ||Yᵀ X||_* / (||X|| ||Y||)): the Procrustes residual of unit-norm tables."""
     return float(np.sqrt(max(2.0 - 2.0 * nuclear / np.sqrt(sq_norm_x * sq_norm_y), 0.0)))
 
@@ -300,7 +305,7 @@ def _hsic_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return xs, np.einsum("ij,ij->i", xs, xs)
 
 
-def _unbiased_hsic(inner_sq: float, kx: np.ndarray, ky: np.ndarray) -> float:
+def _unbiased_hsic(inner_sq: _Scalar, kx: np.ndarray, ky: np.ndarray) -> float:
     """Song et al. (2012)'s unbiased HSIC of linear kernels ``K = X Xᵀ``, ``L = Y Yᵀ``.
 
     For centred rows (``K 1 = 0``) with ``inner_sq = <K, L>_F`` and the diagonals kx, ky:
@@ -314,7 +319,9 @@ def _unbiased_hsic(inner_sq: float, kx: np.ndarray, ky: np.ndarray) -> float:
     return (trace + kx.sum() * ky.sum() / ((n - 1) * (n - 2)) - 2 * kl / (n - 2)) / (n * (n - 3))
 
 
-def _debiased(inner_sq: float, sq_x: float, sq_y: float, kx: np.ndarray, ky: np.ndarray) -> float:
+def _debiased(
+    inner_sq: _Scalar, sq_x: _Scalar, sq_y: _Scalar, kx: np.ndarray, ky: np.ndarray
+) -> float:
     """Debiased CKA from ``<K, L>``, ``||K||²``, ``||L||²`` and the kernels' diagonals."""
     denominator = _unbiased_hsic(sq_x, kx, kx) * _unbiased_hsic(sq_y, ky, ky)
     if denominator <= 0:
@@ -357,8 +364,8 @@ def debiased_cka(x: np.ndarray, y: np.ndarray) -> float:
     _check_same_length(x, y)
     _check_hsic_rows(len(x))
     (xs, kx), (ys, ky) = _hsic_terms(x), _hsic_terms(y)
-    squares = [np.linalg.norm(a.T @ b) ** 2 for a, b in ((xs, ys), (xs, xs), (ys, ys))]
-    return _debiased(*squares, kx, ky)
+    inner, sq_x, sq_y = (np.linalg.norm(a.T @ b) ** 2 for a, b in ((xs, ys), (xs, xs), (ys, ys)))
+    return _debiased(inner, sq_x, sq_y, kx, ky)
 
 
 #: Above this many positions the null is computed on the dimension side (``||Xᵀ Y_π||²``
@@ -591,7 +598,7 @@ def compare(
     return Comparison(
         cka=cka,
         principal_angles=np.sort(subspace_angles(ux, uy)),
-        procrustes_error=_procrustes(nuclear, sq_norm_x, sq_norm_y) if same_width else None,
+        procrustes_error=None if nuclear is None else _procrustes(nuclear, sq_norm_x, sq_norm_y),
         n_positions=len(x),
         cka_debiased=null.observed_cka_debiased if null is not None else debiased_cka(x, y),
         null=null,

@@ -279,7 +279,7 @@ class Embedding:
         prefix = np.array(full[:row_start])
         prefix.flags.writeable = False
         digest = hashlib.sha256(f"{values.dtype.str}{values.shape}".encode())
-        digest.update(memoryview(values).cast("B"))
+        digest.update(values.data.cast("B"))
         return cls(
             values=values,
             name=name,

@@ -252,8 +252,11 @@ class PatternHeads:
     def kernel(self, head: int, stop: int | None = None) -> np.ndarray:
         """K_h over positions 0 … stop − 1 (default all), float64."""
         stop = self.n_positions if stop is None else min(stop, self.n_positions)
-        if self.queries is not None:
+        if self.queries is not None and self.keys is not None:  # set together, or neither
             return self.queries[head, :stop] @ self.keys[self.kv_head[head], :stop].T
+        if self.offset_bias is None:
+            msg = "These heads hold neither queries and keys nor a bias per offset."
+            raise ValueError(msg)
         n = self.n_positions
         i = np.arange(stop)
         return self.offset_bias[head][i[:, None] - i[None, :] + n - 1]
@@ -899,7 +902,7 @@ def rotary_heads(
     null = null if draws else {}
     stop = max_distance or frequencies.context or 4096
     dense = np.arange(min(stop, 64) + 1)
-    sparse = np.geomspace(64, stop, 1024) if stop > 64 else []
+    sparse = np.geomspace(64, stop, 1024) if stop > 64 else np.empty(0)
     distances = np.unique(np.concatenate([dense, np.round(sparse)])).astype(np.int64)
     cosines = np.cos(np.outer(frequencies.inv_freq, distances))
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -57,9 +57,48 @@ from posviz.schemes import relative as _relative
 from posviz.schemes import rotary as _rotary
 from posviz.schemes import sources as _sources
 from posviz.schemes import weights as _weights
+from posviz.schemes._values import given
 from posviz.schemes.config import RelativeBiasSpec, Scheme
 
-__all__ = ["HEADS_STEPS", "STEPS", "Run", "Step", "call"]
+#: The registry and every step, each by the name an export records.
+__all__ = [
+    "HEADS_STEPS",
+    "STEPS",
+    "Run",
+    "Step",
+    "alibi_bias",
+    "alibi_heads",
+    "boundary_summary",
+    "bucket_layouts",
+    "call",
+    "change_points",
+    "compare",
+    "fit_sinusoids",
+    "grid_similarity",
+    "layer_table",
+    "learned_heads",
+    "offset_profile",
+    "offset_scores",
+    "outliers",
+    "position_statistics",
+    "principal_components",
+    "probe_with_controls",
+    "quantization_error",
+    "relative_bias",
+    "resample_grid",
+    "resample_length",
+    "rotary_decay",
+    "rotary_frequencies",
+    "rotary_heads",
+    "rotary_overlay",
+    "scheme_diff",
+    "scheme_record",
+    "similarity_map",
+    "sinusoid_likeness",
+    "spectrum",
+    "t5_heads",
+    "table_summary",
+]
 
 #: How a step asks for another step's result: ``run(step, *data, **params)``.
 Run = Callable[..., Any]
@@ -315,6 +354,9 @@ def resample_length(table: Embedding, *, run: Run = call, **params: Any) -> Embe
 @_step(_resample.resample_grid, makes_table=True)
 def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
     """The table's grid resampled by :func:`posviz.resample.resample_grid` (to `new_grid`)."""
+    if table.grid is None:
+        msg = f"{table.name} has no patch grid (a ViT's H x W) to resample; resample its length."
+        raise ValueError(msg)
     result = _resample.resample_grid(table.values, table.grid, **params)
     return _resample.resampled_table(table, result)
 
@@ -484,15 +526,23 @@ def _attention_layer(
             "checkpoint with its config.json), not a config.json alone."
         )
         raise LoadError(msg)
+    if isinstance(model, _weights.LocalGGUF):
+        msg = (
+            "The export's heads are in the model's safetensors weights; a GGUF file's are "
+            "quantized. Name the model (hf:REPO or a checkpoint with its config.json)."
+        )
+        raise LoadError(msg)
+    index = where.get("layer")
+    if not isinstance(index, int):
+        msg = f"The export's provenance names layer {quoted(index)}; expected a layer number."
+        raise LoadError(msg)
     recorded = where.get("tensors")
     if not isinstance(recorded, list) or not all(isinstance(t, dict) for t in recorded):
         msg = "The export's provenance lists no tensors read with their sha256."
         raise LoadError(msg)
     expected = {str(t.get("name")): t.get("sha256") for t in recorded}
     opened = _attention.open_model(model)
-    plan = _attention.plan_layer(
-        opened.config, opened.tensors, layer=where.get("layer"), label=opened.label
-    )
+    plan = _attention.plan_layer(opened.config, opened.tensors, layer=index, label=opened.label)
     names = {r.name for r in plan.reads}
     if names != set(expected):
         msg = (
@@ -539,8 +589,9 @@ def learned_heads(
     through the model's normalisation, its query and key rows and biases, its logit scale."""
     _of_kind(layer, "learned", "learned_heads")
     plan = layer.plan
+    wq, wk = given(layer.wq, "query weights"), given(layer.wk, "key weights")
     return _heads.learned_heads(
-        layer.inputs, layer.wq, layer.wk, layer.bq, layer.bk, plan.causal, plan.logit_scale,
+        layer.inputs, wq, wk, layer.bq, layer.bk, plan.causal, plan.logit_scale,
         **params,
     )  # fmt: skip
 
@@ -554,8 +605,9 @@ def rotary_heads(
     _of_kind(layer, "rotary", "rotary_heads")
     own, rest = split_params(params, _heads.rotary_heads)
     frequencies = run(rotary_frequencies, layer.plan.rotary, **rest)
+    wq, wk = given(layer.wq, "query weights"), given(layer.wk, "key weights")
     return _heads.rotary_heads(
-        layer.wq, layer.wk, frequencies, layer.norm.gain, layer.q_gain, layer.k_gain, **own
+        wq, wk, frequencies, layer.norm.gain, layer.q_gain, layer.k_gain, **own
     )
 
 
@@ -565,7 +617,7 @@ def alibi_heads(
 ) -> _heads.PatternHeads:
     """:func:`posviz.heads.alibi_heads` of an ALiBi layer's slopes."""
     _of_kind(layer, "alibi", "alibi_heads")
-    return _heads.alibi_heads(layer.slopes, **params)
+    return _heads.alibi_heads(given(layer.slopes, "ALiBi's slopes"), **params)
 
 
 @_step(_heads.t5_heads, "layer", _attention_layer, record=_heads_record)
@@ -576,9 +628,8 @@ def t5_heads(
     bidirectional)."""
     _of_kind(layer, "relative_bias", "t5_heads")
     spec = layer.plan.options
-    return _heads.t5_heads(
-        layer.relative_bias, True, spec["num_buckets"], spec["max_distance"], **params
-    )
+    bias = given(layer.relative_bias, "T5's relative attention bias")
+    return _heads.t5_heads(bias, True, spec["num_buckets"], spec["max_distance"], **params)
 
 
 #: The heads step of each kind of layer (`posviz.schemes.attention.LayerPlan.kind`): what

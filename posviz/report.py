@@ -138,7 +138,7 @@ def report_sections(
     model = table_model(table)
     if model is not None:  # the table came with its model: its layer 0's heads too
         sections.append(("Heads", lambda: heads_section(model, run=run, **seeded)))
-    done = []
+    done: list[Section] = []
     for title, make in sections:
         if progress:
             progress(title, len(done), len(sections))
@@ -288,6 +288,9 @@ def rows_section(table: Embedding) -> Section:
     """DeBERTa's relative table: the offsets q − k each row (bucket) covers, as every figure
     and table of the report names its rows."""
     offsets = table.row_offsets
+    if offsets is None:
+        msg = f"{table.name} has rows of positions, not buckets of relative offsets."
+        raise ValueError(msg)
     frame = labelled(
         pd.DataFrame({"position": range(table.shape[0])}), {"provenance": table.provenance()}
     )
@@ -298,7 +301,7 @@ def rows_section(table: Embedding) -> Section:
         f"{offsets.max_relative_positions} make it (transformers' make_log_bucket_position, "
         "then clamp(bucket + span, 0, 2 · span − 1)). Figures over position draw each row at "
         "the centre of its offsets; maps keep one cell per bucket, labelled by its offsets. "
-        f"{table.row_offsets.rule()['as_positions']}",
+        f"{offsets.rule()['as_positions']}",
         {"Offsets of each row": frame.rename(columns={"position": "bucket"})},
     )
 
@@ -318,7 +321,7 @@ def probes_section(
     )
 
 
-def table_model(table: Embedding) -> weights.Model | None:
+def table_model(table: Embedding) -> weights.Readable | None:
     """The model a table was read from, when its provenance says (a Hub model at its commit,
     or a safetensors checkpoint found with its config.json beside it: a shard's, through the
     index beside it), else None."""
@@ -346,7 +349,7 @@ def _shards_model(path: Path, label: str) -> weights.LocalCheckpoint | None:
 
 
 def heads_section(
-    model: weights.Model, *, layer: int = 0, run: pipeline.Run = pipeline.call, **params: Any
+    model: weights.Readable, *, layer: int = 0, run: pipeline.Run = pipeline.call, **params: Any
 ) -> Section:
     """Layer `layer`'s heads of the table's model (its kind's step of
     `posviz.pipeline.HEADS_STEPS`, with `params`): each head's numbers beside the null's
@@ -401,7 +404,7 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     if progress:
         progress("writing the page", len(sections), len(sections) + 1)
     title = f"posviz report: {table.name} ({table.shape[0]} x {table.shape[1]})"
-    data = {
+    data: dict[str, Any] = {
         "provenance": table.provenance(),
         "analyses": [
             {**_analysis(section.analyses[caption]), "caption": caption, "columns": columns(frame)}
@@ -413,7 +416,7 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
     }
     if table.row_offsets is not None:  # as `posviz summary --json` carries them
         data["row_offsets"] = table.row_offsets.record()
-    listing = {**data["provenance"]}
+    listing: dict[str, object] = {**data["provenance"]}
     for entry in data["analyses"]:
         listing[entry["caption"]] = f"{entry['analysis']} {json.dumps(entry['params'])}"
     return _page(title, listing, sections, data)
@@ -447,7 +450,8 @@ def build_collection_report(c: Collection) -> str:
     )
     settings = {**c.procedure(), "center": c.center}
     settings["tables"] = "; ".join(
-        f"{m.label} = {m.table.name} {m.table.source} sha256 {m.table.sha256}" for m in c.loaded
+        f"{m.label} = {t.name} {t.source} sha256 {t.sha256}"
+        for m, t in zip(c.loaded, c.tables, strict=True)
     )
     data = {**c.header(), "columns": columns(frame)}
     title = f"posviz collection report: {len(c.loaded)} tables"

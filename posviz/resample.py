@@ -151,9 +151,9 @@ def resample_length(
         if not 0 <= reserved < n - 1:
             msg = f"Reserved rows must be between 0 and {n - 2} for a table of {n} rows."
             raise ValueError(msg)
-        p = np.arange(n_positions)
-        rows = np.where(p < reserved, p, reserved + (p - reserved) % (n - reserved))
-        out = values[rows]
+        i = np.arange(n_positions)
+        source_rows = np.where(i < reserved, i, reserved + (i - reserved) % (n - reserved))
+        out = values[source_rows]
         words = f"tile to {n_positions} rows" + (f", {reserved} reserved" * bool(reserved))
         return Resampled(values=out, grid=None, description=words)
     if method not in LENGTH_METHODS:

@@ -306,7 +306,7 @@ def vit_grid(
 
 
 #: Generators by the name the app shows.
-GENERATORS = {
+GENERATORS: dict[str, Callable[..., Embedding]] = {
     "sinusoidal": sinusoidal,
     "learned-like": learned_like,
     "gaussian": gaussian,

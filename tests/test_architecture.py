@@ -5,6 +5,7 @@ draw with Plotly, and pages only draw."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -232,3 +233,42 @@ def test_what_the_app_imports_is_out_of_the_collectors_way():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
     assert out.stdout.split() == [b"0", b"True"]
+
+
+def test_the_figures_and_the_pipeline_export_every_name_used_from_them():
+    """`__all__` of posviz/figures/*.py and posviz/pipeline.py lists each name of theirs that
+    another module, a page, app.py or the docs use (imported, or read as an attribute)."""
+    public = [f"posviz.figures.{p.stem}" for p in (ROOT / "posviz/figures").glob("[!_]*.py")]
+    public.append("posviz.pipeline")
+    sources = [*(ROOT / "posviz").rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]
+    texts = {path: path.read_text() for path in [*sources, *(ROOT / "docs").glob("*.md")]}
+    texts[ROOT / "README.md"] = (ROOT / "README.md").read_text()
+    # ``from posviz.x import a, b as c`` and its parenthesised form, function-level ones too.
+    imports = re.compile(r"^\s*from ([\w.]+) import (\([^)]*\)|[^\n]*)", re.MULTILINE)
+    imported: dict[str, set[str]] = {}
+    for text in texts.values():
+        for module, names in imports.findall(text):
+            imported.setdefault(module, set()).update(re.findall(r"\w+", names))
+    for name in public:
+        path = ROOT / f"{name.replace('.', '/')}.py"
+        body = ast.parse(texts[path]).body
+        exported = next(
+            ast.literal_eval(node.value)
+            for node in body
+            if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__"
+        )
+        defined = {node.name for node in body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+        defined |= {
+            target.id
+            for node in body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        attribute = re.compile(rf"\b_?{re.escape(name.removeprefix('posviz.'))}\.(\w+)")
+        used = imported.get(name, set()).copy()
+        for other, text in texts.items():
+            if other != path:
+                used |= set(attribute.findall(text))
+        missing = sorted(used & {d for d in defined if not d.startswith("_")} - set(exported))
+        assert missing == [], f"{name} does not export {missing}"

@@ -2,7 +2,8 @@
 
 A page calls ``cache.<step>(table, **settings)``; a misspelt or mistyped setting must be a type
 error, not a silent ``**params``. One mypy run checks a small file of wrong calls (each must be
-reported) and the pages (none of their keywords may be).
+reported) and the pages (none of their keywords may be). Another runs it over the whole of
+posviz/ (CI runs both: the README's command has no marker filter).
 """
 
 from __future__ import annotations
@@ -73,3 +74,27 @@ def test_wrong_settings_are_type_errors_and_the_pages_have_none(tmp_path):
     # narrow at run time (an Optional grid inside ``if table.grid``, number_input's int | float).
     names = re.compile(r"^(Unexpected keyword argument|Missing named argument)")
     assert [e for e in found if e[0].parent.name == "pages" and names.match(e[2])] == []
+
+
+#: Files of posviz/ that mypy still finds errors in: this set only shrinks. A file fixed must
+#: leave it (the test fails while it is listed clean), and no other file may gain an error.
+NOT_YET_TYPED = {
+    # Being changed by other work as this set was made (issue 32); typed after it lands.
+    "posviz/probes.py",
+    "posviz/spectrum.py",
+    # Passes a _PreparedTable to _linalg.autocorrelation, which slices any table-like object
+    # but declares an ndarray: clean once _linalg's annotation says so.
+    "posviz/offsets.py",
+}
+
+
+@pytest.mark.slow
+def test_the_package_type_checks_but_the_files_not_yet_typed():
+    found = errors(ROOT / "posviz")
+    failing = {path.as_posix() for path, _, _ in found}
+    new = [f"{path}:{line}: {message}" for path, line, message in found
+           if path.as_posix() not in NOT_YET_TYPED]  # fmt: skip
+    assert new == [], "\n".join(new)
+    assert failing >= NOT_YET_TYPED, (
+        f"clean now, remove from NOT_YET_TYPED: {NOT_YET_TYPED - failing}"
+    )

@@ -8,8 +8,9 @@ import math
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from posviz import _settings, hub
 from posviz._params import MAX_RESULT_BYTES, Refused, quoted
@@ -164,7 +165,11 @@ def _refused(args: argparse.Namespace, message: str) -> int:
     return 2
 
 
-def _centring(args: argparse.Namespace) -> dict[str, bool]:
+class _Centring(TypedDict, total=False):
+    center: bool
+
+
+def _centring(args: argparse.Namespace) -> _Centring:
     """The centring asked for: the core's default unless --no-center."""
     return {"center": False} if args.no_center else {}
 
@@ -327,10 +332,7 @@ def _collection(args: argparse.Namespace) -> Collection:
     from posviz.collection import analyse, member  # every analysis: not for one table
 
     members = [
-        member(
-            path,
-            lambda path=path: weights.load(path, tensor=args.tensor, row_start=args.drop_prefix),
-        )
+        member(path, partial(weights.load, path, tensor=args.tensor, row_start=args.drop_prefix))
         for path in args.path
     ]
     return analyse(members, **_centring(args))

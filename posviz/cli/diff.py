@@ -130,7 +130,7 @@ def describe(diff: SchemeDiff, a: str, b: str) -> str:
     if diff.agree:
         lines.append(f"agree within {tolerance:g} ({rule}): exit 0")
     else:
-        what = {**FIELDS, **NUMBERS}.get(diff.first_difference, "")
+        what = {**FIELDS, **NUMBERS}.get(diff.first_difference or "", "")
         lines.append(
             f"DIFFER: first at {diff.first_difference}"
             + (f" ({what})" if what else "")

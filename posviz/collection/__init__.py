@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -179,8 +179,9 @@ def members_table(members: Sequence[Member]) -> pd.DataFrame:
 
 def is_ordered(members: Sequence[Member]) -> bool:
     """Whether every loaded member's label names a step, all in one unit (steps or epochs)."""
-    loaded = [m.step for m in members if m.table is not None]
-    return bool(loaded) and None not in loaded and len({s.unit for s in loaded}) == 1
+    steps = [m.step for m in members if m.table is not None]
+    units = {None if s is None else s.unit for s in steps}
+    return bool(units) and None not in units and len(units) == 1
 
 
 def order(members: Sequence[Member]) -> tuple[Member, ...]:
@@ -392,9 +393,20 @@ class Collection:
         return tuple(m for m in self.members if m.table is not None)
 
     @property
+    def tables(self) -> tuple[Embedding, ...]:
+        """The tables of `loaded`."""
+        return tuple(m.table for m in self.members if m.table is not None)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The step each of `loaded` names, when `ordered` (else empty)."""
+        steps = tuple(s for m in self.loaded if (s := m.step) is not None)
+        return steps if self.ordered else ()
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the tables held (each in its stored float32 or float64 dtype)."""
-        return sum(m.table.values.nbytes for m in self.loaded)
+        return sum(t.values.nbytes for t in self.tables)
 
     def summary(self, label: str) -> TableSummary:
         """The summary of the loaded table labelled `label`."""
@@ -405,7 +417,7 @@ class Collection:
 
     def describe(self) -> str:
         """How many tables were loaded, and whether they are ordered by step or a set."""
-        order = f"ordered by {self.loaded[0].step.unit}" if self.ordered else "a set of models"
+        order = f"ordered by {self.steps[0].unit}" if self.ordered else "a set of models"
         return f"{len(self.loaded)} tables, {order}"
 
     def header(self) -> dict[str, object]:
@@ -425,7 +437,7 @@ class Collection:
         """How the collection's numbers were made, in words, beside the summaries' params."""
         return {
             "posviz_version": __version__,
-            "ordered_by": (self.loaded[0].step.unit if self.ordered else None),
+            "ordered_by": (self.steps[0].unit if self.ordered else None),
             "offset_profile": f"cosine, offsets 0..min(n - 1, {MAX_OFFSET})",
             "similarity_length": "offset where mean cosine similarity first falls below 1/e "
             "of m(0)",
@@ -441,7 +453,7 @@ class Collection:
             "map": f"classical MDS of sqrt(2 - 2 CKA); 2-D share {self.map_share:.4f}",
         }
 
-    def records(self) -> list[dict[str, object]]:
+    def records(self) -> list[dict[str, Any]]:
         """One record per member: label, step, error, shape, rows and every metric."""
         keys = next(s.metrics for s in self.summaries if s is not None).keys()
         out = []

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -69,6 +69,14 @@ _POSITION = Bound(-(2**26), 2**26)
 _DUMP_FIRST = Bound(0, 2**31)
 #: Told what `rerun` will fetch from the network, before it does.
 Tell = Callable[[str], None]
+
+
+class RerunOptions(TypedDict, total=False):
+    """:func:`rerun`'s options, for the functions that pass them on (`posviz.rerun`)."""
+
+    tables: Sequence[str | Path]
+    base: str | Path | None
+    tell: Tell | None
 
 
 @dataclass(frozen=True)
@@ -467,23 +475,23 @@ def _side(
         msg = f"The export's layout {quoted(layout)} is not one of {', '.join(LAYOUTS)}."
         raise LoadError(msg)
     _DUMP_FIRST.check("The provenance's first_position", first, error=LoadError)
-    where = str(named) if given else _find(str(named), base)
+    dump = str(named) if given else _find(str(named), base)
     try:
-        size = Path(where).stat().st_size
+        size = Path(dump).stat().st_size
         if size > MAX_DUMP_BYTES:
-            msg = f"{quoted(where)} is {size:,} bytes, more than a dump ({MAX_DUMP_BYTES:,})."
+            msg = f"{quoted(dump)} is {size:,} bytes, more than a dump ({MAX_DUMP_BYTES:,})."
             raise LoadError(msg)
-        data = Path(where).read_bytes()
+        data = Path(dump).read_bytes()
     except OSError as exc:
-        msg = f"Cannot read the dump {quoted(where)}: {exc.strerror or 'unreadable'}."
+        msg = f"Cannot read the dump {quoted(dump)}: {exc.strerror or 'unreadable'}."
         raise LoadError(msg) from exc
     if hashlib.sha256(data).hexdigest() != expected:
         msg = (
-            f"The dump read from {quoted(where)} is not the one exported: its sha256 differs "
+            f"The dump read from {quoted(dump)} is not the one exported: its sha256 differs "
             f"from the export's {quoted(expected[:16])} (its bytes changed)."
         )
         raise LoadError(msg)
-    return read_side(where, data=data, layout=layout, first_position=first)
+    return read_side(dump, data=data, layout=layout, first_position=first)
 
 
 def _sources(step: pipeline.Step, entry: dict[str, Any], sides: list[Side]) -> list[Check]:

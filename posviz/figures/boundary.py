@@ -10,6 +10,8 @@ from posviz.boundary import ChangePoints, Outliers, PositionStatistics
 from posviz.figures.layout import LINE_POINTS, f32, row_hover, sampled_note, small_multiples
 from posviz.rows import RowLabels
 
+__all__ = ["position_statistics"]
+
 #: Curves of the per-position figure: panel title and the statistics drawn in it.
 _BOUNDARY_PANELS = (
     ("row norm ‖e_p‖", ("norm",)),

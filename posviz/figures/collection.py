@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative, sample_colorscale
 from plotly.subplots import make_subplots
 
-from posviz.collection import Collection
+from posviz.collection import Collection, TableSummary
 from posviz.figures.compare import cumulative_overlay, offset_overlay
 from posviz.figures.layout import (
     DIVERGING,
@@ -18,6 +18,14 @@ from posviz.figures.layout import (
     f32,
     log_axis,
 )
+
+__all__ = [
+    "cka_map",
+    "collection_cumulative",
+    "collection_offsets",
+    "metrics_over_step",
+    "similarity_grid",
+]
 
 #: Panels of :func:`metrics_over_step`: every number of a collection's metrics table.
 STEP_METRICS = (
@@ -50,7 +58,7 @@ def collection_colours(c: Collection) -> list[str]:
 
 
 def _colour_note(c: Collection) -> str:
-    return f"colour: {c.loaded[0].step.unit} order, dark = early" if c.ordered else "one per model"
+    return f"colour: {c.steps[0].unit} order, dark = early" if c.ordered else "one per model"
 
 
 #: Characters of a label kept in legends, panel titles and marker texts (the hover shows it
@@ -74,7 +82,7 @@ def short_label(label: str, *, width: int = SHORT_LABEL) -> str:
 def _step_colour_bar(c: Collection) -> go.Scatter:
     """The one legend of an ordered collection's overlays: a colour bar of the steps."""
     colours = collection_colours(c)
-    steps = [m.step.value for m in c.loaded]
+    steps = [s.value for s in c.steps]
     last = max(len(colours) - 1, 1)
     ticks = np.unique(np.linspace(0, len(colours) - 1, min(len(colours), 8)).round()).astype(int)
     return go.Scatter(
@@ -92,7 +100,7 @@ def _step_colour_bar(c: Collection) -> go.Scatter:
             "cmax": last,
             "showscale": True,
             "colorbar": {
-                "title": {"text": c.loaded[0].step.unit},
+                "title": {"text": c.steps[0].unit},
                 "tickvals": ticks.tolist(),
                 "ticktext": [f"{steps[i]:,}" for i in ticks],
             },
@@ -132,22 +140,23 @@ def _recoloured(fig: go.Figure, c: Collection, what: str) -> go.Figure:
     return fig
 
 
-def _by_label(c: Collection, part: str) -> dict[str, object]:
-    """One summary part (spectrum, profile) per loaded table, keyed by its label (the overlays
-    escape it)."""
-    return {m.label: getattr(s, part) for m, s in zip(c.members, c.summaries, strict=True) if s}
+def _by_label(c: Collection) -> dict[str, TableSummary]:
+    """The summary of each loaded table, keyed by its label (the overlays escape it)."""
+    return {m.label: s for m, s in zip(c.members, c.summaries, strict=True) if s}
 
 
 def collection_cumulative(c: Collection) -> go.Figure:
     """Every table's cumulative explained variance, overlaid."""
-    spectra = _by_label(c, "spectrum")
+    spectra = {label: s.spectrum for label, s in _by_label(c).items()}
     return _recoloured(cumulative_overlay(spectra), c, f"{len(spectra)} tables")
 
 
 def collection_offsets(c: Collection) -> go.Figure:
     """Every table's mean cosine similarity against offset, overlaid, with the 1/e level."""
     fig = _recoloured(
-        offset_overlay(_by_label(c, "profile")), c, "similarity length: first k below 1/e"
+        offset_overlay({label: s.profile for label, s in _by_label(c).items()}),
+        c,
+        "similarity length: first k below 1/e",
     )
     fig.add_hline(y=1 / np.e, line={"dash": "dot", "color": "grey"})
     return fig
@@ -157,7 +166,7 @@ def metrics_over_step(c: Collection) -> go.Figure:
     """One panel per metric against the training step; the sinusoid panel shows its null."""
     rows = [r for r in c.records() if r["error"] is None]
     steps = np.array([r["step"] for r in rows], dtype=np.float64)
-    unit = c.loaded[0].step.unit
+    unit = c.steps[0].unit
     cols = 4
     n_rows = -(-len(STEP_METRICS) // cols)
     fig = make_subplots(

@@ -22,6 +22,14 @@ from posviz.rows import RowLabels
 from posviz.similarity import SimilarityMap
 from posviz.spectrum import Spectrum
 
+__all__ = [
+    "comparison_angles",
+    "cumulative_overlay",
+    "offset_overlay",
+    "similarity_pair",
+    "spectra_overlay",
+]
+
 
 def spectra_overlay(spectra: dict[str, Spectrum]) -> go.Figure:
     """Each table's explained variance per component, overlaid on log axes (scale-free).

@@ -19,6 +19,15 @@ from posviz.figures.layout import (
 )
 from posviz.rows import RowLabels
 
+__all__ = [
+    "PATH_POINTS",
+    "pc_path",
+    "pc_trajectories",
+    "periodogram",
+    "principal_angles",
+    "sinusoid_fits",
+]
+
 #: Points drawn of a path in PC space; longer tables are shown at evenly spaced positions.
 PATH_POINTS = 5000
 
@@ -94,7 +103,8 @@ def pc_path(
     coords = [f32(pc.scores[shown, c - 1]) for c in components]
     ends = [f32(pc.scores[[0, n - 1], c - 1]) for c in components]
     named = labels.positions(shown)
-    colour = {"color": named.astype(np.float32), "colorscale": "Viridis"}
+    colours = named.astype(np.float32)
+    colour = {"color": colours, "colorscale": "Viridis"}
     bar = {"title": {"text": "position"}, "thickness": 12}
     if labels.bucketed:  # one colour per bucket; its ticks name offsets
         bar = {"title": {"text": "offset q − k"}, "thickness": 12, "labelalias": labels.aliases()}
@@ -121,7 +131,7 @@ def pc_path(
             x=coords[0][marked],
             y=coords[1][marked],
             mode="markers",
-            marker={"size": 5, **colour, "color": colour["color"][marked], **colorbar},
+            marker={"size": 5, **colour, "color": colours[marked], **colorbar},
             customdata=named[marked],
             name="positions",
             hovertemplate=hover + "<extra></extra>",

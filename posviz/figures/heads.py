@@ -9,6 +9,17 @@ import plotly.graph_objects as go
 from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, escape, f32, log_axis
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
 
+__all__ = [
+    "decays",
+    "head_names",
+    "kernel_map",
+    "numbers_vs_null",
+    "offset_profile",
+    "offsets_overview",
+    "usage_overview",
+    "usage_profile",
+]
+
 #: Cells a side of a kernel or pattern map drawn exactly; above, block means (as Similarity).
 MAX_SIDE = 800
 #: Offsets either side of 0 in the heads x offset overview (a previous-token head's one column

@@ -4,9 +4,29 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 from plotly.subplots import make_subplots
 
 from posviz.rows import RowLabels
+
+__all__ = [
+    "DIVERGING",
+    "LINE_POINTS",
+    "MARKER_POINTS",
+    "PIXEL_CELLS",
+    "TEMPLATE",
+    "base_figure",
+    "center_label",
+    "escape",
+    "f32",
+    "log_axis",
+    "plain",
+    "readable",
+    "row_hover",
+    "sampled_note",
+    "small_multiples",
+    "superscript",
+]
 
 TEMPLATE = "plotly_white"
 #: Diverging scale for similarities (centred at 0 by the caller via zmid).
@@ -48,7 +68,7 @@ def plain(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.6g}"
 
 
-def f32(values: np.ndarray) -> np.ndarray:
+def f32(values: ArrayLike) -> np.ndarray:
     """`values` as float32: typed arrays on the wire, half of float64's bytes, no visible loss."""
     return np.asarray(values, dtype=np.float32)
 

@@ -9,6 +9,8 @@ from posviz.figures.layout import base_figure, center_label, f32
 from posviz.offsets import OffsetProfile, OffsetScores
 from posviz.similarity import METRIC_NAMES
 
+__all__ = ["offset_profile"]
+
 
 def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.Figure:
     """Mean of s(i, i+k) over i against the offset k, with a ±1 std band and the lengths marked."""

@@ -8,6 +8,8 @@ import plotly.graph_objects as go
 from posviz.figures.layout import base_figure, f32
 from posviz.probes import ProbeReport
 
+__all__ = ["probe_predictions"]
+
 
 def probe_predictions(report: ProbeReport) -> go.Figure:
     """Out-of-fold predicted vs true position for the table and its two controls."""

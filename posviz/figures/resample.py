@@ -9,6 +9,8 @@ from posviz.figures.layout import DIVERGING, TEMPLATE, center_label, escape, f32
 from posviz.figures.similarity import grid_mosaic
 from posviz.similarity import GridSimilarity
 
+__all__ = ["mosaic_pair"]
+
 
 def mosaic_pair(grids: dict[str, GridSimilarity]) -> go.Figure:
     """Per-patch cosine-similarity mosaics of two grids side by side on one colour scale.

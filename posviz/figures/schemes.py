@@ -18,6 +18,7 @@ from posviz.figures.layout import (
     small_multiples,
     superscript,
 )
+from posviz.schemes._values import given
 from posviz.schemes.alibi import FALLS, AlibiBias
 from posviz.schemes.layers import MROPE_AXES, LayerTable, Mrope
 from posviz.schemes.relative import BucketLayouts, RelativeBias
@@ -189,6 +190,7 @@ def decay(d: RotaryDecay, f: RotaryFrequencies) -> go.Figure:
 def dynamic_base(spec: RotarySpec) -> go.Figure:
     """Dynamic NTK's base against sequence length (log axes)."""
     lengths, bases = dynamic_base_curve(spec)
+    context = given(spec.context, "max_position_embeddings")
     fig = base_figure(
         "Dynamic NTK: rotary base against sequence length",
         "sequence length L",
@@ -197,10 +199,10 @@ def dynamic_base(spec: RotarySpec) -> go.Figure:
     fig.update_xaxes(**log_axis(lengths))
     fig.update_yaxes(**log_axis(bases))
     fig.add_trace(go.Scatter(x=lengths, y=bases, name="base", mode="lines"))
-    fig.add_vline(x=spec.context, line_dash="dash", line_color="grey")
+    fig.add_vline(x=context, line_dash="dash", line_color="grey")
     fig.add_annotation(
-        x=np.log10(spec.context), y=1, yref="paper", showarrow=False, xanchor="right",
-        yanchor="bottom", text=f"max_position_embeddings {spec.context:,}",
+        x=np.log10(context), y=1, yref="paper", showarrow=False, xanchor="right",
+        yanchor="bottom", text=f"max_position_embeddings {context:,}",
     )  # fmt: skip
     return fig
 
@@ -208,11 +210,12 @@ def dynamic_base(spec: RotarySpec) -> go.Figure:
 def longrope_factors(spec: RotarySpec) -> go.Figure:
     """LongRoPE's short and long factors per pair."""
     fig = base_figure("LongRoPE: each pair's division factor", "pair i", "factor")
-    fig.update_yaxes(**log_axis(np.r_[spec.short_factor, spec.long_factor]))
+    short = given(spec.short_factor, "LongRoPE's short_factor")
+    long = given(spec.long_factor, "LongRoPE's long_factor")
+    fig.update_yaxes(**log_axis(np.r_[short, long]))
     pairs = np.arange(spec.n_pairs)
-    fig.add_trace(go.Scatter(x=pairs, y=f32(spec.short_factor),
-                             name="short (within the original context)"))  # fmt: skip
-    fig.add_trace(go.Scatter(x=pairs, y=f32(spec.long_factor), name="long (beyond it)"))
+    fig.add_trace(go.Scatter(x=pairs, y=f32(short), name="short (within the original context)"))
+    fig.add_trace(go.Scatter(x=pairs, y=f32(long), name="long (beyond it)"))
     return fig
 
 

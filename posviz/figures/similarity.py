@@ -19,6 +19,16 @@ from posviz.figures.layout import (
 from posviz.rows import RowLabels
 from posviz.similarity import METRIC_NAMES, GridSimilarity, SimilarityMap
 
+__all__ = [
+    "PICTURE_CELLS",
+    "PICTURE_NOTE",
+    "grid_mosaic",
+    "grid_profiles",
+    "grid_tiles",
+    "position_profile",
+    "similarity_heatmap",
+]
+
 #: Maps with more cells than this may be sent as a picture (``picture=True``): a PNG of the
 #: colours their heatmap paints, a sixth of the bytes, which the app draws several times
 #: faster (benchmarks/split.py, the Similarity page); its hover has positions, not values.
@@ -295,7 +305,7 @@ def position_profile(
     return fig
 
 
-def grid_mosaic(g: GridSimilarity) -> tuple[np.ndarray, np.ndarray]:
+def grid_mosaic(g: GridSimilarity) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Tiles laid out as one image, one NaN line between tiles; and the tile centres."""
     a, b, h, w = g.tiles.shape
     padded = np.full((a, b, h + 1, w + 1), np.nan)

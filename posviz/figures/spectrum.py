@@ -8,6 +8,8 @@ import plotly.graph_objects as go
 from posviz.figures.layout import MARKER_POINTS, base_figure, center_label, f32, log_axis
 from posviz.spectrum import THRESHOLDS, Spectrum
 
+__all__ = ["explained_variance", "reconstruction_error", "singular_values"]
+
 
 def singular_values(s: Spectrum) -> go.Figure:
     """Singular values on a log axis, the Gavish-Donoho noise threshold, the resolution floor."""

@@ -407,11 +407,12 @@ def _resolve(ref: Reference, cache: _Cache) -> tuple[str, list[str] | None]:
         return commit, None
     url = f"{client._endpoint()}/api/models/{ref.repo}/revision/{quote(ref.revision, safe='')}"
     answer = client._get_json(url, what=str(ref), kind="revision")
-    commit = answer.get("sha") if isinstance(answer, dict) else None
+    fields = answer if isinstance(answer, dict) else {}
+    commit = fields.get("sha")
     if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
         msg = f"{ref}: the Hub's answer names no commit sha; is HF_ENDPOINT a Hugging Face Hub?"
         raise LoadError(msg)
-    siblings = answer.get("siblings", [])
+    siblings = fields.get("siblings", [])
     if not isinstance(siblings, list):
         msg = f"{ref}: the Hub's answer lists the repo's files as no list; is HF_ENDPOINT a Hub?"
         raise LoadError(msg)
@@ -430,12 +431,12 @@ def _list(ref: Reference, commit: str, files: list[str], config: dict | None = N
     if gguf is not None:
         return _list_gguf(ref, commit, gguf)
     label = str(ref)
+    found: object = config
     if config is None and "config.json" in files:
-        config = client._get_json(
+        found = client._get_json(
             client._file_url(ref.repo, commit, "config.json"), what=f"{label}:config.json"
         )
-    if not isinstance(config, dict):
-        config = {}
+    config = found if isinstance(found, dict) else {}
     weights = _weight_files(ref, commit, files)
     # posviz.io's limits on one file's header hold for the model, summed over its shards:
     # each file within them, 512 shards could otherwise hold 33 million tensors.
@@ -498,7 +499,7 @@ def _gguf_file(ref: Reference, files: list[str]) -> str | None:
             raise LoadError(msg)
     if not models:
         return None
-    first = [f for f in models if not _SHARD.search(f) or _SHARD.search(f)[1] == "00001"]
+    first = [f for f in models if not (shard := _SHARD.search(f)) or shard[1] == "00001"]
     ranked = sorted(first, key=lambda f: (_rank(f), f))
     if ref.file and len(ranked) > 1:
         msg = f"{ref}: several GGUF files match {ref.file}: {', '.join(ranked[:10])}; name one."

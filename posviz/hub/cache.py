@@ -11,6 +11,7 @@ import threading
 from contextlib import suppress
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from posviz import _settings
 from posviz.embedding import LoadError
@@ -109,7 +110,7 @@ class _Cache:
         """Keep `model`'s heads, found again by `ref` (its repo, commit and the GGUF file or
         quantization it names: another name in the same repo may be another file)."""
         heads = {f: (size, base64.b64encode(h).decode()) for f, (size, h) in model.heads.items()}
-        record = {"config": model.config, "heads": heads, "tensors": model.tensors}
+        record: dict[str, Any] = {"config": model.config, "heads": heads, "tensors": model.tensors}
         record["file"] = model.file
         key = _gguf_key(ref.file if ref else None)
         self._write("heads", json.dumps(record).encode(), model.repo, model.commit, *key)

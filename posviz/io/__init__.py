@@ -17,7 +17,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from io import BytesIO
+from io import BufferedIOBase, BytesIO
 from pathlib import Path
 from typing import TypeVar
 
@@ -296,7 +296,8 @@ def _opened(source: Source, filename: str | None) -> Iterator[_File]:
     """Open `source` and decide its format from magic bytes, then from its extension."""
     if isinstance(source, bytes):
         label = filename or "uploaded file"
-        file, size = BytesIO(source), len(source)
+        file: BufferedIOBase = BytesIO(source)
+        size = len(source)
     else:
         path = Path(source)
         label = filename or path.name

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from io import BufferedIOBase
 from pathlib import Path
-from typing import BinaryIO
 
 from posviz.embedding import MIN_DIMS, MIN_POSITIONS, LoadError
 
@@ -39,15 +39,16 @@ class TensorInfo:
         shape = self.shape
         while len(shape) > 2 and shape[0] == 1:
             shape = shape[1:]
-        usable = len(shape) == 2 and shape[0] >= MIN_POSITIONS and shape[1] >= MIN_DIMS
-        return shape if usable else None
+        if len(shape) == 2 and shape[0] >= MIN_POSITIONS and shape[1] >= MIN_DIMS:
+            return shape[0], shape[1]
+        return None
 
 
 @dataclass(frozen=True)
 class _File:
     """An opened source: a seekable binary file, its size, its name for messages, its format."""
 
-    file: BinaryIO
+    file: BufferedIOBase
     size: int
     label: str
     kind: str
@@ -65,7 +66,7 @@ def _pickle_message(label: str) -> str:
     )
 
 
-def _read_exact(file: BinaryIO, nbytes: int, what: str) -> bytearray:
+def _read_exact(file: BufferedIOBase, nbytes: int, what: str) -> bytearray:
     """Exactly `nbytes` from `file` into a fresh writable buffer."""
     buffer = bytearray(nbytes)
     view = memoryview(buffer)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import tokenize
-from typing import BinaryIO
+from io import BufferedIOBase
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -25,7 +25,9 @@ _NPY_HEADER_READERS = {
 }
 
 
-def _npy_header(file: BinaryIO, what: str, nbytes: int) -> tuple[tuple[int, ...], np.dtype, bool]:
+def _npy_header(
+    file: BufferedIOBase, what: str, nbytes: int
+) -> tuple[tuple[int, ...], np.dtype, bool]:
     """Shape, dtype and Fortran order of an .npy stream of `nbytes`, checked against its size."""
     version = npy_format.read_magic(file)
     if version not in _NPY_HEADER_READERS:
@@ -52,7 +54,7 @@ def _npy_header(file: BinaryIO, what: str, nbytes: int) -> tuple[tuple[int, ...]
     return shape, dtype, fortran
 
 
-def _npy_data(file: BinaryIO, what: str, nbytes: int) -> np.ndarray:
+def _npy_data(file: BufferedIOBase, what: str, nbytes: int) -> np.ndarray:
     """The array of an .npy stream: header checked, then exactly its data bytes read."""
     shape, dtype, fortran = _npy_header(file, what, nbytes)
     if dtype.hasobject:

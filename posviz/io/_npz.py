@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -47,11 +49,20 @@ def _npz_members(archive: zipfile.ZipFile, label: str) -> dict[str, zipfile.ZipI
     return arrays
 
 
+@contextmanager
+def _member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> Iterator[zipfile.ZipExtFile]:
+    """One member opened to read (typeshed's ``IO[bytes]`` is a ZipExtFile, which reads into a
+    buffer)."""
+    with archive.open(member) as file:
+        assert isinstance(file, zipfile.ZipExtFile)
+        yield file
+
+
 def _list_npz(src: _File) -> list[TensorInfo]:
     with zipfile.ZipFile(src.file) as archive:
         infos = []
         for name, member in _npz_members(archive, src.label).items():
-            with archive.open(member) as file:
+            with _member(archive, member) as file:
                 shape, dtype, _ = _npy_header(file, f"{src.label}:{name}", member.file_size)
             infos.append(TensorInfo(name, shape, str(dtype)))
     return infos
@@ -62,5 +73,5 @@ def _read_npz(src: _File, name: str) -> np.ndarray:
         arrays = _npz_members(archive, src.label)
         if name not in arrays:
             raise LoadError(_missing_message(src.label, name, arrays))
-        with archive.open(arrays[name]) as file:
+        with _member(archive, arrays[name]) as file:
             return _npy_data(file, f"{src.label}:{name}", arrays[name].file_size)

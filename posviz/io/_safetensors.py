@@ -146,15 +146,16 @@ def _safetensors_span(label: str, name: str, entry: object, region: int) -> tupl
             f"{', '.join(_SAFETENSORS_DTYPES)}."
         )
         raise LoadError(msg)
-    shape, offsets = entry.get("shape"), entry.get("data_offsets")
-    valid = (
+    # An entry that is only a dtype name has no sizes: refused as malformed below.
+    fields = entry if isinstance(entry, dict) else {}
+    shape, offsets = fields.get("shape"), fields.get("data_offsets")
+    if not (
         isinstance(shape, list)
         and all(_whole(s) and s >= 0 for s in shape)
         and isinstance(offsets, list)
         and len(offsets) == 2
         and all(map(_whole, offsets))
-    )
-    if not valid:
+    ):
         msg = (
             f"{what} has a malformed header entry (shape {str(shape)[:80]}, data_offsets "
             f"{str(offsets)[:80]}): sizes must be lists of whole numbers."

@@ -4,12 +4,14 @@ bad value is refused with its key, its value and the limit before anything is co
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 from posviz._params import quoted
 from posviz.embedding import LoadError
 
-__all__ = ["first", "integer", "number", "shown"]
+__all__ = ["first", "given", "integer", "number", "shown"]
+
+_T = TypeVar("_T")
 
 
 #: `value` for a message: a huge number or a long text cut to a few dozen characters (the one
@@ -20,6 +22,20 @@ shown = quoted
 def first(config: dict, *keys: str) -> Any:
     """The value of the first of `keys` that `config` sets (not null)."""
     return next((config[k] for k in keys if config.get(k) is not None), None)
+
+
+def given(value: _T | None, what: str) -> _T:
+    """`value`, which the checks before made sure is set (a spec's field its rule or kind needs:
+    `rotary_spec` and `position_scheme` refuse a config without it); raises only for a spec
+    built by hand.
+
+    >>> given(4096, "original_max_position_embeddings")
+    4096
+    """
+    if value is None:
+        msg = f"The scheme needs {what}; none is given."
+        raise LoadError(msg)
+    return value
 
 
 def number(value: Any, key: str, *, low: float = 0.0, high: float | None = None) -> float:

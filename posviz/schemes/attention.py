@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +33,10 @@ from posviz._params import MAX_RESULT_BYTES, Bound, bounded
 from posviz.embedding import LoadError
 from posviz.heads import Norm
 from posviz.schemes import weights
+from posviz.schemes._values import first as _first
+from posviz.schemes._values import given
 from posviz.schemes.alibi import alibi_slopes
-from posviz.schemes.config import position_scheme
+from posviz.schemes.config import AlibiSpec, RelativeBiasSpec, Scheme, position_scheme
 from posviz.schemes.layers import MAX_LAYERS
 from posviz.schemes.rope import RotarySpec
 
@@ -288,7 +290,7 @@ class AttentionLayer:
     relative_bias: np.ndarray | None = None
     tensors: tuple[dict, ...] = ()
     bytes_fetched: int = 0
-    read_from: weights.Model | None = field(default=None, repr=False)
+    read_from: weights.Readable | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> str:
@@ -297,7 +299,7 @@ class AttentionLayer:
     @cached_property
     def inputs(self) -> np.ndarray:
         """x_i: the layer's input for position i alone, through the model's normalisation."""
-        return self.norm(self.position_norm(self.positions))
+        return self.norm(self.position_norm(given(self.positions, "a learned table's rows")))
 
     @property
     def q_gain(self) -> np.ndarray | None:
@@ -339,10 +341,6 @@ def _gains(norms: tuple[Norm, ...] | None) -> np.ndarray | None:
 def _language_model(config: dict) -> dict:
     text = config.get("text_config")
     return {**config, **text} if isinstance(text, dict) else config
-
-
-def _first(config: dict, *keys: str) -> object:
-    return next((config[k] for k in keys if config.get(k) is not None), None)
 
 
 def _positive(config: dict, what: str, *keys: str) -> int:
@@ -442,9 +440,10 @@ def plan_layer(
         raise NoHeadsView(msg, kind="nope")
     names = _Names(tensors, label)
     if scheme.kind == "alibi":
-        return _plan_alibi(config, scheme.alibi, layer, n_layers)
+        return _plan_alibi(config, given(scheme.alibi, "ALiBi's heads"), layer, n_layers)
     if scheme.kind == "relative_bias":
-        return _plan_t5(config, scheme.relative_bias, names, layer, n_layers, label)
+        spec = given(scheme.relative_bias, "T5's relative attention bias")
+        return _plan_t5(config, spec, names, layer, n_layers, label)
     if scheme.kind in ("none", "sinusoidal", "relative_table"):
         what = {
             "none": "no position encoding: order comes only from the causal mask or recurrence",
@@ -489,7 +488,7 @@ def _dims(config: dict, family: Family) -> tuple[int, int, int, int]:
 def _plan_family(
     config: dict,
     family: Family,
-    scheme: object,
+    scheme: Scheme,
     names: _Names,
     layer: int,
     n_layers: int | None,
@@ -660,7 +659,9 @@ def _plan_family(
         # The layer's own rule (Gemma-3's local layers rotate at their own base).
         in_map = layer < len(scheme.layers)
         rotary = (
-            scheme.layers[layer].rotary if in_map else _rotary_spec(scheme.rotary, config, layer)
+            given(scheme.layers[layer].rotary, f"layer {layer}'s rotary rule")
+            if in_map
+            else _rotary_spec(scheme.rotary, config, layer)
         )
         if rotary.rotary_dim > d:
             msg = f"{label}: config.json's rotary width {rotary.rotary_dim} exceeds head_dim {d}."
@@ -725,7 +726,7 @@ def _check_budget(plan: LayerPlan, label: str) -> None:
         raise LoadError(msg)
 
 
-def _plan_alibi(config: dict, spec: object, layer: int, n_layers: int | None) -> LayerPlan:
+def _plan_alibi(config: dict, spec: AlibiSpec, layer: int, n_layers: int | None) -> LayerPlan:
     hidden = int(_first(config, "hidden_size", "n_embd", "d_model") or 0)
     n_heads = spec.n_heads
     context = _first(config, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
@@ -748,7 +749,12 @@ def _plan_alibi(config: dict, spec: object, layer: int, n_layers: int | None) ->
 
 
 def _plan_t5(
-    config: dict, spec: object, names: _Names, layer: int, n_layers: int | None, label: str
+    config: dict,
+    spec: RelativeBiasSpec,
+    names: _Names,
+    layer: int,
+    n_layers: int | None,
+    label: str,
 ) -> LayerPlan:
     block = layer if spec.per_layer else 0
     suffix = f"encoder.block.{block}.layer.0.SelfAttention.relative_attention_bias.weight"
@@ -791,7 +797,7 @@ def read_layer(
     read: Reader,
     *,
     model: str,
-    read_from: weights.Model | None = None,
+    read_from: weights.Readable | None = None,
     bytes_fetched: int = 0,
 ) -> AttentionLayer:
     """Read what `plan` names through `read` and cut it into heads as the model does;
@@ -806,18 +812,19 @@ def read_layer(
             {"name": r.name, "dtype": r.dtype, "shape": list(r.shape),
              "rows": list(r.rows) if r.rows else None, "sha256": digest}
         )  # fmt: skip
-    base = {
-        "model": model,
-        "plan": plan,
-        "tensors": tuple(tensors),
-        "bytes_fetched": bytes_fetched,
-        "read_from": read_from,
-    }
+    made = partial(
+        AttentionLayer,
+        model=model,
+        plan=plan,
+        tensors=tuple(tensors),
+        bytes_fetched=bytes_fetched,
+        read_from=read_from,
+    )
     if plan.kind == "alibi":
         slopes = alibi_slopes(plan.n_heads, alibi_bias_max=plan.options["alibi_bias_max"])
-        return AttentionLayer(**base, slopes=slopes)
+        return made(slopes=slopes)
     if plan.kind == "relative_bias":
-        return AttentionLayer(**base, relative_bias=arrays["relative_bias"])
+        return made(relative_bias=arrays["relative_bias"])
     nh, nkv, d, hidden = plan.n_heads, plan.n_kv_heads, plan.head_dim, plan.hidden_size
     wq, wk, bq, bk = _split(plan, arrays)
     o = plan.options
@@ -853,8 +860,7 @@ def read_layer(
         if "position_norm_weight" in arrays:
             position_norm = Norm("layer_norm", arrays["position_norm_weight"],
                                  arrays["position_norm_bias"], plan.eps)  # fmt: skip
-    return AttentionLayer(
-        **base,
+    return made(
         wq=wq,
         wk=wk,
         bq=bq,
@@ -918,7 +924,7 @@ class Opened:
     """A model whose layer is to be read: its config, headers, and how to read rows."""
 
     label: str
-    model: weights.Model
+    model: weights.Readable
     config: dict
     tensors: dict[str, io.TensorInfo]
     read: Reader
@@ -926,7 +932,7 @@ class Opened:
     remote: bool
 
 
-def open_model(model: weights.Model) -> Opened:
+def open_model(model: weights.Readable) -> Opened:
     """config.json and the headers of a Hub model (at the commit its config.json was read
     at) or of a local checkpoint (one file, or every shard of a sharded one); no weights yet."""
     if isinstance(model, weights.LocalCheckpoint):
@@ -952,7 +958,7 @@ def open_model(model: weights.Model) -> Opened:
     return Opened(listed.label, model, model.config, infos, read_hub, cached, remote=True)
 
 
-def open_source(source: str, *, label: str | None = None) -> weights.Model:
+def open_source(source: str, *, label: str | None = None) -> weights.Readable:
     """The model `source` names, its config.json read (no weights): ``hf:REPO[@REV]`` on the
     Hub, or a checkpoint with its config.json beside it: a .safetensors file, a sharded
     checkpoint's index (``model.safetensors.index.json``), or the folder that holds either
@@ -975,7 +981,7 @@ def open_source(source: str, *, label: str | None = None) -> weights.Model:
     return weights.open_checkpoint(source, label=label or source)
 
 
-def open_layer(model: weights.Model, *, layer: int = 0) -> AttentionLayer:
+def open_layer(model: weights.Readable, *, layer: int = 0) -> AttentionLayer:
     """Layer `layer`'s position-relevant weights of a Hub model or local checkpoint: plan
     from its headers, then read only the planned rows."""
     opened = open_model(model)

@@ -246,13 +246,13 @@ def position_scheme(config: dict) -> Scheme:
     if kind == "alibi":
         attn = config.get("attn_config")
         bias_max = attn.get("alibi_bias_max", 8.0) if isinstance(attn, dict) else 8.0
-        spec = AlibiSpec(_heads(config), _number(bias_max, "attn_config.alibi_bias_max"))
+        slopes = AlibiSpec(_heads(config), _number(bias_max, "attn_config.alibi_bias_max"))
         # Heads size every array ALiBi makes: refused here, by the key that says so.
-        alibi.HEADS.check(f"{_heads_key(config)} in config.json", spec.n_heads, error=LoadError)
+        alibi.HEADS.check(f"{_heads_key(config)} in config.json", slopes.n_heads, error=LoadError)
         alibi.BIAS_MAX.check(
-            "attn_config.alibi_bias_max in config.json", spec.alibi_bias_max, error=LoadError
+            "attn_config.alibi_bias_max in config.json", slopes.alibi_bias_max, error=LoadError
         )
-        return Scheme(kind, reason, alibi=spec, context=context)
+        return Scheme(kind, reason, alibi=slopes, context=context)
     if kind == "rotary":
         layers = layer_map(config, context=context)
         specs = _distinct(layers) if layers else type_specs(config, context=context)
@@ -279,8 +279,8 @@ def position_scheme(config: dict) -> Scheme:
             raise LoadError(msg)
         return Scheme(kind, reason, relative_bias=spec, context=context)
     if kind == "relative_table":
-        spec = _relative_table(config, context)
-        return Scheme(kind, reason, relative_table=spec, context=context)
+        table = _relative_table(config, context)
+        return Scheme(kind, reason, relative_table=table, context=context)
     width = _first(config, "d_model", "hidden_size", "n_embd") if kind == "sinusoidal" else None
     width = None if width is None else _integer(width, "d_model")
     return Scheme(kind, reason, context=context, width=width)
@@ -364,7 +364,13 @@ def _language_model(config: dict) -> dict:
 
 
 def _rotary_reason(config: dict) -> str:
-    keys = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim", "rotary_pct")
+    keys: tuple[str, ...] = (
+        "rope_theta",
+        "rope_scaling",
+        "rope_parameters",
+        "rotary_dim",
+        "rotary_pct",
+    )
     keys += ("rotary_emb_base", "partial_rotary_factor", "qk_rope_head_dim")
     for key in keys:
         if config.get(key) is not None:

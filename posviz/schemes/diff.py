@@ -510,9 +510,9 @@ def _fields(a: RotarySource, b: RotarySource, tolerance: float) -> list[dict[str
             # A dump's layout is its file's column order, not the model's pairing (a runtime
             # may pair adjacent columns of q and k permuted to match): shown, not compared; a
             # layout read wrongly shows in the frequencies recovered from the table.
-            same = None
+            same: bool | None = None
         elif va is None and vb is None:
-            same: bool | None = True  # neither says: nothing parts them
+            same = True  # neither says: nothing parts them
         elif va is None or vb is None:
             same = None
         else:

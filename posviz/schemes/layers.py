@@ -18,7 +18,7 @@ import numpy as np
 
 from posviz._params import MAX_RESULT_BYTES, bounded, records_params
 from posviz.embedding import LoadError
-from posviz.schemes._values import first, integer, number, shown
+from posviz.schemes._values import first, given, integer, number, shown
 from posviz.schemes.rope import CONTEXTS, MAX_CONTEXT, RotarySpec, rotary_spec
 from posviz.schemes.rotary import rotary_frequencies
 
@@ -56,7 +56,7 @@ _NOPE_MODELS = {"smollm3", "llama4", "llama4_text"}
 #: Default mrope sections when config.json names none (transformers' rotary classes).
 _MROPE_DEFAULTS = {"qwen2_vl": (16, 24, 24), "qwen2_5_vl": (16, 24, 24), "qwen3_vl": (24, 20, 20)}
 #: Default rope parameters per layer type, for models whose config may omit them.
-_GEMMA_DEFAULTS = {
+_GEMMA_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "gemma3": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}},
     "gemma4": {
         "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
@@ -388,18 +388,20 @@ def rope_parameters(config: dict) -> dict[str, dict | None]:
     )
     theta = first(config, "rope_theta", "rotary_emb_base")
     share = first(config, "partial_rotary_factor", "rotary_pct")
+    rules: dict[str, dict | None]
     if family in _GEMMA_DEFAULTS and not nested:
         # v4 Gemma: rope_scaling is the full-attention layers' rule; sliding layers run default
         # rope at rope_local_base_freq.
         defaults = _GEMMA_DEFAULTS[family]
-        rules = {t: {**d} for t, d in defaults.items()}
+        full, sliding = {**defaults["full_attention"]}, {**defaults["sliding_attention"]}
         if raw:
-            rules["full_attention"].update(raw)
+            full.update(raw)
         if theta is not None:
-            rules["full_attention"]["rope_theta"] = theta
+            full["rope_theta"] = theta
         local = config.get("rope_local_base_freq")
         if local is not None:
-            rules["sliding_attention"]["rope_theta"] = local
+            sliding["rope_theta"] = local
+        rules = {"full_attention": full, "sliding_attention": sliding}
         theta = None
     elif nested:
         rules = {t: (None if d is None else {**d}) for t, d in raw.items()}
@@ -637,9 +639,12 @@ def _temperature(config: dict, family: str) -> AttentionTemperature | None:
 def check_mrope(layers: list[LayerScheme]) -> None:
     """mrope sections must cover the rotary pairs exactly (transformers splits inv_freq by them)."""
     for layer in layers:
-        if layer.mrope is not None and sum(layer.mrope.section) != layer.rotary.n_pairs:
+        if layer.mrope is None:
+            continue
+        rotary = given(layer.rotary, f"layer {layer.layer}'s rotary rule (mrope splits it)")
+        if sum(layer.mrope.section) != rotary.n_pairs:
             msg = (
                 f"mrope_section {list(layer.mrope.section)} sums to {sum(layer.mrope.section)} "
-                f"pairs; the rotary width {layer.rotary.rotary_dim} has {layer.rotary.n_pairs}."
+                f"pairs; the rotary width {rotary.rotary_dim} has {rotary.n_pairs}."
             )
             raise LoadError(msg)

@@ -30,6 +30,7 @@ from posviz.heads import (
 )
 from posviz.rows import row_offsets
 from posviz.schemes import weights
+from posviz.schemes._values import given
 from posviz.schemes.alibi import alibi_slopes
 from posviz.schemes.attention import AttentionLayer
 from posviz.schemes.config import (
@@ -121,11 +122,11 @@ def read_config(
         where = {"gguf_keys": keys_record(opened.keys)} if opened.gguf else {}
         return opened.config, config_provenance(opened.at_commit, opened.sha256, **where), opened
     if config.lower().endswith(".gguf"):  # its metadata stands for config.json
-        model = weights.open_gguf(config if data is None else data, label=label or config)
-        return model.config, gguf_provenance(model), model
+        gguf = weights.open_gguf(config if data is None else data, label=label or config)
+        return gguf.config, gguf_provenance(gguf), gguf
     if data is None and weights.is_weights(config):  # its config.json beside (a shard index too)
-        model = weights.open_checkpoint(config, label=label or config)
-        return model.config, checkpoint_provenance(model), model
+        checkpoint = weights.open_checkpoint(config, label=label or config)
+        return checkpoint.config, checkpoint_provenance(checkpoint), checkpoint
     if data is None and config.startswith(PRESET):
         name = config.removeprefix(PRESET)
         if name not in PRESETS:
@@ -205,17 +206,18 @@ def scheme_record(
         if scheme.layers:
             record["layers"] = layers_record(scheme.layers, context=context, main=main)
     elif scheme.kind == "alibi":
-        record |= alibi_record(scheme.alibi.n_heads, alibi_bias_max=scheme.alibi.alibi_bias_max)
+        alibi = given(scheme.alibi, "ALiBi's heads")
+        record |= alibi_record(alibi.n_heads, alibi_bias_max=alibi.alibi_bias_max)
     elif scheme.kind == "relative_bias":
-        spec = scheme.relative_bias
-        check_relative_bias(spec)  # before any tensor is read
-        tensors = weights.bias_tensors(model, spec) if model is not None else {}
-        record |= relative_bias_record(spec, tensors)
+        bias = given(scheme.relative_bias, "T5's relative attention bias")
+        check_relative_bias(bias)  # before any tensor is read
+        tensors = weights.bias_tensors(model, bias) if model is not None else {}
+        record |= relative_bias_record(bias, tensors)
     elif scheme.kind == "relative_table":
-        spec = scheme.relative_table
-        record |= {"span": spec.span, "hidden_size": spec.hidden_size}
-        record["absolute_table_too"] = spec.absolute_too
-        record |= relative_rows_record(spec)
+        table_spec = given(scheme.relative_table, "DeBERTa's relative table")
+        record |= {"span": table_spec.span, "hidden_size": table_spec.hidden_size}
+        record["absolute_table_too"] = table_spec.absolute_too
+        record |= relative_rows_record(table_spec)
         if model is not None:
             table, span = weights.relative_embeddings(model)
             record["relative_positions"] = span
@@ -338,8 +340,8 @@ def layers_record(
     inv_freq where it differs from `main`'s (the record's top-level one, at the same context),
     sliding window, layer type, mrope sections and attention temperature."""
     applied: dict[RotarySpec, np.ndarray] = {}
-    for spec in {layer.rotary for layer in layers if layer.rotary is not None} | {main}:
-        applied[spec] = rotary_frequencies(spec, context=context).inv_freq
+    for rule in {layer.rotary for layer in layers if layer.rotary is not None} | {main}:
+        applied[rule] = rotary_frequencies(rule, context=context).inv_freq
     entries = []
     for layer in layers:
         spec = layer.rotary
@@ -497,9 +499,10 @@ def heads_record(
         heads.append(head)
     if isinstance(result, RotaryHeads):
         f = result.frequencies
+        rotary = given(plan.rotary, "the layer's rotary rule")
         record |= {
-            "rotary_dim": plan.rotary.rotary_dim,
-            "rope_type": plan.rotary.rope_type,
+            "rotary_dim": rotary.rotary_dim,
+            "rope_type": rotary.rope_type,
             "context": f.context,
             "inv_freq": f.inv_freq.tolist(),
             "wavelengths": f.wavelengths.tolist(),

@@ -13,6 +13,7 @@ import numpy as np
 from posviz._params import Bound, bounded, check_budget, records_params
 from posviz.embedding import Embedding, LoadError
 from posviz.rows import row_offsets
+from posviz.schemes._values import given
 from posviz.schemes.config import (
     RelativeBiasSpec,
     RelativeTableSpec,
@@ -154,12 +155,11 @@ def bucket_layouts(spec: RelativeBiasSpec) -> BucketLayouts:
     positions = np.arange(-spec.max_distance, spec.max_distance + 1)
     layouts = {}
     for label, bidirectional in (("encoder (bidirectional)", True), ("decoder (causal)", False)):
-        options = {
-            "num_buckets": spec.num_buckets,
-            "max_distance": spec.max_distance,
-            "bidirectional": bidirectional,
-        }
-        layouts[label] = (t5_buckets(positions, **options), bucket_layout(positions, **options))
+        b, n, m = bidirectional, spec.num_buckets, spec.max_distance
+        layouts[label] = (
+            t5_buckets(positions, bidirectional=b, num_buckets=n, max_distance=m),
+            bucket_layout(positions, bidirectional=b, num_buckets=n, max_distance=m),
+        )
     return BucketLayouts(positions, layouts)
 
 
@@ -285,7 +285,7 @@ def check_bias_shape(shape: tuple[int, ...], spec: RelativeBiasSpec | None = Non
     wrong = len(shape) != 2
     if not wrong:
         buckets, heads = shape
-        wrong = not (BUCKETS.low <= buckets <= BUCKETS.high and HEADS.low <= heads <= HEADS.high)
+        wrong = buckets not in BUCKETS or heads not in HEADS
         if spec is not None:
             wrong = wrong or (buckets, heads) != (spec.num_buckets, spec.n_heads)
     if wrong:
@@ -360,7 +360,9 @@ def labelled(table: Embedding, config: dict) -> Embedding:
     0
     """  # fmt: skip
     relative = scheme_kind(config)[0] == "relative_table" and table.name.endswith(REL_EMBEDDINGS)
-    return relative_rows(table, position_scheme(config).relative_table) if relative else table
+    if not relative:
+        return table
+    return relative_rows(table, given(position_scheme(config).relative_table, "the relative table"))
 
 
 def relative_rows(table: Embedding, spec: RelativeTableSpec) -> Embedding:

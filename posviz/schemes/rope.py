@@ -19,7 +19,7 @@ import numpy as np
 
 from posviz._params import MAX_RESULT_BYTES, Bound
 from posviz.embedding import LoadError
-from posviz.schemes._values import integer, number, shown
+from posviz.schemes._values import given, integer, number, shown
 
 __all__ = [
     "ATTENTION_MSCALE",
@@ -196,13 +196,14 @@ def dynamic_base(spec: RotarySpec, lengths: np.ndarray) -> np.ndarray:
     ``base · (s · L / max_pos − (s − 1)) ** (dim / (dim − 2))`` for L > max_pos, with max_pos =
     ``max_position_embeddings`` (transformers' ``_compute_dynamic_ntk_parameters``).
     """
-    lengths = np.maximum(np.asarray(lengths, dtype=np.float64), spec.context)
+    context = given(spec.context, "max_position_embeddings")
+    lengths = np.maximum(np.asarray(lengths, dtype=np.float64), context)
     s, dim = spec.factor, spec.rotary_dim
-    return spec.base * (s * lengths / spec.context - (s - 1)) ** (dim / (dim - 2))
+    return spec.base * (s * lengths / context - (s - 1)) ** (dim / (dim - 2))
 
 
 def _dynamic(spec: RotarySpec, unscaled: np.ndarray, length: int | None) -> tuple:
-    if length is None or length <= spec.context:
+    if length is None or length <= given(spec.context, "max_position_embeddings"):
         return unscaled, spec.base
     base = float(dynamic_base(spec, np.array([length]))[0])
     exponent = np.arange(0, spec.rotary_dim, 2, dtype=np.float64) / spec.rotary_dim
@@ -218,11 +219,10 @@ def _yarn(spec: RotarySpec, unscaled: np.ndarray, length: int | None) -> tuple:
     trained with it.
     """
     dim, base = spec.rotary_dim, spec.base
+    pretraining = given(spec.pretraining_context, "original_max_position_embeddings")
 
     def correction(turns: float) -> float:
-        return (
-            dim * math.log(spec.pretraining_context / (turns * 2 * math.pi)) / (2 * math.log(base))
-        )
+        return dim * math.log(pretraining / (turns * 2 * math.pi)) / (2 * math.log(base))
 
     low = correction(spec.beta_fast or 32)
     high = correction(spec.beta_slow or 1)
@@ -238,7 +238,8 @@ def _yarn(spec: RotarySpec, unscaled: np.ndarray, length: int | None) -> tuple:
 
 def _longrope(spec: RotarySpec, unscaled: np.ndarray, length: int | None) -> tuple:
     """Each pair divided by its own factor: the long ones beyond the original context."""
-    beyond = length is not None and length > spec.pretraining_context
+    pretraining = given(spec.pretraining_context, "original_max_position_embeddings")
+    beyond = length is not None and length > pretraining
     factors = np.asarray(spec.long_factor if beyond else spec.short_factor, dtype=np.float64)
     return unscaled / factors, spec.base
 
@@ -247,7 +248,9 @@ def _llama3(spec: RotarySpec, unscaled: np.ndarray, length: int | None) -> tuple
     """Wavelengths below L0 / high_freq_factor kept, above L0 / low_freq_factor divided by s,
     between: ``(1 − smooth) · inv / s + smooth · inv``, smooth = (L0 / λ − low) / (high − low)
     (empty when low = high, as Llama-4's)."""
-    original, low, high = spec.original_context, spec.low_freq_factor, spec.high_freq_factor
+    original = given(spec.original_context, "original_max_position_embeddings")
+    low = given(spec.low_freq_factor, "low_freq_factor")
+    high = given(spec.high_freq_factor, "high_freq_factor")
     wavelength = 2 * np.pi / unscaled
     inv_freq = np.where(wavelength > original / low, unscaled / spec.factor, unscaled)
     medium = (wavelength >= original / high) & (wavelength <= original / low)
@@ -283,7 +286,8 @@ def _longrope_attention_factor(spec: RotarySpec) -> float:
         return spec.attention_factor
     if spec.factor <= 1:
         return 1.0
-    return math.sqrt(1 + math.log(spec.factor) / math.log(spec.pretraining_context))
+    pretraining = given(spec.pretraining_context, "original_max_position_embeddings")
+    return math.sqrt(1 + math.log(spec.factor) / math.log(pretraining))
 
 
 # --- the rules' checks beyond the keys ------------------------------------------------------
@@ -313,13 +317,14 @@ def _check_yarn(spec: RotarySpec) -> None:
 
 
 def _check_longrope(spec: RotarySpec) -> None:
-    if spec.pretraining_context < 2:
+    if given(spec.pretraining_context, "original_max_position_embeddings") < 2:
         msg = "LongRoPE needs an original context of at least 2 positions."
         raise LoadError(msg)
 
 
 def _check_llama3(spec: RotarySpec) -> None:
-    low, high = spec.low_freq_factor, spec.high_freq_factor
+    low = given(spec.low_freq_factor, "low_freq_factor")
+    high = given(spec.high_freq_factor, "high_freq_factor")
     if not 0 < low <= high:
         msg = (
             "llama3 rope scaling needs 0 < low_freq_factor <= high_freq_factor; got "

@@ -18,6 +18,7 @@ import numpy as np
 
 from posviz._params import MAX_RESULT_BYTES, Bound, bounded, check_budget, records_params
 from posviz.embedding import Embedding, LoadError
+from posviz.schemes._values import given
 from posviz.schemes.rope import (
     CONTEXTS,
     MAX_CONTEXT,
@@ -203,7 +204,8 @@ class RotaryFrequencies:
 
 def dynamic_base_curve(spec: RotarySpec, *, n_lengths: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(lengths, base at each): log-spaced lengths from 1 to 16 times ``spec.context``."""
-    lengths = np.unique(np.geomspace(1, 16 * spec.context, n_lengths).round())
+    context = given(spec.context, "max_position_embeddings")
+    lengths = np.unique(np.geomspace(1, 16 * context, n_lengths).round())
     return lengths, dynamic_base(spec, lengths)
 
 
@@ -337,7 +339,7 @@ def rotary_decay(
         )
         raise LoadError(msg)
     dense = np.arange(min(stop, 64) + 1)
-    sparse = np.geomspace(64, stop, n_distances) if stop > 64 else []
+    sparse = np.geomspace(64, stop, n_distances) if stop > 64 else np.empty(0)
     distances = np.unique(np.concatenate([dense, np.round(sparse)])).astype(np.int64)
 
     def curves(inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

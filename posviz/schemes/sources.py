@@ -16,6 +16,7 @@ from posviz import hub, io
 from posviz._params import Params, step_of
 from posviz.embedding import LoadError
 from posviz.schemes import weights
+from posviz.schemes._values import given
 from posviz.schemes.config import NAMES, position_scheme
 from posviz.schemes.diff import (
     LAYOUTS,
@@ -128,7 +129,8 @@ def config_side(config: dict[str, Any], provenance: dict[str, Any], label: str) 
         )
         raise LoadError(msg)
     main, *others = scheme.rotary
-    inner = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text = config.get("text_config")
+    inner = text if isinstance(text, dict) else {}
     return Side(label, provenance, main, tuple(others), {**config, **inner}, layers=scheme.layers)
 
 
@@ -148,7 +150,7 @@ def _dump(
         raise LoadError(msg)
     infos = {info.name: info for info in io.list_tensors(source, label)}
     raw = data if data is not None else Path(text).read_bytes()
-    provenance = {
+    provenance: dict[str, Any] = {
         "dump": named,
         "sha256": hashlib.sha256(raw).hexdigest(),
         "layout": layout,
@@ -169,8 +171,8 @@ def _dump(
             first_position=first_position,
         )
         return Side(label, provenance, dump=dump)
-    named = [n for n in infos if n.endswith("inv_freq")]
-    name = named[0] if named else next(iter(infos)) if len(infos) == 1 else None
+    inv_freq = [n for n in infos if n.endswith("inv_freq")]
+    name = inv_freq[0] if inv_freq else next(iter(infos)) if len(infos) == 1 else None
     if name is None:
         msg = (
             f"{label} holds {', '.join(list(infos)[:10])}: a dump holds one array (inv_freq, or "
@@ -257,7 +259,7 @@ def compare(
         side.dump
         if side.dump is not None
         else from_spec(
-            side.spec,
+            given(side.spec, "a rotary rule or a dump"),
             label=side.label,
             provenance=side.provenance,
             context=applied,
@@ -291,7 +293,7 @@ def _hints(
             continue
         X, Y = names[name], names[other_name]
         if spec.rope_type == "longrope" and applied is not None:
-            original = spec.pretraining_context
+            original = given(spec.pretraining_context, "original_max_position_embeddings")
             beyond = applied > original
             swapped = rotary_frequencies(spec, context=original if beyond else original + 1)
             if np.allclose(other.inv_freq, swapped.inv_freq, rtol=tolerance, atol=0):

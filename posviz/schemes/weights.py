@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -29,6 +29,7 @@ from posviz.embedding import Embedding, LoadError
 from posviz.hub.client import MAX_JSON_BYTES, MAX_JSON_DEPTH
 from posviz.hub.config import no_table_reason
 from posviz.io import INDEX_SUFFIX
+from posviz.schemes._values import given
 from posviz.schemes.config import (
     RelativeBiasSpec,
     parse_config,
@@ -191,6 +192,9 @@ class LocalGGUF:
 #: Where a scheme's tensors are: a Hub model's config.json or GGUF header (its commit), a local
 #: checkpoint, or a GGUF file.
 Model = hub.ConfigFile | LocalCheckpoint | LocalGGUF
+#: A model whose safetensors weights are read (a layer's heads): a Hub model's config.json or
+#: a local checkpoint; a GGUF file's weights are quantized.
+Readable = hub.ConfigFile | LocalCheckpoint
 
 
 def open_gguf(path: str | Path | bytes, *, label: str | None = None) -> LocalGGUF:
@@ -387,7 +391,7 @@ def checkpoint_provenance(model: LocalCheckpoint, **where: Any) -> dict[str, Any
     return config_provenance(model.source, model.sha256, weights=model.label, **where)
 
 
-def model_provenance(model: Model, **where: Any) -> dict[str, Any]:
+def model_provenance(model: Readable, **where: Any) -> dict[str, Any]:
     """:func:`config_provenance` of a model whose weights were read: a Hub model at the commit
     its config.json was read at, or a local checkpoint (:func:`checkpoint_provenance`)."""
     if isinstance(model, LocalCheckpoint):
@@ -434,8 +438,11 @@ def load_checkpoint(
 
 
 class _Weights(Protocol):
-    label: str
-    tensors: list[str]
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def tensors(self) -> Sequence[str]: ...
 
     def read(self, name: str) -> np.ndarray: ...
 
@@ -506,7 +513,7 @@ def relative_embeddings(model: Model) -> tuple[Embedding, list[int]]:
     if not names:
         msg = f"{weights.label}: config.json names relative attention but no rel_embeddings."
         raise LoadError(msg)
-    spec = position_scheme(model.config).relative_table
+    spec = given(position_scheme(model.config).relative_table, "DeBERTa's relative table")
     array = weights.read(names[0])
     return relative_table(array, name=names[0], source=weights.source_of(names[0]), spec=spec)
 
@@ -521,15 +528,16 @@ def stored_inv_freq(model: Model) -> tuple[str, np.ndarray] | None:
     return names[0], weights.read(names[0])
 
 
-def load(source: str | os.PathLike, **options: Any) -> Embedding:
+def load(source: str | os.PathLike[str], **options: Any) -> Embedding:
     """The table `source` names (`posviz.load`'s one implementation): ``hf:REPO[@REV]`` from the
     Hub, a .safetensors checkpoint with its config.json beside it as that config says, a .gguf
     file as its metadata says, any other file by `posviz.io`. `options` are `posviz.load`'s
     (tensor, rows, grid)."""
     if isinstance(source, str) and hub.is_hub_ref(source):
         return hub.load(source, **options)
-    if str(source).lower().endswith(".gguf"):
-        return load_gguf(open_gguf(source), **options)
-    if str(source).lower().endswith(".safetensors") and config_beside(source):
-        return load_checkpoint(open_checkpoint(source), **options)
+    path = os.fspath(source)
+    if path.lower().endswith(".gguf"):
+        return load_gguf(open_gguf(path), **options)
+    if path.lower().endswith(".safetensors") and config_beside(path):
+        return load_checkpoint(open_checkpoint(path), **options)
     return io.load(source, **options)

@@ -36,18 +36,18 @@ def hub_model() -> tuple[str, str] | None:
 
 
 @st.cache_resource(ttl=600, max_entries=16, show_spinner="Reading the model's headers…")
-def opened(model: weights.Model) -> attention.Opened:
+def opened(model: weights.Readable) -> attention.Opened:
     """config.json and the safetensors headers (a Hub model at the commit it was read at)."""
     return attention.open_model(model)
 
 
-def _source(model: weights.Model) -> str:
+def _source(model: weights.Readable) -> str:
     return model.at_commit if isinstance(model, hub.ConfigFile) else f"{model.path}:{model.sha256}"
 
 
 @st.cache_data(ttl=600, max_entries=64, show_spinner=False, hash_funcs={
     hub.ConfigFile: attrgetter("at_commit"), weights.LocalCheckpoint: _source})  # fmt: skip
-def plan(model: weights.Model, layer: int) -> attention.LayerPlan:
+def plan(model: weights.Readable, layer: int) -> attention.LayerPlan:
     """What reading `layer` takes (LoadError / NoHeadsView before anything is fetched)."""
     found = opened(model)
     return attention.plan_layer(found.config, found.tensors, layer=layer, label=found.label)
@@ -56,7 +56,7 @@ def plan(model: weights.Model, layer: int) -> attention.LayerPlan:
 @st.cache_resource(max_entries=2, show_spinner="Reading the layer's query and key rows…",
                    hash_funcs={hub.ConfigFile: attrgetter("at_commit"),
                                weights.LocalCheckpoint: _source})  # fmt: skip
-def layer(model: weights.Model, index: int) -> attention.AttentionLayer:
+def layer(model: weights.Readable, index: int) -> attention.AttentionLayer:
     """The layer's weights, read once (a second session opening it reads nothing)."""
     return attention.read_planned(opened(model), plan(model, index))
 

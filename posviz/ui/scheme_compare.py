@@ -207,7 +207,7 @@ def _show(d: SchemeDiff) -> None:
             icon=":material/check:",
         )
     else:
-        what = {**FIELDS, **NUMBERS}.get(d.first_difference, "")
+        what = {**FIELDS, **NUMBERS}.get(d.first_difference or "", "")
         st.error(
             f"A and B differ: first at **{d.first_difference}** ({literal(what)}).",
             icon=":material/error:",

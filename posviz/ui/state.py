@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import streamlit as st
 
@@ -108,7 +108,9 @@ def _served() -> tuple[Embedding | None, str | None]:
     return table, None
 
 
-def set_table(table: Embedding, slot: str = PRIMARY, origin: dict[str, str] | None = None) -> None:
+def set_table(
+    table: Embedding, slot: str = PRIMARY, origin: Mapping[str, str] | None = None
+) -> None:
     """Make `table` the one in `slot` for every page of this session and name it in the URL.
 
     `origin` says where its tensor comes from (link keys: ``{"hub": repo, "revision":
@@ -140,7 +142,10 @@ def _hub_origin(table: Embedding) -> dict[str, str]:
     """A Hub table's origin at the commit it was read at, not its branch: a link keeps its
     table when the branch moves on."""
     where = table.provenance()
-    return hub_origin(str(where["repo"]), str(where["commit"]), where.get("file"))
+    file = where.get("file")
+    return hub_origin(
+        str(where["repo"]), str(where["commit"]), file if isinstance(file, str) else None
+    )
 
 
 def hub_origin(repo: str, commit: str, file: str | None = None) -> dict[str, str]:
@@ -291,6 +296,15 @@ def _from_hub(slot: str, params: dict[str, str]) -> Embedding:
     return table
 
 
+class _Rows(TypedDict):
+    """The keywords `posviz.io.load` and `weights.load_checkpoint` share: what a link picks."""
+
+    tensor: str | None
+    row_start: int
+    row_stop: int | None
+    grid: tuple[int, int] | None
+
+
 def _from_shared(slot: str, params: dict[str, str]) -> Embedding:
     root = _settings.data_dir()
     if not root:
@@ -299,7 +313,7 @@ def _from_shared(slot: str, params: dict[str, str]) -> Embedding:
     relative = params["shared"]
     path = datadir.resolve(Path(root), relative)
     start, stop = links.parse_rows(params.get("rows", "0:"))
-    options = {
+    options: _Rows = {
         "tensor": params.get("tensor"),
         "row_start": start,
         "row_stop": stop,

@@ -8,6 +8,7 @@ import html
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -158,7 +159,7 @@ def expander_drawn_when_open(label: str, *, key: str, icon: str | None = None) -
     Yields whether it is open: opening it reruns the page, which then draws the contents.
     """
     with st.expander(label, key=key, icon=icon, on_change="rerun") as box:
-        yield box.open
+        yield bool(box.open)  # None only for an expander that tracks no state: never here
 
 
 def tabs_drawn_when_open(labels: list[str], *, key: str) -> Sequence[Any]:
@@ -196,7 +197,7 @@ def show_figure(fig: go.Figure, *, name: str, settings: dict[str, Any]) -> None:
         for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml")):
             st.download_button(
                 fmt.upper(),
-                data=lambda fmt=fmt: _render(fig, fmt, settings),
+                data=partial(_render, fig, fmt, settings),
                 file_name=f"{name}.{fmt}",
                 mime=mime,
                 key=f"download.{name}.{fmt}",
@@ -348,7 +349,7 @@ def _simulate_form(slot: str) -> None:
         arguments = inspect.signature(simulate.GENERATORS[kind]).parameters.values()
         for i, argument in enumerate(arguments):
             p = simulate.PARAMETERS[argument.name]
-            style = {"step": 4} if argument.name == "d_model" else {}
+            style: dict[str, Any] = {"step": 4} if argument.name == "d_model" else {}
             if isinstance(argument.default, float):
                 style = {"format": "%g"}
             value = type(argument.default)(given.get(argument.name, argument.default))
@@ -445,13 +446,14 @@ def _sharded(root: Path, files: list[str]) -> list[str]:
                 found = weights.weights_in(root / folder)
             except LoadError:
                 found = None
-            folders[folder] = (
+            index = (
                 str(PurePosixPath(folder) / found.name)
                 if found is not None and found.name.endswith(io.INDEX_SUFFIX)
                 else None
             )
-            if folders[folder]:
-                offered.append(folders[folder])
+            folders[folder] = index
+            if index:
+                offered.append(index)
         if not folders[folder]:
             offered.append(relative)
     return offered
@@ -552,14 +554,15 @@ def _hub(slot: str) -> None:
     # A failure is not cached by Streamlit: kept here, it is shown again on every rerun
     # without asking the Hub again, until Open is pressed.
     failed = st.session_state.get(f"{slot}.hub.failed")
+    repo, revision = opened
     if failed is not None and failed[0] == opened:
-        _hub_failed(*opened, failed[1])
+        _hub_failed(repo, revision, failed[1])
         return
     try:
-        model = _hub_model(*opened)
+        model = _hub_model(repo, revision)
     except LoadError as error:
         st.session_state[f"{slot}.hub.failed"] = (opened, error)
-        _hub_failed(*opened, error)
+        _hub_failed(repo, revision, error)
         return
     if reason := model.no_table_reason():
         st.warning(literal(reason), icon=":material/info:")
@@ -601,9 +604,12 @@ def _pick_and_load(
     import pandas as pd
 
     remote = isinstance(source, hub.HubModel)
-    local = source.path if isinstance(source, weights.LocalCheckpoint) else source
     try:
-        infos = source.infos if remote else io.list_tensors(local, filename)
+        if isinstance(source, hub.HubModel):
+            infos = source.infos
+        else:
+            local = source.path if isinstance(source, weights.LocalCheckpoint) else source
+            infos = io.list_tensors(local, filename)
         usable = [info for info in infos if info.table_shape is not None]
         if not usable:
             _read(source, filename, {})  # raises the precise reason (1-D, object dtype, ...)
@@ -638,6 +644,7 @@ def _pick_and_load(
     trim = io.suggest_trim(info.name, info.shape)
     if trim.reason:
         st.info(trim.reason, icon=":material/content_cut:")
+    assert info.table_shape is not None  # `usable` holds the tensors that are tables
     n_rows = info.table_shape[0]
     with st.form(f"{key}.rows"):
         left, right, grid = st.columns(3)
@@ -648,7 +655,7 @@ def _pick_and_load(
             value=trim.grid is not None,
             disabled=trim.grid is None,
         )
-        allowed = _travel_note(source, name) if remote else True
+        allowed = _travel_note(source, name) if isinstance(source, hub.HubModel) else True
         clicked = st.form_submit_button("Load", type="primary", disabled=not allowed)
     # A file with one candidate loads at once, with the form's defaults, once per file; a
     # model on the Hub waits for its click (the note above says what will travel).
