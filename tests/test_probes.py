@@ -349,9 +349,9 @@ def test_the_gaussian_control_is_computed_once_per_shape_and_settings():
         200, 24, folds=5, repeats=2, protocol="nested ridge", **settings
     )
     assert _same(fresh_relative, report.relative["Gaussian"])
-    for fresh, kept in zip(fresh_draws, report.control_draws["Gaussian"], strict=True):
-        assert _same(fresh, kept)
-        assert not kept.predictions.flags.writeable
+    for fresh, draw in zip(fresh_draws, kept, strict=True):
+        assert _same(fresh, draw)
+        assert not draw.predictions.flags.writeable
     # The table's scale never reaches it: twice the table, the same numbers.
     probes._gaussian_control.cache_clear()
     doubled = probes.probe_with_controls(2 * table, **settings)
