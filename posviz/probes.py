@@ -10,6 +10,7 @@ let a probe memorise one score per row, which a Gaussian table with d >= n allow
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -624,27 +625,36 @@ def probe_with_controls(
     options = {"folds": folds, "seed": probe_seed}
     absolute = {"repeats": repeats, "protocol": protocol, **options}
     relative = {"n_pairs": n_pairs, **options}
-    # One BLAS thread: the fits are many mid-sized products and 768 x 768 decompositions, which
-    # a second thread's hand-offs slow down (default table, 2 cores: 4.45 -> 3.70 s on a quiet
-    # machine, 10.8 -> 4.1 s with the other core busy; benchmarks/nulls.py --probes-only).
-    with threadpool_limits(1, user_api="blas"):
+    # One BLAS thread per fit: the fits are many mid-sized products and 768 x 768
+    # decompositions, which a second thread's hand-offs slow down (default table, 2 cores:
+    # 4.45 -> 3.70 s on a quiet machine, 10.8 -> 4.1 s with the other core busy). The four
+    # independent parts run two at a time instead, the longest first, each as it would alone
+    # (the same numbers, bit for bit): a second core is then busy for whole fits, not for each
+    # product's half.
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2) as pool:
+        # Keyword arguments in one order: the kept Gaussian controls are keyed by the call.
+        gaussian = pool.submit(
+            _gaussian_control,
+            *values.shape,
+            seed=seed,
+            max_rows=max_rows,
+            folds=folds,
+            repeats=repeats,
+            protocol=protocol,
+            n_pairs=n_pairs,
+            n_control_draws=n_control_draws,
+        )
         # The row-shuffled control fits the table's rows: its absolute probe shares the table's.
-        table, *row_shuffled = _absolute_probes(x, [positions, *shuffles], **absolute)
+        absolute_fits = pool.submit(_absolute_probes, x, [positions, *shuffles], **absolute)
+        shuffled_fit = pool.submit(relative_probe, x, shuffles[0], **relative)
+        table_fit = pool.submit(relative_probe, x, positions, **relative)
+        table, *row_shuffled = absolute_fits.result()
+        gaussians, gaussian_fit = gaussian.result()
         fitted = {
-            "table": relative_probe(x, positions, **relative),
-            "row-shuffled": relative_probe(x, shuffles[0], **relative),
+            "table": table_fit.result(),
+            "row-shuffled": shuffled_fit.result(),
+            "Gaussian": gaussian_fit,
         }
-    # Keyword arguments in one order: the cache keys on how it is called.
-    gaussians, fitted["Gaussian"] = _gaussian_control(
-        *values.shape,
-        seed=seed,
-        max_rows=max_rows,
-        folds=folds,
-        repeats=repeats,
-        protocol=protocol,
-        n_pairs=n_pairs,
-        n_control_draws=n_control_draws,
-    )
     return ProbeReport(
         absolute={"table": table, "row-shuffled": row_shuffled[0], "Gaussian": gaussians[0]},
         relative=fitted,
