@@ -69,8 +69,9 @@ DEFINITIONS = {
     "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
     "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
-#: Gaussian controls kept for reuse: each holds its draws' out-of-fold predictions (at most
-#: 20 x 2 x 2048 floats by default, 0.7 MB).
+#: Gaussian controls kept for reuse: each holds its draws' predictions and positions, 2 x 20 x
+#: 2048 numbers by default (0.7 MB); at the bounds' extreme (100 draws of 65,536 rows) 105 MB,
+#: less than the probes' own fits of such a table take while they run.
 GAUSSIAN_CACHE = 8
 #: Why the Gaussian control costs nothing after its first run, for the page and exports.
 GAUSSIAN_REUSE = (
