@@ -370,3 +370,24 @@ def test_the_gaussian_controls_kept_are_bounded():
     assert info.maxsize == probes.GAUSSIAN_CACHE
     assert info.currsize == probes.GAUSSIAN_CACHE
     assert info.misses == probes.GAUSSIAN_CACHE + 2
+
+
+def test_the_parts_run_two_at_a_time_give_what_each_gives_alone():
+    values = simulate.learned_like(120, 16, seed=2).values
+    settings = {"folds": 5, "seed": 4}
+    report = probes.probe_with_controls(values, n_pairs=200, n_control_draws=2, **settings)
+    positions, shuffles, _, seed = probes._draws(120, 4, 2048, 2)
+    options = {"folds": 5, "seed": seed}
+    with threadpool_limits(1, user_api="blas"):
+        absolute = probes._absolute_probes(
+            values, [positions, *shuffles], repeats=2, protocol="nested ridge", **options
+        )
+        relative = [
+            probes.relative_probe(values, target, n_pairs=200, **options)
+            for target in (positions, shuffles[0])
+        ]
+    assert _same(absolute[0], report.absolute["table"])
+    for alone, together in zip(absolute[1:], report.control_draws["row-shuffled"], strict=True):
+        assert _same(alone, together)
+    assert _same(relative[0], report.relative["table"])
+    assert _same(relative[1], report.relative["row-shuffled"])
