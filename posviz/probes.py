@@ -77,8 +77,8 @@ GAUSSIAN_CACHE = 8
 GAUSSIAN_REUSE = (
     "The Gaussian control depends only on the table's shape, the seed and the probe settings "
     "(each table is divided by its overall sd, so not even the scale counts): it is computed "
-    f"once per shape, settings and seed, and reused (the last {GAUSSIAN_CACHE} kept) for every "
-    "table, session and report."
+    f"once per shape, settings and seed, and reused (the last {GAUSSIAN_CACHE} kept in memory) "
+    "for every table, session and report of the same running app or process."
 )
 #: Why :meth:`ProbeReport.to_frame` leaves some cells empty, for whoever shows it.
 BLANK_CELLS = (
