@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -623,7 +623,7 @@ def probe_with_controls(
     """
     positions, shuffles, _, probe_seed = _draws(len(values), seed, max_rows, n_control_draws)
     x = np.asarray(values[positions], dtype=np.float64)  # only the probed rows converted
-    options = {"folds": folds, "seed": probe_seed}
+    options: dict[str, Any] = {"folds": folds, "seed": probe_seed}
     absolute = {"repeats": repeats, "protocol": protocol, **options}
     relative = {"n_pairs": n_pairs, **options}
     # One BLAS thread per fit: the fits are many mid-sized products and 768 x 768
@@ -717,7 +717,10 @@ def _gaussian_control(
     return tuple(_read_only(p) for p in draws), _read_only(relative)
 
 
-def _read_only(result: AbsoluteProbe | RelativeProbe) -> AbsoluteProbe | RelativeProbe:
+_Probe = TypeVar("_Probe", AbsoluteProbe, RelativeProbe)
+
+
+def _read_only(result: _Probe) -> _Probe:
     """`result`, its arrays made read-only: it is shared."""
     for value in vars(result).values():
         if isinstance(value, np.ndarray):
