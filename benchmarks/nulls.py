@@ -1,14 +1,10 @@
-"""What each null costs, and the probes against one numpy SVD of the default table.
+"""What each null costs, beside the measure without it.
 
     python benchmarks/nulls.py            # ~1-2 min on 2 cores
-    PYTHONPATH=/old/checkout python benchmarks/nulls.py --probes-only   # the same, older code
 
 Every time is the best of `--repeats` runs in this process (the machine is shared: best-of is
-the least noisy). The yardstick is ``numpy.linalg.svd(E, full_matrices=False)`` of the
-default 1024 x 768 simulated table (learned-like, seed 0, the app's first table); the probes
-(`posviz.probes.probe_with_controls` with its defaults) are reported as a multiple of it
-(issue 28's target: within 5x). Then each null issue 27 added, on the tables its closing note
-names, as its own cost beside the measure without it:
+the least noisy). The probes against one numpy SVD, and their parts, are
+benchmarks/probes.py's. Each null issue 27 added, on the tables its closing note names:
 
 - CKA: `compare.compare` with ``n_permutations=200`` against ``n_permutations=0``;
 - sinusoid likeness: 999 row shuffles against 1 (`components.sinusoid_likeness`);
@@ -23,43 +19,17 @@ import argparse
 import inspect
 
 import numpy as np
-import scipy.linalg
-from threadpoolctl import threadpool_limits
 from timing import best  # benchmarks/timing.py
 
 from posviz import boundary, compare, components, probes, simulate
 
 
-def probes_against_svd(repeats: int) -> None:
-    table = simulate.learned_like(1024, 768, seed=0).values
-    svd = best(lambda: np.linalg.svd(table, full_matrices=False), repeats)
-    probe = best(lambda: probes.probe_with_controls(table), repeats)
-    print(f"numpy SVD of the default 1024 x 768 table: {svd:.3f} s")
-    print(f"probe_with_controls (defaults):           {probe:.3f} s = {probe / svd:.1f}x the SVD")
-    # Its parts, as probe_with_controls runs them, and the floor of the absolute probe: one
-    # eigendecomposition of a fold's training Gram matrix per fold (2 splits x 5 folds) for
-    # the table (whose row-shuffled draws share them) and 10 for the Gaussian table.
-    x = table / table.std()
-    positions = np.arange(len(x))
-    rng = np.random.default_rng(0)
-    draws = [positions, *(rng.permutation(positions) for _ in range(20))]
-    options = {"folds": 5, "repeats": 2, "protocol": "nested ridge", "seed": 1}
-    parts = {
-        "absolute, table + 20 row-shuffled draws": lambda: probes._absolute_probes(
-            x, draws, **options
-        ),
-        "relative, table": lambda: probes.relative_probe(x, positions, seed=1),
-        "relative, row-shuffled": lambda: probes.relative_probe(x, draws[1], seed=1),
-    }
-    train = x[np.random.default_rng(1).permutation(len(x))[: len(x) * 4 // 5]]
-    centred = train - train.mean(axis=0)
-    parts["one fold's eigendecomposition (768 x 768)"] = lambda: scipy.linalg.eigh(
-        centred.T @ centred, driver="evd"
-    )
-    for name, part in parts.items():
-        with threadpool_limits(1, user_api="blas"):  # as probe_with_controls runs them
-            seconds = best(part, repeats)
-        print(f"  {name}: {seconds:.3f} s = {seconds / svd:.2f}x the SVD")
+def cold_probes(x: np.ndarray, **settings: int) -> probes.ProbeReport:
+    """The probes with no Gaussian control kept (the draws' whole cost; older code keeps none)."""
+    kept = getattr(probes, "_gaussian_control", None)
+    if kept is not None:
+        kept.cache_clear()
+    return probes.probe_with_controls(x, **settings)
 
 
 def tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -119,8 +89,8 @@ def nulls(repeats: int) -> None:
         )
         if "n_control_draws" in inspect.signature(probes.probe_with_controls).parameters:
             report = probes.probe_with_controls(x)
-            t20 = best(lambda x=x: probes.probe_with_controls(x), 1)
-            t1 = best(lambda x=x: probes.probe_with_controls(x, n_control_draws=1), 1)
+            t20 = best(lambda x=x: cold_probes(x), 1)
+            t1 = best(lambda x=x: cold_probes(x, n_control_draws=1), 1)
             summary = [
                 "{}: skill {:.3f} ({:.3f} to {:.3f})".format(c, *report.control_summary(c))
                 for c in ("row-shuffled", "Gaussian")
@@ -135,11 +105,8 @@ def nulls(repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--probes-only", action="store_true", help="only probes / SVD")
     args = parser.parse_args()
-    probes_against_svd(args.repeats)
-    if not args.probes_only:
-        nulls(args.repeats)
+    nulls(args.repeats)
 
 
 if __name__ == "__main__":

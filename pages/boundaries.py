@@ -199,7 +199,8 @@ def show_probes(table: Embedding) -> None:
     report = cache.probe_with_controls(
         table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
     )
-    probe_settings = export.header(report, table)
+    # The exports say how the probes were run, the Gaussian control's reuse included.
+    probe_settings = {**export.header(report, table), "notes": report.procedure_steps()}
     columns = st.columns(3)
     absolute = report.absolute["table"]
     columns[0].metric(

@@ -9,8 +9,10 @@ let a probe memorise one score per row, which a Gaussian table with d >= n allow
 
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -28,6 +30,8 @@ __all__ = [
     "CONTROLS",
     "C_GRID",
     "DEFINITIONS",
+    "GAUSSIAN_CACHE",
+    "GAUSSIAN_REUSE",
     "INNER_FOLDS",
     "PROTOCOLS",
     "RELATIVE_CHANCE",
@@ -46,8 +50,8 @@ CONTROLS = ("table", "row-shuffled", "Gaussian")
 ABOUT = (
     "How much absolute and relative position a linear read-out recovers (Wang & Chen, "
     "EMNLP 2020), beside the same probe on two tables without position information: the rows "
-    "shuffled to random positions, and i.i.d. Gaussian rows of the same shape and overall "
-    "standard deviation."
+    "shuffled to random positions, and i.i.d. Gaussian rows of the same shape (every probed "
+    "table is divided by its overall standard deviation, so the table's scale does not matter)."
 )
 #: The relative probe's chance error rate: a coin toss on the order of a pair.
 RELATIVE_CHANCE = 0.5
@@ -65,6 +69,17 @@ DEFINITIONS = {
     "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
     "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
+#: Gaussian controls kept for reuse: each holds its draws' predictions and positions, 2 x 20 x
+#: 2048 numbers by default (0.7 MB); at the bounds' extreme (100 draws of 65,536 rows) 105 MB,
+#: less than the probes' own fits of such a table take while they run.
+GAUSSIAN_CACHE = 8
+#: Why the Gaussian control costs nothing after its first run, for the page and exports.
+GAUSSIAN_REUSE = (
+    "The Gaussian control depends only on the table's shape, the seed and the probe settings "
+    "(each table is divided by its overall sd, so not even the scale counts): it is computed "
+    f"once per shape, settings and seed, and reused (the last {GAUSSIAN_CACHE} kept in memory) "
+    "for every table, session and report of the same running app or process."
+)
 #: Why :meth:`ProbeReport.to_frame` leaves some cells empty, for whoever shows it.
 BLANK_CELLS = (
     "Blank cells: the table has no range over draws (it is probed as it is, once per split); "
@@ -248,11 +263,11 @@ class ProbeReport:
             f"Controls over {n} draws each: the absolute probe's numbers for a control are the "
             f"mean over its draws, with their central 95% (2.5th to 97.5th percentile over the "
             f"draws, not over folds). Row-shuffled: the table's rows at {n} seeded random "
-            "positions. Gaussian: one i.i.d. Gaussian table of the same shape and overall sd, "
-            f"its rows at {n} seeded random positions (its rows are exchangeable, so each draw "
-            "is a Gaussian table; the draws share its rows, and the row-shuffled draws share "
-            "the table's fits' decompositions, which keeps them cheap). The relative probe's "
-            "controls are their first draw (± over its folds)."
+            "positions (the folds stay, so the draws share the table's fits' decompositions). "
+            "Gaussian: one i.i.d. standard Gaussian table of the same shape, its rows at "
+            f"{n} seeded random positions (its rows are exchangeable, so each draw is a Gaussian "
+            "table; the draws share its rows). The relative probe's controls are their first "
+            f"draw (± over its folds). {GAUSSIAN_REUSE}"
         )
 
     def to_frame(self) -> pd.DataFrame:
@@ -587,9 +602,11 @@ def probe_with_controls(
     -----
     The row-shuffled control keeps the rows but assigns them to random positions (a seeded
     permutation of the positions; the folds and pairs are the table's, so the same rows are
-    held out); the Gaussian control has the same shape and the table's overall standard
-    deviation. Each gets the same procedure as the table, its own penalties chosen inside
-    its own folds.
+    held out); the Gaussian control is a standard Gaussian table of the same shape (every
+    probe divides its table by the overall standard deviation first). Each gets the same
+    procedure as the table, its own penalties chosen inside its own folds. The Gaussian
+    control depends on nothing but the shape and these settings: it is computed once for
+    them and kept (the last :data:`GAUSSIAN_CACHE`, read-only) for any table of that shape.
 
     A control's draws are position vectors for the same rows, so the absolute probe fits them
     all from the rows' decompositions, one per fold, reused across ridge strengths and
@@ -604,41 +621,108 @@ def probe_with_controls(
     >>> r.absolute["table"].skill > 0.9 > abs(r.absolute["Gaussian"].skill)
     True
     """
-    n = len(values)
-    subsample_seed, control_seed, probe_seed = np.random.SeedSequence(seed).generate_state(3)
-    positions = np.arange(n)
-    if n > max_rows:
-        subsample = np.random.default_rng(subsample_seed).choice(n, max_rows, replace=False)
-        positions = np.sort(subsample)
+    positions, shuffles, _, probe_seed = _draws(len(values), seed, max_rows, n_control_draws)
     x = np.asarray(values[positions], dtype=np.float64)  # only the probed rows converted
-    if n_control_draws < 1:
-        msg = f"n_control_draws must be at least 1, got {n_control_draws}."
-        raise ValueError(msg)
-    rng = np.random.default_rng(control_seed)
-    shuffles = [rng.permutation(positions) for _ in range(n_control_draws)]
-    gaussian = rng.normal(scale=x.std(), size=x.shape)
-    # The Gaussian table's rows as they are, then at random positions.
-    placements = [positions, *(rng.permutation(positions) for _ in range(n_control_draws - 1))]
-    # Below 2**31: the probes add split and fold numbers to it (KFold takes < 2**32).
-    options = {"folds": folds, "seed": int(probe_seed) % 2**31}
+    options: dict[str, Any] = {"folds": folds, "seed": probe_seed}
     absolute = {"repeats": repeats, "protocol": protocol, **options}
     relative = {"n_pairs": n_pairs, **options}
-    # One BLAS thread: the fits are many mid-sized products and 768 x 768 decompositions, which
-    # a second thread's hand-offs slow down (default table, 2 cores: 4.45 -> 3.70 s on a quiet
-    # machine, 10.8 -> 4.1 s with the other core busy; benchmarks/nulls.py --probes-only).
-    with threadpool_limits(1, user_api="blas"):
+    # One BLAS thread per fit: the fits are many mid-sized products and 768 x 768
+    # decompositions, which a second thread's hand-offs slow down (default table, 2 cores:
+    # 4.45 -> 3.70 s on a quiet machine, 10.8 -> 4.1 s with the other core busy). The four
+    # independent parts run two at a time instead, the longest first, each as it would alone
+    # (the same numbers, bit for bit): a second core is then busy for whole fits, not for each
+    # product's half.
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2) as pool:
+        # Keyword arguments in one order: the kept Gaussian controls are keyed by the call.
+        gaussian = pool.submit(
+            _gaussian_control,
+            *values.shape,
+            seed=seed,
+            max_rows=max_rows,
+            folds=folds,
+            repeats=repeats,
+            protocol=protocol,
+            n_pairs=n_pairs,
+            n_control_draws=n_control_draws,
+        )
         # The row-shuffled control fits the table's rows: its absolute probe shares the table's.
-        table, *row_shuffled = _absolute_probes(x, [positions, *shuffles], **absolute)
-        gaussians = _absolute_probes(gaussian, placements, **absolute)
+        absolute_fits = pool.submit(_absolute_probes, x, [positions, *shuffles], **absolute)
+        shuffled_fit = pool.submit(relative_probe, x, shuffles[0], **relative)
+        table_fit = pool.submit(relative_probe, x, positions, **relative)
+        table, *row_shuffled = absolute_fits.result()
+        gaussians, gaussian_fit = gaussian.result()
         fitted = {
-            "table": relative_probe(x, positions, **relative),
-            "row-shuffled": relative_probe(x, shuffles[0], **relative),
-            "Gaussian": relative_probe(gaussian, positions, **relative),
+            "table": table_fit.result(),
+            "row-shuffled": shuffled_fit.result(),
+            "Gaussian": gaussian_fit,
         }
     return ProbeReport(
         absolute={"table": table, "row-shuffled": row_shuffled[0], "Gaussian": gaussians[0]},
         relative=fitted,
-        control_draws={"row-shuffled": row_shuffled, "Gaussian": gaussians},
+        control_draws={"row-shuffled": row_shuffled, "Gaussian": list(gaussians)},
         n_rows=len(x),
-        n_positions=n,
+        n_positions=len(values),
     )
+
+
+def _draws(
+    n_positions: int, seed: int, max_rows: int, n_control_draws: int
+) -> tuple[np.ndarray, list[np.ndarray], np.random.Generator, int]:
+    """What the seed decides before a value is read: the probed positions, the row-shuffled
+    draws, the generator the Gaussian control continues from, and the probes' seed."""
+    if n_control_draws < 1:
+        msg = f"n_control_draws must be at least 1, got {n_control_draws}."
+        raise ValueError(msg)
+    subsample_seed, control_seed, probe_seed = np.random.SeedSequence(seed).generate_state(3)
+    positions = np.arange(n_positions)
+    if n_positions > max_rows:
+        chosen = np.random.default_rng(subsample_seed).choice(n_positions, max_rows, replace=False)
+        positions = np.sort(chosen)
+    rng = np.random.default_rng(control_seed)
+    shuffles = [rng.permutation(positions) for _ in range(n_control_draws)]
+    # Below 2**31: the probes add split and fold numbers to it (KFold takes < 2**32).
+    return positions, shuffles, rng, int(probe_seed) % 2**31
+
+
+@functools.lru_cache(maxsize=GAUSSIAN_CACHE)
+def _gaussian_control(
+    n_positions: int,
+    d_model: int,
+    *,
+    seed: int,
+    max_rows: int,
+    folds: int,
+    repeats: int,
+    protocol: str,
+    n_pairs: int,
+    n_control_draws: int,
+) -> tuple[tuple[AbsoluteProbe, ...], RelativeProbe]:
+    """The Gaussian control of :func:`probe_with_controls`: its absolute probe's draws and its
+    relative probe, read-only (every caller shares them).
+
+    It needs no value of the table: a standard Gaussian table has the table's shape, and
+    every probe divides its table by the overall sd first (a Gaussian of the table's sd would
+    only differ from this one in the last bit of some values, after that division).
+    """
+    positions, _, rng, probe_seed = _draws(n_positions, seed, max_rows, n_control_draws)
+    gaussian = rng.standard_normal((len(positions), d_model))
+    # The Gaussian table's rows as they are, then at random positions.
+    placements = [positions, *(rng.permutation(positions) for _ in range(n_control_draws - 1))]
+    options = {"folds": folds, "seed": probe_seed}
+    with threadpool_limits(1, user_api="blas"):
+        draws = _absolute_probes(
+            gaussian, placements, repeats=repeats, protocol=protocol, **options
+        )
+        relative = relative_probe(gaussian, positions, n_pairs=n_pairs, **options)
+    return tuple(_read_only(p) for p in draws), _read_only(relative)
+
+
+_Probe = TypeVar("_Probe", AbsoluteProbe, RelativeProbe)
+
+
+def _read_only(result: _Probe) -> _Probe:
+    """`result`, its arrays made read-only: it is shared."""
+    for value in vars(result).values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return result

@@ -322,3 +322,72 @@ def test_the_fits_run_on_one_blas_thread(monkeypatch):
     with threadpool_limits(2, user_api="blas"):
         probes.probe_with_controls(simulate.sinusoidal_table(64, 8), n_pairs=200, n_control_draws=2)
     assert set(seen) == {1}  # (empty if the fits were not reached)
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two probe results hold the same numbers, bit for bit."""
+    return vars(a).keys() == vars(b).keys() and all(
+        np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
+        for x, y in zip(vars(a).values(), vars(b).values(), strict=True)
+    )
+
+
+def test_the_gaussian_control_is_computed_once_per_shape_and_settings():
+    settings = {"seed": 5, "max_rows": 150, "n_pairs": 200, "n_control_draws": 3}
+    table = simulate.learned_like(200, 24, seed=1).values
+    probes._gaussian_control.cache_clear()
+    report = probes.probe_with_controls(table, **settings)
+    # Another table of the same shape, at another scale: the same Gaussian control, reused.
+    other = probes.probe_with_controls(1e3 * simulate.sinusoidal_table(200, 24), **settings)
+    assert probes._gaussian_control.cache_info()[:2] == (1, 1)  # (hits, misses)
+    kept = report.control_draws["Gaussian"]
+    assert all(a is b for a, b in zip(other.control_draws["Gaussian"], kept, strict=True))
+    assert other.relative["Gaussian"] is report.relative["Gaussian"]
+    assert other.absolute["table"].skill > 0.9 > report.absolute["table"].skill
+    # The kept result is what a fresh computation gives, bit for bit, and read-only.
+    fresh_draws, fresh_relative = probes._gaussian_control.__wrapped__(
+        200, 24, folds=5, repeats=2, protocol="nested ridge", **settings
+    )
+    assert _same(fresh_relative, report.relative["Gaussian"])
+    for fresh, draw in zip(fresh_draws, kept, strict=True):
+        assert _same(fresh, draw)
+        assert not draw.predictions.flags.writeable
+    # The table's scale never reaches it: twice the table, the same numbers.
+    probes._gaussian_control.cache_clear()
+    doubled = probes.probe_with_controls(2 * table, **settings)
+    assert _same(doubled.relative["Gaussian"], report.relative["Gaussian"])
+    for a, b in zip(doubled.control_draws["Gaussian"], kept, strict=True):
+        assert _same(a, b)
+    assert probes.GAUSSIAN_REUSE in report.procedure()
+
+
+def test_the_gaussian_controls_kept_are_bounded():
+    probes._gaussian_control.cache_clear()
+    table = simulate.gaussian(40, 4, seed=0).values
+    for seed in range(probes.GAUSSIAN_CACHE + 2):
+        probes.probe_with_controls(table, seed=seed, n_pairs=100, n_control_draws=1)
+    info = probes._gaussian_control.cache_info()
+    assert info.maxsize == probes.GAUSSIAN_CACHE
+    assert info.currsize == probes.GAUSSIAN_CACHE
+    assert info.misses == probes.GAUSSIAN_CACHE + 2
+
+
+def test_the_parts_run_two_at_a_time_give_what_each_gives_alone():
+    values = simulate.learned_like(120, 16, seed=2).values
+    settings = {"folds": 5, "seed": 4}
+    report = probes.probe_with_controls(values, n_pairs=200, n_control_draws=2, **settings)
+    positions, shuffles, _, seed = probes._draws(120, 4, 2048, 2)
+    options = {"folds": 5, "seed": seed}
+    with threadpool_limits(1, user_api="blas"):
+        absolute = probes._absolute_probes(
+            values, [positions, *shuffles], repeats=2, protocol="nested ridge", **options
+        )
+        relative = [
+            probes.relative_probe(values, target, n_pairs=200, **options)
+            for target in (positions, shuffles[0])
+        ]
+    assert _same(absolute[0], report.absolute["table"])
+    for alone, together in zip(absolute[1:], report.control_draws["row-shuffled"], strict=True):
+        assert _same(alone, together)
+    assert _same(relative[0], report.relative["table"])
+    assert _same(relative[1], report.relative["row-shuffled"])

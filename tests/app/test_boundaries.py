@@ -234,3 +234,12 @@ def test_the_probe_settings_keep_their_values_while_another_tab_is_open():
     assert at.number_input(key="probes.max_rows").value == 40
     assert at.selectbox(key="probes.protocol").value == "linear"
     assert any("subsample of 40 of 64 rows" in c.value for c in at.caption)
+
+
+def test_the_probes_say_the_gaussian_control_is_reused_on_screen_and_in_exports(downloads):
+    at = run(simulate.learned_like(64, 16, seed=0), section="Probes")
+    assert not at.exception
+    assert any(probes.GAUSSIAN_REUSE in c.value for c in at.caption)
+    csv = downloads["probes.csv"]()
+    notes = next(line for line in csv.splitlines() if line.startswith("# notes: "))
+    assert probes.GAUSSIAN_REUSE in json.loads(notes.removeprefix("# notes: "))[-1]
