@@ -137,7 +137,9 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
     )
     start, test = commands
     assert start.endswith("pip install -r requirements.txt && streamlit run app.py")
-    assert test.endswith("pip install -r requirements-dev.txt && python -m pytest")
+    assert test.endswith(
+        "pip install -r requirements-dev.txt && python -m pytest -n 2 --dist loadscope"
+    )
     ci = (ROOT / ".ci" / "run").read_text()
     assert "rm -rf .venv" in ci
     assert 'bash -euo pipefail -c "$command"' in ci
