@@ -183,8 +183,7 @@ def _page() -> None:
                 )
         with tabs["One head"]:
             if tabs["One head"].open:
-                head = st.selectbox("Head", range(plan.n_heads), format_func=heads.__getitem__,
-                                    key="heads.head")  # fmt: skip
+                head = _pick_head(heads)
                 widgets.show_figure(
                     figures.heads.usage_profile(result, head), name="heads_usage_profile",
                     settings=settings,
@@ -209,8 +208,7 @@ def _page() -> None:
                 )
         with tabs["One head"]:
             if tabs["One head"].open:
-                head = st.selectbox("Head", range(plan.n_heads), format_func=heads.__getitem__,
-                                    key="heads.head")  # fmt: skip
+                head = _pick_head(heads)
                 widgets.show_figure(
                     figures.heads.kernel_map(result, head, attention=True),
                     name="heads_attention",
@@ -243,6 +241,11 @@ def _page() -> None:
                 figures.heads.numbers_vs_null(result, name), name="heads_null", settings=settings
             )
             widgets.show_numbers(result.to_frame(), name="heads", settings=settings)
+
+
+def _pick_head(names: list[str]) -> int:
+    """The head the One head tab draws (one widget key on every kind of layer)."""
+    return st.selectbox("Head", range(len(names)), format_func=names.__getitem__, key="heads.head")
 
 
 # A function, not st.stop(): app.py draws the sidebar card after the page.

@@ -175,6 +175,19 @@ def _spread(null: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _head_frame(result: PatternHeads | RotaryHeads) -> pd.DataFrame:
+    """One row per head: its key head, label, numbers, and each number's null max."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"head": np.arange(result.n_heads), "kv_head": result.kv_head})
+    frame["label"] = [label or "" for label in result.labels]
+    for name, values in result.numbers.items():
+        frame[name] = values
+    for name, spread in result.spread().items():
+        frame[f"{name}_null_max"] = spread["max"]
+    return frame
+
+
 def _labels(
     numbers: dict[str, np.ndarray], null: dict[str, np.ndarray], *, learned: bool = True
 ) -> tuple[str | None, ...]:
@@ -273,15 +286,7 @@ class PatternHeads:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per head: its key head, label, numbers, and each number's null max."""
-        import pandas as pd
-
-        frame = pd.DataFrame({"head": np.arange(self.n_heads), "kv_head": self.kv_head})
-        frame["label"] = [label or "" for label in self.labels]
-        for name, values in self.numbers.items():
-            frame[name] = values
-        for name, spread in self.spread().items():
-            frame[f"{name}_null_max"] = spread["max"]
-        return frame
+        return _head_frame(self)
 
     def offset_table(self) -> pd.DataFrame:
         """One row per head and offset Δ the attention sees: m_h(Δ)."""
@@ -751,16 +756,8 @@ class RotaryHeads:
         return _spread(self.null)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per head: key head, label, numbers, and each number's null max."""
-        import pandas as pd
-
-        frame = pd.DataFrame({"head": np.arange(self.n_heads), "kv_head": self.kv_head})
-        frame["label"] = [label or "" for label in self.labels]
-        for name, values in self.numbers.items():
-            frame[name] = values
-        for name, spread in self.spread().items():
-            frame[f"{name}_null_max"] = spread["max"]
-        return frame
+        """One row per head: its key head, label, numbers, and each number's null max."""
+        return _head_frame(self)
 
     def usage_table(self) -> pd.DataFrame:
         """One row per head and pair: θ_k, wavelength, band, u_h(k) stored and folded."""
