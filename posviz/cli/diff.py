@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from posviz.schemes.diff import ANGLE_LIMIT, FIELDS, LAYOUTS, NUMBERS, SchemeDiff
+from posviz.schemes.diff import ANGLE_LIMIT, FIELDS, LAYOUTS, NUMBERS, SchemeDiff, cell
 from posviz.schemes.sources import compare, read_side
 
 __all__ = ["add_parser"]
@@ -91,7 +91,7 @@ def describe(diff: SchemeDiff, a: str, b: str) -> str:
     tolerance = diff.params["tolerance"]
     lines = [f"A  {a}", f"B  {b}", ""]
     width = max(len(f["field"]) for f in diff.fields) + 2
-    cells = [(_cell(f["a"]), _cell(f["b"])) for f in diff.fields]
+    cells = [(cell(f["a"]), cell(f["b"])) for f in diff.fields]
     column = max([len(x) for pair in cells for x in pair] + [8]) + 2
     lines.append(f"{'field':<{width}}{'A':<{column}}{'B':<{column}}")
     for f, (x, y) in zip(diff.fields, cells, strict=True):
@@ -137,23 +137,6 @@ def describe(diff: SchemeDiff, a: str, b: str) -> str:
             + f"; {rule}: exit 1"
         )
     return "\n".join(lines)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "not stated"
-    if isinstance(value, list) and len(value) > 4:
-        return f"[{', '.join(f'{v:.4g}' for v in value[:3])}, … {len(value)}]"
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    if isinstance(value, dict):  # other layer types: {type: {"theta", "rope_type"}}
-        return "; ".join(
-            f"{k}: " + ", ".join(f"{_cell(v)}" for v in inner.values())
-            if isinstance(inner, dict)
-            else f"{k}: {_cell(inner)}"
-            for k, inner in value.items()
-        )
-    return str(value)
 
 
 def _ranges(values: list[int]) -> str:

@@ -36,6 +36,7 @@ __all__ = [
     "NUMBERS",
     "RotarySource",
     "SchemeDiff",
+    "cell",
     "from_inv_freq",
     "from_spec",
     "from_table",
@@ -417,7 +418,7 @@ class SchemeDiff:
     def field_frame(self) -> pd.DataFrame:
         import pandas as pd
 
-        rows = [{k: _short(v) if k in ("a", "b") else v for k, v in f.items()} for f in self.fields]
+        rows = [{k: cell(v) if k in ("a", "b") else v for k, v in f.items()} for f in self.fields]
         return pd.DataFrame(rows, columns=["field", "a", "b", "same"])
 
 
@@ -603,12 +604,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _short(value: Any) -> str:
-    """A field's value for a table cell: lists and dicts briefly."""
+def cell(value: Any) -> str:
+    """A field's value for a table cell (the page's, the CLI's): lists and dicts briefly."""
     if value is None:
         return "not stated"
-    if isinstance(value, list) and len(value) > 6:
-        return f"[{', '.join(f'{v:.4g}' for v in value[:3])}, … {len(value)} values]"
+    if isinstance(value, list) and len(value) > 4:
+        return f"[{', '.join(f'{v:.4g}' for v in value[:3])}, … {len(value)}]"
     if isinstance(value, float):
         return f"{value:.10g}"
+    if isinstance(value, dict):  # other layer types: {type: {"theta", "rope_type"}}
+        return "; ".join(
+            f"{k}: " + ", ".join(f"{cell(v)}" for v in inner.values())
+            if isinstance(inner, dict)
+            else f"{k}: {cell(inner)}"
+            for k, inner in value.items()
+        )
     return str(value)
