@@ -41,12 +41,16 @@ DEFINITIONS = {
     "rows when centred (n when not), ω(1) ≈ 2.858 (exact ω from the Marchenko-Pastur median), and "
     "above the resolution floor. Pure i.i.d. noise stays below it.",
 }
-#: Singular values below this share of sigma_1 are refined (see `spectrum`): at 1e-4 a value
-#: just above it kept the Gram route's error of ~eps (sigma_1 / sigma)^2, 2.4e-9 relative at
-#: 2048 x 512 (centred sinusoidal table); above 1e-3 that error is below 1e-9.
-_SPLIT = 1e-3
-#: Most small values whose eigenvectors come from inverse iteration (see `spectrum`).
-_INVERSE_ITERATION_MAX = 64
+#: Relative accuracy of every singular value from 1e-6 of sigma_1 up (see `spectrum`).
+_TARGET = 1e-9
+#: The Gram route's error bound: each eigenvalue of the float64 Gram matrix is within
+#: ``_GRAM_ERROR * eps * sigma_1**2`` of the exact one (largest seen: 4.6, centred sinusoidal
+#: table 512 x 768; 2.9 learned-like 2048 x 2048). A singular value's relative error is then at
+#: most ``_GRAM_ERROR * eps / 2 * (sigma_1 / sigma)**2``.
+_GRAM_ERROR = 9.0
+#: Singular values below this share of sigma_1 are refined (see `spectrum`): where the bound
+#: above exceeds `_TARGET` (1.0e-3; at the former 1e-4 a value just above it was 2.4e-9 off).
+_SPLIT = float(np.sqrt(_GRAM_ERROR * np.finfo(np.float64).eps / (2 * _TARGET)))
 
 
 def _tridiagonal(g: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -79,6 +83,68 @@ def _back_transform(reflectors: np.ndarray, tau: np.ndarray, z: np.ndarray) -> n
     padded[:-1] = z
     q_z = lapack.dormqr(b"L", b"N", shifted, tau, padded, lwork=64 * z.shape[1], overwrite_c=1)[0]
     return q_z[:-1]
+
+
+#: Inverse iterations per small eigenvalue (see `_inverse_iteration`).
+_ITERATIONS = 2
+
+
+def _inverse_iteration(
+    diagonal: np.ndarray, off_diagonal: np.ndarray, shifts: np.ndarray, scale: float
+) -> np.ndarray:
+    """Orthonormal basis of the tridiagonal matrix's eigenvectors at its eigenvalues `shifts`.
+
+    Inverse iteration from a seeded random start, one shift at a time (LAPACK ``dgttrf`` +
+    ``dgttrs``: O(n) each), then one QR of all the vectors (BLAS-3) in place of ``dstein``'s
+    vector-by-vector reorthogonalisation of a cluster (O(n k^2) in BLAS-1, and every value
+    below the split is one cluster to it) and of the bisection (``dstebz``) it needs first:
+    the shifts are ``dsterf``'s eigenvalues, accurate to the matrix's rounding. The basis
+    serves a Rayleigh-Ritz step, which needs the span, not the individual vectors; a cluster
+    whose span it misses shows there (see `spectrum`). `scale`: the matrix's norm (its largest
+    eigenvalue). Returned of shape (n, k).
+    """
+    n = len(diagonal)
+    nudge = np.finfo(np.float64).eps * scale
+    vectors = np.random.default_rng(0).standard_normal((len(shifts), n))
+    for vector, shift in zip(vectors, shifts, strict=True):
+        lower, main, upper, upper2, pivots, info = lapack.dgttrf(
+            off_diagonal, diagonal - shift, off_diagonal
+        )
+        if info:  # the shift is an eigenvalue to the last bit: move it off by a rounding unit
+            lower, main, upper, upper2, pivots, info = lapack.dgttrf(
+                off_diagonal, diagonal - (shift - nudge), off_diagonal
+            )
+        column = vector[:, None]
+        for _ in range(_ITERATIONS):
+            column = lapack.dgttrs(lower, main, upper, upper2, pivots, column)[0]
+            column /= np.linalg.norm(column)
+        vector[:] = column[:, 0]
+    return scipy.linalg.qr(vectors.T, mode="economic", overwrite_a=True, check_finite=False)[0]
+
+
+def _ritz_values(
+    values: np.ndarray,
+    *,
+    center: bool,
+    reflectors: np.ndarray,
+    tau: np.ndarray,
+    z: np.ndarray,
+) -> np.ndarray:
+    """Eigenvalues (ascending) of the Gram matrix of ``X Q z``: Rayleigh-Ritz on the table.
+
+    `z` holds orthonormal vectors of the tridiagonal form, brought back to the Gram matrix's
+    coordinates by the reduction's reflectors (`_back_transform`), then multiplied by the
+    table itself, whose product has a Gram matrix of only a few decades.
+    """
+    z = np.array(z, order="F")
+    z[1:] = _back_transform(reflectors, tau, z[1:])
+    k = z.shape[1]
+    # The Gram matrix of X z, by scipy's BLAS like the rest (no hand-over to numpy's).
+    part = np.zeros((k, k), order="F")
+    for block in float64_blocks(values, center=center):
+        projected = blas.dgemm(1.0, block.T, z, trans_a=1)
+        part = blas.dsyrk(1.0, projected, beta=1.0, c=part, trans=1, lower=1, overwrite_c=1)
+    return scipy.linalg.eigh(part, lower=True, eigvals_only=True)
 
 
 #: Why a table's ranks and shares are undefined, for the page, the CLI and exports.
@@ -325,11 +391,14 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     1e-9 (tested against a float64 SVD).
 
     The Gram matrix is reduced to tridiagonal form once (LAPACK ``dsytrd``, blocked); all
-    eigenvalues come from that form (``dsterf``), and the small ones' eigenvectors too
-    (``dstein`` or ``dstemr``, then the reduction's reflectors by ``dormqr``), so refining
-    never reduces the matrix a second time. That reduction is the cost floor at square
-    shapes (it costs a few Gram products), while a very tall table's costs little next to
-    its Gram product.
+    eigenvalues come from that form (``dsterf``), and a basis of the small ones' eigenvectors
+    too (inverse iteration at those eigenvalues and one QR, see `_inverse_iteration`; then the
+    reduction's reflectors by ``dormqr``), so refining never reduces the matrix a second time
+    and solves the tridiagonal eigenproblem once. Each Ritz value must lie within the Gram
+    route's bound (`_GRAM_ERROR`) of the eigenvalue it refines; if one does not, the basis
+    missed part of a cluster and the vectors come from MRRR (``dstemr``) instead. That
+    reduction is the cost floor at square shapes (it costs a few Gram products), while a very
+    tall table's costs little next to its Gram product.
 
     Examples
     --------
@@ -347,21 +416,21 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     zeros = int(center and values.shape[0] <= values.shape[1])
     n_small = int(np.count_nonzero(lam < _SPLIT**2 * lam[0]))
     if n_small > zeros:
-        # Inverse iteration (stebz + stein) holds only these vectors but reorthogonalises a
-        # cluster in O(n k^2); MRRR (stemr) is O(n k), but scipy gives it room for all n x n
-        # (twice a square float32 table's bytes). So few vectors by inverse iteration, where
-        # that room costs more than the reorthogonalisation, and many by MRRR.
-        driver = "stebz" if n_small <= _INVERSE_ITERATION_MAX else "stemr"
-        _, z = scipy.linalg.eigh_tridiagonal(
-            diagonal, off_diagonal, select="i", select_range=(0, n_small - 1), lapack_driver=driver
-        )
-        z[1:] = _back_transform(reflectors, tau, z[1:])
-        # The Gram matrix of X z, by scipy's BLAS like the rest (no hand-over to numpy's).
-        part = np.zeros((n_small, n_small), order="F")
-        for block in float64_blocks(values, center=center):
-            projected = blas.dgemm(1.0, block.T, z, trans_a=1)
-            part = blas.dsyrk(1.0, projected, beta=1.0, c=part, trans=1, lower=1, overwrite_c=1)
-        lam[-n_small:] = scipy.linalg.eigh(part, lower=True, eigvals_only=True)[::-1]
+        shifts = lam[: -n_small - 1 : -1]
+        basis = _inverse_iteration(diagonal, off_diagonal, shifts, lam[0])
+        ritz = _ritz_values(values, center=center, reflectors=reflectors, tau=tau, z=basis)
+        # Each Ritz value lies within the Gram route's bound of its Gram eigenvalue unless the
+        # basis missed a direction (a cluster it could not separate): then exact vectors.
+        if not np.all(np.abs(ritz - shifts) <= _GRAM_ERROR * np.finfo(np.float64).eps * lam[0]):
+            _, z = scipy.linalg.eigh_tridiagonal(
+                diagonal,
+                off_diagonal,
+                select="i",
+                select_range=(0, n_small - 1),
+                lapack_driver="stemr",
+            )
+            ritz = _ritz_values(values, center=center, reflectors=reflectors, tau=tau, z=z)
+        lam[-n_small:] = ritz[::-1]
     if zeros:
         lam[-1] = 0.0
     sigma = np.sqrt(np.clip(lam, 0.0, None))

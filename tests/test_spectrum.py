@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 import posviz._linalg
 import posviz.spectrum
-from posviz.simulate import gaussian, sinusoidal_table
+from posviz.simulate import gaussian, learned_like, sinusoidal_table
 from posviz.spectrum import THRESHOLDS, spectrum
 
 
@@ -43,12 +44,15 @@ def test_sinusoidal_oracles(sinusoid, center, ranks, ks):
     ids=["sinusoid-wide", "sinusoid-tall", "gaussian-wide", "graded-tall"],
 )
 @pytest.mark.parametrize("center", [True, False])
-@pytest.mark.parametrize("inverse_iteration_max", [0, 10**6], ids=["stemr", "stein"])
-def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(
-    monkeypatch, table, center, inverse_iteration_max
-):
-    # Either route to the small values' eigenvectors, whatever their number.
-    monkeypatch.setattr(posviz.spectrum, "_INVERSE_ITERATION_MAX", inverse_iteration_max)
+@pytest.mark.parametrize("route", ["inverse-iteration", "fallback"])
+def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(monkeypatch, table, center, route):
+    if route == "fallback":
+        # A basis that misses the small values' span: the Ritz check must send them to MRRR.
+        def junk(diagonal, off_diagonal, shifts, scale):
+            rng = np.random.default_rng(1)
+            return np.linalg.qr(rng.standard_normal((len(diagonal), len(shifts))))[0]
+
+        monkeypatch.setattr(posviz.spectrum, "_inverse_iteration", junk)
     x = np.asarray(table, dtype=np.float64)
     reference = np.linalg.svd(x - x.mean(0) if center else x, compute_uv=False)
     s = spectrum(x, center=center)
@@ -56,6 +60,53 @@ def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(
     np.testing.assert_allclose(s.singular_values[kept], reference[kept], rtol=1e-6)
     assert s.floor < 1e-6 * reference[0]
     assert np.all(s.singular_values[~kept] < 2e-6 * reference[0])
+
+
+def _ill_conditioned_tables() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    u = np.linalg.qr(rng.standard_normal((400, 200)))[0]
+    v = np.linalg.qr(rng.standard_normal((200, 200)))[0]
+    clustered = np.repeat([1.0, 1e-2, 1e-4, 1e-5], 50) * (1 + 1e-12 * rng.standard_normal(200))
+    low_rank = rng.standard_normal((300, 30)) @ rng.standard_normal((30, 120))
+    return {
+        "steep": (u * np.logspace(0, -9, 200)) @ v.T,  # nine decades
+        "clustered": (u * clustered) @ v.T,  # four values, fifty times each
+        "rank-30": low_rank + 1e-5 * rng.standard_normal((300, 120)),  # 90 values near 1e-5
+        "rank-deficient": low_rank,  # 90 values that are rounding noise
+        "learned-like": learned_like(600, 400, seed=3).values,  # hundreds below 1e-3
+        "wide-graded": (gaussian(120, 500, seed=4).values * np.logspace(0, -6, 500)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_ill_conditioned_tables()))
+@pytest.mark.parametrize("center", [True, False])
+def test_values_above_the_floor_are_exact_to_1e9_without_falling_back(monkeypatch, name, center):
+    # Within 1e-9 of numpy's float64 SVD down to 1e-6 of the largest (below it the reference
+    # itself is off by ~eps sigma_1 / sigma), and by the fast route: no MRRR fallback.
+    fallbacks = []
+    monkeypatch.setattr(
+        scipy.linalg, "eigh_tridiagonal", lambda *a, **k: fallbacks.append(1) or (None, None)
+    )
+    x = np.asarray(_ill_conditioned_tables()[name], dtype=np.float64)
+    reference = np.linalg.svd(x - x.mean(0) if center else x, compute_uv=False)
+    s = spectrum(x, center=center)
+    resolved = (reference > s.floor) & (reference >= 1e-6 * reference[0])
+    np.testing.assert_allclose(s.singular_values[resolved], reference[resolved], rtol=1e-9)
+    # Between the floor and 1e-6 of the largest: within the refined route's bound.
+    rest = (reference > s.floor) & ~resolved
+    bound = (
+        1e-9 * (1e-6 * reference[0] / reference[rest]) ** 2 + 1e-15 * reference[0] / reference[rest]
+    )
+    assert np.all(np.abs(s.singular_values[rest] - reference[rest]) <= bound * reference[rest])
+    assert not fallbacks
+
+
+def test_a_constant_table_has_no_variance_and_one_value_without_centring():
+    x = np.full((50, 20), 0.3, dtype=np.float32)
+    assert not spectrum(x).singular_values.any()
+    uncentred = spectrum(x, center=False).singular_values
+    assert uncentred[0] == pytest.approx(np.linalg.svd(x.astype(np.float64))[1][0], rel=1e-12)
+    assert np.all(uncentred[1:] <= spectrum(x, center=False).floor)
 
 
 def test_derived_numbers_by_definition():
