@@ -104,6 +104,12 @@ def _inverse_iteration(
     eigenvalue). Returned of shape (n, k).
     """
     n = len(diagonal)
+    if n < 3:  # scipy's dgttrf refuses a 2 x 2 (it sizes an array n - 2 long): exact vectors
+        # of the smallest eigenvalues, which `shifts` are (spectrum refines the small ones).
+        select = (0, len(shifts) - 1)
+        return scipy.linalg.eigh_tridiagonal(
+            diagonal, off_diagonal, select="i", select_range=select
+        )[1]
     nudge = np.finfo(np.float64).eps * scale
     vectors = np.random.default_rng(0).standard_normal((len(shifts), n))
     for vector, shift in zip(vectors, shifts, strict=True):

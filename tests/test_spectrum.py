@@ -295,3 +295,16 @@ def test_the_result_carries_its_settings_and_tables():
         "participation_ratio",
         "n_above_noise",
     ]
+
+
+@pytest.mark.parametrize("shape", [(5, 2), (2, 7), (2, 2)])
+def test_a_two_by_two_gram_refines_its_small_value(shape):
+    # scipy's dgttrf refuses n = 2, which the smallest tables reach when a value needs refining.
+    rng = np.random.default_rng(3)
+    u, _ = np.linalg.qr(rng.standard_normal((max(shape), 2)))
+    v, _ = np.linalg.qr(rng.standard_normal((min(shape), 2)))
+    table = u[:, :2] @ np.diag([1.0, 1e-5]) @ v.T
+    table = table if table.shape == shape else table.T
+    expected = np.linalg.svd(table, compute_uv=False)
+    got = spectrum(table, center=False).singular_values
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
