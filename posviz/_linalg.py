@@ -8,6 +8,7 @@ table (twice a float32 table's bytes) unless it needs one whole.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.fft
@@ -160,7 +161,18 @@ def evenly_spaced(n: int, k: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
 
 
-def autocorrelation(x: np.ndarray) -> np.ndarray:
+class Sliceable(Protocol):
+    """A table sliced like an array (``x[:, a:b]``) without being one: rows made on demand."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: Any) -> np.ndarray: ...
+
+
+def autocorrelation(x: np.ndarray | Sliceable) -> np.ndarray:
     """``sum_i <x_i, x_{i+k}>`` for k = 0..len(x)-1, by float64 FFT of each column.
 
     `x` is an array or anything sliced like one (``x[:, a:b]``), e.g. prepared rows made a

@@ -420,9 +420,9 @@ def _absolute_probes(
     if protocol not in PROTOCOLS:
         msg = f"Unknown probe protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}."
         raise ValueError(msg)
-    targets = np.asarray(targets)
-    x, y = _scaled(values), targets.T.astype(np.float64)
-    n_targets = len(targets)
+    stacked = np.asarray(targets)
+    x, y = _scaled(values), stacked.T.astype(np.float64)
+    n_targets = len(stacked)
     mae = np.empty((n_targets, repeats, folds))
     chance, alpha = np.empty_like(mae), np.empty_like(mae)
     r2 = np.empty((n_targets, repeats))
@@ -457,7 +457,7 @@ def _absolute_probes(
             fold_alpha=alpha[t],
             r2=float(r2[t].mean()),
             predictions=first[:, t],
-            positions=targets[t],
+            positions=stacked[t],
             model=model,
         )
         for t in range(n_targets)

@@ -298,7 +298,9 @@ class Spectrum:
                 "gavish_donoho_threshold": self.noise_threshold,
                 "resolution_floor": self.floor,
             }
-        out: dict[str, float | int] = {f"k{round(t * 100)}": self.k_at(t) for t in THRESHOLDS}
+        out: dict[str, float | int | None] = {
+            f"k{round(t * 100)}": self.k_at(t) for t in THRESHOLDS
+        }
         out |= {
             "effective_rank": self.effective_rank,
             "stable_rank": self.stable_rank,

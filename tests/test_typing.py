@@ -76,25 +76,7 @@ def test_wrong_settings_are_type_errors_and_the_pages_have_none(tmp_path):
     assert [e for e in found if e[0].parent.name == "pages" and names.match(e[2])] == []
 
 
-#: Files of posviz/ that mypy still finds errors in: this set only shrinks. A file fixed must
-#: leave it (the test fails while it is listed clean), and no other file may gain an error.
-NOT_YET_TYPED = {
-    # Being changed by other work as this set was made (issue 32); typed after it lands.
-    "posviz/probes.py",
-    "posviz/spectrum.py",
-    # Passes a _PreparedTable to _linalg.autocorrelation, which slices any table-like object
-    # but declares an ndarray: clean once _linalg's annotation says so.
-    "posviz/offsets.py",
-}
-
-
 @pytest.mark.slow
-def test_the_package_type_checks_but_the_files_not_yet_typed():
-    found = errors(ROOT / "posviz")
-    failing = {path.as_posix() for path, _, _ in found}
-    new = [f"{path}:{line}: {message}" for path, line, message in found
-           if path.as_posix() not in NOT_YET_TYPED]  # fmt: skip
-    assert new == [], "\n".join(new)
-    assert failing >= NOT_YET_TYPED, (
-        f"clean now, remove from NOT_YET_TYPED: {NOT_YET_TYPED - failing}"
-    )
+def test_the_package_type_checks():
+    found = [f"{path}:{line}: {message}" for path, line, message in errors(ROOT / "posviz")]
+    assert found == [], "\n".join(found)
