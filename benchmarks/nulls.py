@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 
 import numpy as np
 from timing import best  # benchmarks/timing.py
 
 from posviz import boundary, compare, components, probes, simulate
+
+# "Kept" here means kept in this process's memory: nothing is read from or left on disk.
+os.environ["POSVIZ_RESULTS_CACHE"] = "off"
 
 
 def cold_probes(x: np.ndarray, **settings: int) -> probes.ProbeReport:

@@ -20,6 +20,7 @@ the probes within 5x the SVD.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 
@@ -27,6 +28,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from posviz import probes, simulate
+
+# "Kept" here means kept in this process's memory: nothing is read from or left on disk.
+os.environ["POSVIZ_RESULTS_CACHE"] = "off"
 
 
 def timed(f: Callable[[], object], repeats: int) -> tuple[float, float]:

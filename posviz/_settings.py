@@ -47,8 +47,21 @@ def hub_cache_dir() -> Path:
     (XDG_CACHE_HOME, else ~/.cache)."""
     if folder := os.environ.get("POSVIZ_HUB_CACHE"):
         return Path(folder) / "posviz-hub"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "posviz" / "hub"
+    return _user_cache() / "hub"
+
+
+def results_cache_dir() -> Path | None:
+    """POSVIZ_RESULTS_CACHE: the folder of results kept between runs (the probes' Gaussian
+    control), else posviz/results under the user's cache directory; ``off``: none kept."""
+    folder = os.environ.get("POSVIZ_RESULTS_CACHE", "")
+    if folder.strip().lower() in _OFF:
+        return None
+    return Path(folder) if folder else _user_cache() / "results"
+
+
+def _user_cache() -> Path:
+    """posviz's folder in the user's cache directory (XDG_CACHE_HOME, else ~/.cache)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "posviz"
 
 
 def hub_cache_size(default: str) -> str:

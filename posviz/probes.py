@@ -10,14 +10,19 @@ let a probe memorise one score per row, which a Gaussian table with d >= n allow
 from __future__ import annotations
 
 import functools
+import hashlib
+import platform
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+import safetensors.numpy
+from safetensors import SafetensorError
+from threadpoolctl import threadpool_info, threadpool_limits
 
-from posviz import _ridge
+from posviz import _disk, _ridge, _settings
 from posviz._params import SEED, Bound, bounded, records_params
 from posviz.embedding import MIN_POSITIONS
 
@@ -77,8 +82,9 @@ GAUSSIAN_CACHE = 8
 GAUSSIAN_REUSE = (
     "The Gaussian control depends only on the table's shape, the seed and the probe settings "
     "(each table is divided by its overall sd, so not even the scale counts): it is computed "
-    f"once per shape, settings and seed, and reused (the last {GAUSSIAN_CACHE} kept in memory) "
-    "for every table, session and report of the same running app or process."
+    f"once per shape, settings and seed, and reused for every table, session and report: the "
+    f"last {GAUSSIAN_CACHE} kept in memory, and on disk (POSVIZ_RESULTS_CACHE) for later "
+    "processes, read back bit for bit and only by the same posviz code, numpy, scipy and BLAS."
 )
 #: Why :meth:`ProbeReport.to_frame` leaves some cells empty, for whoever shows it.
 BLANK_CELLS = (
@@ -686,6 +692,94 @@ def _draws(
 
 @functools.lru_cache(maxsize=GAUSSIAN_CACHE)
 def _gaussian_control(
+    n_positions: int, d_model: int, **settings: Any
+) -> tuple[tuple[AbsoluteProbe, ...], RelativeProbe]:
+    """The Gaussian control of :func:`probe_with_controls`, read-only (every caller shares
+    it): kept in memory, else read from the results folder, else computed and stored there."""
+    key = _control_key(n_positions, d_model, settings)
+    store = _results_store()
+    stored = store.read(_KIND, *key) if store else None
+    control = _control_from_bytes(stored, key) if stored else None
+    if control is None:
+        control = _compute_gaussian_control(n_positions, d_model, **settings)
+        if store:
+            store.write(_KIND, _control_to_bytes(control, key), *key)
+    draws, relative = control
+    return tuple(_read_only(p) for p in draws), _read_only(relative)
+
+
+#: Bytes of Gaussian controls kept on disk (each 0.2-0.7 MB at the app's defaults).
+RESULTS_CACHE_BYTES = 64 * 2**20
+_KIND = "gaussian-control"
+
+
+def _results_store() -> _disk.Store | None:
+    folder = _settings.results_cache_dir()
+    return _disk.Store(folder, (_KIND,), RESULTS_CACHE_BYTES) if folder else None
+
+
+@functools.cache
+def _code_and_libraries() -> tuple[str, ...]:
+    """What a stored control's numbers depend on besides its settings: this code, numpy's
+    generator and the BLAS and LAPACK that computed it (their last bits differ by kernel)."""
+    import scipy
+
+    code = hashlib.sha256(Path(__file__).read_bytes() + Path(_ridge.__file__).read_bytes())
+    blas = sorted(
+        f"{i['internal_api']} {i['version']} {i.get('architecture')}" for i in threadpool_info()
+    )
+    return (code.hexdigest(), np.__version__, scipy.__version__, platform.machine(), *blas)
+
+
+def _control_key(n_positions: int, d_model: int, settings: dict[str, Any]) -> tuple[str, ...]:
+    shape = f"{n_positions} x {d_model}"
+    return (shape, repr(sorted(settings.items())), *_code_and_libraries())
+
+
+def _control_to_bytes(
+    control: tuple[tuple[AbsoluteProbe, ...], RelativeProbe], key: tuple[str, ...]
+) -> bytes:
+    """The control as safetensors (no pickle), each absolute field stacked over the draws."""
+    draws, relative = control
+    arrays = {f: np.stack([np.asarray(getattr(d, f)) for d in draws]) for f in _ABSOLUTE_ARRAYS}
+    arrays |= {f"relative.{f}": np.asarray(getattr(relative, f)) for f in _RELATIVE_ARRAYS}
+    texts = {"key": "\0".join(key), "model": draws[0].model}
+    arrays |= {name: np.frombuffer(text.encode(), np.uint8) for name, text in texts.items()}
+    return safetensors.numpy.save(arrays)
+
+
+_ABSOLUTE_ARRAYS = ("fold_mae", "fold_chance_mae", "fold_alpha", "r2", "predictions", "positions")
+_RELATIVE_ARRAYS = ("fold_error_rate", "fold_C", "n_test_pairs")
+
+
+def _control_from_bytes(
+    data: bytes, key: tuple[str, ...]
+) -> tuple[tuple[AbsoluteProbe, ...], RelativeProbe] | None:
+    """What :func:`_control_to_bytes` wrote for `key`, or None: another key, or not such a file."""
+    try:
+        arrays = safetensors.numpy.load(data)
+        if bytes(arrays.pop("key")).decode() != "\0".join(key):
+            return None
+        model = bytes(arrays.pop("model")).decode()
+        draws = tuple(
+            AbsoluteProbe(
+                **{f: arrays[f][i] for f in _ABSOLUTE_ARRAYS if f != "r2"},
+                r2=float(arrays["r2"][i]),
+                model=model,
+            )
+            for i in range(len(arrays["r2"]))
+        )
+        relative = RelativeProbe(
+            fold_error_rate=arrays["relative.fold_error_rate"],
+            fold_C=arrays["relative.fold_C"],
+            n_test_pairs=int(arrays["relative.n_test_pairs"]),
+        )
+    except (SafetensorError, KeyError, TypeError, ValueError, UnicodeDecodeError):
+        return None
+    return draws, relative
+
+
+def _compute_gaussian_control(
     n_positions: int,
     d_model: int,
     *,
@@ -697,8 +791,8 @@ def _gaussian_control(
     n_pairs: int,
     n_control_draws: int,
 ) -> tuple[tuple[AbsoluteProbe, ...], RelativeProbe]:
-    """The Gaussian control of :func:`probe_with_controls`: its absolute probe's draws and its
-    relative probe, read-only (every caller shares them).
+    """The Gaussian control of :func:`probe_with_controls`, computed: its absolute probe's
+    draws and its relative probe.
 
     It needs no value of the table: a standard Gaussian table has the table's shape, and
     every probe divides its table by the overall sd first (a Gaussian of the table's sd would
@@ -714,7 +808,7 @@ def _gaussian_control(
             gaussian, placements, repeats=repeats, protocol=protocol, **options
         )
         relative = relative_probe(gaussian, positions, n_pairs=n_pairs, **options)
-    return tuple(_read_only(p) for p in draws), _read_only(relative)
+    return tuple(draws), relative
 
 
 _Probe = TypeVar("_Probe", AbsoluteProbe, RelativeProbe)

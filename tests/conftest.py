@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -9,6 +10,13 @@ import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 
 from tests import fakehub
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _results_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Results posviz keeps between runs go to this session's folder, never the user's: set
+    in the environment, so the apps and commands the tests start inherit it."""
+    os.environ["POSVIZ_RESULTS_CACHE"] = str(tmp_path_factory.mktemp("results"))
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ LAYERS = {
     "posviz._json": 0,
     "posviz._linalg": 0,
     "posviz._ridge": 0,
+    "posviz._disk": 0,  # folders kept between runs: the Hub's bytes, the probes' controls
     "posviz.embedding": 1,
     "posviz.rows": 1,  # what a row stands for: every export labels rows from a provenance
     "posviz.io": 2,

@@ -345,7 +345,7 @@ def test_the_gaussian_control_is_computed_once_per_shape_and_settings():
     assert other.relative["Gaussian"] is report.relative["Gaussian"]
     assert other.absolute["table"].skill > 0.9 > report.absolute["table"].skill
     # The kept result is what a fresh computation gives, bit for bit, and read-only.
-    fresh_draws, fresh_relative = probes._gaussian_control.__wrapped__(
+    fresh_draws, fresh_relative = probes._compute_gaussian_control(
         200, 24, folds=5, repeats=2, protocol="nested ridge", **settings
     )
     assert _same(fresh_relative, report.relative["Gaussian"])
@@ -370,6 +370,97 @@ def test_the_gaussian_controls_kept_are_bounded():
     assert info.maxsize == probes.GAUSSIAN_CACHE
     assert info.currsize == probes.GAUSSIAN_CACHE
     assert info.misses == probes.GAUSSIAN_CACHE + 2
+
+
+_SMALL = {"seed": 2, "max_rows": 60, "n_pairs": 100, "n_control_draws": 3}
+
+
+def _stored_controls(folder) -> list:
+    return sorted((folder / "gaussian-control").glob("*"))
+
+
+def test_the_gaussian_control_is_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
+    # What a fresh process (a CLI report, a restarted app) finds: the memory empty, the disk not.
+    monkeypatch.setenv("POSVIZ_RESULTS_CACHE", str(tmp_path))
+    table = simulate.learned_like(80, 12, seed=0).values
+    probes._gaussian_control.cache_clear()
+    first = probes.probe_with_controls(table, **_SMALL)
+    assert len(_stored_controls(tmp_path)) == 1
+
+    def computed_again(*args, **kwargs):
+        msg = "the stored Gaussian control was computed again"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(probes, "_compute_gaussian_control", computed_again)
+    probes._gaussian_control.cache_clear()
+    second = probes.probe_with_controls(table, **_SMALL)
+    # Read back bit for bit, read-only like the one kept in memory.
+    assert _same(second.relative["Gaussian"], first.relative["Gaussian"])
+    for a, b in zip(second.control_draws["Gaussian"], first.control_draws["Gaussian"], strict=True):
+        assert _same(a, b)
+        assert a.positions.dtype == b.positions.dtype
+        assert isinstance(a.r2, float)
+        assert not a.predictions.flags.writeable
+    assert second.to_frame().equals(first.to_frame())
+    # Other settings are another entry: computed, not read.
+    with pytest.raises(AssertionError, match="computed again"):
+        probes.probe_with_controls(table, **(_SMALL | {"seed": 3}))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: b"not a safetensors file",
+        lambda data: data[: len(data) // 2],
+        # Bytes stored for other settings under this entry's name: the key inside says so.
+        lambda data: data.replace(b"'seed', 2", b"'seed', 9"),
+    ],
+    ids=["garbage", "truncated", "another key"],
+)
+def test_a_damaged_stored_control_is_computed_again_and_replaced(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("POSVIZ_RESULTS_CACHE", str(tmp_path))
+    table = simulate.learned_like(80, 12, seed=0).values
+    probes._gaussian_control.cache_clear()
+    expected = probes.probe_with_controls(table, **_SMALL).to_frame()
+    (entry,) = _stored_controls(tmp_path)
+    damaged = damage(entry.read_bytes())
+    assert damaged != entry.read_bytes()
+    entry.write_bytes(damaged)
+    probes._gaussian_control.cache_clear()
+    assert probes.probe_with_controls(table, **_SMALL).to_frame().equals(expected)
+    # ... and stored whole again, for the next process to read.
+    monkeypatch.setattr(probes, "_compute_gaussian_control", None)
+    probes._gaussian_control.cache_clear()
+    assert probes.probe_with_controls(table, **_SMALL).to_frame().equals(expected)
+
+
+def test_no_folder_or_an_unwritable_one_only_costs_the_computation(tmp_path, monkeypatch):
+    table = simulate.learned_like(80, 12, seed=0).values
+    monkeypatch.setenv("POSVIZ_RESULTS_CACHE", "off")
+    probes._gaussian_control.cache_clear()
+    expected = probes.probe_with_controls(table, **_SMALL).to_frame()
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    monkeypatch.setenv("POSVIZ_RESULTS_CACHE", str(blocked))
+    probes._gaussian_control.cache_clear()
+    assert probes.probe_with_controls(table, **_SMALL).to_frame().equals(expected)
+    assert blocked.read_text() == ""
+
+
+def test_the_controls_kept_on_disk_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSVIZ_RESULTS_CACHE", str(tmp_path))
+    table = simulate.gaussian(40, 4, seed=0).values
+    probes._gaussian_control.cache_clear()
+    probes.probe_with_controls(table, seed=0, n_pairs=100, n_control_draws=1)
+    (entry,) = _stored_controls(tmp_path)
+    # Room for two entries: the third stored pushes out the least recently used.
+    monkeypatch.setattr(probes, "RESULTS_CACHE_BYTES", 2 * entry.stat().st_size + 100)
+    for seed in (1, 2):
+        probes.probe_with_controls(table, seed=seed, n_pairs=100, n_control_draws=1)
+    kept = _stored_controls(tmp_path)
+    assert len(kept) == 2
+    assert entry not in kept
+    assert sum(f.stat().st_size for f in kept) <= probes.RESULTS_CACHE_BYTES
 
 
 def test_the_parts_run_two_at_a_time_give_what_each_gives_alone():

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import os
 import re
-import threading
-from contextlib import suppress
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from posviz import _settings
+from posviz._disk import Store
 from posviz.embedding import LoadError
 from posviz.hub.model import HubModel, Reference
 
@@ -65,26 +62,25 @@ def _gguf_key(file: str | None) -> tuple[str, ...]:
     return (file,) if file else ()
 
 
-#: The cache's subfolders and the names of its entries (sha256 hex digests, see `_path`).
+#: The cache's subfolders.
 _KINDS = ("refs", "heads", "tensors")
-_ENTRY = re.compile(r"[0-9a-f]{64}")
 
 
 class _Cache:
     """Files under cache_dir(): refs/ (revision -> commit and file list), heads/ (per commit),
-    tensors/ (raw bytes). Least recently used files go first once the total passes the limit;
-    a broken or unwritable cache only costs network, never a wrong table."""
+    tensors/ (raw bytes), kept by a :class:`posviz._disk.Store`: least recently used files go
+    first once the total passes the limit; a broken or unwritable cache only costs network,
+    never a wrong table."""
 
     def __init__(self) -> None:
-        self.root = cache_dir()
-        self.limit = cache_limit()
+        self.store = Store(cache_dir(), _KINDS, cache_limit())
 
     def ref(self, ref: Reference) -> str | None:
         record = self._read_json("refs", ref.repo, ref.revision)
         return record.get("commit") if isinstance(record, dict) else None
 
     def put_ref(self, ref: Reference, commit: str) -> None:
-        self._write("refs", json.dumps({"commit": commit}).encode(), ref.repo, ref.revision)
+        self.store.write("refs", json.dumps({"commit": commit}).encode(), ref.repo, ref.revision)
 
     def model(self, ref: Reference, commit: str) -> HubModel | None:
         record = self._read_json("heads", ref.repo, commit, *_gguf_key(ref.file))
@@ -113,66 +109,29 @@ class _Cache:
         record: dict[str, Any] = {"config": model.config, "heads": heads, "tensors": model.tensors}
         record["file"] = model.file
         key = _gguf_key(ref.file if ref else None)
-        self._write("heads", json.dumps(record).encode(), model.repo, model.commit, *key)
+        self.store.write("heads", json.dumps(record).encode(), model.repo, model.commit, *key)
 
     def tensor(
         self, model: HubModel, name: str, span: tuple[int, int] | None = None
     ) -> bytearray | None:
         """Tensor `name`'s bytes, or only bytes `span` of its file (a slice of its rows)."""
         begin, end = span or model.span(name)
-        path = self._path("tensors", *self._tensor_key(model, name, span))
-        try:
-            if path.stat().st_size != end - begin:
-                return None
-            buffer = bytearray(path.read_bytes())
-            os.utime(path)  # recently used
-        except OSError:
-            return None
-        return buffer
+        data = self.store.read("tensors", *self._tensor_key(model, name, span), size=end - begin)
+        return None if data is None else bytearray(data)
 
     def put_tensor(
         self, model: HubModel, name: str, buffer: bytearray, span: tuple[int, int] | None = None
     ) -> None:
-        self._write("tensors", buffer, *self._tensor_key(model, name, span))
+        self.store.write("tensors", buffer, *self._tensor_key(model, name, span))
 
     @staticmethod
     def _tensor_key(model: HubModel, name: str, span: tuple[int, int] | None) -> tuple[str, ...]:
         key = (model.repo, model.commit, model.tensors[name], name)
         return key if span is None else (*key, f"bytes {span[0]}-{span[1]}")
 
-    def _path(self, kind: str, *key: str) -> Path:
-        digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
-        return self.root / kind / digest
-
     def _read_json(self, kind: str, *key: str) -> object:
+        data = self.store.read(kind, *key)
         try:
-            return json.loads(self._path(kind, *key).read_bytes())
-        except (OSError, ValueError):
+            return None if data is None else json.loads(data)
+        except ValueError:
             return None
-
-    def _write(self, kind: str, data: bytes | bytearray, *key: str) -> None:
-        if len(data) > self.limit:
-            return
-        path = self._path(kind, *key)
-        with suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.partial")
-            partial.write_bytes(data)
-            os.replace(partial, path)
-            self._evict()
-
-    def _evict(self) -> None:
-        files = []
-        for path in self.root.glob("*/*"):
-            if path.parent.name not in _KINDS or not _ENTRY.fullmatch(path.name):
-                continue  # not posviz's: never counted, never deleted
-            with suppress(OSError):
-                stat = path.stat()
-                files.append((stat.st_mtime, stat.st_size, path))
-        total = sum(size for _, size, _ in files)
-        for _, size, path in sorted(files, key=lambda f: f[0]):
-            if total <= self.limit:
-                break
-            with suppress(OSError):
-                path.unlink()
-                total -= size
