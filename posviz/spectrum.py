@@ -81,7 +81,9 @@ def _back_transform(reflectors: np.ndarray, tau: np.ndarray, z: np.ndarray) -> n
     shifted = reflectors.ravel(order="F")[1 : 1 + n * (n - 1)].reshape((n, n - 1), order="F")
     padded = np.zeros((n, z.shape[1]), order="F")
     padded[:-1] = z
-    q_z = lapack.dormqr(b"L", b"N", shifted, tau, padded, lwork=64 * z.shape[1], overwrite_c=1)[0]
+    query = lapack.dormqr(b"L", b"N", shifted, tau, padded, lwork=-1, overwrite_c=1)
+    lwork = int(query[1][0])  # the blocked code's optimum
+    q_z = lapack.dormqr(b"L", b"N", shifted, tau, padded, lwork=lwork, overwrite_c=1)[0]
     return q_z[:-1]
 
 
@@ -414,7 +416,9 @@ def spectrum(values: np.ndarray, *, center: bool = True) -> Spectrum:
     >>> s.singular_values.tolist(), s.stable_rank
     ([4.0, 3.0], 1.5625)
     """
-    if center and not np.ptp(values, axis=0).any():
+    # Two rows that differ settle it without reading the table (7% of the floor's time when
+    # 50257 x 768); only a table whose first rows agree is read whole.
+    if center and not np.ptp(values[:2], axis=0).any() and not np.ptp(values, axis=0).any():
         # Equal rows centre to exact zeros, not to the rounding residue of their float mean.
         return Spectrum(np.zeros(min(values.shape)), shape=values.shape, floor=0.0)
     reflectors, diagonal, off_diagonal, tau = _tridiagonal(gram(values, center=center))
