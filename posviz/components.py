@@ -163,7 +163,8 @@ def principal_components(
         scores=scores,
         loadings=loadings,
         singular_values=sigma,
-        explained_variance=lam / total,
+        # 0 / 0 on a table without variance: NaN, as the spectrum's shares.
+        explained_variance=np.divide(lam, total, out=np.full_like(lam, np.nan), where=total > 0),
     )
 
 

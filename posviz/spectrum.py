@@ -194,10 +194,11 @@ class Spectrum:
         """ndarray of shape (r,): each component's share of the total variance.
 
         On an uncentred table (``centered=False``) this is a share of the sum of squares of
-        the entries (the mean row included), not of the variance.
+        the entries (the mean row included), not of the variance. NaN when there is none
+        (0 / 0, see `NO_VARIANCE`).
         """
         lam = self.eigenvalues
-        return lam / lam.sum()
+        return np.divide(lam, lam.sum(), out=np.full_like(lam, np.nan), where=self.has_variance)
 
     @property
     def cumulative(self) -> np.ndarray:

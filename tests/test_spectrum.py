@@ -8,6 +8,7 @@ import scipy.linalg
 
 import posviz._linalg
 import posviz.spectrum
+from posviz.components import principal_components
 from posviz.simulate import gaussian, learned_like, sinusoidal_table
 from posviz.spectrum import THRESHOLDS, spectrum
 
@@ -107,6 +108,16 @@ def test_a_constant_table_has_no_variance_and_one_value_without_centring():
     uncentred = spectrum(x, center=False).singular_values
     assert uncentred[0] == pytest.approx(np.linalg.svd(x.astype(np.float64))[1][0], rel=1e-12)
     assert np.all(uncentred[1:] <= spectrum(x, center=False).floor)
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_constant_tables_shares_are_undefined_and_say_so_quietly():
+    x = np.full((50, 20), 0.3, dtype=np.float32)
+    s = spectrum(x)
+    assert np.isnan(s.explained_variance).all()
+    assert s.metrics()["k90"] is None
+    pc = principal_components(x, n_components=3)
+    assert np.isnan(pc.explained_variance).all()
 
 
 def test_derived_numbers_by_definition():
