@@ -50,16 +50,18 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
     )
     fig.add_hline(y=0, line={"color": "grey", "width": 1})
     if scores is not None:
+        # Named in the legend, not beside the lines: a label beside the first line ran across
+        # the second whenever the two lengths were close.
         lengths = (
-            (scores.similarity_length, "similarity length: m(k) < m(0)/e", "top right"),
-            (scores.length_zero, "m(k) < 0", "bottom right"),
+            (scores.similarity_length, "m(k) < m(0)/e (similarity length)", "dot"),
+            (scores.length_zero, "m(k) < 0", "dash"),
         )
-        for offset, label, where in lengths:
+        for offset, label, dash in lengths:
             if offset is not None:
                 fig.add_vline(
                     x=offset,
-                    line={"dash": "dot", "color": "firebrick"},
-                    annotation_text=f"k={offset}: {label}",
-                    annotation_position=where,
+                    line={"dash": dash, "color": "firebrick"},
+                    name=f"k={offset}: {label}",
+                    showlegend=True,
                 )
     return fig

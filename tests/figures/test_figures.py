@@ -369,3 +369,21 @@ def test_the_probe_charts_legend_is_under_the_axis_apart_from_the_subtitle():
         0,
         "bottom",
     )
+
+
+def test_offset_lengths_are_named_in_the_legend_not_across_each_other():
+    # Labels placed beside their lines ran across the next line (k=157's label was cut by
+    # k=261's on the default table): the lengths are named in the legend instead.
+    from posviz.offsets import offset_profile, offset_scores
+
+    p = offset_profile(learned_like(1024, 64, seed=0).values)
+    scores = offset_scores(p)
+    fig = figures.offsets.offset_profile(p, scores)
+    assert not fig.layout.annotations
+    lines = {shape.x0: shape.name for shape in fig.layout.shapes if shape.showlegend}
+    near, zero = scores.similarity_length, scores.length_zero
+    assert lines == {
+        near: f"k={near}: m(k) < m(0)/e (similarity length)",
+        zero: f"k={zero}: m(k) < 0",
+    }
+    assert len({shape.line.dash for shape in fig.layout.shapes if shape.showlegend}) == 2
