@@ -117,7 +117,7 @@ def pc_path(
         f"{end} {labels.hover_name}{labels.label(r)}" for end, r in (("first", 0), ("last", n - 1))
     ]
     if len(components) == 2:
-        fig = base_figure(title, axes[0], axes[1], showlegend=False)
+        fig = base_figure(title, axes[0], axes[1])
         fig.add_scatter(
             x=coords[0],
             y=coords[1],
@@ -125,6 +125,7 @@ def pc_path(
             line={"color": "lightgrey"},
             customdata=named,
             name="path",
+            showlegend=False,
             hovertemplate=hover + "<extra></extra>",
         )
         fig.add_scatter(
@@ -135,17 +136,19 @@ def pc_path(
             customdata=named[marked],
             name="positions",
             hovertemplate=hover + "<extra></extra>",
+            showlegend=False,
         )
-        fig.add_scatter(
-            x=ends[0],
-            y=ends[1],
-            mode="markers+text",
-            text=ends_text,
-            textposition="top center",
-            cliponaxis=False,
-            name="first / last",
-            marker={"size": 12, "color": "firebrick", "symbol": ["circle", "square"]},
-        )
+        # The ends are named in the legend: a label beside its marker was drawn over by the
+        # path it starts, wherever the path turned back past it.
+        for i, symbol in enumerate(("circle", "square")):
+            fig.add_scatter(
+                x=ends[0][[i]],
+                y=ends[1][[i]],
+                mode="markers",
+                name=ends_text[i],
+                marker={"size": 12, "color": "firebrick", "symbol": symbol},
+                cliponaxis=False,
+            )
         return fig
     fig = base_figure(title, "", "", height=500, showlegend=False)
     fig.update_layout(margin={"l": 0, "r": 0, "b": 0})

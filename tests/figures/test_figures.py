@@ -387,3 +387,18 @@ def test_offset_lengths_are_named_in_the_legend_not_across_each_other():
         zero: f"k={zero}: m(k) < 0",
     }
     assert len({shape.line.dash for shape in fig.layout.shapes if shape.showlegend}) == 2
+
+
+def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
+    # "first p=0" written beside its marker was drawn over by the path it starts (the default
+    # table's PC1 / PC2): the ends are named in the legend, each with its own marker.
+    from posviz.components import principal_components
+
+    pc = principal_components(learned_like(1024, 64, seed=0).values, n_components=3)
+    fig = figures.components.pc_path(pc, (1, 2))
+    ends = [t for t in fig.data if t.showlegend is not False]
+    assert [t.name for t in ends] == ["first p=0", "last p=1023"]
+    assert [t.marker.symbol for t in ends] == ["circle", "square"]
+    assert all(t.mode == "markers" and t.text is None for t in ends)
+    assert fig.layout.showlegend is not False
+    np.testing.assert_array_equal(ends[1].x, pc.scores[[-1], 0].astype(np.float32))
