@@ -272,7 +272,8 @@ def principal_angles(likeness: SubspaceLikeness) -> go.Figure:
     cos2 = likeness.cos2
     m = likeness.n_frequencies
     fig = base_figure(
-        f"Principal angles between the PC span and cos/sin(π f p / n), f = 1..{m}",
+        f"Principal angles between the PC span and cos/sin(π f p / n), f = 1..{m} "
+        f"({center_label(likeness.params['center'])})",
         "principal angle (smallest first)",
         "cos² of the angle",
         yaxis_range=[0, 1.05],

@@ -402,3 +402,14 @@ def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
     assert all(t.mode == "markers" and t.text is None for t in ends)
     assert fig.layout.showlegend is not False
     np.testing.assert_array_equal(ends[1].x, pc.scores[[-1], 0].astype(np.float32))
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_sinusoid_span_title_says_whether_rows_were_centred(center):
+    # Every other chart of the Components page names the centring that made it; the span's
+    # principal angles change with it too.
+    from posviz.components import principal_components, sinusoid_likeness
+
+    pc = principal_components(learned_like(256, 32, seed=0).values, n_components=4, center=center)
+    fig = figures.components.principal_angles(sinusoid_likeness(pc, n_shuffles=9))
+    assert fig.layout.title.text.endswith(f"({figures.layout.center_label(center)})")
