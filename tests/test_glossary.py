@@ -59,3 +59,11 @@ def test_the_app_draws_the_glossary_in_the_sidebar():
     shown = "\n".join(m.value for m in at.sidebar.markdown)
     for term in ("Gram route", "ringing peaks", "pairs beyond L"):
         assert term in html.unescape(shown), term
+
+
+def test_the_spectrum_pages_metrics_are_in_it():
+    # The page labels its four metrics by their keys in words; three had no line.
+    from posviz.spectrum import DEFINITIONS
+
+    for key in DEFINITIONS:
+        assert key.replace("_", " ") in GLOSSARY, key
