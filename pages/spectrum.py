@@ -21,7 +21,7 @@ columns = st.columns(4)
 for column, key in zip(columns, DEFINITIONS, strict=True):
     value = metrics[key]
     column.metric(
-        key.replace("_", " "),
+        export.column_label(key),
         "undefined" if value is None else f"{value:.2f}" if isinstance(value, float) else value,
         help=DEFINITIONS[key],
     )

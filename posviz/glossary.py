@@ -24,7 +24,7 @@ TOPICS: dict[str, dict[str, str]] = {
         "variance; one dominant component keeps it near 1.",
         "participation ratio": "(Σσ²)²/Σσ⁴: how many components share the variance; r for r "
         "equal singular values, at least the stable rank.",
-        "n above noise": "How many singular values stand above the noise threshold: the "
+        "number above noise": "How many singular values stand above the noise threshold: the "
         "components that are signal rather than noise.",
         "noise threshold": "Gavish & Donoho's cut-off ω(β)·median σ: singular values of pure "
         "noise stay below it.",

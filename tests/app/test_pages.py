@@ -164,6 +164,15 @@ def test_spectrum_caption_gives_the_effective_rank_as_its_metric_does():
     assert any(f"**Effective rank {metric.value}**" in c.value for c in at.caption)
 
 
+def test_spectrum_metrics_are_labelled_as_their_numbers_table_heads_them():
+    # The metric read "n above noise", its row in the Numbers table "number above noise".
+    from posviz.export import column_label
+    from posviz.spectrum import DEFINITIONS
+
+    at = apptest("pages/spectrum.py").run()
+    assert [m.label for m in at.metric] == [column_label(key) for key in DEFINITIONS]
+
+
 def test_spectrum_noise_caption_stays_with_the_singular_values():
     # An exactly low-rank table: singular values below the floor are drawn grey and said so.
     values = np.outer(np.arange(1, 65.0), np.ones(16)) + np.outer(np.ones(64), np.arange(16.0))
