@@ -243,3 +243,15 @@ def test_the_probes_say_the_gaussian_control_is_reused_on_screen_and_in_exports(
     csv = downloads["probes.csv"]()
     notes = next(line for line in csv.splitlines() if line.startswith("# notes: "))
     assert probes.GAUSSIAN_REUSE in json.loads(notes.removeprefix("# notes: "))[-1]
+
+
+def test_the_settings_caption_names_statistics_as_the_tables_do():
+    # Above the tabs it read "on any of norm, neighbour_cos, dist_to_mean", the tables below
+    # "neighbour cos", "dist to mean"; the settings' choice of curve read as keys too.
+    at = run(simulate.learned_like(128, 32, seed=0))
+    assert not at.exception
+    (stated,) = [c.value for c in at.caption if c.value.startswith("Flagged:")]
+    assert "on any of norm, neighbour cos, dist to mean." in stated
+    assert "_" not in stated
+    (curve,) = [s for s in at.selectbox if s.key == "boundaries.change_statistic"]
+    assert "neighbour cos" in curve.options
