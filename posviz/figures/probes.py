@@ -41,7 +41,7 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
             y=f32(probe.predictions),
             mode="markers",
             marker={"size": 3, "opacity": 0.6},
-            name=f"{name} (MAE {probe.mae:.2f}, skill {probe.skill:.2f})",
+            name=f"{name} (MAE {probe.mae:.2f}, skill {probe.skill:.3f})",  # 3 places, as the page
             hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
         )
     ends = [0, last]

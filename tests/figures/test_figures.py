@@ -413,3 +413,14 @@ def test_sinusoid_span_title_says_whether_rows_were_centred(center):
     pc = principal_components(learned_like(256, 32, seed=0).values, n_components=4, center=center)
     fig = figures.components.principal_angles(sinusoid_likeness(pc, n_shuffles=9))
     assert fig.layout.title.text.endswith(f"({figures.layout.center_label(center)})")
+
+
+def test_the_probe_legend_gives_skill_as_the_page_does():
+    # The legend read "skill -0.00" for a control the page beside it gives as "skill -0.001".
+    from posviz import probes
+
+    report = probes.probe_with_controls(gaussian(100, 76).values, protocol="linear", repeats=2)
+    fig = figures.probes.probe_predictions(report)
+    for name, probe in report.absolute.items():
+        (trace,) = [t for t in fig.data if t.name.startswith(f"{name} (")]
+        assert f"skill {probe.skill:.3f})" in trace.name
