@@ -424,3 +424,16 @@ def test_the_probe_legend_gives_skill_as_the_page_does():
     for name, probe in report.absolute.items():
         (trace,) = [t for t in fig.data if t.name.startswith(f"{name} (")]
         assert f"skill {probe.skill:.3f})" in trace.name
+
+
+def test_collection_panels_are_titled_as_the_metrics_table_heads_them():
+    # The panels read "n above noise" and "sinusoid mean cos2" over the table's
+    # "number above noise" and "sinusoid mean cos²".
+    from posviz.export import column_label
+    from posviz.figures.collection import STEP_METRICS
+
+    c = analyse([Member(f"step{s}", learned_like(64, 16, seed=s)) for s in (1, 30, 1000)])
+    fig = figures.collection.metrics_over_step(c)
+    titles = [a.text for a in fig.layout.annotations][: len(STEP_METRICS)]
+    assert titles == [column_label(m) for m in STEP_METRICS]
+    assert "sinusoid mean cos²" in titles
