@@ -56,12 +56,13 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
             (scores.similarity_length, "m(k) < m(0)/e (similarity length)", "dot"),
             (scores.length_zero, "m(k) < 0", "dash"),
         )
-        for offset, label, dash in lengths:
+        for rank, (offset, label, dash) in enumerate(lengths, start=1001):
             if offset is not None:
                 fig.add_vline(
                     x=offset,
                     line={"dash": dash, "color": "firebrick"},
                     name=f"k={offset}: {label}",
                     showlegend=True,
+                    legendrank=rank,  # after the curves (1000), in order of k
                 )
     return fig

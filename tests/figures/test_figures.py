@@ -387,6 +387,8 @@ def test_offset_lengths_are_named_in_the_legend_not_across_each_other():
         zero: f"k={zero}: m(k) < 0",
     }
     assert len({shape.line.dash for shape in fig.layout.shapes if shape.showlegend}) == 2
+    # Listed after the curves, the shorter length first (plotly put shapes first, k=261 ahead).
+    assert [s.legendrank for s in fig.layout.shapes if s.showlegend] == [1001, 1002]
 
 
 def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
