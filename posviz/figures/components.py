@@ -118,6 +118,11 @@ def pc_path(
     ]
     if len(components) == 2:
         fig = base_figure(title, axes[0], axes[1])
+        # The ends' legend under the axis: above the plot it ran into the subtitle.
+        fig.update_layout(
+            margin={"b": 100},
+            legend={"orientation": "h", "x": 0, "yref": "container", "y": 0, "yanchor": "bottom"},
+        )
         fig.add_scatter(
             x=coords[0],
             y=coords[1],

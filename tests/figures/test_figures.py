@@ -403,6 +403,10 @@ def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
     assert [t.marker.symbol for t in ends] == ["circle", "square"]
     assert all(t.mode == "markers" and t.text is None for t in ends)
     assert fig.layout.showlegend is not False
+    # Under the axis: above the plot it ran into the subtitle.
+    assert "<sup>" in fig.layout.title.text
+    legend = fig.layout.legend
+    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
     np.testing.assert_array_equal(ends[1].x, pc.scores[[-1], 0].astype(np.float32))
 
 
