@@ -45,10 +45,10 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
     (curves,) = charts(at)
     assert "|robust z| > 8 in a window of ±16" in curves["layout"]["title"]["text"]
     assert [t["name"] for t in curves["data"] if t["mode"] == "lines"] == [
-        "norm",
-        "cos_prev",
-        "cos_next",
-        "dist_to_mean",
+        "row norm",
+        "cos to previous row",
+        "cos to next row",
+        "distance to mean row",
     ]
     assert any(
         m.value == "**Flagged** (|robust z| > 8 in a window of ±16 positions): 0, 255"
