@@ -20,6 +20,9 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
         "offset k",
         f"{measure} s(i, i+k)",
     )
+    # The legend in the order of the ranks below: the mean, its band, the lengths by k
+    # (plotly reverses the whole legend of a figure with a filled band unless told).
+    fig.update_layout(legend_traceorder="normal")
     k = p.offsets.astype(np.int32)
     fig.add_scatter(
         x=k,
@@ -46,6 +49,7 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
         mode="lines",
         line={"color": "rgb(31, 119, 180)"},
         name="mean over i",
+        legendrank=1,
         hovertemplate="k=%{x}<br>mean=%{y:.4f}<br>std=%{customdata:.4f}<extra></extra>",
     )
     fig.add_hline(y=0, line={"color": "grey", "width": 1})
@@ -63,6 +67,6 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
                     line={"dash": dash, "color": "firebrick"},
                     name=f"k={offset}: {label}",
                     showlegend=True,
-                    legendrank=rank,  # after the curves (1000), in order of k
+                    legendrank=rank,  # after the band (1000), in order of k
                 )
     return fig

@@ -387,8 +387,19 @@ def test_offset_lengths_are_named_in_the_legend_not_across_each_other():
         zero: f"k={zero}: m(k) < 0",
     }
     assert len({shape.line.dash for shape in fig.layout.shapes if shape.showlegend}) == 2
-    # Listed after the curves, the shorter length first (plotly put shapes first, k=261 ahead).
-    assert [s.legendrank for s in fig.layout.shapes if s.showlegend] == [1001, 1002]
+    # Listed after the curves, the shorter length first (plotly put shapes first, k=261 ahead,
+    # and reversed the legend of a figure with a filled band).
+    assert fig.layout.legend.traceorder == "normal"
+    ranks = [t.legendrank or 1000 for t in fig.data if t.showlegend is not False]
+    ranks += [s.legendrank for s in fig.layout.shapes if s.showlegend]
+    named = [t.name for t in fig.data if t.showlegend is not False]
+    named += [s.name for s in fig.layout.shapes if s.showlegend]
+    assert [name for _, name in sorted(zip(ranks, named, strict=True))] == [
+        "mean over i",
+        "±1 std over i",
+        f"k={near}: m(k) < m(0)/e (similarity length)",
+        f"k={zero}: m(k) < 0",
+    ]
 
 
 def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
