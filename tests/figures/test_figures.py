@@ -440,7 +440,15 @@ def test_the_probe_legend_gives_skill_as_the_page_does():
     fig = figures.probes.probe_predictions(report)
     for name, probe in report.absolute.items():
         (trace,) = [t for t in fig.data if t.name.startswith(f"{name} (")]
-        assert f"skill {probe.skill:.3f})" in trace.name
+        assert f"skill {probe.skill + 0.0:.3f})".replace("-0.000", "0.000") in trace.name
+    # A control a hair below chance read "skill -0.000": it rounds to 0.
+    gaussian_probe = report.absolute["Gaussian"]
+    near = dataclasses.replace(gaussian_probe, fold_mae=gaussian_probe.fold_chance_mae * 1.0003)
+    fig = figures.probes.probe_predictions(
+        dataclasses.replace(report, absolute={**report.absolute, "Gaussian": near})
+    )
+    (trace,) = [t for t in fig.data if t.name.startswith("Gaussian (")]
+    assert trace.name.endswith("skill 0.000)")
 
 
 def test_collection_panels_are_titled_as_the_metrics_table_heads_them():
