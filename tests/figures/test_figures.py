@@ -462,3 +462,12 @@ def test_collection_panels_are_titled_as_the_metrics_table_heads_them():
     titles = [a.text for a in fig.layout.annotations][: len(STEP_METRICS)]
     assert titles == [column_label(m) for m in STEP_METRICS]
     assert "sinusoid mean cos²" in titles
+
+
+def test_spectrum_axes_write_subscripts_as_subscripts(learned):
+    # "σ_k" and "‖X − X_k‖_F" were drawn with their underscores, as typed in LaTeX.
+    values = figures.spectrum.singular_values(learned)
+    error = figures.spectrum.reconstruction_error(learned)
+    texts = [values.layout.yaxis.title.text, values.data[0].name, error.layout.yaxis.title.text]
+    assert not any("_" in text for text in texts), texts
+    assert values.layout.yaxis.title.text == "singular value σ<sub>k</sub>"
