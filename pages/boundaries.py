@@ -94,6 +94,7 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         "Change points on",
         flags.statistics,
         index=flags.statistics.index(default["statistic"]),
+        format_func=export.column_label,
         key="boundaries.change_statistic",
         help="The curve searched for steps: changes over a row or two that its own wiggles "
         "(a drift, slow waves) do not explain. Rows flagged on any statistic are left out, so "
@@ -127,11 +128,11 @@ changes = cache.change_points(
 flagged = flags.positions.tolist()
 state.set_flags(table, flagged, flags.rule)
 stated.caption(
-    f"Flagged: {flags.rule} on any of {', '.join(flags.statistics)}"
+    f"Flagged: {flags.rule} on any of {', '.join(map(export.column_label, flags.statistics))}"
     + (f" (after the top {n_directions_removed} PCs)" if n_directions_removed else "")
-    + f". Change points on {statistic}: steps between lines fitted to {changes.window} "
-    f"positions each side, against the curve's own autocorrelated wiggles, at most "
-    f"{max_changes}. Near the boundaries: the first and last {edge} positions."
+    + f". Change points on {export.column_label(statistic)}: steps between lines fitted to "
+    f"{changes.window} positions each side, against the curve's own autocorrelated wiggles, "
+    f"at most {max_changes}. Near the boundaries: the first and last {edge} positions."
 )
 count.metric(
     "Flagged positions",
@@ -272,7 +273,7 @@ with positions:
             shown += (
                 f"; on {changes.null_z.size} shuffles of the curve: {changes.null_found} found one"
             )
-        st.markdown(f"**Change points** on {statistic}: {shown}")
+        st.markdown(f"**Change points** on {export.column_label(statistic)}: {shown}")
         stats = cache.position_statistics(table, n_directions_removed=n_directions_removed)
         widgets.show_figure(
             cache.figure(
@@ -297,7 +298,7 @@ with positions:
             f"(source row {table.row_start} is {stands}). Red circles: "
             "flagged on that "
             "panel's statistic (the cosine panel flags on the more similar neighbour). Dashed "
-            f"lines: change points on {statistic}. "
+            f"lines: change points on {export.column_label(statistic)}. "
             + " ".join(
                 f"**{name}**: {boundary.DEFINITIONS[name]}" for name in stats.flagging_curves()
             )

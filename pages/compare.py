@@ -110,11 +110,13 @@ def same_positions() -> None:
             help=f"Mean over shuffles; 95th percentile {summary['cka_null_p95']:.4f}. "
             + null.procedure(),
         )
+        p, floor = summary["cka_debiased_p_value"], 1 / (1 + null.n_permutations)
         cka_columns[3].metric(
             f"p-value ({null.n_permutations} shuffles)",
-            f"{summary['cka_debiased_p_value']:.3g}",
-            help=f"Of the debiased CKA (the classic one's is {summary['cka_p_value']:.3g}). "
-            + null.procedure(),
+            f"≤ {p:.3g}" if p <= floor else f"{p:.3g}",  # no shuffle reached it: p at its floor
+            help=f"Of the debiased CKA (the classic one's is {summary['cka_p_value']:.3g}); the "
+            f"smallest p-value {null.n_permutations} shuffles can give is 1 / "
+            f"{null.n_permutations + 1} = {floor:.3g}. " + null.procedure(),
         )
         st.caption(
             f"Shuffling the second table's rows: classic CKA {summary['cka_null_mean']:.4f} on "

@@ -195,9 +195,15 @@ def _page() -> None:
     )
     dtype, note = io.storage_dtype(result)
     dropped = table.n_source_rows > table.row_start + n
+    prefix = result.row_start
     st.caption(
-        f"Tensor {literal(result.name)}, {result.row_start} prefix row(s) re-attached in front, "
-        f"written as {dtype}"
+        f"Tensor {literal(result.name)}, "
+        + (
+            f"{prefix} prefix row{'s' * (prefix > 1)} re-attached in front"
+            if prefix
+            else "no prefix rows to re-attach"
+        )
+        + f", written as {dtype}"
         + (f" ({note})." if note else " (the stored dtype).")
         + (" Rows trimmed after the table on loading are not included." * dropped)
     )

@@ -21,7 +21,7 @@ columns = st.columns(4)
 for column, key in zip(columns, DEFINITIONS, strict=True):
     value = metrics[key]
     column.metric(
-        key.replace("_", " "),
+        export.column_label(key),
         "undefined" if value is None else f"{value:.2f}" if isinstance(value, float) else value,
         help=DEFINITIONS[key],
     )
@@ -32,7 +32,7 @@ st.markdown(
 if result.has_variance:
     # The two counts differ by design; side by side they read as a contradiction without this.
     st.caption(
-        f"**Effective rank {metrics['effective_rank']:.1f}**: as many equal singular values σ "
+        f"**Effective rank {metrics['effective_rank']:.2f}**: as many equal singular values σ "
         "would give the same spread; it weighs σ, not the variance σ², so a long tail of "
         "small components raises it.  \n"
         f"**99% in {metrics['k99']} components**: the fewest components that hold 99% of the "

@@ -20,6 +20,12 @@ TOPICS: dict[str, dict[str, str]] = {
         "k50 … k99": "The fewest components holding 50 … 99% of the variance (Σσ²).",
         "effective rank": "As many equal singular values would spread the same way (entropy "
         "of σ); a long tail of small σ raises it.",
+        "stable rank": "Σσ²/σ₁²: how many components as strong as the first would hold the "
+        "variance; one dominant component keeps it near 1.",
+        "participation ratio": "(Σσ²)²/Σσ⁴: how many components share the variance; r for r "
+        "equal singular values, at least the stable rank.",
+        "number above noise": "How many singular values stand above the noise threshold: the "
+        "components that are signal rather than noise.",
         "noise threshold": "Gavish & Donoho's cut-off ω(β)·median σ: singular values of pure "
         "noise stay below it.",
         "Gram route": "How posviz computes the spectrum: σ = √λ from the eigenvalues λ of the "

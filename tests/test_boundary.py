@@ -181,12 +181,13 @@ def test_position_figure_traces_and_marks():
     fig = figures.boundary.position_statistics(stats, flags, changes)
     lines = [t for t in fig.data if t.mode == "lines"]
     marks = [t for t in fig.data if t.mode == "markers"]
+    # In words (the legend names the two cosine curves: "cos_prev" read as a key there).
     assert [t.name for t in lines] == [
-        "norm",
-        "cos_prev",
-        "cos_next",
-        "dist_to_mean",
-        "residual_norm",
+        "row norm",
+        "cos to previous row",
+        "cos to next row",
+        "distance to mean row",
+        "residual norm",
     ]
     assert all(t.type == "scatter" and len(t.y) == 300 and t.y.dtype == np.float32 for t in lines)
     assert len(marks) == 4  # one per panel

@@ -286,7 +286,7 @@ def test_trajectory_figure_has_one_line_per_pc_with_its_variance_share(result, o
 def test_path_figures_in_2d_and_3d(result):
     pc, _, _ = result
     flat = figures.components.pc_path(pc, (1, 2))
-    assert [t.type for t in flat.data] == ["scatter"] * 3
+    assert [t.type for t in flat.data] == ["scatter"] * 4  # path, marks, first, last
     assert flat.layout.xaxis.title.text.startswith("PC1 (")
     np.testing.assert_array_equal(flat.data[0].x, pc.scores[:, 0].astype(np.float32))
     # The coloured markers: evenly spaced, both ends kept, at most MARKER_POINTS of them.

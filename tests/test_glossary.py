@@ -59,3 +59,12 @@ def test_the_app_draws_the_glossary_in_the_sidebar():
     shown = "\n".join(m.value for m in at.sidebar.markdown)
     for term in ("Gram route", "ringing peaks", "pairs beyond L"):
         assert term in html.unescape(shown), term
+
+
+def test_the_spectrum_pages_metrics_are_in_it():
+    # Three of its four metrics had no line.
+    from posviz.export import column_label
+    from posviz.spectrum import DEFINITIONS
+
+    for key in DEFINITIONS:
+        assert column_label(key) in GLOSSARY, key

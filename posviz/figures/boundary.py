@@ -19,6 +19,14 @@ _BOUNDARY_PANELS = (
     ("distance to the mean row", ("dist_to_mean",)),
     ("residual norm outside the top-k PCs", ("residual_norm",)),
 )
+#: Each curve in words, for the legend and the hover (the keys stay in the exports).
+_CURVE_NAMES = {
+    "norm": "row norm",
+    "cos_prev": "cos to previous row",
+    "cos_next": "cos to next row",
+    "dist_to_mean": "distance to mean row",
+    "residual_norm": "residual norm",
+}
 #: The flagging statistic whose flags a panel marks.
 _PANEL_FLAGS = {
     "norm": "norm",
@@ -61,9 +69,9 @@ def position_statistics(
                     x=labels.x(shown),
                     y=f32(getattr(stats, name)[shown]),
                     mode="lines",
-                    name=name,
+                    name=_CURVE_NAMES[name],
                     showlegend=len(names) > 1,
-                    hovertemplate=f"{name}<br>{where}<br>%{{y:.6g}}<extra></extra>",
+                    hovertemplate=f"{_CURVE_NAMES[name]}<br>{where}<br>%{{y:.6g}}<extra></extra>",
                     **hover,
                 ),
                 row=row,

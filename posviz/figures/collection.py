@@ -8,6 +8,7 @@ from plotly.colors import qualitative, sample_colorscale
 from plotly.subplots import make_subplots
 
 from posviz.collection import Collection, TableSummary
+from posviz.export import column_label
 from posviz.figures.compare import cumulative_overlay, offset_overlay
 from posviz.figures.layout import (
     DIVERGING,
@@ -172,7 +173,7 @@ def metrics_over_step(c: Collection) -> go.Figure:
     fig = make_subplots(
         rows=n_rows,
         cols=cols,
-        subplot_titles=[m.replace("_", " ") for m in STEP_METRICS],
+        subplot_titles=[column_label(m) for m in STEP_METRICS],  # as the Metrics table
         vertical_spacing=0.32 / n_rows,
         horizontal_spacing=0.06,
     )

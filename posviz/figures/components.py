@@ -117,7 +117,12 @@ def pc_path(
         f"{end} {labels.hover_name}{labels.label(r)}" for end, r in (("first", 0), ("last", n - 1))
     ]
     if len(components) == 2:
-        fig = base_figure(title, axes[0], axes[1], showlegend=False)
+        fig = base_figure(title, axes[0], axes[1])
+        # The ends' legend under the axis: above the plot it ran into the subtitle.
+        fig.update_layout(
+            margin={"b": 100},
+            legend={"orientation": "h", "x": 0, "yref": "container", "y": 0, "yanchor": "bottom"},
+        )
         fig.add_scatter(
             x=coords[0],
             y=coords[1],
@@ -125,6 +130,7 @@ def pc_path(
             line={"color": "lightgrey"},
             customdata=named,
             name="path",
+            showlegend=False,
             hovertemplate=hover + "<extra></extra>",
         )
         fig.add_scatter(
@@ -135,17 +141,19 @@ def pc_path(
             customdata=named[marked],
             name="positions",
             hovertemplate=hover + "<extra></extra>",
+            showlegend=False,
         )
-        fig.add_scatter(
-            x=ends[0],
-            y=ends[1],
-            mode="markers+text",
-            text=ends_text,
-            textposition="top center",
-            cliponaxis=False,
-            name="first / last",
-            marker={"size": 12, "color": "firebrick", "symbol": ["circle", "square"]},
-        )
+        # The ends are named in the legend: a label beside its marker was drawn over by the
+        # path it starts, wherever the path turned back past it.
+        for i, symbol in enumerate(("circle", "square")):
+            fig.add_scatter(
+                x=ends[0][[i]],
+                y=ends[1][[i]],
+                mode="markers",
+                name=ends_text[i],
+                marker={"size": 12, "color": "firebrick", "symbol": symbol},
+                cliponaxis=False,
+            )
         return fig
     fig = base_figure(title, "", "", height=500, showlegend=False)
     fig.update_layout(margin={"l": 0, "r": 0, "b": 0})
@@ -269,7 +277,8 @@ def principal_angles(likeness: SubspaceLikeness) -> go.Figure:
     cos2 = likeness.cos2
     m = likeness.n_frequencies
     fig = base_figure(
-        f"Principal angles between the PC span and cos/sin(π f p / n), f = 1..{m}",
+        f"Principal angles between the PC span and cos/sin(π f p / n), f = 1..{m} "
+        f"({center_label(likeness.params['center'])})",
         "principal angle (smallest first)",
         "cos² of the angle",
         yaxis_range=[0, 1.05],

@@ -20,6 +20,9 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
         "offset k",
         f"{measure} s(i, i+k)",
     )
+    # The legend in the order of the ranks below: the mean, its band, the lengths by k
+    # (plotly reverses the whole legend of a figure with a filled band unless told).
+    fig.update_layout(legend_traceorder="normal")
     k = p.offsets.astype(np.int32)
     fig.add_scatter(
         x=k,
@@ -46,20 +49,24 @@ def offset_profile(p: OffsetProfile, scores: OffsetScores | None = None) -> go.F
         mode="lines",
         line={"color": "rgb(31, 119, 180)"},
         name="mean over i",
+        legendrank=1,
         hovertemplate="k=%{x}<br>mean=%{y:.4f}<br>std=%{customdata:.4f}<extra></extra>",
     )
     fig.add_hline(y=0, line={"color": "grey", "width": 1})
     if scores is not None:
+        # Named in the legend, not beside the lines: a label beside the first line ran across
+        # the second whenever the two lengths were close.
         lengths = (
-            (scores.similarity_length, "similarity length: m(k) < m(0)/e", "top right"),
-            (scores.length_zero, "m(k) < 0", "bottom right"),
+            (scores.similarity_length, "m(k) < m(0)/e (similarity length)", "dot"),
+            (scores.length_zero, "m(k) < 0", "dash"),
         )
-        for offset, label, where in lengths:
+        for rank, (offset, label, dash) in enumerate(lengths, start=1001):
             if offset is not None:
                 fig.add_vline(
                     x=offset,
-                    line={"dash": "dot", "color": "firebrick"},
-                    annotation_text=f"k={offset}: {label}",
-                    annotation_position=where,
+                    line={"dash": dash, "color": "firebrick"},
+                    name=f"k={offset}: {label}",
+                    showlegend=True,
+                    legendrank=rank,  # after the band (1000), in order of k
                 )
     return fig

@@ -36,12 +36,13 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
         legend={"orientation": "h", "x": 0, "yref": "container", "y": 0, "yanchor": "bottom"},
     )
     for name, probe in report.absolute.items():
+        skill = round(probe.skill, 3) + 0.0  # + 0.0: a hair below chance reads 0.000, not -0.000
         fig.add_scattergl(
             x=probe.positions.astype(np.int32),
             y=f32(probe.predictions),
             mode="markers",
             marker={"size": 3, "opacity": 0.6},
-            name=f"{name} (MAE {probe.mae:.2f}, skill {probe.skill:.2f})",
+            name=f"{name} (MAE {probe.mae:.2f}, skill {skill:.3f})",  # 3 places, as the page
             hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
         )
     ends = [0, last]

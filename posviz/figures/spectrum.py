@@ -18,14 +18,14 @@ def singular_values(s: Spectrum) -> go.Figure:
     fig = base_figure(
         f"Singular values ({center_label(s.params['center'])})",
         "component k",
-        "singular value σ_k",
+        "singular value σ<sub>k</sub>",
     )
     fig.add_scatter(
         x=k[resolved],
         y=f32(s.singular_values[resolved]),
         mode="lines+markers" if resolved.sum() <= MARKER_POINTS else "lines",
         marker={"size": 3},
-        name="σ_k",
+        name="σ<sub>k</sub>",
         hovertemplate="k=%{x}<br>σ=%{y:.6g}<extra></extra>",
     )
     # Rounding noise of the Gram route: shown, but plainly marked as such.
@@ -97,7 +97,7 @@ def reconstruction_error(s: Spectrum) -> go.Figure:
         "Relative reconstruction error of the best rank-k approximation "
         f"({center_label(s.params['center'])})",
         "rank k",
-        "‖X − X_k‖_F / ‖X‖_F",
+        "‖X − X<sub>k</sub>‖<sub>F</sub> / ‖X‖<sub>F</sub>",
     )
     positive = error > 0
     fig.add_scatter(

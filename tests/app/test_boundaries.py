@@ -45,10 +45,10 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
     (curves,) = charts(at)
     assert "|robust z| > 8 in a window of ±16" in curves["layout"]["title"]["text"]
     assert [t["name"] for t in curves["data"] if t["mode"] == "lines"] == [
-        "norm",
-        "cos_prev",
-        "cos_next",
-        "dist_to_mean",
+        "row norm",
+        "cos to previous row",
+        "cos to next row",
+        "distance to mean row",
     ]
     assert any(
         m.value == "**Flagged** (|robust z| > 8 in a window of ±16 positions): 0, 255"
@@ -243,3 +243,15 @@ def test_the_probes_say_the_gaussian_control_is_reused_on_screen_and_in_exports(
     csv = downloads["probes.csv"]()
     notes = next(line for line in csv.splitlines() if line.startswith("# notes: "))
     assert probes.GAUSSIAN_REUSE in json.loads(notes.removeprefix("# notes: "))[-1]
+
+
+def test_the_settings_caption_names_statistics_as_the_tables_do():
+    # Above the tabs it read "on any of norm, neighbour_cos, dist_to_mean", the tables below
+    # "neighbour cos", "dist to mean"; the settings' choice of curve read as keys too.
+    at = run(simulate.learned_like(128, 32, seed=0))
+    assert not at.exception
+    (stated,) = [c.value for c in at.caption if c.value.startswith("Flagged:")]
+    assert "on any of norm, neighbour cos, dist to mean." in stated
+    assert "_" not in stated
+    (curve,) = [s for s in at.selectbox if s.key == "boundaries.change_statistic"]
+    assert "neighbour cos" in curve.options

@@ -101,7 +101,7 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
     # Effective rank and "99% in k components" count different things: each says what.
     counts = spectrum(default.values).metrics()
     (explained,) = [c.value for c in at.caption if "Effective rank" in c.value]
-    assert f"**Effective rank {counts['effective_rank']:.1f}**" in explained
+    assert f"**Effective rank {counts['effective_rank']:.2f}**" in explained
     assert f"**99% in {counts['k99']} components**" in explained
 
 
@@ -155,6 +155,22 @@ def test_spectrum_draws_only_the_open_tab():
         assert len(shown) == 1
         assert shown[0].startswith(title), shown
         assert len(at.metric) == 4
+
+
+def test_spectrum_caption_gives_the_effective_rank_as_its_metric_does():
+    # The metric read 134.91 and the caption under it "Effective rank 134.9".
+    at = apptest("pages/spectrum.py").run()
+    (metric,) = [m for m in at.metric if m.label == "effective rank"]
+    assert any(f"**Effective rank {metric.value}**" in c.value for c in at.caption)
+
+
+def test_spectrum_metrics_are_labelled_as_their_numbers_table_heads_them():
+    # The metric read "n above noise", its row in the Numbers table "number above noise".
+    from posviz.export import column_label
+    from posviz.spectrum import DEFINITIONS
+
+    at = apptest("pages/spectrum.py").run()
+    assert [m.label for m in at.metric] == [column_label(key) for key in DEFINITIONS]
 
 
 def test_spectrum_noise_caption_stays_with_the_singular_values():

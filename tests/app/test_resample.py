@@ -143,3 +143,18 @@ def test_a_link_opens_a_tab():
     at.run()
     assert not at.exception, at.exception
     assert list(figures(at)) == ["Cosine similarity of each patch with all patches"]
+
+
+def test_the_download_caption_counts_prefix_rows_in_words():
+    # It read "0 prefix row(s) re-attached in front" for a table without any.
+    def download_caption(at: AppTest) -> str:
+        (caption,) = [c.value for c in at.caption if c.value.startswith("Tensor ")]
+        return caption
+
+    plain = download_caption(run(simulate.learned_like(64, 16, seed=0)))
+    assert "no prefix rows to re-attach" in plain
+    assert "(s)" not in plain
+    vit = download_caption(run(simulate.vit_grid(6, 6, 32, prefix_tokens=2)))
+    assert "2 prefix rows re-attached in front" in vit
+    one = download_caption(run(simulate.vit_grid(6, 6, 32, prefix_tokens=1)))
+    assert "1 prefix row re-attached in front" in one

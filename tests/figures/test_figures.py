@@ -369,3 +369,105 @@ def test_the_probe_charts_legend_is_under_the_axis_apart_from_the_subtitle():
         0,
         "bottom",
     )
+
+
+def test_offset_lengths_are_named_in_the_legend_not_across_each_other():
+    # Labels placed beside their lines ran across the next line (k=157's label was cut by
+    # k=261's on the default table): the lengths are named in the legend instead.
+    from posviz.offsets import offset_profile, offset_scores
+
+    p = offset_profile(learned_like(1024, 64, seed=0).values)
+    scores = offset_scores(p)
+    fig = figures.offsets.offset_profile(p, scores)
+    assert not fig.layout.annotations
+    lines = {shape.x0: shape.name for shape in fig.layout.shapes if shape.showlegend}
+    near, zero = scores.similarity_length, scores.length_zero
+    assert lines == {
+        near: f"k={near}: m(k) < m(0)/e (similarity length)",
+        zero: f"k={zero}: m(k) < 0",
+    }
+    assert len({shape.line.dash for shape in fig.layout.shapes if shape.showlegend}) == 2
+    # Listed after the curves, the shorter length first (plotly put shapes first, k=261 ahead,
+    # and reversed the legend of a figure with a filled band).
+    assert fig.layout.legend.traceorder == "normal"
+    ranks = [t.legendrank or 1000 for t in fig.data if t.showlegend is not False]
+    ranks += [s.legendrank for s in fig.layout.shapes if s.showlegend]
+    named = [t.name for t in fig.data if t.showlegend is not False]
+    named += [s.name for s in fig.layout.shapes if s.showlegend]
+    assert [name for _, name in sorted(zip(ranks, named, strict=True))] == [
+        "mean over i",
+        "±1 std over i",
+        f"k={near}: m(k) < m(0)/e (similarity length)",
+        f"k={zero}: m(k) < 0",
+    ]
+
+
+def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
+    # "first p=0" written beside its marker was drawn over by the path it starts (the default
+    # table's PC1 / PC2): the ends are named in the legend, each with its own marker.
+    from posviz.components import principal_components
+
+    pc = principal_components(learned_like(1024, 64, seed=0).values, n_components=3)
+    fig = figures.components.pc_path(pc, (1, 2))
+    ends = [t for t in fig.data if t.showlegend is not False]
+    assert [t.name for t in ends] == ["first p=0", "last p=1023"]
+    assert [t.marker.symbol for t in ends] == ["circle", "square"]
+    assert all(t.mode == "markers" and t.text is None for t in ends)
+    assert fig.layout.showlegend is not False
+    # Under the axis: above the plot it ran into the subtitle.
+    assert "<sup>" in fig.layout.title.text
+    legend = fig.layout.legend
+    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
+    np.testing.assert_array_equal(ends[1].x, pc.scores[[-1], 0].astype(np.float32))
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_sinusoid_span_title_says_whether_rows_were_centred(center):
+    # Every other chart of the Components page names the centring that made it; the span's
+    # principal angles change with it too.
+    from posviz.components import principal_components, sinusoid_likeness
+
+    pc = principal_components(learned_like(256, 32, seed=0).values, n_components=4, center=center)
+    fig = figures.components.principal_angles(sinusoid_likeness(pc, n_shuffles=9))
+    assert fig.layout.title.text.endswith(f"({figures.layout.center_label(center)})")
+
+
+def test_the_probe_legend_gives_skill_as_the_page_does():
+    # The legend read "skill -0.00" for a control the page beside it gives as "skill -0.001".
+    from posviz import probes
+
+    report = probes.probe_with_controls(gaussian(100, 76).values, protocol="linear", repeats=2)
+    fig = figures.probes.probe_predictions(report)
+    for name, probe in report.absolute.items():
+        (trace,) = [t for t in fig.data if t.name.startswith(f"{name} (")]
+        assert f"skill {probe.skill + 0.0:.3f})".replace("-0.000", "0.000") in trace.name
+    # A control a hair below chance read "skill -0.000": it rounds to 0.
+    gaussian_probe = report.absolute["Gaussian"]
+    near = dataclasses.replace(gaussian_probe, fold_mae=gaussian_probe.fold_chance_mae * 1.0003)
+    fig = figures.probes.probe_predictions(
+        dataclasses.replace(report, absolute={**report.absolute, "Gaussian": near})
+    )
+    (trace,) = [t for t in fig.data if t.name.startswith("Gaussian (")]
+    assert trace.name.endswith("skill 0.000)")
+
+
+def test_collection_panels_are_titled_as_the_metrics_table_heads_them():
+    # The panels read "n above noise" and "sinusoid mean cos2" over the table's
+    # "number above noise" and "sinusoid mean cos²".
+    from posviz.export import column_label
+    from posviz.figures.collection import STEP_METRICS
+
+    c = analyse([Member(f"step{s}", learned_like(64, 16, seed=s)) for s in (1, 30, 1000)])
+    fig = figures.collection.metrics_over_step(c)
+    titles = [a.text for a in fig.layout.annotations][: len(STEP_METRICS)]
+    assert titles == [column_label(m) for m in STEP_METRICS]
+    assert "sinusoid mean cos²" in titles
+
+
+def test_spectrum_axes_write_subscripts_as_subscripts(learned):
+    # "σ_k" and "‖X − X_k‖_F" were drawn with their underscores, as typed in LaTeX.
+    values = figures.spectrum.singular_values(learned)
+    error = figures.spectrum.reconstruction_error(learned)
+    texts = [values.layout.yaxis.title.text, values.data[0].name, error.layout.yaxis.title.text]
+    assert not any("_" in text for text in texts), texts
+    assert values.layout.yaxis.title.text == "singular value σ<sub>k</sub>"
