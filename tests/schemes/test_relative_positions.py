@@ -110,7 +110,7 @@ def test_figures_draw_rows_at_their_offsets(table):
     assert trajectories.layout.xaxis.title.text.startswith("offset q − k")
     path = figures.components.pc_path(pc, (1, 2), labels=labels)
     assert path.data[0].customdata[FAR] == "278 … 280"
-    assert list(path.data[2].text) == [
+    assert [trace.name for trace in path.data[2:]] == [
         "first offsets -512 and beyond",
         "last offsets 506 and beyond",
     ]
