@@ -249,8 +249,9 @@ def _top_eigenvectors(g: np.ndarray, k: int, shape: tuple[int, int]) -> tuple[np
         raise ValueError(msg)
     # Exact top-k of the dense symmetric matrix (LAPACK syevr: one tridiagonalisation).
     lam, vectors = eigh(g, subset_by_index=[len(g) - k, len(g) - 1], overwrite_a=True)
-    if lam[0] <= lam[-1] * len(g) * np.finfo(np.float64).eps:
-        msg = f"The table has fewer than k = {k} non-zero components; pick a smaller k."
+    rank = int(np.count_nonzero(lam > lam[-1] * len(g) * np.finfo(np.float64).eps))
+    if rank < k:
+        msg = f"The table has {rank} non-zero components, fewer than k = {k}; pick k up to {rank}."
         raise ValueError(msg)
     return lam[::-1], vectors[:, ::-1]
 
@@ -290,7 +291,7 @@ def linear_cka(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> float:
     >>> round(linear_cka(x, 3 * x[:, ::-1]), 12)
     1.0
     """
-    _check_same_length(x, y)
+    _check_comparable(x, y, center=center)
     if _tall(x, y):
         cross_sq = np.linalg.norm(_product(x, y, center=center)) ** 2
         return _cka(cross_sq, *(np.linalg.norm(gram(v, center=center)) for v in (x, y)))
@@ -429,7 +430,7 @@ def cka_null(
     >>> null.n_permutations, 0.05 <= null.p_value() <= 1
     (19, True)
     """
-    _check_same_length(x, y)
+    _check_comparable(x, y, center=center)
     _check_hsic_rows(len(x))
     if n_permutations < 1:
         msg = f"n_permutations must be at least 1, got {n_permutations}."
@@ -516,7 +517,7 @@ def procrustes_error(x: np.ndarray, y: np.ndarray, *, center: bool = True) -> fl
     >>> procrustes_error(x, 2 * x @ q) < 1e-6
     True
     """
-    _check_same_length(x, y)
+    _check_comparable(x, y, center=center)
     if x.shape[1] != y.shape[1]:
         msg = f"Procrustes needs equal widths; got {x.shape[1]} and {y.shape[1]} dimensions."
         raise ValueError(msg)
@@ -572,7 +573,7 @@ def compare(
     >>> round(c.cka, 12), bool(np.allclose(c.principal_angles, 0, atol=1e-6))
     (1.0, True)
     """
-    _check_same_length(x, y)
+    _check_comparable(x, y, center=center)
     k = n_components
     null = (
         cka_null(x, y, n_permutations=n_permutations, seed=seed, center=center)
@@ -639,3 +640,18 @@ def _check_same_length(x: np.ndarray, y: np.ndarray) -> None:
             "other's length first."
         )
         raise ValueError(msg)
+
+
+def _check_comparable(x: np.ndarray, y: np.ndarray, *, center: bool) -> None:
+    """Both tables cover the same positions and each varies over them: without variance
+    CKA, the angles and Procrustes divide 0 by 0 (the debiased CKA alone says NaN)."""
+    _check_same_length(x, y)
+    for which, table in (("first", x), ("second", y)):
+        if not (np.ptp(table, axis=0).any() if center else table.any()):
+            flat = "every row is the same, so it centres to 0" if center else "every entry is 0"
+            msg = (
+                f"The {which} table has no variance ({flat}): "
+                "CKA, principal angles and the Procrustes error are 0 / 0 against it, undefined. "
+                "Compare tables whose rows differ."
+            )
+            raise ValueError(msg)

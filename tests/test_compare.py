@@ -227,3 +227,30 @@ def test_the_null_is_the_cka_of_row_shuffled_tables(shape):
         assert d == pytest.approx(reference_debiased_cka(x, y[order]), rel=1e-5, abs=1e-7)
     related = compare.cka_null(x, x + 0.1 * y, n_permutations=19)
     assert related.p_value() == related.p_value("cka") == 1 / 20
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_table_without_variance_is_refused_with_the_reason_not_divided_by():
+    rng = np.random.default_rng(0)
+    varied = rng.standard_normal((40, 6))
+    flat = np.full((40, 6), 0.25)
+    measures = [
+        lambda x, y: compare.compare(x, y, n_components=2, n_permutations=5),
+        compare.linear_cka,
+        compare.procrustes_error,
+        lambda x, y: compare.cka_null(x, y, n_permutations=5),
+    ]
+    for measure in measures:
+        with pytest.raises(
+            ValueError, match=r"first table has no variance \(every row is the same"
+        ):
+            measure(flat, varied)
+        with pytest.raises(ValueError, match="second table has no variance"):
+            measure(varied, flat)
+    with pytest.raises(ValueError, match=r"no variance \(every entry is 0\)"):
+        compare.linear_cka(np.zeros((40, 6)), varied, center=False)
+    # Uncentred, a constant table is of rank 1: the k it allows is named.
+    with pytest.raises(ValueError, match="1 non-zero components, fewer than k = 2; pick k up to 1"):
+        compare.compare(flat, varied, n_components=2, n_permutations=0, center=False)
+    # The debiased CKA alone keeps its documented NaN.
+    assert np.isnan(compare.debiased_cka(flat, varied))
