@@ -183,6 +183,12 @@ _WORDS = {
     "cos2": "cos²",
     "n": "number",
 }
+#: Whole keys that read wrongly word by word.
+_LABELS = {
+    "n_positions": "positions",
+    "d_model": "d_model",
+    "gavish_donoho_threshold": "Gavish-Donoho threshold",
+}
 
 
 def column_label(key: str) -> str:
@@ -192,5 +198,8 @@ def column_label(key: str) -> str:
     --------
     >>> column_label("mae_sd_folds"), column_label("n_above_noise"), column_label("median_C")
     ('MAE sd over folds', 'number above noise', 'median C')
+    >>> column_label("n_positions"), column_label("d_model")
+    ('positions', 'd_model')
     """
-    return " ".join(_WORDS.get(word, word) for word in str(key).split("_"))
+    key = str(key)
+    return _LABELS.get(key) or " ".join(_WORDS.get(word, word) for word in key.split("_"))
