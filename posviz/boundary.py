@@ -11,6 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from posviz._linalg import gram_of_blocks, mean_row, row_blocks
 from posviz._params import SEED, Bound, bounded, records_params
+from posviz.export import column_label
 from posviz.rows import RowLabels
 
 if TYPE_CHECKING:
@@ -472,15 +473,16 @@ class ChangePoints:
     def procedure(self) -> str:
         """How the change points were found, and what the test gives without a step, in words."""
         p, w = self.params, self.window
+        statistic = column_label(p["statistic"])  # as the page's tables head it
         if not self.n_tested:
             return (
-                f"Steps on {p['statistic']}: no boundary could be tested. A step needs "
+                f"Steps on {statistic}: no boundary could be tested. A step needs "
                 f"{2 * w + _GUARD} kept rows on each side to judge the noise, and "
                 f"{p['min_size']} positions from either end."
             )
         left_out = self.left_out.size
         text = (
-            f"Steps on {p['statistic']}: at each boundary, lines are fitted to the {w} rows "
+            f"Steps on {statistic}: at each boundary, lines are fitted to the {w} rows "
             f"after it and to the {w} rows before it (the row just before it left out: a step "
             "may take a row); the step is their difference at the boundary. Its standard error "
             "allows for the curve's own autocorrelation: it comes from the autocovariances of "

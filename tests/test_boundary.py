@@ -244,5 +244,5 @@ def test_results_carry_their_settings_and_tables():
     np.testing.assert_array_equal(frame["position"], changes.positions)
     np.testing.assert_array_equal(frame["shift"], changes.shifts)
     np.testing.assert_array_equal(frame["z"], changes.z)
-    assert "on dist_to_mean" in changes.procedure()
+    assert "Steps on dist to mean:" in changes.procedure()
     assert "at most 2, at least 5 positions apart and from either end" in changes.procedure()
