@@ -272,16 +272,24 @@ def show_numbers(
     """
     frame = export.labelled(frame, settings)
     shown = None if shown is None else export.labelled(shown, settings)
-    config = {export.column_label(pinned): st.column_config.Column(pinned=True)} if pinned else None
+    config: dict[str, Any] = {}
+    if pinned:
+        config[export.column_label(pinned)] = st.column_config.Column(pinned=True)
     screen = on_screen(frame if shown is None else shown)
     for key in ("statistic", "metric"):  # rows named by a key, read as labels too
         if key in screen:
             screen = screen.assign(**{key: screen[key].map(export.column_label)})
+            # Each row is its own quantity (a count beside a threshold of 7e-8): one number of
+            # decimals per column cannot serve them all; "%g" writes each number as it is.
+            floats = [c for c in screen.columns if screen[c].dtype.kind == "f"]
+            config |= {
+                export.column_label(c): st.column_config.NumberColumn(format="%g") for c in floats
+            }
     st.dataframe(
         screen.rename(columns=export.column_label),
         hide_index=True,
         width="stretch",
-        column_config=config,
+        column_config=config or None,
         placeholder="",  # not "None"
     )
     if screen.isna().to_numpy().any():

@@ -3,6 +3,8 @@ blank cell explained; the downloads keep every number as computed."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -74,3 +76,17 @@ def test_the_schemes_numbers_have_no_missing_values(preset):
     for frame in at.dataframe:
         assert not frame.value.isna().to_numpy().any()
     assert preset in PRESETS
+
+
+def test_a_table_of_named_quantities_writes_each_number_as_it_is():
+    # Formerly: Compare's spectra numbers gave the noise threshold as "0.00000007", the
+    # column's fixed decimals set by the counts beside it.
+    state = {"compare.spectra_numbers": True}
+    at = run(
+        simulate.learned_like(64, 16), simulate.learned_like(64, 24), section="Spectra", **state
+    )
+    assert not at.exception, at.exception
+    (numbers,) = [d for d in at.dataframe if "metric" in d.value]
+    config = json.loads(numbers.proto.columns)
+    for column in ("first", "second", "difference"):
+        assert config[column]["type_config"]["format"] == "%g"
