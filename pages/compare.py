@@ -49,7 +49,10 @@ max_offset = options[2].number_input(
     key="compare.max_offset",
     help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
 )
-names = {"first": first, "second": second}
+# The legends name each table, not only its place (two panels both named "first" and
+# "second" left the reader to remember which was which).
+first_name, second_name = f"first: {first.name}", f"second: {second.name}"
+names = {first_name: first, second_name: second}
 
 matched = second
 if first.shape[0] != second.shape[0]:
@@ -162,7 +165,7 @@ spectra_tab, offsets_tab, maps_tab, same_tab = widgets.page_tabs("compare")
 with spectra_tab:
     if spectra_tab.open:
         spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
-        settings = export.header(spectra["first"], first, second)
+        settings = export.header(spectra[first_name], first, second)
         widgets.show_spectra(spectra, page="compare", settings=settings)
 with offsets_tab:
     if offsets_tab.open:
@@ -173,13 +176,13 @@ with offsets_tab:
         widgets.show_figure(
             cache.figure(figures.compare.offset_overlay, profiles),
             name="compare_offsets",
-            settings=export.header(profiles["first"], first, second),
+            settings=export.header(profiles[first_name], first, second),
         )
 with maps_tab:
     if maps_tab.open:
         maps = {
             name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
-            for name, table in {"first": first, "second": matched}.items()
+            for name, table in {first_name: first, second_name: matched}.items()
         }
         widgets.show_figure(
             cache.figure(
@@ -189,7 +192,7 @@ with maps_tab:
                 labels=(first.labels, matched.labels),
             ),
             name="compare_similarity",
-            settings=export.header(maps["first"], first, matched),
+            settings=export.header(maps[first_name], first, matched),
         )
         if max(m.block for m in maps.values()) > 1:
             st.caption(

@@ -73,7 +73,8 @@ def test_tables_of_different_lengths_are_compared_after_resampling_the_second():
     assert angles["data"][0]["type"] == "bar"
 
     spectra = open_section(at, "Spectra")["Explained variance per component"]
-    assert [t["name"] for t in spectra["data"]] == ["first", "second"]
+    # Each legend names its table, not only its place.
+    assert [t["name"] for t in spectra["data"]] == ["first: learned_like", "second: sinusoidal"]
     overlay = open_section(at, "Similarity vs offset")["Mean cosine similarity against offset"]
     assert overlay["layout"]["xaxis"]["title"]["text"] == "offset k (positions)"
     maps = open_section(at, "Similarity maps")
@@ -91,7 +92,8 @@ def test_without_resampling_the_same_position_measures_are_withheld():
     assert not figures(at)
     maps = open_section(at, "Similarity maps")
     heatmaps = maps["cosine similarity between positions"]["data"]
-    assert [t["name"] for t in heatmaps] == ["first", "second"]  # no difference map
+    # no difference map
+    assert [t["name"] for t in heatmaps] == ["first: learned_like", "second: sinusoidal"]
 
 
 def test_a_table_against_a_rotated_copy_is_identical_by_every_measure():
@@ -163,7 +165,8 @@ def test_the_cumulative_spectra_are_drawn_once_their_expander_opens():
     at.run()
     assert not at.exception
     cumulative = figures(at)["Cumulative explained variance"]
-    assert [t["name"].split(" (")[0] for t in cumulative["data"]] == ["first", "second"]
+    names = [t["name"].split(" (")[0] for t in cumulative["data"]]
+    assert names == ["first: learned_like", "second: sinusoidal"]
     assert "Explained variance per component" in figures(at)
 
 
