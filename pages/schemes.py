@@ -377,9 +377,11 @@ def _page() -> None:
         return
     describe(shown, scheme)
     shown_rule = SECTIONS.get(scheme.kind, stored_or_none)(shown, scheme)
-    with widgets.expander_drawn_when_open(
-        "Overlay several rotary models", key="schemes.overlay"
-    ) as o:
+    # A model whose positions are not rotary can still be set beside rotary ones: say so.
+    title = "Overlay several rotary models" if shown_rule else "Rotary models side by side"
+    if shown_rule is None:
+        title += " (this model's positions are not rotary: known rotary models only)"
+    with widgets.expander_drawn_when_open(title, key="schemes.overlay") as o:
         if o:
             overlay(shown, shown_rule)
     with widgets.expander_drawn_when_open(

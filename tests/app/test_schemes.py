@@ -401,3 +401,19 @@ def test_llama4_temperature_at_the_length_chosen():
     frame = at.dataframe[0].value
     column = frame["attention temperature at 16383"]
     assert column[~frame["rope"].astype(bool)].tolist() == [1 + 0.1 * np.log(3)] * 12
+
+
+@pytest.mark.parametrize(
+    ("preset", "title"),
+    [
+        ("meta-llama/Llama-3.1-8B", "Overlay several rotary models"),
+        ("bigscience/bloom", "Rotary models side by side (this model's positions are not rotary"),
+    ],
+)
+def test_the_overlay_says_when_the_model_is_not_rotary(preset, title):
+    # It read "Overlay several rotary models" above BLOOM's ALiBi, as if BLOOM were one.
+    at = apptest("pages/schemes.py")
+    at.session_state["schemes.preset"] = preset
+    at.run()
+    assert not at.exception, at.exception
+    assert any(e.label.startswith(title) for e in at.expander)
