@@ -113,10 +113,16 @@ def position_section() -> None:
     row = cache.similarity_map(
         table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
     )
+    # At hundreds of positions a chart's width the neighbours' marks sit under the star:
+    # their values are written out too.
+    values = "; ".join(f"{table.labels.named(j)}: {row.values[0][j]:.4f}" for j in neighbours)
     st.caption(
-        "Neighbours: the patches above, left, right and below on the grid."
-        if table.grid
-        else "Neighbours: positions p − 1 and p + 1."
+        (
+            "Neighbours: the patches above, left, right and below on the grid"
+            if table.grid
+            else "Neighbours: positions p − 1 and p + 1"
+        )
+        + f" ({values})."
     )
     widgets.show_figure(
         cache.figure(

@@ -100,6 +100,11 @@ def test_the_one_position_tab_shows_its_row():
     assert not at.exception
     assert list(charts(at)) == ["position_profile"]
     assert "of position 512 to every position" in titles(at)[0]
+    # The neighbours' marks sit under the star at 1024 positions: their values are written.
+    shown = [c.value for c in at.caption if c.value.startswith("Neighbours")]
+    assert len(shown) == 1
+    assert "(position 511: " in shown[0]
+    assert "; position 513: " in shown[0]
 
 
 @pytest.mark.parametrize(
