@@ -665,6 +665,14 @@ def sinusoid_likeness(
     span, sinusoids = scipy.linalg.orth(scores), scipy.linalg.orth(basis)
     rng = np.random.default_rng(seed)
     n_angles = min(span.shape[1], sinusoids.shape[1])
+    if not n_angles:  # components of a table without variance span nothing: no angle, 0 / 0
+        return SubspaceLikeness(
+            angles=angles,
+            mean_cos2=float("nan"),
+            shuffled=np.full(n_shuffles, np.nan),
+            n_frequencies=n_frequencies,
+            n_positions=n,
+        )
     shuffled = [
         np.sum((span[rng.permutation(n)].T @ sinusoids) ** 2) / n_angles for _ in range(n_shuffles)
     ]

@@ -392,7 +392,13 @@ def offset_scores(profile: OffsetProfile, *, monotonicity_window: int = 32) -> O
     # A short table: every offset it has (stated in the result).
     window = min(monotonicity_window, k_max)
     m = profile.mean
-    rho = scipy.stats.spearmanr(profile.offsets[1 : window + 1], m[1 : window + 1]).statistic
+    ranked = m[1 : window + 1]
+    # A flat profile (a table without variance) has no ranks to correlate: undefined, NaN.
+    rho = (
+        scipy.stats.spearmanr(profile.offsets[1 : window + 1], ranked).statistic
+        if np.ptp(ranked)
+        else np.nan
+    )
     rising = np.flatnonzero(np.diff(m) >= 0)
     tail = m[1:]
     noise = profile_noise(m, profile.count)
