@@ -15,6 +15,7 @@ from posviz.schemes.config import position_scheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.record import PRESET, read_config
 from posviz.schemes.rotary import rotary_frequencies
+from posviz.spectrum import spectrum
 from tests import apptest
 from tests.app.test_compare import SAME, run
 
@@ -82,11 +83,16 @@ def test_a_table_of_named_quantities_writes_each_number_as_it_is():
     # Formerly: Compare's spectra numbers gave the noise threshold as "0.00000007", the
     # column's fixed decimals set by the counts beside it.
     state = {"compare.spectra_numbers": True}
-    at = run(
-        simulate.learned_like(64, 16), simulate.learned_like(64, 24), section="Spectra", **state
-    )
+    first = simulate.learned_like(64, 16)
+    at = run(first, simulate.learned_like(64, 24), section="Spectra", **state)
     assert not at.exception, at.exception
     (numbers,) = [d for d in at.dataframe if "metric" in d.value]
     config = json.loads(numbers.proto.columns)
     for column in ("first", "second", "difference"):
         assert config[column]["type_config"]["format"] == "%g"
+    # Six significant digits on screen (134.913, not 134.91254305490023); counts stay whole.
+    shown = numbers.value.set_index("metric")
+    assert shown.loc["k90", "first"] == spectrum(first.values).k_at(0.9)
+    for value in shown["first"]:
+        assert value == float(f"{value:.6g}")
+    assert any(value != round(value) for value in shown["first"])
