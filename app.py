@@ -24,10 +24,10 @@ for link in links:
     st.sidebar.page_link(link)
 # A fresh server's first visitor waits a second or two for the imports, then for the first
 # page's analyses: a progress bar says so (later visits find the imports done: no bar).
-first = "posviz.ui.widgets" not in sys.modules
+first = "posviz.ui.sidebar" not in sys.modules
 if first:
     bar = st.progress(0.0, text="Opening posviz: loading its analyses (step 1 of 2, 1 more)")
-from posviz.ui.widgets import freeze_imports, glossary, link_notices, sidebar_card  # noqa: E402
+from posviz.ui.sidebar import freeze_imports, glossary, link_notices, sidebar_card  # noqa: E402
 
 if first:
     bar.progress(0.5, text="Opening posviz: the first page's analyses (step 2 of 2, the last)")

@@ -14,7 +14,7 @@ from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.schemes.presets import preset_rotary_table, preset_rotary_width, rotary_presets
 from posviz.schemes.rotary import rotary_table
-from posviz.ui import cache, state, widgets
+from posviz.ui import cache, loaders, state, widgets
 from posviz.ui.text import literal
 
 BUDGET, RUN = _params.defaults(gather.gather), _params.defaults(gather.example_run)
@@ -67,7 +67,7 @@ def from_uploads() -> None:
 
 def from_shared_folder(root: Path) -> None:
     try:
-        files = widgets.shared_files(root)
+        files = loaders.shared_files(root)
     except LoadError as error:
         st.error(f"POSVIZ_DATA_DIR: {literal(error)}", icon=":material/error:")
         return

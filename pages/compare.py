@@ -4,7 +4,7 @@ import streamlit as st
 
 from posviz import compare, export, figures, offsets, resample, similarity
 from posviz._params import bounds_of, defaults
-from posviz.ui import cache, state, widgets
+from posviz.ui import cache, loaders, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each similarity heatmap: three side by side get about 320 pixels each on a
@@ -21,7 +21,7 @@ with widgets.expander_drawn_when_open(
 ) as opened:
     if opened:
         st.caption("The first table is the current one (Data page); load the second here.")
-        widgets.table_loader(state.SECOND)
+        loaders.table_loader(state.SECOND)
 left, right = st.columns(2)
 with left:
     st.markdown("**First**")

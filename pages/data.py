@@ -3,7 +3,7 @@
 import streamlit as st
 
 from posviz import hub
-from posviz.ui import state, widgets
+from posviz.ui import loaders, state, widgets
 
 st.title("Data")
 hub_tab = (
@@ -15,5 +15,5 @@ st.markdown(
     f"Simulate a table with known structure, upload a position table or a checkpoint{hub_tab}. "
     "Files are read without unpickling; pickle-based checkpoints are refused."
 )
-widgets.table_loader(state.PRIMARY)
+loaders.table_loader(state.PRIMARY)
 widgets.table_caption(state.current())

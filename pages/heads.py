@@ -13,8 +13,8 @@ from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
 from posviz.schemes.attention import LAYERS, NoHeadsView
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.ui import heads as cache
+from posviz.ui import loaders, state, widgets
 from posviz.ui import schemes as scheme_cache
-from posviz.ui import state, widgets
 from posviz.ui.text import literal
 
 SUGGESTED = ("openai-community/gpt2", "google-bert/bert-base-uncased", "meta-llama/Llama-3.1-8B")
@@ -69,7 +69,7 @@ def _page() -> None:
                 return
             model = scheme_cache.hub_config(*named)
         elif source == "Shared folder":
-            model = widgets.shared_checkpoint(Path(shared), key="heads.shared", sharded=True)
+            model = loaders.shared_checkpoint(Path(shared), key="heads.shared", sharded=True)
             if model is None:
                 return
     except LoadError as error:

@@ -37,7 +37,7 @@ def downloads(monkeypatch) -> dict[str, Callable[[], bytes | str]]:
 def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[fakehub.FakeHub]:
     """A fake Hub on 127.0.0.1 that posviz and the Hub client talk to (HF_ENDPOINT), with a
     fresh Hub cache; the app's per-process memory of opened models starts empty."""
-    from posviz.ui import widgets
+    from posviz.ui import loaders
 
-    widgets._hub_model.clear()
+    loaders._hub_model.clear()
     yield from fakehub.running(tmp_path, monkeypatch)

@@ -122,14 +122,14 @@ def test_the_report_works_at_the_smallest_table(kind, center):
 
 def test_a_report_that_fails_downloads_as_a_page_saying_why(monkeypatch):
     from posviz import report
-    from posviz.ui import widgets
+    from posviz.ui import sidebar
 
     def fail(*args, **kwargs):
         msg = "window <b>too</b> large"
         raise ValueError(msg)
 
     monkeypatch.setattr(report, "build_report", fail)
-    page = widgets._report(smallest("random"), center=True)
+    page = sidebar._report(smallest("random"), center=True)
     assert "could not be made" in page
     assert "ValueError: window &lt;b&gt;too&lt;/b&gt; large" in page
 

@@ -30,7 +30,7 @@ from posviz.schemes.record import (
     read_config,
 )
 from posviz.schemes.rotary import RotaryFrequencies, RotarySpec, inv_freq_difference
-from posviz.ui import widgets
+from posviz.ui import loaders
 from posviz.ui.cache import CACHE_SIZE
 from posviz.ui.text import literal
 
@@ -145,7 +145,7 @@ def _from_shared(root: Path) -> Shown | None:
     # Checkpoints saved with their config.json beside them (the config is read, then only the
     # tensors a scheme needs), or GGUF files (their metadata, then their rope tensors); every
     # message names them as the shared folder lists them.
-    opened = widgets.shared_checkpoint(root, key="schemes.shared")
+    opened = loaders.shared_checkpoint(root, key="schemes.shared")
     if opened is None:
         return None
     if isinstance(opened, weights.LocalGGUF):

@@ -16,7 +16,7 @@ from posviz import simulate
 from posviz.collection import Member, gather, table_summary
 from posviz.export import column_label
 from posviz.similarity import similarity_map
-from posviz.ui import pages, state, widgets
+from posviz.ui import loaders, pages, state
 from posviz.ui.text import literal
 from tests import apptest
 from tests.app.test_pages import decode
@@ -169,7 +169,7 @@ def test_a_shared_subfolder_adds_every_matching_file(tmp_path, monkeypatch):
     (run / "step5000.npy").write_bytes(b"junk")
     np.save(tmp_path / "other.npy", np.eye(4))
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
-    widgets.shared_files.clear()
+    loaders.shared_files.clear()
     at = apptest(PAGE).run()
     at.selectbox(key="collection.shared.folder").set_value("pythia/run1")
     at.text_input(key="collection.shared.pattern").set_value("step*.npy").run()

@@ -128,11 +128,11 @@ def test_the_data_pages_hub_tab_opens_a_gguf_file_by_its_quantization(fake_hub, 
 
 
 def test_a_shared_gguf_on_the_schemes_page(tmp_path, monkeypatch) -> None:
-    from posviz.ui import widgets
+    from posviz.ui import loaders
 
     ggufs.llama31(tmp_path / "Llama-3.1-8B-Q8_0.gguf")
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
-    widgets.shared_files.clear()
+    loaders.shared_files.clear()
     at = schemes_page(**{"schemes.source": "Shared folder"})
     at.selectbox(key="schemes.shared").set_value("Llama-3.1-8B-Q8_0.gguf").run()
     assert not at.exception, at.exception
@@ -156,11 +156,11 @@ def test_a_shared_gguf_as_b_is_named_as_the_folder_lists_it(downloads, tmp_path,
     # The server's path is not the visitor's business (issue 37): on screen, in the figures
     # and in the exports the file is named as the shared folder lists it; rerun finds it there.
     import posviz
-    from posviz.ui import widgets
+    from posviz.ui import loaders
 
     ggufs.llama31(tmp_path / "Llama-3.1-8B-old.gguf", with_factors=False)
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
-    widgets.shared_files.clear()
+    loaders.shared_files.clear()
     at = schemes_page(**{
         "schemes.preset": "meta-llama/Llama-3.1-8B",
         "schemes.compare": True,

@@ -12,7 +12,7 @@ import streamlit as st
 from safetensors.numpy import save
 from streamlit.testing.v1 import AppTest
 
-from posviz.ui import widgets
+from posviz.ui import loaders
 from posviz.ui.text import literal
 from tests import apptest, fakehub
 from tests.fakehub import FakeHub
@@ -139,7 +139,7 @@ def test_a_tensor_above_the_upload_limit_is_refused_before_fetching(fake_hub, ro
 
 def test_an_unreachable_hub_says_what_was_asked_what_happened_and_what_to_do(monkeypatch, tmp_path):
     fakehub.unreachable(tmp_path, monkeypatch)
-    widgets._hub_model.clear()
+    loaders._hub_model.clear()
     at = apptest("pages/data.py").run()
     before = at.session_state["posviz.table"].sha256
     open_model(at, "gpt2", "main")

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from posviz import simulate
 from posviz.embedding import LoadError
 from posviz.io.detect import trim_leading
-from posviz.ui import links, state, widgets
+from posviz.ui import links, loaders, state
 from tests import apptest, ggufs
 
 
@@ -217,7 +217,7 @@ def test_a_file_of_the_shared_folder_is_reopened(tmp_path, monkeypatch):
     rows = simulate.learned_like(40, 8, seed=2).values
     save_file({"wpe.weight": rows, "wte.weight": rows[:20]}, tmp_path / "m.safetensors")
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
-    widgets.shared_files.clear()
+    loaders.shared_files.clear()
     at = apptest("pages/data.py").run()
     at.selectbox(key="posviz.table.shared.file").set_value("m.safetensors").run()
     next(b for b in at.button if b.label == "Load").click().run()
@@ -287,7 +287,7 @@ def test_a_gguf_of_the_shared_folder_is_reopened_by_its_path(tmp_path, monkeypat
     (tmp_path / "gguf").mkdir()
     ggufs.learned(tmp_path / "gguf" / "gpt2-Q8_0.gguf", wpe, "Q8_0")
     monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
-    widgets.shared_files.clear()
+    loaders.shared_files.clear()
     at = apptest("pages/data.py").run()
     at.selectbox(key="posviz.table.shared.file").set_value("gguf/gpt2-Q8_0.gguf").run()
     next(b for b in at.button if b.label == "Load").click().run()

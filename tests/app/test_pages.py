@@ -107,10 +107,10 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
 
 def _spectrum_page_and_card() -> None:
     """The Spectrum page's computation, then the sidebar card (app.py's order)."""
-    from posviz.ui import cache, state, widgets
+    from posviz.ui import cache, sidebar, state
 
     cache.spectrum(state.current(), center=True)
-    widgets.sidebar_card()
+    sidebar.sidebar_card()
 
 
 def test_the_report_reuses_what_the_page_computed_and_then_downloads(monkeypatch):
