@@ -1,0 +1,110 @@
+"""Issue 45 through the command: GGUF metadata and rope tensors, heads configs, a diff at
+positions no float can tell apart, a rerun of an edited export, names holding escape codes.
+Every refusal is one line and exit 2 (`tests.refusals.refused`), with the memory it took
+bounded; the inputs are tests/hostile.py's, the small ones as committed in tests/data/hostile."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from posviz.cli import main
+from tests import hostile
+from tests.refusals import refused
+
+GGUF = hostile.HOSTILE / "gguf"
+LLAMA = "preset:meta-llama/Llama-3.1-8B"
+
+
+def test_the_committed_inputs_are_the_scripts(tmp_path: Path) -> None:
+    hostile.write_small(tmp_path)
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    kept = sorted(p.relative_to(hostile.HOSTILE) for p in hostile.HOSTILE.rglob("*") if p.is_file())
+    assert made == kept
+    for name in made:
+        assert (tmp_path / name).read_bytes() == (hostile.HOSTILE / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("name", list(hostile.GGUF_METADATA))
+def test_gguf_metadata_is_refused_by_its_key(capsys, name: str) -> None:
+    # Before: ZeroDivisionError (key_length 0, embedding below the heads, 10**9 heads), int()
+    # of NaN or inf, or 1 rope factor for 64 pairs read as a llama3 rule.
+    path = str(GGUF / f"{name}.gguf")
+    says = hostile.GGUF_METADATA[name][1]
+    assert says in refused(capsys, "summary", path)
+    assert says in refused(capsys, "diff", LLAMA, path)
+
+
+def test_gguf_metadata_by_name_is_refused_the_same_way(capsys, fake_hub) -> None:
+    for name, (_, says) in hostile.GGUF_METADATA.items():
+        fake_hub.add(f"test/{name}-GGUF", {"model-Q8_0.gguf": GGUF / f"{name}.gguf"})
+        assert says in refused(capsys, "summary", f"hf:test/{name}-GGUF")
+
+
+def test_a_rerun_of_an_export_naming_such_a_gguf_is_refused(tmp_path: Path, capsys) -> None:
+    path = GGUF / "original_context_nan.gguf"
+    export = {"analysis": "scheme_record", "params": {}, "scheme": "rotary",
+              "provenance": {"config": str(path), "sha256": "0" * 64}}  # fmt: skip
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    assert "original_context_length is nan" in refused(capsys, "rerun", str(tmp_path / "e.json"))
+
+
+# --- rope tensors: their length checked from the header, before a byte of them is read ------
+
+
+@pytest.fixture(scope="module")
+def big_rope(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """64 MiB of rope_freqs, and 32 MiB each of LongRoPE's long and short factors."""
+    folder = tmp_path_factory.mktemp("rope")
+    return {
+        "rope_freqs": hostile.rope_tensor_gguf(folder / "rope_freqs.gguf", 2**24),
+        "longrope": hostile.rope_tensor_gguf(folder / "longrope.gguf", 2**23, longrope=True),
+    }
+
+
+def peak_of(capsys, *argv: str) -> tuple[str, int]:
+    """`refused(argv)`'s line and the peak memory it took (tracemalloc, numpy included)."""
+    tracemalloc.start()
+    try:
+        line = refused(capsys, *argv)
+        return line, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+ROPE_SAYS = {
+    "rope_freqs": "rope_freqs.weight holds 16,777,216 values; the rotary width 128 gives 64 pairs",
+    "longrope": "rope_factors_long.weight holds 8,388,608 values; the rotary width 96 gives 48",
+}
+
+
+@pytest.mark.parametrize("kind", list(ROPE_SAYS))
+def test_a_rope_tensor_of_the_wrong_length_is_refused_unread(
+    tmp_path: Path, capsys, big_rope, kind: str
+) -> None:
+    # Before: the tensor became a Python list first: a 64 MiB file peaked at 1.6 GB.
+    path = str(big_rope[kind])
+    for argv in (("summary", path), ("diff", LLAMA, path)):
+        line, peak = peak_of(capsys, *argv)
+        assert ROPE_SAYS[kind] in line
+        assert peak < 8 * 2**20, f"{argv[0]}: {peak / 2**20:.0f} MiB"
+    # rerun: refused as the GGUF is read again, before its sha256 (of the header and these
+    # tensors) could be checked.
+    export = {"analysis": "scheme_record", "params": {},
+              "provenance": {"config": path, "sha256": "0" * 64}}  # fmt: skip
+    (tmp_path / "e.json").write_text(json.dumps(export))
+    line, peak = peak_of(capsys, "rerun", str(tmp_path / "e.json"))
+    assert ROPE_SAYS[kind] in line
+    assert peak < 8 * 2**20, f"rerun: {peak / 2**20:.0f} MiB"
+
+
+def test_a_rope_tensor_of_the_wrong_length_on_the_hub_is_not_fetched(capsys, fake_hub, big_rope):
+    fake_hub.add("test/big-rope-GGUF", {"model-Q8_0.gguf": big_rope["rope_freqs"]})
+    line, peak = peak_of(capsys, "summary", "hf:test/big-rope-GGUF")
+    assert ROPE_SAYS["rope_freqs"] in line
+    assert peak < 8 * 2**20
+    assert fake_hub.bytes_sent() < 2**17  # the revision's answer and the header: no tensor
+    assert main(["summary", "hf:test/big-rope-GGUF"]) == 2  # asked again: refused again
