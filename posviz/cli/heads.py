@@ -45,6 +45,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         f"{HEADS_POSITIONS}); the numbers use every position",
     )
     heads.add_argument(
+        "--n-positions",
+        type=int,
+        metavar="N",
+        help="learned tables, ALiBi and T5: positions the kernels span (default: the table's "
+        "own, at most 2,048; ALiBi and T5 512)",
+    )
+    heads.add_argument(
         "--context", type=int, metavar="L", help="rotary: the rule's sequence length"
     )
     heads.add_argument("--draws", type=int, metavar="K", help="null draws (default: the core's)")
@@ -63,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
             msg = f"--context is a rotary rule's setting; layer {plan.layer} is {plan.kind}."
             raise Refused(msg)
         params["context"] = args.context
+    if args.n_positions is not None:
+        if plan.kind == "rotary":
+            msg = f"--n-positions spans kernels; layer {plan.layer} is rotary (no kernels)."
+            raise Refused(msg)
+        params["n_positions"] = args.n_positions
     if args.draws is not None:
         params["n_draws"] = args.draws
     if args.seed is not None:
@@ -76,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             if name in params:
                 bound.check(name, params[name])
     bounds_of(heads_record)["positions"].check("--positions", args.positions)
+    pipeline.check_heads(plan, shown=args.positions, **params)
     waiting = sum(r.nbytes for r in plan.reads if opened.remote and not opened.cached(r))
     print(
         f"heads: layer {plan.layer} of {opened.label} ({plan.family}, {plan.kind}): "

@@ -64,6 +64,7 @@ __all__ = [
     "PRESET",
     "SHOWN_POSITIONS",
     "alibi_record",
+    "check_shown_kernels",
     "checkpoint_provenance",
     "config_provenance",
     "finite",
@@ -458,6 +459,15 @@ _SCHEMES = {"learned": "learned_absolute", "rotary": "rotary", "alibi": "alibi",
             "relative_bias": "relative_bias"}  # fmt: skip
 
 
+def check_shown_kernels(n_heads: int, positions: int) -> None:
+    """Refuse a heads record whose kernels over `positions` positions would pass the budget
+    of a result as JSON's lists (before the heads are computed, by `posviz heads`)."""
+    check_budget(
+        _NUMBER_BYTES * n_heads * positions * (positions + 2),
+        f"The kernels of {n_heads:,} heads over {positions:,} positions, as JSON (positions)",
+    )
+
+
 @bounded(positions=SHOWN_POSITIONS)
 def heads_record(
     layer: AttentionLayer, result: PatternHeads | RotaryHeads, *, positions: int = HEADS_POSITIONS
@@ -514,10 +524,7 @@ def heads_record(
             head["usage_folded"] = result.usage_folded[h].tolist()
     else:
         stop = min(positions, result.n_positions)
-        check_budget(
-            _NUMBER_BYTES * plan.n_heads * stop * (stop + 2),
-            f"The kernels of {plan.n_heads} heads over {stop} positions, as JSON (positions)",
-        )
+        check_shown_kernels(plan.n_heads, stop)
         record["n_positions"] = result.n_positions
         record["causal"] = result.causal
         zero = result.n_positions - 1  # the profile's index of Δ = 0

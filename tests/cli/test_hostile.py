@@ -108,3 +108,45 @@ def test_a_rope_tensor_of_the_wrong_length_on_the_hub_is_not_fetched(capsys, fak
     assert peak < 8 * 2**20
     assert fake_hub.bytes_sent() < 2**17  # the revision's answer and the header: no tensor
     assert main(["summary", "hf:test/big-rope-GGUF"]) == 2  # asked again: refused again
+
+
+# --- heads: a config of the wrong type or size, weights holding NaN -------------------------
+
+
+@pytest.mark.parametrize("case", list(hostile.HEADS_CONFIGS))
+def test_a_heads_config_of_the_wrong_type_or_size_is_refused(tmp_path: Path, capsys, case):
+    # Before: 12 tracebacks (int("abc"), float([..]), a reshape of 3 heads of 10 columns from
+    # 32), a negative pad_token_id read as the table's last rows, and attention_types repeated
+    # 10**8 times made into a list of 200 million names (3.1 GB).
+    family, changes, says = hostile.HEADS_CONFIGS[case]
+    path = hostile.heads_checkpoint(tmp_path / case, family, changes)
+    line, peak = peak_of(capsys, "heads", str(path))
+    assert says in line
+    assert peak < 16 * 2**20, f"{peak / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize(
+    ("family", "tensor", "value"),
+    [("gpt2", "h.0.attn.c_attn.weight", float("nan")), ("gpt2", "h.0.ln_1.weight", float("inf")),
+     ("mistral", "0.self_attn.k_proj.weight", float("nan"))],
+    ids=["nan-weight", "inf-norm", "nan-rotary"],
+)  # fmt: skip
+def test_weights_holding_nan_or_inf_are_refused_by_name(
+    tmp_path: Path, capsys, family, tensor, value
+):
+    # Before: exit 0, every number null, and a RuntimeWarning.
+    path = hostile.poisoned_checkpoint(tmp_path / family, family, tensor, value)
+    line = refused(capsys, "heads", str(path), told=1)  # after the bytes it reads are said
+    assert f"{tensor} holds {'NaN' if value != value else 'infinite'} values" in line
+
+
+def test_heads_sized_past_the_budget_are_refused_before_the_weights_are_read(
+    tmp_path: Path, capsys
+) -> None:
+    # Before: 1,024 heads of width 1 over 2,048 positions took 44-77 s and 680-720 MB (3 min
+    # 43 s and 710 MB on this machine under load), and the printed kernels were checked last.
+    path = hostile.wide_heads_checkpoint(tmp_path / "wide")
+    line, peak = peak_of(capsys, "heads", str(path))
+    assert "1,024 heads over 2,048 positions" in line
+    assert "n_positions" in line
+    assert peak < 16 * 2**20, f"{peak / 2**20:.0f} MiB"  # the 21 MB of weights are not read
