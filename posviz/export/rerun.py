@@ -41,7 +41,7 @@ from posviz.export import columns, labelled
 from posviz.rows import row_offsets
 from posviz.schemes import weights
 from posviz.schemes.config import position_scheme, read_config_file
-from posviz.schemes.diff import LAYOUTS
+from posviz.schemes.diff import FIRST_POSITIONS, LAYOUTS
 from posviz.schemes.record import PRESET, read_config
 from posviz.schemes.sources import MAX_DUMP_BYTES, Side, config_side, read_side
 
@@ -65,8 +65,6 @@ _DATA_OPEN = '<script id="posviz-data" type="application/json">'
 #: What a provenance's rows may be: a row of a table of at most MAX_ELEMENTS values.
 _ROWS = Bound(0, 2**26)
 _POSITION = Bound(-(2**26), 2**26)
-#: The position a dump's first row may stand for (a rule's context goes to 2**31).
-_DUMP_FIRST = Bound(0, 2**31)
 #: Told what `rerun` will fetch from the network, before it does.
 Tell = Callable[[str], None]
 
@@ -474,7 +472,7 @@ def _side(
     if layout not in LAYOUTS:
         msg = f"The export's layout {quoted(layout)} is not one of {', '.join(LAYOUTS)}."
         raise LoadError(msg)
-    _DUMP_FIRST.check("The provenance's first_position", first, error=LoadError)
+    FIRST_POSITIONS.check("The provenance's first_position", first, error=LoadError)
     dump = str(named) if given else _find(str(named), base)
     try:
         size = Path(dump).stat().st_size

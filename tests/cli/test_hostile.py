@@ -9,6 +9,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from posviz.cli import main
@@ -150,3 +151,42 @@ def test_heads_sized_past_the_budget_are_refused_before_the_weights_are_read(
     assert "1,024 heads over 2,048 positions" in line
     assert "n_positions" in line
     assert peak < 16 * 2**20, f"{peak / 2**20:.0f} MiB"  # the 21 MB of weights are not read
+
+
+# --- diff: positions where angles cannot be told apart ------------------------------------------
+
+
+def cos_sin_dump(path: Path, scale: float) -> str:
+    """A half-split cos/sin table of 64 rows whose frequencies are Llama-3.1's times `scale`."""
+    from posviz.schemes.config import position_scheme
+    from posviz.schemes.presets import PRESETS
+    from posviz.schemes.rotary import rotary_frequencies
+
+    spec = position_scheme(PRESETS["meta-llama/Llama-3.1-8B"]).rotary[0]
+    inv_freq = rotary_frequencies(spec).inv_freq * scale
+    angles = np.outer(np.arange(64), inv_freq)
+    np.save(path, np.concatenate([np.cos(angles), np.sin(angles)], axis=1))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("first", "says"),
+    [
+        # Before: "agree", while the frequencies differ by 0.75 relative: the angle tolerance
+        # grows with m·θ, and at 10**18 (or 2**31) it passes any angle.
+        (2**31, "a relative tolerance of 1e-06 lets angles differ by π or more"),
+        (10**7, "Compare positions below 3,141,593"),
+        (10**18, "first_position is 1000000000000000000; it must be a whole number from 0 to"),
+        (10**30, "first_position is 1000000000000000000000000000000; it must be"),  # overflowed
+    ],
+    ids=["2**31", "1e7", "1e18", "1e30"],
+)
+def test_a_diff_at_positions_where_angles_carry_no_precision_is_refused(
+    tmp_path: Path, capsys, first: int, says: str
+) -> None:
+    dump = cos_sin_dump(tmp_path / "cos_sin.npy", 0.25)
+    line = refused(capsys, "diff", LLAMA, dump, "--first-position-b", str(first))
+    assert says in line
+    # At its own positions the same dump differs, as it does.
+    assert main(["diff", LLAMA, dump]) == 1
+    capsys.readouterr()
