@@ -223,18 +223,9 @@ def _rerun(args: argparse.Namespace) -> int:
             f"recomputed {quoted(check.recomputed)}  {verdict}"
         )
     differing = len(result.differing)
-    tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
-    if not tables:  # a scheme's: its config.json (several: an overlay's, a diff's); a layer's
-        configs = export["provenance"]
-        configs = configs if isinstance(configs, list) else [configs]
-        tables = ", ".join(
-            str(c.get("config") or c.get("dump"))[:200]
-            + (f" layer {quoted(c['layer'])}" if "layer" in c else "")
-            for c in configs
-        )
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
-        f"from {tables}" + (f"; {differing} differ" if differing else "")
+        f"from {', '.join(result.sources)}" + (f"; {differing} differ" if differing else "")
     )
     return 1 if differing else 0
 

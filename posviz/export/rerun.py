@@ -24,6 +24,7 @@ export names, and `tell` hears what will be fetched before it is.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -94,10 +95,13 @@ class Check:
 
 @dataclass(frozen=True)
 class RerunResult:
-    """Every number of an export checked, and the tables it was recomputed from."""
+    """Every number of an export checked, the tables it was recomputed from, and each source
+    as it was read again (a table's name and sha256, the config.json, GGUF or dump read: never
+    what the export says it names)."""
 
     checks: tuple[Check, ...]
     tables: tuple[Embedding, ...] = field(repr=False)
+    sources: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -232,7 +236,8 @@ def rerun(
             ]
             pairs = zip(steps, entries, strict=True)
             checks = [check for step, entry in pairs for check in _sources(step, entry, sides)]
-            return RerunResult(tuple(checks), ())
+            read_from = [_read_from(side.provenance) for side in sides]
+            return RerunResult(tuple(checks), (), tuple(read_from))
         read: list[tuple[dict, dict[str, Any], Any]] | None = None
         loaded: tuple[Embedding, ...] = ()
         if any(step.takes not in _FROM_MODELS for step in steps):
@@ -241,24 +246,35 @@ def rerun(
                 for i, record in enumerate(records)
             )
         checks = []
+        read_from = [f"{t.name} ({t.sha256[:12]}…)" for t in loaded]
         for step, entry in zip(steps, entries, strict=True):
             if step.takes not in _FROM_MODELS:
                 checks += _checks(step, entry, loaded)
             elif entry is not export and "provenance" in entry:  # a report's heads: their own
                 own = entry["provenance"]
                 own = own if isinstance(own, list) else [own]
-                checks += _scheme(step, entry, [_config(w, None, base, tell) for w in own])
+                models = [_config(w, None, base, tell) for w in own]
+                read_from += [_read_from(where) for _, where, _ in models]
+                checks += _scheme(step, entry, models)
             else:
                 if read is None:  # the export's model(s), read once for all its entries
                     read = [
                         _config(where, tables[i] if i < len(tables) else None, base, tell)
                         for i, where in enumerate(records)
                     ]
+                    read_from += [_read_from(where) for _, where, _ in read]
                 checks += _scheme(step, entry, read)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a hand-edited export
         msg = f"The export is incomplete or not from this posviz version ({type(exc).__name__})."
         raise LoadError(msg) from exc
-    return RerunResult(tuple(checks), loaded)
+    return RerunResult(tuple(checks), loaded, tuple(dict.fromkeys(read_from)))
+
+
+def _read_from(where: dict[str, Any]) -> str:
+    """A source as it was read again (its provenance after the reading): the config.json, GGUF
+    or dump, and the layer of heads."""
+    named = str(where.get("config") or where.get("dump"))[:200]
+    return named + (f" layer {quoted(where['layer'])}" if "layer" in where else "")
 
 
 def _step(entry: Any) -> pipeline.Step:
@@ -452,7 +468,26 @@ def _config(
             "(its bytes changed)."
         )
         raise LoadError(msg)
+    if "gguf_keys" in recorded:  # what the export says was read: the same bytes read alike
+        _check_keys(recorded["gguf_keys"], read[1].get("gguf_keys", []), where)
     return read[0], {**recorded, **read[1]}, read[2]
+
+
+def _check_keys(recorded: Any, read: list[dict[str, Any]], where: str) -> None:
+    """Refuse an export whose GGUF keys (each key, the config key it fed, its value) are not
+    those read again from the same bytes."""
+    if not isinstance(recorded, list) or not all(isinstance(k, dict) for k in recorded):
+        raise TypeError(recorded)
+    fields = ("gguf", "config", "value")
+    exported = [tuple(k.get(f) for f in fields) for k in recorded]
+    again = [tuple(k.get(f) for f in fields) for k in read]
+    if exported != again:
+        first = next(x or y for x, y in itertools.zip_longest(exported, again) if x != y)
+        msg = (
+            f"The export's gguf_keys are not the keys read from {quoted(where)} (first at "
+            f"{quoted(first[0])}): the export was edited, or made from another file."
+        )
+        raise LoadError(msg)
 
 
 def _side(

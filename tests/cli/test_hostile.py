@@ -190,3 +190,43 @@ def test_a_diff_at_positions_where_angles_carry_no_precision_is_refused(
     # At its own positions the same dump differs, as it does.
     assert main(["diff", LLAMA, dump]) == 1
     capsys.readouterr()
+
+
+# --- rerun: what was read again, said as read ----------------------------------------------
+
+
+def rerun_of(capsys, tmp_path: Path, record: dict) -> tuple[int, str, str]:
+    (tmp_path / "edited.json").write_text(json.dumps(record))
+    code = main(["rerun", str(tmp_path / "edited.json")])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_rerun_names_the_config_it_read_not_the_one_the_export_names(tmp_path: Path, capsys):
+    # Before: "recomputed exactly from /proc/self/environ" when it read the config.json beside
+    # the weights the export also names.
+    path = hostile.heads_checkpoint(tmp_path / "m", "mistral", {})
+    assert main(["summary", str(path), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["provenance"]["config"] == str(tmp_path / "m" / "config.json")
+    record["provenance"]["config"] = "/proc/self/environ"
+    code, out, _ = rerun_of(capsys, tmp_path, record)
+    assert code == 0
+    assert "/proc/self/environ" not in out
+    assert out.splitlines()[-1].endswith(
+        f"recomputed exactly from {tmp_path / 'm' / 'config.json'}"
+    )
+
+
+def test_hand_edited_gguf_keys_do_not_pass_as_exact(tmp_path: Path, capsys) -> None:
+    from tests import ggufs
+
+    path = ggufs.llama31(tmp_path / "llama.gguf")
+    assert main(["summary", str(path), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    (theta,) = [k for k in record["provenance"]["gguf_keys"] if k["config"] == "rope_theta"]
+    theta["value"] = 10000.0  # what the export claims was read; the file says 500000
+    code, out, err = rerun_of(capsys, tmp_path, record)
+    assert code == 2, out
+    assert "llama.rope.freq_base" in err
+    assert "not the keys read from" in err
