@@ -230,3 +230,28 @@ def test_hand_edited_gguf_keys_do_not_pass_as_exact(tmp_path: Path, capsys) -> N
     assert code == 2, out
     assert "llama.rope.freq_base" in err
     assert "not the keys read from" in err
+
+
+# --- names holding escape codes ----------------------------------------------------------------
+
+ESCAPES = ("\x1b", "\x07", "\x9b", "\u202e")
+
+
+def test_escape_codes_in_a_tensor_name_are_printed_escaped(tmp_path: Path, capsys) -> None:
+    # Before: the name's codes reached the terminal as they are (clear the screen, set its
+    # title, ring the bell).
+    path = str(hostile.escaped_name_checkpoint(tmp_path / "esc.safetensors"))
+    assert main(["summary", path]) == 0
+    out = capsys.readouterr().out
+    assert not any(code in out for code in ESCAPES)
+    assert r"wpe\x1b[2J\x1b]0;owned\x07" in out
+    line = refused(capsys, "summary", path, "--tensor", "missing")
+    assert not any(code in line for code in ESCAPES)
+    assert r"\x1b[2J" in line
+
+
+def test_escape_codes_in_a_hub_answer_are_printed_escaped(capsys, fake_hub) -> None:
+    fake_hub.add("test/esc-GGUF", {"m\x1b[2J\u202e-Q8_0.gguf": b"GGUF"})
+    line = refused(capsys, "summary", "hf:test/esc-GGUF:other.gguf")
+    assert not any(code in line for code in ESCAPES)
+    assert r"m\x1b[2J\u202e-Q8_0.gguf" in line
