@@ -5,8 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from posviz import export, figures, hub
-from posviz._params import bounds_of, defaults
+from posviz import export, figures, hub, pipeline
+from posviz._params import Refused, bounds_of, defaults
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
@@ -104,12 +104,6 @@ def _page() -> None:
         f"{plan.kind.replace('_', ' ')}; "
         f"{len(plan.reads)} tensors, {cache.size(plan.nbytes)} ({travel})."
     )
-    try:
-        layer = cache.layer(model, int(index))
-    except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
-        return
-
     params = {}
     with st.expander("Settings", icon=":material/tune:"):
         left, middle, right = st.columns(3)
@@ -137,11 +131,17 @@ def _page() -> None:
                 params["context"] = int(context)
         elif plan.kind == "learned":
             low, high = BOUNDS["n_positions"].low, BOUNDS["n_positions"].high
-            available = min(len(layer.positions), high)
+            available = plan.n_positions or high
             n = right.number_input("Positions", low, available, available, key="heads.positions")
             if n != available:
                 params["n_positions"] = int(n)
-    result = cache.heads(layer, **params)
+    try:
+        pipeline.check_heads(plan, **params)  # before a weight is read
+        layer = cache.layer(model, int(index))
+        result = cache.heads(layer, **params)
+    except Refused as error:  # a file's, or the work its settings would take
+        st.error(literal(error), icon=":material/error:")
+        return
     settings = export.header(result, layer.provenance())
 
     columns = st.columns(4)

@@ -30,7 +30,7 @@ from posviz.schemes.record import (
     read_config,
 )
 from posviz.schemes.rotary import RotaryFrequencies, RotarySpec, inv_freq_difference
-from posviz.ui import loaders
+from posviz.ui import loaders, state
 from posviz.ui.cache import CACHE_SIZE
 from posviz.ui.text import literal
 
@@ -164,7 +164,9 @@ def _from_upload() -> Shown | None:
     if upload is None:
         return None
     try:
-        config, provenance, _ = read_config(upload.name, upload.getvalue())
+        config, provenance, _ = state.once_per_upload(
+            upload, "schemes.upload.read", lambda data, name: read_config(name, data)
+        )
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
