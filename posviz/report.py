@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 
 from posviz import boundary, components, figures, forms, heads, hub, offsets, pipeline, probes
 from posviz import collection as _collection
-from posviz._params import defaults, split_params, step_of
+from posviz._params import Refused, defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
@@ -356,9 +356,9 @@ def heads_section(
     largest draw, and the every-head overview; a model without a per-head view says why."""
     try:
         found = attention.open_layer(model, layer=layer)
-    except LoadError as error:
+        result = run(pipeline.HEADS_STEPS[found.kind], found, **params)
+    except Refused as error:  # the layer's files, or the work its heads would take
         return Section("Heads", f"No per-head view of this model's layer {layer}: {error}")
-    result = run(pipeline.HEADS_STEPS[found.kind], found, **params)
     if isinstance(result, heads.RotaryHeads):
         overview = figures.heads.usage_overview(result, model=found.model)
         definitions = heads.ROTARY_NUMBERS

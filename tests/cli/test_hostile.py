@@ -255,3 +255,18 @@ def test_escape_codes_in_a_hub_answer_are_printed_escaped(capsys, fake_hub) -> N
     line = refused(capsys, "summary", "hf:test/esc-GGUF:other.gguf")
     assert not any(code in line for code in ESCAPES)
     assert r"m\x1b[2J\u202e-Q8_0.gguf" in line
+
+
+def test_a_gguf_is_refused_by_heads_as_on_the_page(capsys) -> None:
+    line = refused(capsys, "heads", str(GGUF / "key_length_0.gguf"))
+    assert "key_length_0.gguf is a GGUF file: posviz reads a layer's heads from safetensors" in line
+
+
+def test_the_reports_heads_section_says_why_when_the_work_is_past_the_budget(tmp_path: Path):
+    from posviz.report import heads_section
+    from posviz.schemes import weights
+
+    model = weights.open_checkpoint(hostile.wide_heads_checkpoint(tmp_path / "wide"))
+    section = heads_section(model)
+    assert "No per-head view" in section.note
+    assert "1,024 heads over 2,048 positions" in section.note
