@@ -335,7 +335,7 @@ def check_work(n_heads: int, n_positions: int, n_draws: int) -> None:
     >>> check_work(1024, 2048, 8)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    posviz._params.Refused: The kernels of 1,024 heads over 2,048 positions, ... at most 512 fit).
+    posviz._params.Refused: The kernels of 1,024 heads ... (n_positions: at most 512 fit).
     """
 
     def values(n: int) -> int:
@@ -354,9 +354,12 @@ def check_work(n_heads: int, n_positions: int, n_draws: int) -> None:
     msg = (
         f"The kernels of {n_heads:,} heads over {n_positions:,} positions, with {n_draws} null "
         f"draws, are {values(n_positions):,} values, above the {MAX_KERNEL_VALUES:,} a layer's "
-        "heads are computed over (n_positions: "
-        + (f"at most {fit:,} fit" if fit else "no number of positions fits so many heads")
-        + ")."
+        "heads are computed over: "
+        + (
+            f"analyse fewer positions (n_positions: at most {fit:,} fit)."
+            if fit
+            else "no number of positions fits so many heads."
+        )
     )
     raise Refused(msg)
 
