@@ -49,6 +49,8 @@ __all__ = [
     "LayerPlan",
     "NoHeadsView",
     "Read",
+    "language_model",
+    "n_layers_of",
     "open_layer",
     "open_model",
     "open_source",
@@ -338,9 +340,16 @@ def _gains(norms: tuple[Norm, ...] | None) -> np.ndarray | None:
 # --- planning -------------------------------------------------------------------------------
 
 
-def _language_model(config: dict) -> dict:
+def language_model(config: dict) -> dict:
+    """A multimodal config.json's text model's keys (its ``text_config`` over the rest)."""
     text = config.get("text_config")
     return {**config, **text} if isinstance(text, dict) else config
+
+
+def n_layers_of(config: dict) -> int | None:
+    """The model's layers, as config.json counts them (None when it does not say)."""
+    n_layers = _first(language_model(config), "num_hidden_layers", "n_layer", "num_layers")
+    return n_layers if isinstance(n_layers, int) and n_layers > 0 else None
 
 
 def _positive(config: dict, what: str, *keys: str) -> int:
@@ -409,7 +418,7 @@ def plan_layer(
         An architecture not in `FAMILIES`, a quantized, missing or wrongly shaped tensor, a
         layer beyond the model's, or more than `MAX_LAYER_BYTES` to read; nothing is fetched.
     """
-    config = _language_model(config)
+    config = language_model(config)
     if isinstance(config.get("quantization_config"), dict):
         method = config["quantization_config"].get("quant_method", "unnamed")
         msg = (
@@ -417,8 +426,7 @@ def plan_layer(
             "weights are packed integers posviz does not unpack. Open the unquantized model."
         )
         raise LoadError(msg)
-    n_layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
-    n_layers = n_layers if isinstance(n_layers, int) and n_layers > 0 else None
+    n_layers = n_layers_of(config)
     if n_layers is not None and layer >= n_layers:
         msg = f"{label} has {n_layers} layers (0 … {n_layers - 1}); there is no layer {layer}."
         raise LoadError(msg)
@@ -931,6 +939,10 @@ class Opened:
     cached: Callable[[Read], bool]
     remote: bool
 
+    def plan(self, layer: int) -> LayerPlan:
+        """Layer `layer`'s plan, from the config and headers (:func:`plan_layer`)."""
+        return plan_layer(self.config, self.tensors, layer=layer, label=self.label)
+
 
 def open_model(model: weights.Readable) -> Opened:
     """config.json and the headers of a Hub model (at the commit its config.json was read
@@ -985,8 +997,7 @@ def open_layer(model: weights.Readable, *, layer: int = 0) -> AttentionLayer:
     """Layer `layer`'s position-relevant weights of a Hub model or local checkpoint: plan
     from its headers, then read only the planned rows."""
     opened = open_model(model)
-    plan = plan_layer(opened.config, opened.tensors, layer=layer, label=opened.label)
-    return read_planned(opened, plan)
+    return read_planned(opened, opened.plan(layer))
 
 
 def read_planned(opened: Opened, plan: LayerPlan) -> AttentionLayer:
