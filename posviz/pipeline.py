@@ -566,7 +566,7 @@ def _heads_record(
     layer: _attention.AttentionLayer, result: Any, export: Mapping[str, Any]
 ) -> dict[str, Any]:
     """`posviz heads --json`'s record of `result`, with as many positions as `export` printed."""
-    shown = export.get("positions", _record.HEADS_POSITIONS)
+    shown = export.get("positions_printed", export.get("positions", _record.HEADS_POSITIONS))
     return _record.heads_record(layer, result, positions=shown)
 
 
