@@ -539,3 +539,24 @@ def collect(
             each(heads)
         found.append(LayerNumbers.of(heads))
     return DepthHeads(plan, tuple(found))
+
+
+def layers_record(found: DepthHeads, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`posviz heads --layers … --json`: the model, the layers asked and read, the bytes, the
+    depth summary, and under ``layers`` each layer's record (`records`: what ``--layer N
+    --json`` prints of it, in the order read)."""
+    plan = found.plan
+    return finite(
+        {
+            "model": plan.model,
+            "family": plan.family,
+            "scheme": records[0]["scheme"] if records else None,
+            "n_layers": plan.n_layers,
+            "layers_asked": list(plan.layers),
+            "bytes_planned": plan.nbytes,
+            "bytes_fetched": sum(n.bytes_fetched for n in found.layers),
+            "provenance": weights.model_provenance(plan.opened.model),
+            "depth": found.record(),
+            "layers": list(records),
+        }
+    )
