@@ -472,6 +472,7 @@ def heads_record(
     ``usage_share`` and ``usage_folded``; learned, ALiBi and T5: ``kernel`` (the first
     `positions` rows and columns) and ``offset_profile`` (m_h(Δ), Δ = 0 … positions − 1 back
     from the query; ``offset_profile_ahead`` Δ = −1 … −(positions − 1) where keys ahead count).
+    ``quantization`` names a GGUF's quantized q/k type (None: floats, read as stored).
     ``positions_printed`` is `positions` (what the kernels and profiles hold);
     ``positions_analysed`` the positions every number was computed over.
     """
@@ -484,6 +485,7 @@ def heads_record(
         "n_heads": plan.n_heads,
         "n_kv_heads": plan.n_kv_heads,
         "head_dim": plan.head_dim,
+        "quantization": plan.quantization,
         "bytes_fetched": layer.bytes_fetched,
         "positions_printed": positions,
         "notes": list(plan.notes),
