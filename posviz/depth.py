@@ -375,7 +375,7 @@ class LayerNumbers:
             kind=plan.kind,
             family=plan.family,
             step=pipeline.HEADS_STEPS[plan.kind].__name__,
-            params=dict(result.params),
+            params=result.params,  # the step that made it: `posviz._params.step_of`
             kv_head=result.kv_head,
             numbers=dict(result.numbers),
             null=dict(result.null),
