@@ -260,10 +260,13 @@ def depth_map(found: DepthHeads, name: str, *, model: str = "") -> go.Figure:
     layers, heads = found.indices, np.arange(found.n_heads)
     definition = found.definitions.get(name, name)
     fig = base_figure(
-        f"{escape(model)} — {escape(name)} of every head, by layer",
+        f"{escape(model)} — {escape(name)} of every head, by layer"
+        f"<br><sup>{escape(definition)}; ringed: a labelled head</sup>",
         "head",
         "layer",
+        showlegend=True,
     )
+    fig.update_layout(margin={"t": 80, "b": 90}, legend={"yanchor": "top", "y": -0.18, "x": 0})
     null_text = np.array([[f"{v:.4g}" if np.isfinite(v) else "none"] * len(heads) for v in nulls])
     fig.add_trace(
         go.Heatmap(
@@ -288,8 +291,4 @@ def depth_map(found: DepthHeads, name: str, *, model: str = "") -> go.Figure:
         )  # fmt: skip
     fig.update_yaxes(autorange="reversed", dtick=1 if len(layers) <= 48 else None)
     fig.update_xaxes(dtick=1 if len(heads) <= 48 else None)
-    fig.add_annotation(
-        text=escape(definition), xref="paper", yref="paper", x=0, y=-0.16, showarrow=False,
-        xanchor="left",
-    )  # fmt: skip
     return fig
