@@ -49,6 +49,7 @@ import numpy as np
 from posviz import pipeline
 from posviz._params import Refused, check_budget
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
+from posviz.hub.cache import cache_limit
 from posviz.schemes import attention, weights
 from posviz.schemes.attention import AttentionLayer, LayerPlan, NoHeadsView, Read
 from posviz.schemes.record import HEADS_POSITIONS, finite, heads_record
@@ -196,6 +197,12 @@ class DepthPlan:
     @property
     def remote(self) -> bool:
         return self.opened.remote
+
+    @property
+    def cache_holds(self) -> bool:
+        """Whether the Hub cache (POSVIZ_HUB_CACHE_SIZE) holds every planned row: else a
+        second run, or one resumed, fetches the rows the cache let go (a local file: True)."""
+        return not self.remote or self.nbytes <= cache_limit()
 
     @property
     def read(self) -> tuple[int, ...]:

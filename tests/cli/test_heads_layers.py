@@ -155,3 +155,12 @@ def test_a_report_has_every_layers_heads_and_rerun_checks_each(capsys, fake_hub,
     assert main(["rerun", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "learned_heads label[1]: exported 'previous-token'" in printed
+
+
+def test_layers_beyond_the_hub_cache_are_said_before_they_travel(capsys, fake_hub, monkeypatch):
+    serve(fake_hub, "llama", repo="test/llama-small-cache")
+    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", "1kB")
+    assert main(["heads", "hf:test/llama-small-cache", "--layers", "all"]) == 0
+    err = capsys.readouterr().err
+    assert "the Hub cache holds 1,000 bytes (POSVIZ_HUB_CACHE_SIZE)" in err
+    assert err.index("Hub cache holds") < err.index("layer 1/2")
