@@ -346,7 +346,7 @@ def check_work(n_heads: int, n_positions: int, n_draws: int) -> None:
     fit = next(
         (
             n
-            for n in range(n_positions - 1, POSITIONS.low - 1, -1)
+            for n in range(n_positions - 1, 1, -1)  # 2 positions at least (POSITIONS)
             if values(n) <= MAX_KERNEL_VALUES
         ),
         None,

@@ -248,6 +248,13 @@ def gguf_config(
         value = take(suffix, into, kind=int)
         if value is not None:
             config[into] = value
+    for suffix, into in (
+        ("attention.layer_norm_epsilon", "layer_norm_eps"),
+        ("attention.layer_norm_rms_epsilon", "rms_norm_eps"),
+    ):
+        value = take(suffix, into)
+        if value is not None:
+            config[into] = value
     # Recurrent models (Mamba, RWKV) write 0 heads: llama.cpp reads them so.
     heads = take("attention.head_count", "num_attention_heads", kind=int, low=0)
     if heads is not None:

@@ -138,11 +138,11 @@ def test_a_heads_config_of_the_wrong_type_on_the_heads_page(tmp_path, monkeypatc
 
 def test_a_gguf_from_the_shared_folder_on_the_heads_page(tmp_path, monkeypatch) -> None:
     # Before: AttributeError: 'LocalGGUF' object has no attribute 'repo'.
-    hostile.metadata_gguf(tmp_path / "llama.gguf", {})
-    at = heads_page(tmp_path, "llama.gguf", monkeypatch)
+    path = tmp_path / "key_length_0.gguf"
+    path.write_bytes((hostile.HOSTILE / "gguf" / "key_length_0.gguf").read_bytes())
+    at = heads_page(tmp_path, "key_length_0.gguf", monkeypatch)
     assert not at.exception, at.exception
-    says = literal("llama.gguf is a GGUF file: posviz reads a layer's heads from safetensors")
-    assert says in at.error[0].value
+    assert literal("attention.key_length is 0") in at.error[0].value
 
 
 def test_weights_holding_nan_on_the_heads_page(tmp_path, monkeypatch) -> None:

@@ -257,9 +257,9 @@ def test_escape_codes_in_a_hub_answer_are_printed_escaped(capsys, fake_hub) -> N
     assert r"m\x1b[2J\u202e-Q8_0.gguf" in line
 
 
-def test_a_gguf_is_refused_by_heads_as_on_the_page(capsys) -> None:
-    line = refused(capsys, "heads", str(GGUF / "key_length_0.gguf"))
-    assert "key_length_0.gguf is a GGUF file: posviz reads a layer's heads from safetensors" in line
+def test_gguf_metadata_is_refused_by_heads_too(capsys) -> None:
+    for name, (_, says) in hostile.GGUF_METADATA.items():
+        assert says in refused(capsys, "heads", str(GGUF / f"{name}.gguf"))
 
 
 def test_the_reports_heads_section_says_why_when_the_work_is_past_the_budget(tmp_path: Path):
