@@ -8,9 +8,9 @@ The inputs are tests/hostile.py's (made here in a temporary folder): a 64 MiB ro
 headers of 5 million one-element arrays and of 8 million empty strings (3), 1,024 heads of
 width 1 over 2,048 positions and GPT-Neo's attention_types repeated 10**8 times (5), a Hub
 whose answer's headers arrive a byte every 2 s (6, the fake Hub of the tests in this process),
-and a rerun of an export naming the 64 MiB header (13). Each run prints its wall time, the
-child's peak resident memory (ru_maxrss) and its exit code with the last line it said; a run
-past `--limit` is killed and said so ("> limit").
+and a rerun of an export naming the 64 MiB header (13). Each run prints its wall time, its
+peak resident memory (VmHWM, sampled) and its exit code with the line it said; a run past
+`--limit` is killed with its process group and said so ("> limit", the memory so far).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -54,26 +56,42 @@ def cases(folder: Path) -> dict[str, list[str]]:
     }
 
 
+def _high_water(pid: int) -> int:
+    """The process' peak resident memory so far (VmHWM, bytes); 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(found[0]) * 1024 if found else 0
+
+
 def run(checkout: Path, argv: list[str], limit: float, env: dict[str, str]) -> str:
-    """One run of ``posviz argv`` from `checkout` under /usr/bin/time (a small parent: a child
-    of this process would count its memory, copied at the fork, as its own): wall time, peak
-    resident memory, exit code, the refusal's line."""
+    """One run of ``posviz argv`` from `checkout`: wall time, peak resident memory (VmHWM,
+    read every 20 ms: the high-water mark of the interpreter itself, which a fork's counters
+    would mix with this process'), exit code, the refusal's line. Past `limit` its whole
+    process group is killed and said so."""
     command = [sys.executable, "-c", "import sys; from posviz.cli import main; "
                "sys.exit(main(sys.argv[1:]))", *argv]  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
-        measured = Path(tmp) / "time"
-        timed = ["/usr/bin/time", "-f", "%e %M", "-o", str(measured), *command]
-        try:
-            done = subprocess.run(
-                timed, cwd=checkout, env=env, capture_output=True, text=True, timeout=limit
-            )
-        except subprocess.TimeoutExpired:
-            return f"{f'> {limit:.0f} s (killed)':>20}"
-        seconds, kilobytes = measured.read_text().split()[-2:]
-    lines = [line for line in done.stderr.splitlines() if line.startswith("posviz ")]
-    said = (lines or done.stdout.strip().splitlines() or [""])[-1]
-    peak = f"{int(kilobytes) / 1024:,.0f} MB"
-    return f"{float(seconds):>18.1f} s  {peak:>9}  exit {done.returncode}  {said[:150]}"
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.monotonic()
+        child = subprocess.Popen(
+            command, cwd=checkout, env=env, stdout=out, stderr=err, start_new_session=True
+        )
+        peak = 0
+        while child.poll() is None:
+            peak = max(peak, _high_water(child.pid))
+            if time.monotonic() - started > limit:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                return f"{f'> {limit:.0f} s (killed)':>20}  {peak / 2**20:>7,.0f} MB so far"
+            time.sleep(0.02)
+        elapsed = time.monotonic() - started
+        err.seek(0)
+        out.seek(0)
+        lines = [line for line in err.read().splitlines() if line.startswith("posviz ")]
+        said = (lines or out.read().strip().splitlines() or [""])[-1]
+    return f"{elapsed:>18.1f} s  {peak / 2**20:>7,.0f} MB  exit {child.returncode}  {said[:150]}"
 
 
 def main() -> None:

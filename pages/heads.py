@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from posviz import export, figures, hub, pipeline
+from posviz import depth, export, figures, hub
 from posviz._params import Refused, bounds_of, defaults
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
@@ -136,7 +136,7 @@ def _page() -> None:
             if n != available:
                 params["n_positions"] = int(n)
     try:
-        pipeline.check_heads(plan, **params)  # before a weight is read
+        depth.check_heads(plan, **params)  # before a weight is read
         layer = cache.layer(model, int(index))
         result = cache.heads(layer, **params)
     except Refused as error:  # a file's, or the work its settings would take

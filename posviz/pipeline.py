@@ -46,7 +46,7 @@ from posviz import quantization as _quantization
 from posviz import resample as _resample
 from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
-from posviz._params import defaults, quoted, split_params
+from posviz._params import quoted, split_params
 from posviz.embedding import Embedding, LoadError
 from posviz.schemes import alibi as _alibi
 from posviz.schemes import attention as _attention
@@ -72,7 +72,6 @@ __all__ = [
     "bucket_layouts",
     "call",
     "change_points",
-    "check_heads",
     "compare",
     "fit_sinusoids",
     "grid_similarity",
@@ -635,17 +634,3 @@ HEADS_STEPS: dict[str, Callable[..., Any]] = {
     "alibi": alibi_heads,
     "relative_bias": t5_heads,
 }
-
-
-def check_heads(plan: _attention.LayerPlan, *, shown: int | None = None, **params: Any) -> None:
-    """Refuse, from a layer's plan alone (before a weight is read), heads whose kernels would
-    pass `posviz.heads.MAX_KERNEL_VALUES` with `params` (its step's settings), or whose
-    record's first `shown` positions would pass a result's budget: what the step and the record
-    check again once the layer is read."""
-    if plan.kind == "rotary":  # no kernels: its work is the weights' rows, read within budget
-        return
-    settings = defaults(STEPS[HEADS_STEPS[plan.kind].__name__].core) | params
-    n = settings.get("n_positions") or given(plan.n_positions, "the table's positions")
-    _heads.check_work(plan.n_heads, n, 0 if plan.kind == "alibi" else settings["n_draws"])
-    if shown is not None:
-        _record.check_shown_kernels(plan.n_heads, min(shown, n))

@@ -394,7 +394,7 @@ def heads_section(
             )
             plan = depth.plan_depth(opened, [plan.read[0]])
         for each in plan.plans:  # the work the heads would take, before a weight is read
-            pipeline.check_heads(each, **params)
+            depth.check_heads(each, **params)
     except Refused as error:
         return Section("Heads", f"No per-head view of this model's layers: {error}")
     tables: dict[str, pd.DataFrame] = {}

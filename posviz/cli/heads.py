@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         return _many(args, opened)
     plan = opened.plan(0 if args.layer is None else args.layer)
     params = _params(args, plan.kind, f"layer {plan.layer}")
-    pipeline.check_heads(plan, shown=args.positions, **params)  # before a weight is read
+    depth.check_heads(plan, shown=args.positions, **params)  # before a weight is read
     waiting = sum(r.nbytes for r in plan.reads if opened.remote and not opened.cached(r))
     _told(f"layer {plan.layer} of {opened.label}", (plan,), plan.nbytes, waiting, opened.remote)
     layer = attention.read_planned(opened, plan)
@@ -138,7 +138,7 @@ def _many(args: argparse.Namespace, opened: attention.Opened) -> int:
     plan = depth.plan_depth(opened, args.layers)
     params = _params(args, plan.kind, f"{plan.model} ({plan.family})")
     for each_plan in plan.plans:  # before a weight is read
-        pipeline.check_heads(each_plan, shown=args.positions, **params)
+        depth.check_heads(each_plan, shown=args.positions, **params)
     asked = plan.read
     what = f"layers {_span(asked)} of {plan.model}"
     _told(what, plan.plans, plan.nbytes, plan.to_fetch, plan.remote)
