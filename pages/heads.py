@@ -14,7 +14,7 @@ from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
 from posviz.schemes.attention import NoHeadsView, Opened
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.ui import heads as models
-from posviz.ui import loaders, state, widgets
+from posviz.ui import state, widgets
 from posviz.ui.text import literal
 
 SUGGESTED = ("openai-community/gpt2", "google-bert/bert-base-uncased", "meta-llama/Llama-3.1-8B")
@@ -67,11 +67,7 @@ def _pick_model() -> models.Shown:
         )
         return models.uploaded(files) if files else current
     if source == "Shared folder" and shared:
-        if current.text.startswith("shared:") and "heads.shared" not in st.session_state:
-            st.session_state["heads.shared"] = current.text.removeprefix("shared:")
-        if loaders.shared_checkpoint(Path(shared), key="heads.shared", sharded=True) is None:
-            return current
-        return models.shared(st.session_state["heads.shared"])
+        return models.pick_shared(Path(shared))
     if source == "The current table's model":
         return models.from_hub(str(provenance["repo"]), str(provenance["commit"]))
     if source == "Hub model":

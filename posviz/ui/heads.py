@@ -25,7 +25,7 @@ from posviz.embedding import LoadError
 from posviz.heads import PatternHeads, RotaryHeads
 from posviz.io import INDEX_SUFFIX, datadir
 from posviz.schemes import attention, weights
-from posviz.ui import cache, state
+from posviz.ui import cache, loaders, state
 from posviz.ui import schemes as scheme_cache
 from posviz.ui.text import literal
 
@@ -42,6 +42,7 @@ __all__ = [
     "hub_model",
     "layer",
     "opened",
+    "pick_shared",
     "plan",
     "positions_of",
     "read_depth",
@@ -210,7 +211,19 @@ def example(name: str) -> Shown:
     return request(("example", name), lambda: _example(name))
 
 
-def shared(relative: str) -> Shown:
+#: The shared folder's picker (its path there).
+SHARED = "heads.shared"
+
+
+def pick_shared(root: Path) -> Shown:
+    """The model shown once a checkpoint of the shared folder `root` was picked (the one shown
+    picked first, when it is one of the folder's)."""
+    current = shown()
+    if current.text.startswith("shared:") and SHARED not in st.session_state:
+        st.session_state[SHARED] = current.text.removeprefix("shared:")
+    if loaders.shared_checkpoint(root, key=SHARED, sharded=True) is None:
+        return current
+    relative = st.session_state[SHARED]
     return request(("shared", relative), lambda: _shared(relative))
 
 
@@ -309,11 +322,16 @@ def hub_model() -> tuple[str, str] | None:
 def _source(model: weights.Readable) -> str:
     if isinstance(model, hub.ConfigFile):
         return model.at_commit
-    return f"{model.path}:{model.sha256}"
+    where = model.path if isinstance(model.path, str) else model.label  # bytes: not here
+    return f"{where}:{model.sha256}"
 
 
 #: Each kind of model by what it was read from (a path is an upload's own folder).
-_MODELS = {hub.ConfigFile: _source, weights.LocalCheckpoint: _source, weights.LocalGGUF: _source}
+_MODELS: dict[str | type[Any], Callable[[Any], Any]] = {
+    hub.ConfigFile: _source,
+    weights.LocalCheckpoint: _source,
+    weights.LocalGGUF: _source,
+}
 
 
 @st.cache_resource(ttl=600, max_entries=16, show_spinner="Reading the model's headers…",
