@@ -205,9 +205,11 @@ def _depth(shown: models.Shown, found: depth.DepthPlan, params: dict) -> depth.D
                 "heads --layers … --json` prints it (without the kernels' rows) and the depth "
                 "summary: `posviz rerun` recomputes every number."
             )
+            frame = result.to_frame()
             widgets.show_numbers(
-                result.to_frame(), name="heads_depth", settings=settings, pinned="layer"
-            )
+                frame, name="heads_depth", settings=settings, pinned="head",
+                shown=models.beside_null(frame, by="layer"), blank=models.NULL_NOTE,
+            )  # fmt: skip
     return result
 
 
@@ -419,7 +421,11 @@ def _layer(shown: models.Shown, index: int, params: dict) -> None:
             widgets.show_figure(
                 figures.heads.numbers_vs_null(result, name), name="heads_null", settings=settings
             )
-            widgets.show_numbers(result.to_frame(), name="heads", settings=settings, pinned="head")
+            frame = result.to_frame()
+            widgets.show_numbers(
+                frame, name="heads", settings=settings, pinned="head",
+                shown=models.beside_null(frame), blank=models.NULL_NOTE,
+            )  # fmt: skip
 
 
 def _pick_head(names: list[str]) -> int:

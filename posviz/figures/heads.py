@@ -391,6 +391,13 @@ def depth_labels(result: DepthHeads) -> go.Figure:
             row=row, col=1,
         )  # fmt: skip
         fig.add_hline(y=threshold, line_dash="dot", line_color="#d62728", row=row, col=1)
-        fig.update_yaxes(title_text=name.replace("_", " "), row=row, col=1)
+        # The threshold inside the panel, clear of the title above it.
+        drawn = np.concatenate([largest, result.null_max(name), [threshold, 0.0]])
+        top = float(np.nanmax(drawn[np.isfinite(drawn)]))
+        fig.update_yaxes(title_text=name.replace("_", " "), range=[0, top * 1.2], row=row, col=1)
     fig.update_xaxes(tickvals=x, type="linear")
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "top", "y": -0.35 / len(shown), "x": 0},
+        margin={"b": 90},
+    )
     return fig

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import streamlit as st
 
@@ -29,15 +29,25 @@ from posviz.ui import cache, loaders, state
 from posviz.ui import schemes as scheme_cache
 from posviz.ui.text import literal
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "ASK_BYTES",
     "DEFAULT",
     "HUB_MODEL",
     "MODEL",
+    "NULL_NOTE",
+    "NULL_ROW",
+    "SHARED",
+    "UPLOAD_HELP",
     "DepthRun",
     "Shown",
+    "beside_null",
     "default_layers",
     "depth_run",
+    "example",
+    "from_hub",
     "heads",
     "hub_model",
     "layer",
@@ -46,6 +56,8 @@ __all__ = [
     "plan",
     "positions_of",
     "read_depth",
+    "request",
+    "resume",
     "set_hub_model",
     "show",
     "shown",
@@ -367,6 +379,36 @@ def positions_of(found: attention.LayerPlan) -> int | None:
     return None if table is None else table.shape[-2] - found.first_row
 
 
+def beside_null(frame: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
+    """A numbers table as the screen shows it: each number's null max (its layer's largest
+    draw, the same for every head) as one row under the layer's heads (grouped `by` its
+    layer), not as a second column beside every number, which made the table wider than the
+    page. The downloads keep the columns."""
+    import pandas as pd
+
+    nulls = [c for c in frame.columns if c.endswith("_null_max")]
+    if not nulls:
+        return frame
+    parts = []
+    for key, part in frame.groupby(by, sort=False) if by else [(None, frame)]:
+        row = {c.removesuffix("_null_max"): part[c].iloc[0] for c in nulls}
+        row["label"] = NULL_ROW
+        if by:
+            row[by] = key
+        parts += [part.drop(columns=nulls), pd.DataFrame([row])]
+    whole = pd.concat(parts, ignore_index=True)
+    counts = [c for c in ("layer", "head", "kv_head") if c in whole]
+    return whole.astype(dict.fromkeys(counts, "Int64"))
+
+
+#: How a null row of :func:`beside_null` is labelled, and what it says.
+NULL_ROW = "null: largest draw"
+NULL_NOTE = (
+    f"“{NULL_ROW}”: each number with the layer's query and key rows permuted across its "
+    "heads, the largest value over heads and draws; a label needs its number above it."
+)
+
+
 # --- every layer ------------------------------------------------------------------------------
 
 
@@ -422,10 +464,11 @@ def read_depth(found: depth.DepthPlan, run: DepthRun, params: dict) -> None:
     todo = found.plans[len(run.numbers) :]
     if not todo or run.stopped:
         return
-    bar = st.progress(
-        len(run.numbers) / total, text=f"Reading layer {len(run.numbers) + 1}/{total}…"
-    )
-    st.button("Stop", icon=":material/stop:", key="heads.stop", on_click=_stop, args=(run,),
+    start = len(run.numbers)
+    shown = st.empty()  # the bar and the button, gone once every layer is read
+    box = shown.container()
+    bar = box.progress(start / total, text=f"Reading layer {start + 1}/{total}…")
+    box.button("Stop", icon=":material/stop:", key="heads.stop", on_click=_stop, args=(run,),
               help="Stop after the layer being read; the layers read stay, and so does every "
               "byte fetched (a later run fetches only the rest).")  # fmt: skip
     fetched = sum(n.bytes_fetched for n in run.numbers)
@@ -439,7 +482,7 @@ def read_depth(found: depth.DepthPlan, run: DepthRun, params: dict) -> None:
             bar.progress(k / total, text=f"Layer {k}/{total} read (layer {done.index}){travel}")
     except Refused as error:
         run.stopped, run.error = True, str(error)
-    bar.empty()
+    shown.empty()
 
 
 def _stop(run: DepthRun) -> None:

@@ -243,7 +243,12 @@ def test_the_depth_downloads_rerun(downloads, tmp_path):
     at = example("planted-gpt2", **{"heads.depth": "Numbers"})
     assert not at.exception, at.exception
     frame = at.dataframe[0].value
-    assert len(frame) == 16  # 4 layers x 4 heads
+    assert len(frame) == 4 * (4 + 1)  # each layer's 4 heads, then its null row
+    nulls = frame[frame["label"] == "null: largest draw"]
+    assert nulls["layer"].tolist() == [0, 1, 2, 3]
+    head = frame[(frame["layer"] == 2) & (frame["head"] == 1)]
+    assert head["label"].tolist() == ["previous-token"]
+    assert (head["attention previous"].to_numpy() > nulls["attention previous"].iloc[2]).all()
     exported = json.loads(downloads["heads_depth.json"]())
     assert exported["provenance"]["weights"] == "example:planted-gpt2/model.safetensors"
     assert exported["depth"]["labels"]["previous-token"]["heads"] == [[2, 1]]
@@ -307,9 +312,14 @@ def test_numbers_tab_shows_each_number_beside_its_null(fake_hub, downloads):
     assert not at.exception, at.exception
     fig = charts(at)[-1]
     assert any(s.get("type") == "rect" for s in fig["layout"].get("shapes", []))  # the null band
-    frame = at.dataframe[0].value
-    assert {"attention previous", "attention previous null max"} <= set(frame.columns)
+    frame = at.dataframe[-1].value
+    # On screen the null is a row under the heads (the table fits the page); the files keep
+    # it as a column beside each number.
+    assert "attention previous null max" not in frame.columns
+    assert frame["label"].tolist()[-1] == "null: largest draw"
+    assert len(frame) == 4 + 1
     exported = json.loads(downloads["heads.json"]())
+    assert "attention_previous_null_max" in exported["columns"]
     assert exported["analysis"] == "learned_heads"  # export.header: the step that made it
     assert exported["provenance"]["config"].startswith("hf:test/bert-numbers@")
     assert exported["provenance"]["layer"] == 0
