@@ -113,8 +113,9 @@ def test_the_depth_view_offline_the_planted_head_and_the_link(page: Page, heads_
 
 
 def test_a_stopped_run_keeps_its_layers_and_reads_on(page: Page, heads_server: str):
-    # A seed no other test uses: every layer is computed, not found in the cache.
-    page.goto(f"{heads_server}/heads?heads.seed=4242")
+    # A seed no other test uses (every layer is computed, not found in the cache), and many
+    # null draws: each layer takes seconds, the Stop button is there to click.
+    page.goto(f"{heads_server}/heads?heads.seed=4242&heads.draws=100")
     main = page.get_by_test_id("stMain")
     stop = main.get_by_role("button", name="Stop")
     stop.wait_for(timeout=120_000)
