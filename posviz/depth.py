@@ -34,6 +34,20 @@ The three stages, for the CLI, the report and the Heads page alike::
   (:class:`LayerNumbers`), not its kernels: the layers x heads maps and the depth summary.
   To open one layer's full detail, read it again: ``attention.read_planned(plan.opened,
   plan.plan_of(layer))`` (its rows come from the cache).
+
+For the Heads page: a model is opened by :func:`posviz.schemes.attention.open_source` (a path:
+a .safetensors file, a shard index, their folder, a .gguf; ``hf:REPO[@REV][:QUANT|FILE]``), an
+upload by :func:`posviz.schemes.weights.open_gguf` (its bytes and name) or
+:func:`posviz.schemes.weights.open_checkpoint`, a shared folder's file by the latter two with its
+name there as label (and ``within=`` the folder for a shard index). Before reading: ask when
+``plan.to_fetch`` is above 1 GiB, and say when ``not plan.cache_holds`` (the Hub cache is
+smaller than the rows: a second run fetches again). While reading: ``layer.position + 1`` of
+``len(plan.plans)`` and the running sum of ``layer.bytes_fetched`` out of ``plan.to_fetch``; a
+stop button leaves the loop (or calls the generator's ``close()``): the layers done make a
+``DepthHeads(plan, done)`` (``complete`` False). Drawing: ``found.definitions`` lists the
+per-head numbers in words (the picker), :func:`posviz.figures.heads.depth_map` draws one,
+``found.to_frame()`` and ``layers_record(found, records)`` are the downloads (the JSON
+`posviz heads --layers` prints, which `posviz rerun` checks).
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ import numpy as np
 from posviz import pipeline
 from posviz._params import Refused, check_budget
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
+from posviz.hub.cache import cache_limit
 from posviz.schemes import attention, weights
 from posviz.schemes.attention import AttentionLayer, LayerPlan, NoHeadsView, Read
 from posviz.schemes.record import HEADS_POSITIONS, finite, heads_record
@@ -196,6 +211,12 @@ class DepthPlan:
     @property
     def remote(self) -> bool:
         return self.opened.remote
+
+    @property
+    def cache_holds(self) -> bool:
+        """Whether the Hub cache (POSVIZ_HUB_CACHE_SIZE) holds every planned row: else a
+        second run, or one resumed, fetches the rows the cache let go (a local file: True)."""
+        return not self.remote or self.nbytes <= cache_limit()
 
     @property
     def read(self) -> tuple[int, ...]:
@@ -375,7 +396,7 @@ class LayerNumbers:
             kind=plan.kind,
             family=plan.family,
             step=pipeline.HEADS_STEPS[plan.kind].__name__,
-            params=dict(result.params),
+            params=result.params,  # the step that made it: `posviz._params.step_of`
             kv_head=result.kv_head,
             numbers=dict(result.numbers),
             null=dict(result.null),

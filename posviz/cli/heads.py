@@ -19,6 +19,7 @@ from typing import Any
 from posviz import depth, pipeline
 from posviz._params import Refused, bounds_of
 from posviz.heads import LABELS
+from posviz.hub.cache import cache_limit
 from posviz.schemes import attention
 from posviz.schemes.attention import LayerPlan
 from posviz.schemes.record import HEADS_POSITIONS, heads_record
@@ -126,6 +127,13 @@ def _many(args: argparse.Namespace, opened: attention.Opened) -> int:
     asked = plan.read
     what = f"layers {_span(asked)} of {plan.model}"
     _told(what, plan.plans, plan.nbytes, plan.to_fetch, plan.remote)
+    if not plan.cache_holds:
+        print(
+            f"heads: the Hub cache holds {cache_limit():,} bytes (POSVIZ_HUB_CACHE_SIZE), fewer "
+            "than these layers' rows: a second run fetches again what it let go",
+            file=sys.stderr,
+            flush=True,
+        )
     for layer, why in plan.skipped.items():
         print(f"heads: layer {layer} skipped: {why}", file=sys.stderr, flush=True)
     records: list[dict[str, Any]] = []

@@ -748,7 +748,7 @@ def _plan_family(
             )
         if layer > 0:
             notes.append(
-                f"Layer {layer} is read with the position rows alone as its input: this is "
+                "A layer above 0 is read with the position rows alone as its input: this is "
                 "position alone, not the residual stream the layer sees."
             )
     else:

@@ -10,6 +10,7 @@ import pytest
 
 from posviz import depth
 from posviz.cli import main
+from posviz.export.rerun import read_export
 from tests import ROOT
 from tests.cli.test_heads import header_bytes, serve
 
@@ -132,3 +133,34 @@ def test_rerun_recomputes_every_layer_and_the_depth_summary(capsys, tmp_path):
     out.write_text(json.dumps(record))
     assert main(["rerun", str(out)]) == 1
     assert "depth numbers.attention_previous.max[1]" in capsys.readouterr().out
+
+
+def test_a_report_has_every_layers_heads_and_rerun_checks_each(capsys, fake_hub, tmp_path):
+    folder = DATA / "depth" / "gpt2"
+    files = {"config.json": (folder / "config.json").read_bytes(),
+             "model.safetensors": folder / "model.safetensors"}  # fmt: skip
+    fake_hub.add("test/gpt2-planted", files)
+    out = tmp_path / "report.html"
+    assert main(["report", "hf:test/gpt2-planted", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "<h3>Heads by layer</h3>" in page
+    assert "h1 previous-token" in page
+    assert "Layers 0, 1, 2, 3 of hf:test/gpt2-planted" in page
+    assert "<h3>Heads, layer 2</h3>" not in page  # in the data block, not on the page
+    data = read_export(out)
+    layers = [a for a in data["analyses"] if a["caption"].startswith("Heads, layer")]
+    assert [a["provenance"]["layer"] for a in layers] == [0, 1, 2, 3]
+    assert layers[2]["columns"]["label"][1] == "previous-token"
+    capsys.readouterr()
+    assert main(["rerun", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "learned_heads label[1]: exported 'previous-token'" in printed
+
+
+def test_layers_beyond_the_hub_cache_are_said_before_they_travel(capsys, fake_hub, monkeypatch):
+    serve(fake_hub, "llama", repo="test/llama-small-cache")
+    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", "1kB")
+    assert main(["heads", "hf:test/llama-small-cache", "--layers", "all"]) == 0
+    err = capsys.readouterr().err
+    assert "the Hub cache holds 1,000 bytes (POSVIZ_HUB_CACHE_SIZE)" in err
+    assert err.index("Hub cache holds") < err.index("layer 1/2")
