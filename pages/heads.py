@@ -265,6 +265,12 @@ def _page() -> None:
         f"{len(found.plans)} of {found.n_layers or '?'} layers, their query and key rows "
         f"{models.size(found.nbytes)} ({travel}){quantized}{skipped}."
     )
+    if not found.cache_holds:
+        st.warning(
+            f"This server's Hub cache holds less than these layers' {models.size(found.nbytes)}: "
+            "a second run, or one read on after a stop, fetches again what it let go.",
+            icon=":material/cached:",
+        )
     params = _settings(found)
 
     st.subheader("Across depth")
