@@ -326,9 +326,16 @@ def set_hub_model(repo: str, revision: str) -> None:
 
 
 def hub_model() -> tuple[str, str] | None:
-    """The Hub model named on the Heads page, if any."""
+    """The Hub model named on the Heads page's form, if any; else the one shown, when it is
+    one (a link opened it): (repo, or ``repo:FILE`` for a GGUF file of it; revision)."""
     named = st.session_state.get(HUB_MODEL)
-    return named if named and named[0] else None
+    if named and named[0]:
+        return named
+    current = st.session_state.get(_SHOWN)
+    if current is None or not current.text.startswith("hf:"):
+        return None
+    ref = hub.parse_ref(current.text)
+    return (ref.repo + (f":{ref.file}" if ref.file else ""), ref.revision)
 
 
 def _source(model: weights.Readable) -> str:
