@@ -207,7 +207,7 @@ def _depth(shown: models.Shown, found: depth.DepthPlan, params: dict) -> depth.D
             )
             frame = result.to_frame()
             widgets.show_numbers(
-                frame, name="heads_depth", settings=settings, pinned="head",
+                frame, name="heads_depth", settings=settings, pinned="layer",
                 shown=models.beside_null(frame, by="layer"), blank=models.NULL_NOTE,
             )  # fmt: skip
     return result

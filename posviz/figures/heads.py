@@ -291,8 +291,8 @@ def depth_map(result: DepthHeads, name: str, *, model: str = "") -> go.Figure:
     null = result.null_max(name)
     fig = base_figure(f"{escape(model)} — {name} by layer and head", "head", "layer")
     fig.add_annotation(
-        text=escape(words), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
-        showarrow=False, font={"size": 12, "color": "#555"},
+        text=escape(words.replace("`", "")), xref="paper", yref="paper", x=0, y=1.0,
+        yanchor="bottom", showarrow=False, font={"size": 12, "color": "#555"},
     )  # fmt: skip
     logged = name in LOG_NUMBERS and bool((values > 0).any())
     shown = np.log10(np.where(values > 0, values, np.nan)) if logged else values

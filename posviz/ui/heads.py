@@ -390,12 +390,14 @@ def beside_null(frame: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
     """A numbers table as the screen shows it: each number's null max (its layer's largest
     draw, the same for every head) as one row under the layer's heads (grouped `by` its
     layer), not as a second column beside every number, which made the table wider than the
-    page. The downloads keep the columns."""
+    page; the key head only where heads share one. The downloads keep every column."""
     import pandas as pd
 
     nulls = [c for c in frame.columns if c.endswith("_null_max")]
     if not nulls:
         return frame
+    if "kv_head" in frame and (frame["kv_head"] == frame["head"]).all():
+        frame = frame.drop(columns="kv_head")  # each head its own key head: said by "head"
     parts = []
     for key, part in frame.groupby(by, sort=False) if by else [(None, frame)]:
         row = {c.removesuffix("_null_max"): part[c].iloc[0] for c in nulls}
