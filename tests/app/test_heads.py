@@ -383,3 +383,16 @@ def test_the_shared_folder_offers_a_sharded_checkpoint_as_its_index(
     assert not again.exception
     assert again.segmented_control(key="heads.source").value == "Shared folder"
     assert any("read from the checkpoint" in c.value for c in again.caption)
+
+
+def test_a_named_quantization_of_a_hub_repo_is_read_alone(fake_hub):
+    from tests.test_depth_gguf import serve_gguf_repo
+
+    serve_gguf_repo(fake_hub, "test/llama-GGUF-page")
+    at = opened("llama-GGUF-page:Q8_0")
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("quantization Q8_0" in c for c in said(at.caption))
+    assert labelled(depth_map(at)) == {"high-frequency": [("layer 2", "h0"), ("layer 2", "h1")]}
+    assert fake_hub.requests_for("model-F32.gguf") == []  # that file alone
+    assert at.query_params["heads.model"].endswith(":model-Q8_0.gguf")
