@@ -136,6 +136,10 @@ class Scheme:
     layers : tuple of LayerScheme
         How each layer encodes position (rotary models whose config.json states the number of
         layers; `posviz.schemes.layers`).
+    config : dict
+        A rotary model's language-model settings as read (empty for other kinds), for what
+        needs them whole: the context planner writes its rules into them
+        (`posviz.schemes.plan`). Not compared, not hashed; not to be changed.
     """
 
     kind: str
@@ -148,6 +152,7 @@ class Scheme:
     width: int | None = None
     warnings: tuple[str, ...] = field(default=())
     layers: tuple[LayerScheme, ...] = ()
+    config: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def parse_config(data: bytes, *, what: str = "config.json") -> dict:
@@ -262,7 +267,7 @@ def position_scheme(config: dict) -> Scheme:
         warnings = [w for spec in specs for w in contradictions(spec)]
         return Scheme(
             kind, reason, rotary=specs, context=context, warnings=tuple(dict.fromkeys(warnings)),
-            layers=layers,
+            layers=layers, config=config,
         )  # fmt: skip
     if kind == "relative_bias":
         spec = RelativeBiasSpec(
