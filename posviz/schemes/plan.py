@@ -26,7 +26,7 @@ import numpy as np
 
 from posviz._params import Bound, Refused, bounded, records_params
 from posviz.embedding import LoadError
-from posviz.schemes.config import NAMES, Scheme, position_scheme
+from posviz.schemes.config import NAMES, Scheme, language_model, position_scheme
 from posviz.schemes.layers import rope_parameters
 from posviz.schemes.rope import ROPE_RULES, RotarySpec, unscaled_inv_freq
 from posviz.schemes.rotary import RotaryFrequencies, rotary_frequencies
@@ -371,11 +371,12 @@ def context_plan(scheme: Scheme, *, target: int) -> ContextPlan:
             "width, so posviz does not plan this model."
         )
         raise Refused(msg)
-    own = rope_parameters(scheme.config)
+    settings = language_model(scheme.config)
+    own = rope_parameters(settings)
     main = spec.layer_type if spec.layer_type in own else "all"
     own_rule = own[main] or {}
-    original, key = _original_context(scheme, own_rule)
-    notes = list(_model_notes(scheme, spec, own_rule, original))
+    original, key = _original_context(settings, scheme.context, own_rule)
+    notes = _model_notes(scheme, spec, original)
     base, dim = spec.base, spec.rotary_dim
     critical = critical_base(base, original, target) if target > original > 2 * math.pi else None
     if target <= original:
@@ -385,7 +386,7 @@ def context_plan(scheme: Scheme, *, target: int) -> ContextPlan:
             f"{original:,}): no rule is needed, and a factor below 1 would compress the angles."
         )
     else:
-        model_type = str(scheme.config.get("model_type") or "")
+        model_type = str(settings.get("model_type") or "")
         names = [name for name in RULES if _applies(name, spec, original, model_type, notes)]
     unscaled = unscaled_inv_freq(spec)
     rules = []
@@ -408,25 +409,25 @@ def context_plan(scheme: Scheme, *, target: int) -> ContextPlan:
     )
 
 
-def _original_context(scheme: Scheme, own_rule: dict[str, Any]) -> tuple[int, str]:
+def _original_context(
+    settings: dict[str, Any], context: int | None, own_rule: dict[str, Any]
+) -> tuple[int, str]:
     """L and the key that gave it: original_max_position_embeddings (the rule's, else
-    config.json's top level), else max_position_embeddings."""
+    config.json's top level), else max_position_embeddings (`context`)."""
     for value in (own_rule.get("original_max_position_embeddings"),
-                  scheme.config.get("original_max_position_embeddings")):  # fmt: skip
+                  settings.get("original_max_position_embeddings")):  # fmt: skip
         if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
             return int(value), "original_max_position_embeddings"
-    if scheme.context is None:
+    if context is None:
         msg = (
             "config.json names no max_position_embeddings (nor original_max_position_embeddings): "
             "a plan needs the context the positions were trained at."
         )
         raise Refused(msg)
-    return scheme.context, "max_position_embeddings"
+    return context, "max_position_embeddings"
 
 
-def _model_notes(
-    scheme: Scheme, spec: RotarySpec, own_rule: dict[str, Any], original: int
-) -> list[str]:
+def _model_notes(scheme: Scheme, spec: RotarySpec, original: int) -> list[str]:
     """What the model's config.json says that the plan's rows do not show."""
     notes = []
     if spec.rope_type != "default":
@@ -440,15 +441,22 @@ def _model_notes(
                 f"config.json names no original_max_position_embeddings: L is "
                 f"max_position_embeddings ({original:,}), the context the scaled model runs at."
             )
+    if spec.rope_type in ("llama3", "longrope"):
+        tensor = "rope_freqs" if spec.rope_type == "llama3" else "rope_factors_long/short"
+        notes.append(
+            f"A GGUF converted from this config.json carries {spec.rope_type}'s factors in its "
+            f"{tensor} tensor, which llama.cpp applies under every flag: the llama.cpp flags of "
+            "the other rows hold for a GGUF converted from a config.json with that row's fields."
+        )
     if len(scheme.rotary) > 1:
         others = ", ".join(s.layer_type for s in scheme.rotary[1:])
         notes.append(
             f"The plan is of the {spec.layer_type} layers' rule; the {others} layers keep theirs "
             "(rope_parameters keeps their entries as they are)."
         )
-    if "text_config" in scheme.config:
+    if isinstance(scheme.config.get("text_config"), dict):
         notes.append("The config.json fields go inside text_config.")
-    if "rotary_emb_base" in scheme.config:
+    if "rotary_emb_base" in language_model(scheme.config):
         notes.append(
             "transformers 4 layout: this config names its base rotary_emb_base (GPT-NeoX), which "
             "its config class reads instead of rope_theta: set it to the row's rope_theta."
@@ -559,8 +567,7 @@ def _frequencies(
     config: dict[str, Any], v5: dict[str, Any], context: int, target: int, main: str
 ) -> RotaryFrequencies:
     """The rule `v5` as posviz reads it back from the planned config.json, at `target`."""
-    planned = {k: v for k, v in config.items() if k not in ("rope_scaling", "rope_theta")}
-    planned |= {"rope_parameters": v5, "max_position_embeddings": context}
+    planned = _written(config, {"rope_parameters": v5, "max_position_embeddings": context})
     try:
         specs = position_scheme(planned).rotary
     except LoadError as error:  # a value of the model's own the rule cannot take
@@ -573,39 +580,39 @@ def _frequencies(
 def planned_config(
     config: dict[str, Any], rule: RulePlan, *, layout: Literal["v5", "v4"] = "v5"
 ) -> dict[str, Any]:
-    """`config` (a config.json, or a language model's settings) with `rule`'s fields written in:
-    transformers 5's ``rope_parameters`` or transformers 4's ``rope_theta`` and
-    ``rope_scaling``, and ``max_position_embeddings``; inside ``text_config`` where the model
-    keeps its language model's settings there.
+    """`config` (a config.json) with `rule`'s fields written in: transformers 5's
+    ``rope_parameters`` or transformers 4's ``rope_theta`` and ``rope_scaling``, and
+    ``max_position_embeddings``; inside ``text_config`` where the model keeps its language
+    model's settings there.
 
     The other layout's keys are removed (transformers reads ``rope_scaling`` before
     ``rope_parameters``); in the v4 layout a ``partial_rotary_factor`` that only
     ``rope_parameters`` held moves to the top level, and GPT-NeoX's ``rotary_emb_base`` (which
     its config reads instead of ``rope_theta``) is set too.
     """
+    fields: dict[str, Any] = {"max_position_embeddings": rule.max_position_embeddings}
+    if layout == "v5":
+        return _written(config, fields | {"rope_parameters": rule.rope_parameters})
+    settings = language_model(config)
+    if "partial_rotary_factor" not in settings and "rotary_pct" not in settings:
+        shares = [r.get("partial_rotary_factor") for r in rope_parameters(settings).values() if r]
+        if shares and shares[0] is not None:
+            fields["partial_rotary_factor"] = shares[0]
+    fields["rope_theta"] = rule.rope_theta
+    if "rotary_emb_base" in settings:  # GPT-NeoX's name, the one its config reads
+        fields["rotary_emb_base"] = rule.rope_theta
+    if rule.rope_scaling is not None:
+        fields["rope_scaling"] = rule.rope_scaling
+    return _written(config, fields)
+
+
+def _written(config: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """`config` with `fields` in place of its rope keys (in text_config where it has one)."""
     text = config.get("text_config")
     if isinstance(text, dict):
-        return {**config, "text_config": planned_config(text, rule, layout=layout)}
-    planned = {k: v for k, v in config.items() if k not in ("rope_scaling", "rope_parameters")}
-    planned["max_position_embeddings"] = rule.max_position_embeddings
-    if layout == "v5":
-        planned.pop("rope_theta", None)
-        planned["rope_parameters"] = rule.rope_parameters
-        return planned
-    share = rope_parameters(config)
-    share_value = next((r.get("partial_rotary_factor") for r in share.values() if r), None)
-    if (
-        share_value is not None
-        and "partial_rotary_factor" not in planned
-        and ("rotary_pct" not in planned)
-    ):
-        planned["partial_rotary_factor"] = share_value
-    planned["rope_theta"] = rule.rope_theta
-    if "rotary_emb_base" in planned:  # GPT-NeoX's name, the one its config reads
-        planned["rotary_emb_base"] = rule.rope_theta
-    if rule.rope_scaling is not None:
-        planned["rope_scaling"] = rule.rope_scaling
-    return planned
+        return {**config, "text_config": _written(text, fields)}
+    replaced = ("rope_scaling", "rope_parameters", "rope_theta")
+    return {k: v for k, v in config.items() if k not in replaced} | fields
 
 
 def _number(value: float) -> str:
