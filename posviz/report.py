@@ -82,7 +82,9 @@ def memo() -> pipeline.Run:
     results: dict[bytes, object] = {}
 
     def run(step: Callable[..., object], /, *tables: Embedding, **params: object) -> object:
-        key = pickle.dumps((step.__name__, [t.sha256 for t in tables], sorted(params.items())))
+        # A table or a layer by its sha256; a scheme's datum (a rotary rule, a scheme) whole.
+        data = [getattr(t, "sha256", None) or pickle.dumps(t) for t in tables]
+        key = pickle.dumps((step.__name__, data, sorted(params.items())))
         if key not in results:
             results[key] = step(*tables, run=run, **params)
         return results[key]
