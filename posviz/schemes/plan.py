@@ -38,6 +38,7 @@ __all__ = [
     "BANDS",
     "CRITICAL_BASE_SOURCE",
     "CRITICAL_DIMENSION_SOURCE",
+    "DEFAULT_FACTOR",
     "RULES",
     "TARGETS",
     "TOLERANCE",
@@ -46,6 +47,7 @@ __all__ = [
     "context_plan",
     "critical_base",
     "critical_dimension",
+    "default_target",
     "ntk_aware_base",
     "planned_config",
     "usage_shares",
@@ -84,6 +86,8 @@ BANDS = {
 TOLERANCE = 1e-6
 #: A target length: a whole number of positions up to 2**24 (16,777,216).
 TARGETS = Bound(1, 2**24)
+#: The target the page and the report plan at unless asked: this many times the trained context.
+DEFAULT_FACTOR = 4
 CRITICAL_DIMENSION_SOURCE = (
     "Liu et al. 2024, Scaling Laws of RoPE-based Extrapolation (arXiv:2310.05209), d_extra = "
     "2⌈(d/2)·log_b(L/2π)⌉, capped at d: the pairs k < d_extra/2 turn at least once within L "
@@ -331,6 +335,15 @@ class ContextPlan:
         )
 
 
+def default_target(scheme: Scheme) -> int:
+    """The target the page opens a plan of `scheme` at, and the report plans at:
+    `DEFAULT_FACTOR` times the context its positions were trained at (4096 when config.json
+    names none), at most 2**24."""
+    spec = scheme.rotary[0] if scheme.rotary else None
+    trained = (spec and (spec.original_context or spec.context)) or 4096
+    return int(min(DEFAULT_FACTOR * trained, 2**24))
+
+
 @records_params
 @bounded(target=TARGETS)
 def context_plan(scheme: Scheme, *, target: int) -> ContextPlan:
@@ -341,7 +354,7 @@ def context_plan(scheme: Scheme, *, target: int) -> ContextPlan:
     scheme : Scheme
         A rotary model's scheme, read from its config.json (its `Scheme.config`).
     target : int
-        N, the context wanted.
+        N, the context wanted (:func:`default_target` is the page's and the report's).
 
     Raises
     ------

@@ -23,6 +23,7 @@ from posviz.schemes.plan import (
     ContextPlan,
     RulePlan,
     context_plan,
+    default_target,
     usage_shares,
 )
 from posviz.ui import cache, widgets
@@ -30,14 +31,12 @@ from posviz.ui import heads as heads_ui
 from posviz.ui.schemes import Shown, follow
 from posviz.ui.text import literal
 
-__all__ = ["KEPT", "TARGETS", "default_target", "draw"]
+__all__ = ["KEPT", "TARGETS", "draw"]
 
 #: The last plan drawn, with the model it is of: shown again when a plan is refused.
 KEPT = "schemes.plan_kept"
 #: The target's bounds, as the planner declares them.
 TARGETS = bounds_of(context_plan)["target"]
-#: The target a model opens at: this many times the context its positions were trained at.
-DEFAULT_FACTOR = 4
 SCOPE = (
     "What each rule does to the positions, computed exactly from config.json; not which rule "
     "gives the lowest perplexity. That is measured: YaRN (Peng et al. 2023, arXiv:2309.00071) "
@@ -45,14 +44,6 @@ SCOPE = (
     "Llama-2 models extended beyond their 4,096 positions, each with its model, length and "
     "fine-tuning."
 )
-
-
-def default_target(scheme: Scheme) -> int:
-    """`DEFAULT_FACTOR` times the model's trained context (its original one where it names it),
-    within `TARGETS`."""
-    spec = scheme.rotary[0]
-    trained = spec.original_context or spec.context or 4096
-    return int(min(DEFAULT_FACTOR * trained, TARGETS.high or DEFAULT_FACTOR * trained))
 
 
 def draw(shown: Shown, scheme: Scheme) -> None:

@@ -197,3 +197,33 @@ def test_rerun_recomputes_every_number_of_the_json(tmp_path, capsys):
     plan["rules"][4]["pairs_blended"] = [0]
     export.write_text(json.dumps(plan))
     assert main(["rerun", str(export)]) == 1
+
+
+def test_a_report_of_a_rotary_models_table_plans_its_longer_context(fake_hub, tmp_path, capsys):
+    """A table read from a rotary model (here its token embeddings) comes with the model: the
+    report plans it at four times its trained context, and reruns it from its config.json."""
+    heads = Path(__file__).parents[1] / "data" / "heads" / "llama"
+    files = {"config.json": (heads / "config.json").read_bytes(),
+             "model.safetensors": heads / "model.safetensors"}  # fmt: skip
+    fake_hub.add("test/llama-report", files)
+    out = tmp_path / "report.html"
+    args = ["report", "hf:test/llama-report", "--tensor", "model.embed_tokens.weight"]
+    assert main([*args, "-o", str(out)]) == 0, capsys.readouterr().err
+    page = out.read_text()
+    assert "<h2>Longer context</h2>" in page
+    assert "planned to N = 256 (s = 4;" in page
+    capsys.readouterr()
+    assert main(["rerun", str(out)]) == 0
+    rerun = capsys.readouterr().out
+    assert "context_plan unchanged[4]: exported 1, recomputed 1  equal" in rerun  # yarn, 4 pairs
+    # One source: the report's table says what `posviz plan --json` says at its target.
+    from posviz.export.rerun import read_export
+
+    (entry,) = [a for a in read_export(out)["analyses"] if a["analysis"] == "context_plan"]
+    plan = plan_json(capsys, "hf:test/llama-report", "--target", "256")
+    assert entry["params"] == plan["params"]
+    assert entry["columns"]["rule"] == [r["rule"] for r in plan["rules"]]
+    assert entry["columns"]["rope_theta"] == [r["rope_theta"] for r in plan["rules"]]
+    assert entry["columns"]["attention_factor"] == [r["attention_factor"] for r in plan["rules"]]
+    for band in ("unchanged", "blended", "interpolated"):
+        assert entry["columns"][band] == [len(r[f"pairs_{band}"]) for r in plan["rules"]]
