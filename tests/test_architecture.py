@@ -28,6 +28,7 @@ LAYERS = {
     "posviz._disk": 0,  # folders kept between runs: the Hub's bytes, the probes' controls
     "posviz.embedding": 1,
     "posviz.rows": 1,  # what a row stands for: every export labels rows from a provenance
+    "posviz.examples": 1,  # models shipped for the Heads page to open offline
     "posviz.io": 2,
     "posviz.simulate": 2,
     "posviz.export": 2,  # headers and CSV/JSON of a result: numbers and provenance only

@@ -157,6 +157,7 @@ def test_heads_past_the_budget_on_the_heads_page(tmp_path, monkeypatch) -> None:
     # Before: minutes and 700 MB in the server, for a 21 MB checkpoint.
     hostile.wide_heads_checkpoint(tmp_path / "wide")
     at = heads_page(tmp_path, "wide/model.safetensors", monkeypatch)
+    at.number_input(key="heads.positions").set_value(2048).run()  # all the table holds
     assert not at.exception, at.exception
     assert literal("1,024 heads over 2,048 positions") in at.error[0].value
     assert not at.get("plotly_chart")
