@@ -119,7 +119,14 @@ def steep_directions(x: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_pair_logistic(
-    x: np.ndarray, i: np.ndarray, j: np.ndarray, labels: np.ndarray, *, C: float, tol: float = 1e-3
+    x: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    labels: np.ndarray,
+    *,
+    C: float,
+    tol: float = 1e-3,
+    steep: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """L2 logistic regressions on ``[e_i ; e_j]``, one per fold (row of `i`, `j`, `labels`).
 
@@ -141,7 +148,7 @@ def fit_pair_logistic(
     penalty = 1.0 / (C * m)
     # The loss's curvature along eigenvector v_k of x'x at w = 0: each fold's rows are drawn
     # uniformly, with logistic weight 1/4.
-    eigenvalues, v = steep_directions(x, STEEP_DIRECTIONS)
+    eigenvalues, v = steep if steep is not None else steep_directions(x, STEEP_DIRECTIONS)
     curvature = eigenvalues / (4 * n) + penalty
     shrink = np.sqrt(curvature[-1] / curvature) - 1
 
