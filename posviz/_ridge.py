@@ -10,7 +10,6 @@ their work.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 from scipy.optimize import OptimizeResult, minimize
 
 __all__ = [
@@ -62,7 +61,9 @@ def nested_ridge(
     # of Xc'Xc, dual with the eigenvectors of Xc Xc'.
     primal = d <= n
     gram = xc.T @ xc if primal else xc @ xc.T
-    lam, vectors = scipy.linalg.eigh(gram, driver="evd")
+    # numpy's eigh (LAPACK dsyevd, as scipy's driver="evd") lets go of the GIL while it works;
+    # scipy's holds it, and the probes' other parts, run beside this fit, wait for it.
+    lam, vectors = np.linalg.eigh(gram)
     basis = xc @ vectors if primal else vectors
     lam = np.clip(lam, 0.0, None)
     inverse = 1 / (lam + alphas[:, None])  # (alphas, k)
