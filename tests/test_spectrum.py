@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -182,6 +184,48 @@ def test_marchenko_pastur_median_against_sampled_eigenvalues():
         z = rng.standard_normal((m, d))
         sampled = np.median(np.linalg.eigvalsh(z @ z.T / d))
         assert posviz.spectrum.marchenko_pastur_median(m / d) == pytest.approx(sampled, abs=4e-3)
+
+
+@pytest.mark.parametrize("beta", [6e-8, 1e-4, 0.013, 0.5, 768 / 1023, 0.999999, 1.0])
+def test_the_marchenko_pastur_distribution_function_and_median_against_quadrature(beta):
+    from scipy.integrate import quad
+    from scipy.optimize import brentq
+
+    # The closed form against scipy's quadrature of the density, in the angle of
+    # x = 1 + beta - 2 sqrt(beta) cos(angle): a smooth integrand, split where beta near 1
+    # makes it steep.
+    s = np.sqrt(beta)
+
+    def density(angle: float) -> float:
+        # 1 + beta - 2 s cos(angle), written so that it does not cancel near angle 0, beta 1.
+        return 2 / np.pi * np.sin(angle) ** 2 / ((1 - s) ** 2 + 4 * s * np.sin(angle / 2) ** 2)
+
+    def integrated(angle: float) -> float:
+        edges = [0.0, *(e for e in (1e-6, 1e-4, 1e-2) if e < angle), angle]
+        return sum(
+            quad(density, a, b, limit=500, epsabs=1e-14, epsrel=1e-12)[0]
+            for a, b in itertools.pairwise(edges)
+        )
+
+    for angle in np.linspace(0, np.pi, 9)[1:-1]:
+        closed = posviz.spectrum._marchenko_pastur_cdf(angle, beta)
+        assert closed == pytest.approx(integrated(angle), abs=1e-11)
+    median = posviz.spectrum.marchenko_pastur_median(beta)
+    angle = np.arccos((1 + beta - median) / (2 * s))
+    assert integrated(angle) == pytest.approx(0.5, abs=1e-9)
+    # And against the former route, a quadrature in x and brentq, where that is accurate (near
+    # beta = 1 the density's steep start cost it 5e-7 of the distribution function).
+    if beta < 0.99:
+        low, high = (1 - s) ** 2, (1 + s) ** 2
+
+        def below(x: float) -> float:
+            def in_x(t: float) -> float:
+                return np.sqrt(max((high - t) * (t - low), 0.0)) / (2 * np.pi * beta * t)
+
+            return quad(in_x, low, x, limit=200, epsabs=1e-13, epsrel=1e-12)[0] - 0.5
+
+        former = brentq(below, low, high, xtol=1e-14, rtol=1e-14)
+        assert median == pytest.approx(former, rel=1e-10)
 
 
 def test_omega_against_the_paper():
