@@ -9,8 +9,12 @@ their work.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.optimize import OptimizeResult, minimize
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 __all__ = [
     "STEEP_DIRECTIONS",
@@ -144,6 +148,8 @@ def fit_pair_logistic(
     table's few dominant directions otherwise make the problem ill-conditioned. At 1024 x 768
     the row-shuffled control then takes 14 steps instead of 82, the table 19 instead of 33.
     """
+    from scipy.optimize import minimize  # here: slow to load, and a first open fits no probe
+
     n, d = x.shape
     folds, m = labels.shape
     penalty = 1.0 / (C * m)
