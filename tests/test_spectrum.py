@@ -47,8 +47,10 @@ def test_sinusoidal_oracles(sinusoid, center, ranks, ks):
     ids=["sinusoid-wide", "sinusoid-tall", "gaussian-wide", "graded-tall"],
 )
 @pytest.mark.parametrize("center", [True, False])
-@pytest.mark.parametrize("route", ["inverse-iteration", "fallback"])
+@pytest.mark.parametrize("route", ["inverse-iteration", "MRRR", "fallback"])
 def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(monkeypatch, table, center, route):
+    # Each route on every table, whether or not its tridiagonal form splits.
+    monkeypatch.setattr(posviz.spectrum, "_splits", lambda *args: route == "MRRR")
     if route == "fallback":
         # A basis that misses the small values' span: the Ritz check must send them to MRRR.
         def junk(diagonal, off_diagonal, shifts, scale):
@@ -63,6 +65,23 @@ def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(monkeypatch, table
     np.testing.assert_allclose(s.singular_values[kept], reference[kept], rtol=1e-6)
     assert s.floor < 1e-6 * reference[0]
     assert np.all(s.singular_values[~kept] < 2e-6 * reference[0])
+
+
+def test_mrrr_finds_the_small_values_vectors_where_the_tridiagonal_form_splits(monkeypatch):
+    # A sinusoidal table's reduction falls apart into hundreds of small blocks: MRRR's route.
+    routes = []
+    for name in ("_inverse_iteration", "_smallest_vectors"):
+        found = getattr(posviz.spectrum, name)
+        monkeypatch.setattr(
+            posviz.spectrum,
+            name,
+            lambda *a, name=name, found=found: routes.append(name) or found(*a),
+        )
+    spectrum(sinusoidal_table(1024, 768))
+    assert routes == ["_smallest_vectors"]
+    routes.clear()
+    spectrum(learned_like(1024, 768, seed=0).values)  # 29 small values in one block
+    assert routes == ["_inverse_iteration"]
 
 
 def _ill_conditioned_tables() -> dict[str, np.ndarray]:
@@ -83,13 +102,19 @@ def _ill_conditioned_tables() -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("name", list(_ill_conditioned_tables()))
 @pytest.mark.parametrize("center", [True, False])
-def test_values_above_the_floor_are_exact_to_1e9_without_falling_back(monkeypatch, name, center):
+@pytest.mark.parametrize("route", ["inverse-iteration", "MRRR"])
+def test_values_above_the_floor_are_exact_to_1e9_without_falling_back(
+    monkeypatch, name, center, route
+):
     # Within 1e-9 of numpy's float64 SVD down to 1e-6 of the largest (below it the reference
-    # itself is off by ~eps sigma_1 / sigma), and by the fast route: no MRRR fallback.
+    # itself is off by ~eps sigma_1 / sigma), by either route, and inverse iteration's without
+    # the MRRR fallback.
+    monkeypatch.setattr(posviz.spectrum, "_splits", lambda *args: route == "MRRR")
     fallbacks = []
-    monkeypatch.setattr(
-        scipy.linalg, "eigh_tridiagonal", lambda *a, **k: fallbacks.append(1) or (None, None)
-    )
+    if route == "inverse-iteration":
+        monkeypatch.setattr(
+            scipy.linalg, "eigh_tridiagonal", lambda *a, **k: fallbacks.append(1) or (None, None)
+        )
     x = np.asarray(_ill_conditioned_tables()[name], dtype=np.float64)
     reference = np.linalg.svd(x - x.mean(0) if center else x, compute_uv=False)
     s = spectrum(x, center=center)
