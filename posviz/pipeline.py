@@ -52,6 +52,7 @@ from posviz.schemes import alibi as _alibi
 from posviz.schemes import attention as _attention
 from posviz.schemes import diff as _diff
 from posviz.schemes import layers as _per_layer
+from posviz.schemes import plan as _plan
 from posviz.schemes import record as _record
 from posviz.schemes import relative as _relative
 from posviz.schemes import rotary as _rotary
@@ -73,6 +74,7 @@ __all__ = [
     "call",
     "change_points",
     "compare",
+    "context_plan",
     "fit_sinusoids",
     "grid_similarity",
     "layer_table",
@@ -498,6 +500,17 @@ def scheme_diff(
     return _sources.compare(a, b, **params)
 
 
+def _scheme(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> Scheme:
+    return scheme
+
+
+@_typed_as(_plan.context_plan)
+@_step(_plan.context_plan, "scheme", _scheme, record=lambda scheme, plan, export: plan.record())
+def context_plan(scheme: Scheme, *, run: Run = call, **params: Any) -> _plan.ContextPlan:
+    """:func:`posviz.schemes.plan.context_plan` of a rotary model's scheme (its main rule)."""
+    return _plan.context_plan(scheme, **params)
+
+
 def _read(scheme: Scheme, where: Mapping[str, Any], model: Any) -> tuple[Scheme, dict, Any]:
     return scheme, dict(where), model
 
@@ -526,12 +539,6 @@ def _attention_layer(
             "checkpoint with its config.json), not a config.json alone."
         )
         raise LoadError(msg)
-    if isinstance(model, _weights.LocalGGUF):
-        msg = (
-            "The export's heads are in the model's safetensors weights; a GGUF file's are "
-            "quantized. Name the model (hf:REPO or a checkpoint with its config.json)."
-        )
-        raise LoadError(msg)
     index = where.get("layer")
     if not isinstance(index, int):
         msg = f"The export's provenance names layer {quoted(index)}; expected a layer number."
@@ -542,7 +549,7 @@ def _attention_layer(
         raise LoadError(msg)
     expected = {str(t.get("name")): t.get("sha256") for t in recorded}
     opened = _attention.open_model(model)
-    plan = _attention.plan_layer(opened.config, opened.tensors, layer=index, label=opened.label)
+    plan = opened.plan(index)
     names = {r.name for r in plan.reads}
     if names != set(expected):
         msg = (
@@ -566,7 +573,7 @@ def _heads_record(
     layer: _attention.AttentionLayer, result: Any, export: Mapping[str, Any]
 ) -> dict[str, Any]:
     """`posviz heads --json`'s record of `result`, with as many positions as `export` printed."""
-    shown = export.get("positions", _record.HEADS_POSITIONS)
+    shown = export.get("positions_printed", export.get("positions", _record.HEADS_POSITIONS))
     return _record.heads_record(layer, result, positions=shown)
 
 

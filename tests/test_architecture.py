@@ -51,6 +51,7 @@ LAYERS = {
     "posviz.schemes.sources": 5,  # the sources `posviz diff` reads (config, GGUF, Hub, dumps)
     "posviz.collection": 5,
     "posviz.pipeline": 6,
+    "posviz.depth": 6,  # every layer of a model: the heads steps run one layer at a time
     "posviz.glossary": 6,  # the words of every analysis, for the app and the report
     "posviz.figures": 7,
     "posviz.export.rerun": 7,
