@@ -226,8 +226,9 @@ def app_rows(browser, root: Path, seed: int) -> dict[str, dict]:
         tab.timed(lambda: tab.page.goto(url), "Spectrum")
         tab.click("Data", charts=False)
         simulate(tab.page, seed)
-        # Data and Collection draw no chart until the user adds tables: nothing to time.
-        pages = [name for name in tab.names() if name not in ("Data", "Collection")]
+        # Data and Collection draw no chart until the user adds tables, Heads until a model is
+        # named: nothing to time.
+        pages = [name for name in tab.names() if name not in ("Data", "Collection", "Heads")]
         for visit in ("cold", "warm"):
             for name in pages:
                 rows[f"{name} {visit}"] = tab.click(name)
