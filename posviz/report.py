@@ -95,10 +95,11 @@ class Section:
 Progress = Callable[[str, int, int], None]
 
 
-def memo() -> pipeline.Run:
+def memo(results: dict[bytes, object] | None = None) -> pipeline.Run:
     """A runner that computes each (step, table, params) once: a report asks for the same
-    principal components three times and the per-position statistics four times."""
-    results: dict[bytes, object] = {}
+    principal components three times and the per-position statistics four times. It keeps
+    them in `results` (a new dict if not given)."""
+    results = {} if results is None else results
 
     def run(step: Callable[..., object], /, *tables: Embedding, **params: object) -> object:
         # A table or a layer by its sha256; a scheme's datum (a rotary rule, a scheme) whole.
@@ -109,6 +110,21 @@ def memo() -> pipeline.Run:
         return results[key]
 
     return run
+
+
+#: What this process's latest report computed, under its table's sha256: a second report of
+#: that table (another centring, seed or number of components) computes only what those
+#: change. One table's results at a time, so the process keeps no more than one report needs.
+_LATEST: dict[str, dict[bytes, object]] = {}
+
+
+def _reusing(table: Embedding) -> pipeline.Run:
+    """:func:`memo` over the latest report's results if it was of `table`, else over none
+    (those are dropped)."""
+    if table.sha256 not in _LATEST:
+        _LATEST.clear()
+        _LATEST[table.sha256] = {}
+    return memo(_LATEST[table.sha256])
 
 
 def report_sections(
@@ -137,13 +153,14 @@ def report_sections(
         Seed of the shuffled controls and the probes.
     run : callable, optional
         How a step is run: the app passes its cached runner, so what a page computed is not
-        computed again; by default each result is computed once for this report (:func:`memo`).
+        computed again; by default each result is computed once (:func:`memo`) and kept for
+        the process's next report of the same table.
     progress : callable, optional
         Called before each section (the app's progress bar, the CLI's status line).
     """
     centring = {} if center is None else {"center": center}
     seeded = {} if seed is None else {"seed": seed}
-    run = run or memo()
+    run = run or _reusing(table)
     sections: list[tuple[str, Callable[[], Section]]] = [
         ("Spectrum", lambda: spectrum_section(table, run=run, **centring)),
         ("Similarity", lambda: similarity_section(table, run=run, **centring)),
