@@ -5,7 +5,7 @@ Shares the flagged positions with the Similarity page through ``state.set_flags`
 
 import streamlit as st
 
-from posviz import boundary, export, figures, forms, io, probes
+from posviz import boundary, export, figures, forms, io, pipeline, probes
 from posviz._params import bounds_of, defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
 from posviz.ui import cache, state, widgets
@@ -87,8 +87,12 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         key="boundaries.edge",
         help="The summary compares the first k and last k positions with the middle.",
     )
-    flags = cache.outliers(
-        table, n_directions_removed=n_directions_removed, hampel_window=window, threshold=threshold
+    flags = cache.run(
+        pipeline.outliers,
+        table,
+        n_directions_removed=n_directions_removed,
+        hampel_window=window,
+        threshold=threshold,
     )
     statistic = st.selectbox(
         "Change points on",
@@ -116,7 +120,8 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         key="boundaries.min_size",
         help="Also the least distance from a step to either end of the table.",
     )
-changes = cache.change_points(
+changes = cache.run(
+    pipeline.change_points,
     table,
     n_directions_removed=n_directions_removed,
     hampel_window=window,
@@ -197,8 +202,14 @@ def show_probes(table: Embedding) -> None:
         persist_state="page",
         help=" ".join(f"{name}: {text}." for name, text in probes.PROTOCOLS.items()),
     )
-    report = cache.probe_with_controls(
-        table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
+    report = cache.run(
+        pipeline.probe_with_controls,
+        table,
+        seed=seed,
+        max_rows=max_rows,
+        n_pairs=n_pairs,
+        repeats=repeats,
+        protocol=protocol,
     )
     # The exports say how the probes were run, the Gaussian control's reuse included.
     probe_settings = {**export.header(report, table), "notes": report.procedure_steps()}
@@ -274,7 +285,9 @@ with positions:
                 f"; on {changes.null_z.size} shuffles of the curve: {changes.null_found} found one"
             )
         st.markdown(f"**Change points** on {export.column_label(statistic)}: {shown}")
-        stats = cache.position_statistics(table, n_directions_removed=n_directions_removed)
+        stats = cache.run(
+            pipeline.position_statistics, table, n_directions_removed=n_directions_removed
+        )
         widgets.show_figure(
             cache.figure(
                 figures.boundary.position_statistics,
@@ -326,8 +339,11 @@ with tables:
                 st.markdown(f"None: {changes.describe()}.")
         with right:
             st.subheader("Near the boundaries")
-            summary = cache.boundary_summary(
-                table, n_directions_removed=n_directions_removed, boundary_size=edge
+            summary = cache.run(
+                pipeline.boundary_summary,
+                table,
+                n_directions_removed=n_directions_removed,
+                boundary_size=edge,
             )
             st.caption(summary.procedure())
             widgets.show_numbers(

@@ -7,7 +7,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import _params, export, figures, hub, io, simulate
+from posviz import _params, export, figures, hub, io, pipeline, simulate
 from posviz._settings import data_dir
 from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, gather, members_table
 from posviz.embedding import LoadError
@@ -211,7 +211,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     for i, m in enumerate(loaded):
         text = f"Analysing {literal(m.label)} ({i + 1} of {len(loaded)})…"
         progress.progress(i / len(loaded), text=text)
-        cache.table_summary(m.table, center=center)
+        cache.run(pipeline.table_summary, m.table, center=center)
     progress.empty()
     result = cache.collection(
         tuple(m.label for m in members),
@@ -303,7 +303,7 @@ def one_table(result: Collection, *, center: bool) -> None:
     label = label or st.selectbox("Table", labels, key="collection.pick")
     table = result.loaded[labels.index(label)].table
     spectrum = result.summary(label).spectrum  # computed for the metrics table already
-    overview = cache.similarity_map(table, center=center)
+    overview = cache.run(pipeline.similarity_map, table, center=center)
     left, right = st.columns(2)
     with left:
         widgets.show_figure(

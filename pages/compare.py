@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, offsets, resample, similarity
+from posviz import compare, export, figures, offsets, pipeline, resample, similarity
 from posviz._params import bounds_of, defaults
 from posviz.ui import cache, loaders, state, widgets
 from posviz.ui.text import literal
@@ -66,7 +66,7 @@ if first.shape[0] != second.shape[0]:
         "position-by-position measures (the Similarity maps and CKA tabs).",
     )
     if match:
-        matched = cache.resample_length(second, n_positions=first.shape[0])
+        matched = cache.run(pipeline.resample_length, second, n_positions=first.shape[0])
 same_length = first.shape[0] == matched.shape[0]
 
 
@@ -89,7 +89,9 @@ def same_positions() -> None:
         help="Top principal components over positions whose spans are compared.",
     )
     try:
-        result = cache.compare(first, matched, n_components=n_components, center=center)
+        result = cache.run(
+            pipeline.compare, first, matched, n_components=n_components, center=center
+        )
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return
@@ -164,13 +166,18 @@ def same_positions() -> None:
 spectra_tab, offsets_tab, maps_tab, same_tab = widgets.page_tabs("compare")
 with spectra_tab:
     if spectra_tab.open:
-        spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
+        spectra = {
+            name: cache.run(pipeline.spectrum, table, center=center)
+            for name, table in names.items()
+        }
         settings = export.header(spectra[first_name], first, second)
         widgets.show_spectra(spectra, page="compare", settings=settings)
 with offsets_tab:
     if offsets_tab.open:
         profiles = {
-            name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
+            name: cache.run(
+                pipeline.offset_profile, table, metric=metric, center=center, max_offset=max_offset
+            )
             for name, table in names.items()
         }
         widgets.show_figure(
@@ -181,7 +188,9 @@ with offsets_tab:
 with maps_tab:
     if maps_tab.open:
         maps = {
-            name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
+            name: cache.run(
+                pipeline.similarity_map, table, metric=metric, center=center, max_side=HEATMAP_SIDE
+            )
             for name, table in {first_name: first, second_name: matched}.items()
         }
         widgets.show_figure(

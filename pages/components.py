@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import components, export, figures
+from posviz import components, export, figures, pipeline
 from posviz._params import bounds_of, defaults
 from posviz.ui import cache, state, widgets
 
@@ -21,7 +21,7 @@ n_components = st.number_input(
     bind="query-params",
     help="How many leading principal components to show and fit (at most 20).",
 )
-pc = cache.principal_components(table, n_components=n_components, center=center)
+pc = cache.run(pipeline.principal_components, table, n_components=n_components, center=center)
 settings = export.header(pc, table)
 if table.grid:
     st.caption(
@@ -155,7 +155,7 @@ with path:
 
 with fits_tab:
     if fits_tab.open:
-        fits = cache.fit_sinusoids(table, n_components=n_components, center=center)
+        fits = cache.run(pipeline.fit_sinusoids, table, n_components=n_components, center=center)
         fit_settings = export.header(fits, table)
         st.metric(
             "Median R² of the top-k fits",
@@ -224,7 +224,8 @@ with span:
             key="components.seed",
             bind="query-params",
         )
-        likeness = cache.sinusoid_likeness(
+        likeness = cache.run(
+            pipeline.sinusoid_likeness,
             table,
             n_components=n_components,
             center=center,

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, io, offsets, resample
+from posviz import compare, export, figures, io, offsets, pipeline, resample
 from posviz._params import defaults
 from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
 from posviz.ui import cache, state, widgets
@@ -48,7 +48,7 @@ if table.grid is not None:
         "match torch.nn.functional.interpolate(align_corners=False) to float rounding.",
     )
     options = {"new_grid": (new_height, new_width), "method": method, "antialias": antialias}
-    compute = cache.resample_grid
+    compute = pipeline.resample_grid
 else:
     default = defaults(resample.resample_length)
     left, middle, right = st.columns(3)
@@ -96,13 +96,13 @@ else:
         "positions": positions,
         "reserved": reserved,
     }
-    compute = cache.resample_length
+    compute = pipeline.resample_length
 
 
 def _page() -> None:
     """The resampled table, its comparison with the original and its download."""
     try:
-        result = compute(table, **options)
+        result = cache.run(compute, table, **options)
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return
@@ -137,8 +137,8 @@ def _page() -> None:
     with spectrum_tab:
         if spectrum_tab.open:
             spectra = {
-                "original": cache.spectrum(table, center=center),
-                "resampled": cache.spectrum(result, center=center),
+                "original": cache.run(pipeline.spectrum, table, center=center),
+                "resampled": cache.run(pipeline.spectrum, result, center=center),
             }
             widgets.show_spectra(
                 spectra,
@@ -149,11 +149,19 @@ def _page() -> None:
         if similarity_tab.open:
             if table.grid is not None:
                 mosaics = {
-                    "original": cache.grid_similarity(
-                        table, grid=table.grid, center=center, max_side=MOSAIC_SIDE
+                    "original": cache.run(
+                        pipeline.grid_similarity,
+                        table,
+                        grid=table.grid,
+                        center=center,
+                        max_side=MOSAIC_SIDE,
                     ),
-                    "resampled": cache.grid_similarity(
-                        result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
+                    "resampled": cache.run(
+                        pipeline.grid_similarity,
+                        result,
+                        grid=result.grid,
+                        center=center,
+                        max_side=MOSAIC_SIDE,
                     ),
                 }
                 widgets.show_figure(
@@ -168,7 +176,8 @@ def _page() -> None:
                     )
             else:
                 profiles = {
-                    name: cache.offset_profile(
+                    name: cache.run(
+                        pipeline.offset_profile,
                         t,
                         center=center,
                         max_offset=offsets.largest_offset(t.shape[0], compare.OVERLAY_MAX_OFFSET),

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from posviz import export, figures
+from posviz import export, figures, pipeline
 from posviz._params import Refused, bounds_of
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
@@ -68,9 +68,11 @@ def rotary(shown: Shown, scheme: Scheme) -> RotarySpec:
             "long factors beyond the original context.",
         )
     )
-    f = cache.rotary_frequencies(spec, context=context)
+    f = cache.run(pipeline.rotary_frequencies, spec, context=context)
     rule_numbers(f)
-    layers = cache.layer_table(scheme.layers, context=context) if scheme.layers else None
+    layers = (
+        cache.run(pipeline.layer_table, scheme.layers, context=context) if scheme.layers else None
+    )
     if layers is not None:
         st.caption(literal(layers.describe()))
     schemes.inv_freq_check(shown, f)
@@ -143,7 +145,7 @@ def rule_numbers(f: RotaryFrequencies) -> None:
 
 def decay(spec: RotarySpec, f: RotaryFrequencies, context: int, rule: dict) -> None:
     """Content-free similarity B(Δ) and RoFormer's bound, with their numbers."""
-    d = cache.rotary_decay(spec, context=context)
+    d = cache.run(pipeline.rotary_decay, spec, context=context)
     settings = export.header(d, rule)
     widgets.show_figure(figures.schemes.decay(d, f), name="decay", settings=settings)
     with widgets.expander_drawn_when_open("Numbers", key="schemes.decay_numbers") as opened:
@@ -194,8 +196,11 @@ def alibi_slopes(shown: Shown, scheme: Scheme) -> None:
         "Largest distance", DISTANCES.low, DISTANCES.high, key="schemes.distance"
     )
     try:
-        b = cache.alibi_bias(
-            spec.n_heads, alibi_bias_max=spec.alibi_bias_max, max_distance=int(distance)
+        b = cache.run(
+            pipeline.alibi_bias,
+            spec.n_heads,
+            alibi_bias_max=spec.alibi_bias_max,
+            max_distance=int(distance),
         )
     except Refused as error:  # heads x distances above the budget of one result
         st.error(literal(error), icon=":material/error:")
@@ -225,7 +230,7 @@ def t5_buckets(shown: Shown, scheme: Scheme) -> None:
     """T5's buckets against relative position, and each head's learned bias from the weights."""
     spec = scheme.relative_bias
     try:
-        layouts = cache.bucket_layouts(spec)
+        layouts = cache.run(pipeline.bucket_layouts, spec)
     except LoadError as error:  # buckets or a distance out of bounds
         st.error(literal(error), icon=":material/error:")
         return
@@ -251,8 +256,11 @@ def t5_buckets(shown: Shown, scheme: Scheme) -> None:
         return
     schemes.follow(shown.identity, {"schemes.tensor": next(iter(tensors))})
     name = st.selectbox("Tensor", list(tensors), key="schemes.tensor")
-    r = cache.relative_bias(
-        tensors[name], bidirectional=not is_decoder_bias(name), max_distance=spec.max_distance
+    r = cache.run(
+        pipeline.relative_bias,
+        tensors[name],
+        bidirectional=not is_decoder_bias(name),
+        max_distance=spec.max_distance,
     )
     settings = export.header(r, {**shown.provenance, "tensor": name})
     widgets.show_figure(figures.schemes.t5_bias(r, name=name), name="t5_bias", settings=settings)
@@ -337,7 +345,7 @@ def overlay(shown: Shown, spec: RotarySpec | None) -> None:
     models |= schemes.preset_rules(chosen)
     if not models:
         return
-    result = cache.rotary_overlay({name: s for name, (s, _) in models.items()})
+    result = cache.run(pipeline.rotary_overlay, {name: s for name, (s, _) in models.items()})
     settings = export.header(result, *(where for _, where in models.values()))
     ladders = figures.schemes.ladders_overlay(result.frequencies)
     widgets.show_figure(ladders, name="ladders_overlay", settings=settings)

@@ -5,7 +5,7 @@ Positions the Boundaries page flagged on this table are marked on the heatmap ed
 
 import streamlit as st
 
-from posviz import export, figures, io, offsets, similarity
+from posviz import export, figures, io, offsets, pipeline, similarity
 from posviz._params import bounds_of, defaults
 from posviz.similarity import METRICS
 from posviz.ui import cache, state, widgets
@@ -82,8 +82,13 @@ def zoom_window() -> None:
         "First column j", first, first + n - size, first, key="similarity.zoom_col"
     )
     row0, col0 = row0 - first, col0 - first
-    window = cache.similarity_map(
-        table, metric=metric, center=center, rows=(row0, row0 + size), cols=(col0, col0 + size)
+    window = cache.run(
+        pipeline.similarity_map,
+        table,
+        metric=metric,
+        center=center,
+        rows=(row0, row0 + size),
+        cols=(col0, col0 + size),
     )
     widgets.show_figure(
         cache.figure(
@@ -110,8 +115,14 @@ def position_section() -> None:
     if table.labels.bucketed:  # DeBERTa's: a bucket is asked for, its offsets shown
         st.caption(f"Bucket {label} is {table.labels.named(position)} (q − k).")
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
-    row = cache.similarity_map(
-        table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
+    row = cache.run(
+        pipeline.similarity_map,
+        table,
+        metric=metric,
+        center=center,
+        rows=(position, position + 1),
+        cols=(0, n),
+        max_side=n,
     )
     # At hundreds of positions a chart's width the neighbours' marks sit under the star:
     # their values are written out too.
@@ -151,7 +162,7 @@ if not table.grid and layout and layout.row_start:
 pairs, by_offset, one, grids = widgets.page_tabs("similarity")
 with pairs:
     if pairs.open:
-        overview = cache.similarity_map(table, metric=metric, center=center)
+        overview = cache.run(pipeline.similarity_map, table, metric=metric, center=center)
         picture = as_picture(overview.values.size, key="similarity.exact_cells")
         widgets.show_figure(
             cache.figure(
@@ -206,7 +217,9 @@ with by_offset:
             help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and "
             "costs n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
         )
-        profile = cache.offset_profile(table, metric=measure, center=center, max_offset=max_offset)
+        profile = cache.run(
+            pipeline.offset_profile, table, metric=measure, center=center, max_offset=max_offset
+        )
         if note := table.labels.note("offset_profile"):  # DeBERTa's buckets
             st.caption(note)
         scores = None
@@ -220,7 +233,8 @@ with by_offset:
                 persist_state="page",
                 help="Offsets k = 1..window over which the Spearman correlation is taken.",
             )
-            scores = cache.offset_scores(
+            scores = cache.run(
+                pipeline.offset_scores,
                 table,
                 metric=measure,
                 center=center,
@@ -300,7 +314,7 @@ with grids:
             )
         if height is not None:
             grid = (height, n // height)
-            patches = cache.grid_similarity(table, grid=grid, center=center)
+            patches = cache.run(pipeline.grid_similarity, table, grid=grid, center=center)
             grid_settings = export.header(patches, table)
             if patches.subsampled:
                 st.caption(

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     step = pipeline.HEADS_STEPS[plan.kind]
     cores = [pipeline.STEPS[step.__name__].core]
     if plan.kind == "rotary":  # its context is the rule's (rotary_frequencies')
-        cores.append(pipeline.STEPS["rotary_frequencies"].core)
+        cores.append(pipeline.STEPS[pipeline.rotary_frequencies.__name__].core)
     for core in cores:  # checked before anything is said or fetched
         for name, bound in bounds_of(core).items():
             if name in params:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import compare, export, figures, quantization
+from posviz import compare, export, figures, pipeline, quantization
 from posviz._params import defaults
 from posviz.embedding import Embedding
 from posviz.export.screen import on_screen
@@ -231,7 +231,7 @@ def quantization_note(table: Embedding, *, center: bool) -> None:
             icon=":material/compress:",
         )
         return
-    e = cache.quantization_error(table, original, center=center)
+    e = cache.run(pipeline.quantization_error, table, original, center=center)
     st.info(
         f"**Quantization {literal(table.dtype)}** against the second table "
         f"({literal(original.name)}, {literal(original.dtype)}): relative error "

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import boundary, probes, simulate
+from posviz import boundary, pipeline, probes, simulate
 from posviz._params import defaults
 from posviz.embedding import Embedding
+from posviz.ui import cache
 from tests import apptest
 from tests.app.test_pages import smallest
 
@@ -131,7 +132,7 @@ def test_the_probes_wait_until_their_tab_is_opened(monkeypatch, section):
         msg = "probes ran before they were asked for"
         raise AssertionError(msg)
 
-    monkeypatch.setattr(probes, "probe_with_controls", refuse)
+    monkeypatch.setitem(cache._CACHED, pipeline.probe_with_controls, refuse)
     at = run(simulate.learned_like(64, 16, seed=0), section=section)
     assert not at.exception, at.exception
     assert "Absolute MAE (positions)" not in [m.label for m in at.metric]

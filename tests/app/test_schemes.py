@@ -147,7 +147,7 @@ def test_the_schemes_steps_are_cached_as_every_other_step():
     from posviz.ui import cache
 
     drawn = {s.run for s in pipeline.STEPS.values() if s.takes in ("scheme", "schemes")}
-    assert drawn - set(cache._CACHED) == {pipeline.scheme_record}  # the CLI's record only
+    assert drawn <= set(cache._CACHED)
 
 
 def test_a_sinusoidal_model_opens_its_table():
