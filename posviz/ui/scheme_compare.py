@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from posviz import export, figures, hub
+from posviz import export, figures, hub, pipeline
 from posviz._params import Refused, bounds_of, defaults
 from posviz.embedding import LoadError
 from posviz.io import datadir
@@ -19,8 +19,8 @@ from posviz.schemes.diff import ANGLE_LIMIT, FIELDS, LAYOUTS, NUMBERS, SchemeDif
 from posviz.schemes.presets import rotary_presets
 from posviz.schemes.record import PRESET
 from posviz.schemes.rotary import rotary_frequencies
-from posviz.schemes.sources import DUMP_SUFFIXES, Side, compare, config_side, is_dump, read_side
-from posviz.ui import widgets
+from posviz.schemes.sources import DUMP_SUFFIXES, Side, config_side, is_dump, read_side
+from posviz.ui import cache, widgets
 from posviz.ui.text import literal
 
 __all__ = ["draw", "gguf_keys"]
@@ -40,13 +40,6 @@ def _side(
     text: str, data: bytes | None, layout: str, first_position: int, label: str | None
 ) -> Side:
     return read_side(text, data=data, layout=layout, first_position=first_position, label=label)
-
-
-@st.cache_data(max_entries=16, show_spinner="Comparing the two sources…")
-def _compare(
-    a: Side, b: Side, context: int | None, tolerance: float, positions: int | None
-) -> SchemeDiff:
-    return compare(a, b, context=context, tolerance=tolerance, positions=positions)
 
 
 def gguf_keys(provenance: dict[str, Any]) -> None:
@@ -109,7 +102,14 @@ def draw(config: dict, provenance: dict[str, Any], label: str, *, shared: str | 
         key="schemes.compare.positions",
     )
     try:
-        d = _compare(a, b, int(context), float(tolerance), int(positions) or None)
+        d = cache.run(
+            pipeline.scheme_diff,
+            a,
+            b,
+            context=int(context),
+            tolerance=float(tolerance),
+            positions=int(positions) or None,
+        )
     except Refused as error:  # a setting out of its bound, a LoadError of a source
         st.error(literal(error), icon=":material/error:")
         return
