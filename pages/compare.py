@@ -3,8 +3,8 @@
 import streamlit as st
 
 from posviz import compare, export, figures, offsets, pipeline, resample, similarity
-from posviz._params import bounds_of, defaults
-from posviz.ui import cache, loaders, state, widgets
+from posviz._params import defaults
+from posviz.ui import cache, inputs, loaders, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each similarity heatmap: three side by side get about 320 pixels each on a
@@ -38,16 +38,19 @@ metric = options[1].selectbox(
     offsets.SIMILARITIES,
     index=offsets.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
     key="compare.metric",
+    bind="query-params",
+    persist_state="session",
     help=compare.DEFINITIONS["metric"],
 )
 shortest = min(first.shape[0], second.shape[0])
-max_offset = options[2].number_input(
+max_offset = inputs.setting(
+    offsets.offset_profile,
+    "max_offset",
     "Largest offset",
-    bounds_of(offsets.offset_profile)["max_offset"].low,
-    shortest - 1,
-    offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
+    high=shortest - 1,
+    default=offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
     key="compare.max_offset",
-    help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
+    where=options[2],
 )
 # The legends name each table, not only its place (two panels both named "first" and
 # "second" left the reader to remember which was which).
@@ -60,6 +63,8 @@ if first.shape[0] != second.shape[0]:
         f"Resample the second table to {first.shape[0]} positions",
         value=True,
         key="compare.match",
+        bind="query-params",
+        persist_state="session",
         help=f"{RESAMPLE['method'].capitalize()} interpolation, "
         f"{resample.POSITION_RULES[RESAMPLE['positions']]} (the Resample page offers more methods "
         "and sends its result here). Needed for the difference map and the "
@@ -80,13 +85,8 @@ def same_positions() -> None:
         )
         return
     k_max = compare.largest_k(first.shape, matched.shape)
-    n_components = st.number_input(
-        "Components k",
-        bounds_of(compare.compare)["n_components"].low,
-        k_max,
-        min(defaults(compare.compare)["n_components"], k_max),
-        key="compare.n_components",
-        help="Top principal components over positions whose spans are compared.",
+    n_components = inputs.setting(
+        compare.compare, "n_components", "Components k", high=k_max, key="compare.n_components"
     )
     try:
         result = cache.run(

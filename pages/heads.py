@@ -6,22 +6,20 @@ from pathlib import Path
 import streamlit as st
 
 from posviz import export, figures, hub
-from posviz._params import bounds_of, defaults
+from posviz._params import bounds_of
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
 from posviz.schemes.attention import LAYERS, NoHeadsView
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.ui import heads as cache
-from posviz.ui import loaders, state, widgets
+from posviz.ui import inputs, loaders, state, widgets
 from posviz.ui import schemes as scheme_cache
 from posviz.ui.text import literal
 
 SUGGESTED = ("openai-community/gpt2", "google-bert/bert-base-uncased", "meta-llama/Llama-3.1-8B")
-DEFAULTS = defaults(learned_heads)
-#: Every kind's step shares these bounds (posviz.heads: DRAWS, POSITIONS, SEED).
+#: The positions a learned table's heads are read at, at most (posviz.heads.POSITIONS).
 BOUNDS = bounds_of(learned_heads)
-CONTEXT = bounds_of(rotary_frequencies)["context"]
 
 st.title("Attention heads")
 st.caption(
@@ -76,13 +74,8 @@ def _page() -> None:
         st.error(literal(error), icon=":material/error:")
         return
 
-    index = st.number_input(
-        "Layer",
-        LAYERS.low,
-        LAYERS.high,
-        0,
-        key="heads.layer",
-        help="Layer 0 by default; any layer on request.",
+    index = inputs.number(
+        "Layer", LAYERS, 0, key="heads.layer", help="Layer 0 by default; any layer on request."
     )
     try:
         plan = cache.plan(model, int(index))
@@ -113,34 +106,44 @@ def _page() -> None:
     params = {}
     with st.expander("Settings", icon=":material/tune:"):
         left, middle, right = st.columns(3)
-        draws = left.number_input(
-            "Null draws", BOUNDS["n_draws"].low, BOUNDS["n_draws"].high, DEFAULTS["n_draws"],
+        # Every kind's step shares these settings and bounds (posviz.heads: DRAWS, SEED, ...).
+        draws = inputs.setting(
+            learned_heads,
+            "n_draws",
+            "Null draws",
             key="heads.draws",
             help="Each draw permutes the layer's query rows, and its key rows, across heads. "
             "0: no null, no labels.",
-        )  # fmt: skip
-        seed = middle.number_input(
-            "Seed", BOUNDS["seed"].low, BOUNDS["seed"].high, DEFAULTS["seed"], key="heads.seed"
+            where=left,
         )
-        params |= {"n_draws": int(draws), "seed": int(seed)}
+        seed = inputs.setting(learned_heads, "seed", "Seed", key="heads.seed", where=middle)
+        params |= {"n_draws": draws, "seed": seed}
         if plan.kind == "rotary":
             spec = plan.rotary
             default_context = spec.context or spec.original_context or 4096
-            context = right.number_input(
+            context = inputs.setting(
+                rotary_frequencies,
+                "context",
                 "Sequence length the rule is applied at",
-                CONTEXT.low,
-                CONTEXT.high,
-                default_context,
+                default=default_context,
                 key="heads.context",
+                where=right,
             )
             if context != default_context:
-                params["context"] = int(context)
+                params["context"] = context
         elif plan.kind == "learned":
-            low, high = BOUNDS["n_positions"].low, BOUNDS["n_positions"].high
-            available = min(len(layer.positions), high)
-            n = right.number_input("Positions", low, available, available, key="heads.positions")
+            available = min(len(layer.positions), BOUNDS["n_positions"].high)
+            n = inputs.setting(
+                learned_heads,
+                "n_positions",
+                "Positions",
+                high=available,
+                default=available,
+                key="heads.positions",
+                where=right,
+            )
             if n != available:
-                params["n_positions"] = int(n)
+                params["n_positions"] = n
     result = cache.heads(layer, **params)
     settings = export.header(result, layer.provenance())
 

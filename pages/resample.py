@@ -5,7 +5,7 @@ import streamlit as st
 from posviz import compare, export, figures, io, offsets, pipeline, resample
 from posviz._params import defaults
 from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
-from posviz.ui import cache, state, widgets
+from posviz.ui import cache, inputs, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each patch mosaic: two side by side stay under ~2.5 MB of figure.
@@ -26,22 +26,22 @@ if table.grid is not None:
     )
     left, middle, right, last = st.columns(4)
     sides = resample.GRID_SIDES
-    new_height = left.number_input(
-        "New grid height", sides.low, sides.high, min(2 * height, sides.high), key="resample.h"
-    )
-    new_width = middle.number_input(
-        "New grid width", sides.low, sides.high, min(2 * width, sides.high), key="resample.w"
-    )
+    new_height = inputs.number("New grid height", sides, 2 * height, key="resample.h", where=left)
+    new_width = inputs.number("New grid width", sides, 2 * width, key="resample.w", where=middle)
     method = right.selectbox(
         "Method",
         resample.GRID_METHODS,
         index=resample.GRID_METHODS.index(default["method"]),
         key="resample.grid_method",
+        bind="query-params",
+        persist_state="session",
     )
     antialias = last.checkbox(
         "Antialias",
         value=default["antialias"],
         key="resample.antialias",
+        bind="query-params",
+        persist_state="session",
         help="PyTorch's antialias=True (timm's resample_abs_pos_embed default): Pillow-style "
         "kernels (bicubic a = -0.5) stretched by the scale factor when shrinking. Off: the "
         "plain kernels (bicubic: Keys a = -0.75, half-pixel centres, border clamped). Both "
@@ -52,32 +52,38 @@ if table.grid is not None:
 else:
     default = defaults(resample.resample_length)
     left, middle, right = st.columns(3)
-    n_new = left.number_input(
+    n_new = inputs.setting(
+        resample.resample_length,
+        "n_positions",
         "New length L'",
-        MIN_POSITIONS,
-        longest,
-        min(2 * n, longest),
+        low=MIN_POSITIONS,
+        high=longest,
+        default=2 * n,
         key="resample.n",
-        help="Rows of the result.",
+        where=left,
     )
     method = middle.selectbox(
         "Method",
         resample.LENGTH_METHODS,
         index=resample.LENGTH_METHODS.index(default["method"]),
         key="resample.method",
+        bind="query-params",
+        persist_state="session",
         help="linear: between neighbouring rows; cubic: scipy CubicSpline (not-a-knot) "
         "through all rows; tile: Longformer's copy of the table end to end.",
     )
     if method == "tile":
         positions = default["positions"]
-        reserved = right.number_input(
+        reserved = inputs.setting(
+            resample.resample_length,
+            "reserved",
             "Reserved rows",
-            0,
-            n - 2,
-            default["reserved"],
+            low=0,
+            high=n - 2,
             key="resample.reserved",
             help="Leading rows copied once and not repeated (RoBERTa's offset of 2 when "
             "those rows were not trimmed on loading).",
+            where=right,
         )
     else:
         reserved = default["reserved"]
@@ -87,6 +93,8 @@ else:
             index=list(resample.POSITION_RULES).index(default["positions"]),
             format_func=resample.POSITION_RULES.get,
             key="resample.positions",
+            bind="query-params",
+            persist_state="session",
             help="New row p is the old table read at x. 'scaled' is Position Interpolation: "
             "the old spacing shrinks by L/L'.",
         )

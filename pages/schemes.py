@@ -8,7 +8,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from posviz import export, figures, pipeline
-from posviz._params import Refused, bounds_of
+from posviz._params import Refused
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
 from posviz.rows import row_offsets
@@ -27,14 +27,9 @@ from posviz.schemes.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.ui import cache, scheme_compare, schemes, state, widgets
+from posviz.ui import cache, inputs, scheme_compare, schemes, state, widgets
 from posviz.ui.schemes import Shown
 from posviz.ui.text import literal
-
-#: The widgets' bounds, as the functions they feed declare them.
-CONTEXTS = bounds_of(rotary_frequencies)["context"]
-POSITIONS = bounds_of(rotary_table)["positions"]
-DISTANCES = bounds_of(alibi.alibi_bias)["max_distance"]
 
 
 def describe(shown: Shown, scheme: Scheme) -> None:
@@ -58,15 +53,14 @@ def rotary(shown: Shown, scheme: Scheme) -> RotarySpec:
         (shown.identity, spec.layer_type),
         {"schemes.context": default_context(spec), "schemes.rows": default_positions(spec)},
     )
-    context = int(
-        st.number_input(
-            "Sequence length the rule is applied at",
-            CONTEXTS.low,
-            CONTEXTS.high,
-            key="schemes.context",
-            help="Dynamic NTK raises its base beyond max_position_embeddings; LongRoPE uses its "
-            "long factors beyond the original context.",
-        )
+    context = inputs.setting(
+        rotary_frequencies,
+        "context",
+        "Sequence length the rule is applied at",
+        default=inputs.IN_STATE,
+        key="schemes.context",
+        help="Dynamic NTK raises its base beyond max_position_embeddings; LongRoPE uses its "
+        "long factors beyond the original context.",
     )
     f = cache.run(pipeline.rotary_frequencies, spec, context=context)
     rule_numbers(f)
@@ -175,8 +169,8 @@ def rotary_table_opener(shown: Shown, f: RotaryFrequencies) -> None:
         "factor), with θ as applied at the sequence length above. Opened as the current table, "
         "every page analyses it (Compare it with a learned table, add it to the Collection)."
     )
-    rows = int(
-        st.number_input("Positions (rows)", POSITIONS.low, POSITIONS.high, key="schemes.rows")
+    rows = inputs.setting(
+        rotary_table, "positions", "Positions (rows)", default=inputs.IN_STATE, key="schemes.rows"
     )
     if st.button("Open the rotary table", type="primary", icon=":material/table:"):
         table = rotary_table(f, positions=rows, source=shown.origin)
@@ -192,8 +186,12 @@ def alibi_slopes(shown: Shown, scheme: Scheme) -> None:
     """ALiBi's slope per head and its bias against distance."""
     spec = scheme.alibi
     schemes.follow(shown.identity, {"schemes.distance": schemes.alibi_distance(scheme)})
-    distance = st.number_input(
-        "Largest distance", DISTANCES.low, DISTANCES.high, key="schemes.distance"
+    distance = inputs.setting(
+        alibi.alibi_bias,
+        "max_distance",
+        "Largest distance",
+        default=inputs.IN_STATE,
+        key="schemes.distance",
     )
     try:
         b = cache.run(

@@ -598,8 +598,15 @@ def probe_with_controls(
     max_rows : int
         Probe a seeded random subsample of this many rows (kept in position order) when the
         table is longer, so long vocabularies stay responsive.
-    folds, repeats, protocol, n_pairs
-        See :func:`absolute_probe` and :func:`relative_probe`.
+    folds : int
+        Folds of the rows (``KFold(shuffle=True)``), for both probes.
+    repeats : int
+        The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); its
+        ± is the sd over all their folds. Each split costs one eigendecomposition per fold.
+    protocol : {"nested ridge", "linear"}
+        The absolute probe's fit: see :data:`PROTOCOLS`.
+    n_pairs : int
+        The relative probe's training pairs per fold (:func:`relative_probe`).
     n_control_draws : int
         Draws of each control the absolute probe runs on (summarised by their mean and
         central 95%); the relative probe runs on the first.
