@@ -193,11 +193,12 @@ def show_probes(table: Embedding) -> None:
     draws = report.n_control_draws
 
     def control_skill(name: str) -> str:
-        mean, low, high = report.control_summary(name)
-        return f"{name}: skill {mean:.3f} ({low:.3f} to {high:.3f})"
+        mean, low, high = map(probes.skill_text, report.control_summary(name))
+        return f"{name}: skill {mean} ({low} to {high})"
 
     columns[0].caption(
-        f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f} "
+        f"chance {absolute.chance_mae:.2f} · skill {probes.skill_text(absolute.skill)} "
+        f"± {absolute.skill_sd:.3f} "
         f"(± sd over folds) · "
         + " · ".join(control_skill(c) for c in controls)
         + f" (mean and central 95% over {draws} draws)"

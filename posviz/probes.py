@@ -47,6 +47,7 @@ __all__ = [
     "absolute_probe",
     "probe_with_controls",
     "relative_probe",
+    "skill_text",
 ]
 
 #: The probed tables, in display order: the table itself and its two no-information controls.
@@ -74,6 +75,20 @@ DEFINITIONS = {
     "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
     "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
+
+
+def skill_text(value: float) -> str:
+    """A skill score as the page, its chart and the report write it: three decimals, a hair
+    below zero written 0.000 (not -0.000).
+
+    Examples
+    --------
+    >>> skill_text(0.99325), skill_text(-0.00044), skill_text(-0.00062)
+    ('0.993', '0.000', '-0.001')
+    """
+    return f"{round(value, 3) + 0.0:.3f}"  # + 0.0: round(-0.0004, 3) is -0.0
+
+
 #: Gaussian controls kept for reuse: each holds its draws' predictions and positions, 2 x 20 x
 #: 2048 numbers by default (0.7 MB); at the bounds' extreme (100 draws of 65,536 rows) 105 MB,
 #: less than the probes' own fits of such a table take while they run.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -68,6 +69,11 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
     chance = [c.value for c in at.caption if c.value.startswith("chance ")]
     assert " · row-shuffled: skill " in chance[0]
     assert " · Gaussian: skill " in chance[0]
+    # Each control's skill is the legend's, written the same way (issue 44: -0.001 vs 0.000).
+    legend = " ".join(trace["name"] for trace in predictions["data"])
+    for control in ("row-shuffled", "Gaussian"):
+        said = re.search(rf"{control}: skill (\S+) ", chance[0]).group(1)
+        assert f"skill {said})" in legend, (said, legend)
     assert any(c.value.startswith("row-shuffled: ") for c in at.caption)  # R²
     assert any(c.value.startswith("chance 0.5 · row-shuffled: ") for c in at.caption)
     assert any("Seed 0; 5-fold cross-validation on all 256 rows" in c.value for c in at.caption)
