@@ -284,7 +284,7 @@ def outliers(
         Its :meth:`~PositionStatistics.flagging_curves` are scored.
     hampel_window : int
         Half-width w of the window: each position is compared with the median of the 2w + 1
-        positions around it, shifted inward at the ends (see :func:`hampel`).
+        positions around it, shifted inward at the ends (a Hampel filter: :func:`hampel`).
     threshold : float
         Flag where the robust z-score exceeds this in absolute value.
 

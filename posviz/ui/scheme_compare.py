@@ -120,10 +120,14 @@ def draw(config: dict, provenance: dict[str, Any], label: str, *, shared: str | 
 def _pick(shared: str | None) -> Side | None:
     """The second source, read; None until one is given (or when it is refused: said)."""
     kinds = KINDS if shared else KINDS[:-1]
-    kind = st.segmented_control("B", kinds, default=kinds[0], key="schemes.compare.kind")
+    kind = st.segmented_control(
+        "B", kinds, default=kinds[0], key="schemes.compare.kind", bind="query-params"
+    )
     text, data, dump, label = None, None, False, None
     if kind == "Known model":
-        text = PRESET + st.selectbox("Model", rotary_presets(), key="schemes.compare.preset")
+        text = PRESET + st.selectbox(
+            "Model", rotary_presets(), key="schemes.compare.preset", bind="query-params"
+        )
     elif kind == "Hub model":
         if not hub.enabled():
             st.info("Hub access is off on this server (POSVIZ_HUB=off).")
@@ -156,6 +160,7 @@ def _pick(shared: str | None) -> Side | None:
             "Layout of the dump's columns (a cos/sin table's)",
             list(LAYOUTS),
             key="schemes.compare.layout",
+            bind="query-params",
             help=" · ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
             horizontal=True,
         )
