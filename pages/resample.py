@@ -157,20 +157,14 @@ def _page() -> None:
         if similarity_tab.open:
             if table.grid is not None:
                 mosaics = {
-                    "original": cache.run(
+                    name: cache.run(
                         pipeline.grid_similarity,
-                        table,
-                        grid=table.grid,
+                        t,
+                        grid=t.grid,
                         center=center,
                         max_side=MOSAIC_SIDE,
-                    ),
-                    "resampled": cache.run(
-                        pipeline.grid_similarity,
-                        result,
-                        grid=result.grid,
-                        center=center,
-                        max_side=MOSAIC_SIDE,
-                    ),
+                    )
+                    for name, t in {"original": table, "resampled": result}.items()
                 }
                 widgets.show_figure(
                     cache.figure(figures.resample.mosaic_pair, mosaics),
