@@ -196,8 +196,13 @@ with span:
         st.markdown("**Is the component span a span of low-frequency sinusoids?**")
         left, middle, right = st.columns(3)
         ask = partial(inputs.setting, components.sinusoid_likeness)
-        m = ask(
-            "n_frequencies", "Sinusoid frequencies m", high=n // 2, key="components.m", where=left
+        m = ask(  # 1 .. n // 2, as sinusoid_likeness checks it (a table's bound, not declared)
+            "n_frequencies",
+            "Sinusoid frequencies m",
+            low=1,
+            high=n // 2,
+            key="components.m",
+            where=left,
         )
         shuffles = ask("n_shuffles", "Shuffles", key="components.shuffles", where=middle)
         seed = ask("seed", "Seed", key="components.seed", where=right)

@@ -615,7 +615,7 @@ class SubspaceLikeness:
 
 
 @records_params
-@bounded(n_frequencies=Bound(1, None), n_shuffles=Bound(1, 99_999), seed=SEED)
+@bounded(n_shuffles=Bound(1, 99_999), seed=SEED)
 def sinusoid_likeness(
     pc: PrincipalComponents,
     *,

@@ -52,6 +52,7 @@ from posviz.schemes import alibi as _alibi
 from posviz.schemes import attention as _attention
 from posviz.schemes import diff as _diff
 from posviz.schemes import layers as _per_layer
+from posviz.schemes import plan as _plan
 from posviz.schemes import record as _record
 from posviz.schemes import relative as _relative
 from posviz.schemes import rotary as _rotary
@@ -190,12 +191,14 @@ def _of_datum(
     spinner: str,
     takes: Takes,
     data: Callable[..., Any],
+    *,
+    record: Callable[..., dict[str, Any]] | None = None,
 ) -> Callable[Concatenate[D, P], R]:
     """The step running `core` on a scheme's datum (found by `data`) as it is."""
 
     forward: Callable[..., R] = core
 
-    @_step(core, spinner, takes, data)
+    @_step(core, spinner, takes, data, record=record)
     def step(datum: D, *, run: Run = call, **params: Any) -> R:
         return forward(datum, **params)
 
@@ -374,6 +377,19 @@ def scheme_diff(
     return _sources.compare(a, b, **params)
 
 
+def _scheme(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> Scheme:
+    return scheme
+
+
+context_plan = _of_datum(  # a rotary model's scheme (its main rule); its record, the plan's
+    _plan.context_plan,
+    "Planning every rule at the target length…",
+    "scheme",
+    _scheme,
+    record=lambda scheme, plan, export: plan.record(),
+)
+
+
 def _read(scheme: Scheme, where: Mapping[str, Any], model: Any) -> tuple[Scheme, dict, Any]:
     return scheme, dict(where), model
 
@@ -402,12 +418,6 @@ def _attention_layer(
             "checkpoint with its config.json), not a config.json alone."
         )
         raise LoadError(msg)
-    if isinstance(model, _weights.LocalGGUF):
-        msg = (
-            "The export's heads are in the model's safetensors weights; a GGUF file's are "
-            "quantized. Name the model (hf:REPO or a checkpoint with its config.json)."
-        )
-        raise LoadError(msg)
     index = where.get("layer")
     if not isinstance(index, int):
         msg = f"The export's provenance names layer {quoted(index)}; expected a layer number."
@@ -418,7 +428,7 @@ def _attention_layer(
         raise LoadError(msg)
     expected = {str(t.get("name")): t.get("sha256") for t in recorded}
     opened = _attention.open_model(model)
-    plan = _attention.plan_layer(opened.config, opened.tensors, layer=index, label=opened.label)
+    plan = opened.plan(index)
     names = {r.name for r in plan.reads}
     if names != set(expected):
         msg = (
@@ -442,7 +452,7 @@ def _heads_record(
     layer: _attention.AttentionLayer, result: Any, export: Mapping[str, Any]
 ) -> dict[str, Any]:
     """`posviz heads --json`'s record of `result`, with as many positions as `export` printed."""
-    shown = export.get("positions", _record.HEADS_POSITIONS)
+    shown = export.get("positions_printed", export.get("positions", _record.HEADS_POSITIONS))
     return _record.heads_record(layer, result, positions=shown)
 
 

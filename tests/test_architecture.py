@@ -29,6 +29,7 @@ LAYERS = {
     "posviz._disk": 0,  # folders kept between runs: the Hub's bytes, the probes' controls
     "posviz.embedding": 1,
     "posviz.rows": 1,  # what a row stands for: every export labels rows from a provenance
+    "posviz.examples": 1,  # models shipped for the Heads page to open offline
     "posviz.io": 2,
     "posviz.simulate": 2,
     "posviz.export": 2,  # headers and CSV/JSON of a result: numbers and provenance only
@@ -52,6 +53,7 @@ LAYERS = {
     "posviz.schemes.sources": 5,  # the sources `posviz diff` reads (config, GGUF, Hub, dumps)
     "posviz.collection": 5,
     "posviz.pipeline": 6,
+    "posviz.depth": 6,  # every layer of a model: the heads steps run one layer at a time
     "posviz.glossary": 6,  # the words of every analysis, for the app and the report
     "posviz.figures": 7,
     "posviz.export.rerun": 7,

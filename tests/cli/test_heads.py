@@ -178,7 +178,7 @@ def test_a_report_of_a_table_that_came_with_its_model_has_its_heads(capsys, fake
     assert main(["report", "hf:test/gpt2-report", "-o", str(out)]) == 0
     page = out.read_text()
     assert "<h2>Heads</h2>" in page
-    assert "(GPT-2, learned), from its weights alone" in page
+    assert "(GPT-2, learned), from their weights alone" in page
     capsys.readouterr()
     assert main(["rerun", str(out)]) == 0
     assert "heads attention_previous[0]: exported" in capsys.readouterr().out
