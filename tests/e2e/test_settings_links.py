@@ -44,8 +44,9 @@ class Case:
 
     @property
     def id(self) -> str:
-        tab = next((name for kind, name in self.show if kind == "tab"), "")
-        return f"{self.page}-{tab}" if tab else self.page
+        """The page and where its settings are: a tab, an expander, else its first setting."""
+        _, label, value = self.move[0]
+        return f"{self.page}-{self.show[0][1] if self.show else f'{label}={value}'}"
 
 
 CASES = [
@@ -139,6 +140,16 @@ CASES = [
         {"sim": "2-D grid (ViT)", "height": "8", "width": "8"},
     ),
     Case(
+        "heads",
+        [("expander", "Settings")],
+        [
+            ("number", "Null draws", 4),
+            ("number", "Seed", 2),
+            ("number", "Positions", 100),
+            ("number", "Layer", 1),
+        ],
+    ),
+    Case(
         "schemes",
         [],
         [
@@ -151,6 +162,11 @@ CASES = [
         "schemes",
         [],
         [("select", "Model", "bigscience/bloom"), ("number", "Largest distance", 300)],
+    ),
+    Case(
+        "schemes",
+        [("expander", "Longer context")],
+        [("number", "Target length N (positions)", 50000)],
     ),
     Case(
         "schemes",
@@ -174,13 +190,17 @@ def select_box(page: Page, label: str) -> Locator:
 
 
 def show(page: Page, case: Case) -> None:
+    """Open what holds the case's settings, unless it is open (a rerun may close an expander)."""
     for kind, name in case.show:
-        if kind == "tab":
-            page.get_by_role("tab", name=name).click()
-        elif kind == "popover":
+        tab = page.get_by_role("tab", name=name)
+        if kind == "tab" and tab.get_attribute("aria-selected") != "true":
+            tab.click()
+        elif kind == "popover" and not page.get_by_test_id("stPopoverBody").is_visible():
             page.get_by_role("button", name=name).click()
         elif kind == "expander":
-            page.get_by_test_id("stExpander").filter(has_text=name).locator("summary").click()
+            box = page.get_by_test_id("stExpander").filter(has_text=name)
+            if box.locator("details").get_attribute("open") is None:
+                box.locator("summary").click()
         wait_idle(page)
 
 
@@ -240,6 +260,7 @@ def test_every_setting_comes_back_from_a_copied_link(
     before = seen(page)
     for kind, label, value in case.move:
         move(page, kind, label, value)
+        show(page, case)
     moved = seen(page)
     assert moved != before, "no setting moved"
     for kind, label, value in case.move:  # each took the value asked for
