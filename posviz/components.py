@@ -631,8 +631,8 @@ def sinusoid_likeness(
     pc : PrincipalComponents
         Its trajectories (:attr:`PrincipalComponents.scores`) span the subspace compared.
     n_frequencies : int
-        m: the basis holds ``cos, sin(pi f p / n)`` for ``f = 1..m``; at most
-        ``n_positions // 2`` are used (the result states m).
+        m: the basis holds ``cos, sin(π f p / n)`` for ``f = 1..m`` (f / 2 cycles over the
+        table): 2m vectors; at most ``n_positions // 2`` are used (the result states m).
     n_shuffles : int
         Row shuffles for the chance level.
     seed : int

@@ -48,6 +48,7 @@ __all__ = [
     "absolute_probe",
     "probe_with_controls",
     "relative_probe",
+    "skill_text",
 ]
 
 #: The probed tables, in display order: the table itself and its two no-information controls.
@@ -75,6 +76,20 @@ DEFINITIONS = {
     "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
     "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
+
+
+def skill_text(value: float) -> str:
+    """A skill score as the page, its chart and the report write it: three decimals, a hair
+    below zero written 0.000 (not -0.000).
+
+    Examples
+    --------
+    >>> skill_text(0.99325), skill_text(-0.00044), skill_text(-0.00062)
+    ('0.993', '0.000', '-0.001')
+    """
+    return f"{round(value, 3) + 0.0:.3f}"  # + 0.0: round(-0.0004, 3) is -0.0
+
+
 #: Gaussian controls kept for reuse: each holds its draws' predictions and positions, 2 x 20 x
 #: 2048 numbers by default (0.7 MB); at the bounds' extreme (100 draws of 65,536 rows) 105 MB,
 #: less than the probes' own fits of such a table take while they run.
@@ -612,8 +627,15 @@ def probe_with_controls(
     max_rows : int
         Probe a seeded random subsample of this many rows (kept in position order) when the
         table is longer, so long vocabularies stay responsive.
-    folds, repeats, protocol, n_pairs
-        See :func:`absolute_probe` and :func:`relative_probe`.
+    folds : int
+        Folds of the rows (``KFold(shuffle=True)``), for both probes.
+    repeats : int
+        The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); its
+        ± is the sd over all their folds. Each split costs one eigendecomposition per fold.
+    protocol : {"nested ridge", "linear"}
+        The absolute probe's fit: see :data:`PROTOCOLS`.
+    n_pairs : int
+        The relative probe's training pairs per fold (:func:`relative_probe`).
     n_control_draws : int
         Draws of each control the absolute probe runs on (summarised by their mean and
         central 95%); the relative probe runs on the first.

@@ -613,11 +613,20 @@ def _page(
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
-body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }}
+body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto;
+  padding: 0 1em; color: #222; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.8em; }}
 th, td {{ padding: 0.2em 0.45em; border-bottom: 1px solid #ddd; text-align: left; }}
 th {{ vertical-align: bottom; }}
-.numbers {{ max-width: 100%; overflow-x: auto; }}
+/* A table wider than the page scrolls sideways, its first column (what each row is) kept in
+   view, with a shadow on the side that has more (covered where there is none). */
+.numbers {{ max-width: 100%; overflow-x: auto;
+  background: linear-gradient(to right, #fff 30%, #fff0) left / 3em 100% no-repeat local,
+    linear-gradient(to left, #fff 30%, #fff0) right / 3em 100% no-repeat local,
+    radial-gradient(farthest-side at 100% 50%, #0003, #0000) right / 1em 100% no-repeat scroll,
+    radial-gradient(farthest-side at 0 50%, #0003, #0000) left / 1em 100% no-repeat scroll; }}
+.numbers th:first-child, .numbers td:first-child {{ position: sticky; left: 0;
+  background: #fff; }}
 .note, .steps {{ color: #555; }} section {{ margin-top: 2.5em; }}
 dt {{ font-weight: 600; margin-top: 0.3em; }} dd {{ margin-left: 1.5em; color: #555; }}
 </style></head><body>
@@ -673,7 +682,9 @@ def _table_html(
     ]
     notes = []
     if repeated:
-        stated = "; ".join(f"{column_label(name)}: {frame[name].iloc[0]}" for name in repeated)
+        stated = "; ".join(
+            f"{column_label(name)}: {frame[name].iloc[0] or 'none'}" for name in repeated
+        )
         notes.append(f"In every row, {stated}.")
     shown = on_screen(frame.drop(columns=repeated))
     if shown.isna().to_numpy().any():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -270,7 +272,7 @@ def test_probe_figure_traces():
     report = probes.probe_with_controls(simulate.sinusoidal_table(200, 16), n_pairs=300)
     fig = figures.probes.probe_predictions(report)
     clouds = [t for t in fig.data if t.type == "scattergl"]
-    assert [t.name.split(" (")[0] for t in clouds] == list(probes.CONTROLS)
+    assert [re.split(r" \(|, ", t.name)[0] for t in clouds] == list(probes.CONTROLS)
     assert all(len(t.x) == 200 and t.y.dtype == np.float32 for t in clouds)
     assert fig.data[-2].name == "perfect"
     assert fig.data[-1].name.startswith("chance: the mean position")

@@ -97,7 +97,7 @@ def _params(args: argparse.Namespace, kind: str, where: str) -> dict[str, Any]:
     step = pipeline.HEADS_STEPS[kind]
     cores = [pipeline.STEPS[step.__name__].core]
     if kind == "rotary":  # its context is the rule's (rotary_frequencies')
-        cores.append(pipeline.STEPS["rotary_frequencies"].core)
+        cores.append(pipeline.STEPS[pipeline.rotary_frequencies.__name__].core)
     for core in cores:
         for name, bound in bounds_of(core).items():
             if name in params:

@@ -1,10 +1,10 @@
 """A position scheme's numbers as one JSON-ready record: what `posviz summary` prints for a
 model whose positions are not a learned table (and `scheme` for every model).
 
-A record is an export (`posviz rerun` recomputes it): ``"analysis": "scheme_record"``, the
-settings of :func:`scheme_record` under ``"params"``, and under ``"provenance"`` the config.json
-it was made from (:func:`config_provenance`: a path, ``hf:REPO@COMMIT`` or ``preset:NAME``, and
-the sha256 of its bytes).
+A record is an export (`posviz rerun` recomputes it): its ``"analysis"`` names the step,
+:func:`scheme_record`, its ``"params"`` are that function's settings, and its ``"provenance"``
+the config.json it was made from (:func:`config_provenance`: a path, ``hf:REPO@COMMIT`` or
+``preset:NAME``, and the sha256 of its bytes).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def scheme_record(
         Read a stored ``rotary_emb.inv_freq`` buffer from the model's weights and compare.
     """
     record = scheme_head(scheme)
-    record["analysis"] = "scheme_record"
+    record["analysis"] = scheme_record.__name__  # the step that makes it again
     record["params"] = {
         "context": context,
         "positions": positions,
