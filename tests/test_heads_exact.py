@@ -1,6 +1,8 @@
 """The heads' numbers, null draws and offset profiles against values saved before the kernels
 were made faster (tests/data/heads/exact/reference.npz, written by this file's `main` at commit
-e670073): every one equal to rtol 1e-12, on learned kernels (causal and not, with a null over
+e670073): every one equal to rtol 1e-12 (the profile's means near 0, sums of values ± its
+largest, to 1e-13 of its largest too: summed in another order, they differ by rounding), on
+learned kernels (causal and not, with a null over
 fewer queries than `NULL_QUERIES` and over a sample of them, rows crossing block edges, sharp
 and flat attention), ALiBi and T5 (decoder and encoder)."""
 
@@ -60,7 +62,9 @@ def test_numbers_equal_the_values_saved_before_the_kernels_were_made_faster(case
     got = arrays(CASES[case]())
     assert sorted(got) == sorted(expected)
     for name, values in got.items():
-        np.testing.assert_allclose(values, expected[name], rtol=RTOL, atol=0, err_msg=name)
+        scale = np.nanmax(np.abs(values)) if name == "offset_profile" else 0.0
+        np.testing.assert_allclose(values, expected[name], rtol=RTOL, atol=0.1 * RTOL * scale,
+                                   err_msg=name)  # fmt: skip
 
 
 def main() -> None:
