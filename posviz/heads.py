@@ -553,18 +553,14 @@ def learned_heads(
     scale = 1 / math.sqrt(d) if logit_scale is None else logit_scale
     x = np.asarray(inputs[:n], dtype=np.float64)
     q = x @ np.asarray(wq, np.float64).reshape(n_heads * d, -1).T
-    k = x @ np.asarray(wk, np.float64).reshape(n_kv * d, -1).T
+    # k's columns as rows (n_kv · d, n): any key head's keys, permuted or not, are whole rows.
+    k_columns = np.asarray(wk, np.float64).reshape(n_kv * d, -1) @ x.T
     if bq is not None:
         q += np.asarray(bq, np.float64).ravel()
     if bk is not None:
-        k += np.asarray(bk, np.float64).ravel()
+        k_columns += np.asarray(bk, np.float64).reshape(-1, 1)
     q *= scale
     kv_head = np.arange(n_heads) // (n_heads // n_kv)
-
-    def by_head(x: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """(heads, rows, d): `x` (q or k, rows as given) at `columns` (a head's d after
-        another), in one copy."""
-        return x[:, columns.ravel()].reshape(len(x), -1, d).transpose(1, 0, 2)
 
     # A block's kernels and weights, made in these two buffers again and again: a new 4 MB
     # array each time costs its pages' first touch (sys time, as much as its exp).
@@ -573,7 +569,7 @@ def learned_heads(
 
     def numbers_of(qs: np.ndarray, ks: np.ndarray, rows: np.ndarray) -> tuple:
         """Each head's numbers and offset profile over query `rows` (all, or the null's), from
-        its queries at `rows` (heads, rows, d) and its key head's keys (heads, n, d)."""
+        its queries at `rows` (heads, rows, d) and its key head's keys' columns (heads, d, n)."""
         counts = totals if len(rows) == n else _offset_counts(rows, n, causal)
         sums, squares = np.zeros((n_heads, 2 * n - 1)), np.zeros(n_heads)
         found = []
@@ -581,7 +577,7 @@ def learned_heads(
             width = block[-1] + 1 if causal else n
             shape = (n_heads, len(block), width)
             kernel, weights = (b[: math.prod(shape)].reshape(shape) for b in buffers)
-            np.matmul(qs[:, at : at + size], ks[:, :width].transpose(0, 2, 1), out=kernel)
+            np.matmul(qs[:, at : at + size], ks[..., :width], out=kernel)
             if causal:  # the keys ahead of a query as 0: nothing in the sums of squares
                 np.copyto(kernel[..., block[0] :], 0.0, where=_ahead(block, width))
             squares += np.vecdot(kernel, kernel).sum(axis=-1)
@@ -601,19 +597,21 @@ def learned_heads(
 
     everyone = np.arange(n)
     queries = np.ascontiguousarray(q.reshape(n, n_heads, d).transpose(1, 0, 2))
-    keys = np.ascontiguousarray(k.reshape(n, n_kv, d).transpose(1, 0, 2))
+    keys = np.ascontiguousarray(k_columns.reshape(n_kv, d, n).transpose(0, 2, 1))
     totals = _offset_counts(everyone, n, causal)
     rng = np.random.default_rng(seed)
     sample = _null_rows(n)
     # One BLAS thread: the products are small (n x d x n), and a second thread's hand-offs cost
     # more than they save on a shared 2-core machine (as for the probes' fits).
     with threadpool_limits(1, user_api="blas"):
-        shared = keys[kv_head] if n_kv < n_heads else keys  # a copy only when heads share
-        numbers, profile = numbers_of(queries, shared, everyone)
+        ks = k_columns.reshape(n_kv, d, n)
+        ks = ks[kv_head] if n_kv < n_heads else ks  # a copy only when heads share keys
+        numbers, profile = numbers_of(queries, ks, everyone)
         draws = []
         for _ in range(n_draws):
             q_rows, k_rows = rng.permutation(n_heads * d), rng.permutation(n_kv * d)
-            qs, ks = by_head(q[sample], q_rows), by_head(k, k_rows.reshape(n_kv, d)[kv_head])
+            qs = q[sample][:, q_rows].reshape(len(sample), n_heads, d).transpose(1, 0, 2)
+            ks = k_columns[k_rows.reshape(n_kv, d)[kv_head].ravel()].reshape(n_heads, d, n)
             draws.append(numbers_of(qs, ks, sample)[0])
             del ks  # before the next draw's
     null = {name: np.array([draw[name] for draw in draws]) for name in numbers} if draws else {}
