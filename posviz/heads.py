@@ -319,6 +319,10 @@ def _softmax(kernel: np.ndarray, mask: np.ndarray) -> np.ndarray:
 #: Each null head then costs a sixteenth of a head at n = 1024; a mean over fewer queries only
 #: widens the null's spread, so labels beyond it stay earned.
 NULL_QUERIES = 64
+#: Blocks a null draw's queries are made in: a decoder's block of them spans a quarter of the
+#: positions, so the keys ahead of its queries (computed, then masked) are a fifth of its
+#: values (a GPT-2's in blocks of 42 rows: a third); 8 blocks cost more calls than they save.
+_NULL_BLOCKS = 4
 #: Most kernel values a layer's heads are computed over, the null's draws included. The
 #: kernels are made in blocks of rows of every head (`_BLOCK_VALUES`) and dropped, so the memory
 #: stays two blocks' (8 MB); this bounds the time: a GPT-2 layer's 12 heads over 1,024
@@ -564,13 +568,14 @@ def learned_heads(
     kv_head = np.arange(n_heads) // (n_heads // n_kv)
 
     # A block's kernels and weights, made in these two buffers again and again: a new 4 MB
-    # array each time costs its pages' first touch (sys time, as much as its exp).
-    size = max(1, _BLOCK_VALUES // (n_heads * n))
-    buffers = np.empty((2, n_heads * size * n))
+    # array each time costs its pages' first touch (a GPT-2 layer: 11,000 page faults, 50 ms).
+    most = max(1, _BLOCK_VALUES // (n_heads * n))
+    buffers = np.empty((2, n_heads * most * n))
 
-    def numbers_of(qs: np.ndarray, ks: np.ndarray, rows: np.ndarray) -> tuple:
-        """Each head's numbers and offset profile over query `rows` (all, or the null's), from
-        its queries at `rows` (heads, rows, d) and its key head's keys' columns (heads, d, n)."""
+    def numbers_of(qs: np.ndarray, ks: np.ndarray, rows: np.ndarray, size: int) -> tuple:
+        """Each head's numbers and offset profile over query `rows` (all, or the null's) in
+        blocks of `size` rows, from its queries at `rows` (heads, rows, d) and its key head's
+        keys' columns (heads, d, n)."""
         counts = totals if len(rows) == n else _offset_counts(rows, n, causal)
         sums, squares = np.zeros((n_heads, 2 * n - 1)), np.zeros(n_heads)
         found = []
@@ -607,13 +612,13 @@ def learned_heads(
     with threadpool_limits(1, user_api="blas"):
         ks = k_columns.reshape(n_kv, d, n)
         ks = ks[kv_head] if n_kv < n_heads else ks  # a copy only when heads share keys
-        numbers, profile = numbers_of(queries, ks, everyone)
-        draws = []
+        numbers, profile = numbers_of(queries, ks, everyone, most)
+        draws, size = [], min(most, -(-len(sample) // _NULL_BLOCKS))
         for _ in range(n_draws):
             q_rows, k_rows = rng.permutation(n_heads * d), rng.permutation(n_kv * d)
             qs = q[sample][:, q_rows].reshape(len(sample), n_heads, d).transpose(1, 0, 2)
             ks = k_columns[k_rows.reshape(n_kv, d)[kv_head].ravel()].reshape(n_heads, d, n)
-            draws.append(numbers_of(qs, ks, sample)[0])
+            draws.append(numbers_of(qs, ks, sample, size)[0])
             del ks  # before the next draw's
     null = {name: np.array([draw[name] for draw in draws]) for name in numbers} if draws else {}
     return PatternHeads(
