@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from posviz import _settings, hub
-from posviz._params import MAX_RESULT_BYTES, Refused, quoted
+from posviz._params import MAX_RESULT_BYTES, Refused, quoted, refusal_text
 from posviz._version import __version__
 from posviz.cli import diff, heads, plan, schemes
 from posviz.embedding import Embedding
@@ -186,8 +186,8 @@ def _main(argv: list[str] | None) -> int:
         return run(args)
     except Refused as exc:  # a file, a config value, a setting: refused with a message
         detail = getattr(exc, "detail", "")  # the Hub's technical cause, when it has one
-        line = str(exc).replace("\n", "\\n")  # one line, whatever a name in it holds
-        return _refused(args, line + (f"\n  ({detail})" if detail else ""))
+        # One line, whatever a name in it holds; then the code it gives to run, if any.
+        return _refused(args, refusal_text(exc) + (f"\n  ({detail})" if detail else ""))
     except MemoryError:  # what no size check foresaw: still a message, not a traceback
         return _refused(
             args,
@@ -199,7 +199,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _refused(args: argparse.Namespace, message: str) -> int:
-    """Print a refusal as one line on stderr; exit code 2."""
+    """Print a refusal as one line on stderr (then the code it gives to run, if any); exit code
+    2."""
     print(f"posviz {args.command}: {message}", file=sys.stderr)
     return 2
 

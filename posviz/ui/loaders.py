@@ -16,7 +16,7 @@ from posviz.io import datadir
 from posviz.schemes import weights
 from posviz.schemes.relative import relative_table_name
 from posviz.ui import state
-from posviz.ui.text import literal
+from posviz.ui.text import literal, show_refusal
 
 
 def table_loader(slot: str = state.PRIMARY) -> None:
@@ -87,7 +87,7 @@ def _upload(slot: str) -> None:
     try:
         infos, reason = state.once_per_upload(upload, f"{slot}.upload.listed", _listed)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
@@ -345,7 +345,7 @@ def _pick_and_load(
         if not usable:
             _read(source, filename, {})  # raises the precise reason (1-D, object dtype, ...)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)  # a pickle from the shared folder: its conversion
         return
     st.markdown(
         f"**{literal(filename)}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "

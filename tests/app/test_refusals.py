@@ -1,0 +1,72 @@
+"""Refusals that tell the user where to go (issue 44 items 2 and 3): a pickle's conversion shown
+as code to copy on every page that can refuse one, a config.json pointed to the Schemes page."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from posviz import simulate
+from posviz.collection import Member
+from posviz.ui import state
+from tests import apptest
+from tests.refusals import SNIPPET
+
+PICKLE = ("model.pt", b"\x80\x04\x95 not really a pickle", "application/octet-stream")
+
+
+def data_page() -> AppTest:
+    at = apptest("app.py").run()
+    return at.switch_page("pages/data.py").run()
+
+
+def compare_page() -> AppTest:
+    at = apptest("pages/compare.py")
+    at.session_state["compare.second"] = True  # the second table's loader, opened
+    return at.run()
+
+
+def upload_to_data(at: AppTest) -> AppTest:
+    return at.file_uploader(key="posviz.table.upload").set_value(PICKLE).run()
+
+
+def upload_to_compare(at: AppTest) -> AppTest:
+    return at.file_uploader(key="posviz.second.upload").set_value(PICKLE).run()
+
+
+def collection_page() -> AppTest:
+    at = apptest("pages/collection.py")
+    at.session_state[state.COLLECTION] = [
+        Member(f"sim-step{i}", simulate.learned_like(64, 16, seed=i)) for i in (1, 2)
+    ]
+    return at.run()
+
+
+def upload_to_collection(at: AppTest) -> AppTest:
+    at.file_uploader(key="collection.upload").set_value([PICKLE]).run()
+    return at.button(key="collection.upload.add").click().run()
+
+
+@pytest.mark.parametrize(
+    ("page", "upload", "say"),
+    [
+        (data_page, upload_to_data, "error"),
+        (compare_page, upload_to_compare, "error"),
+        (collection_page, upload_to_collection, "warning"),
+    ],
+    ids=["data", "compare", "collection"],
+)
+def test_a_pickle_refusal_shows_its_conversion_as_code_to_copy(page, upload, say):
+    # Formerly the snippet was part of the message, run into one line on screen
+    # ("…import save_file save_file({…})"): pasted, a SyntaxError.
+    at = upload(page())
+    assert not at.exception, at.exception
+    (refusal,) = [html.unescape(e.value) for e in getattr(at, say) if "pickle" in e.value]
+    assert "\n" not in refusal
+    assert refusal.endswith("then load that:")
+    (code,) = at.code
+    assert code.value == SNIPPET
+    assert code.language == "python"
+    compile(code.value, "<snippet>", "exec")
