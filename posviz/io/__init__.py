@@ -345,6 +345,13 @@ def _format(head: bytes, suffix: str, label: str) -> str:
         raise _pickle_refused(label)
     if suffix in _SUFFIX_FORMATS:
         return _SUFFIX_FORMATS[suffix]
+    if suffix == ".json":  # most often a model's config.json, uploaded where tables go
+        msg = (
+            f"{label} is JSON, not a position table: a model's config.json describes its "
+            "position scheme (rotary, ALiBi, relative), which the Schemes page and `posviz "
+            f"summary` read. Tables are read from {ACCEPTED_FORMATS}."
+        )
+        raise LoadError(msg)
     msg = (
         f"{label} is not a format posviz reads (no known magic bytes, extension "
         f"{suffix or 'none'!r}). Accepted formats: {ACCEPTED_FORMATS}."

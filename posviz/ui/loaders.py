@@ -15,7 +15,7 @@ from posviz.hub.config import no_table_reason
 from posviz.io import datadir
 from posviz.schemes import weights
 from posviz.schemes.relative import relative_table_name
-from posviz.ui import state
+from posviz.ui import pages, state
 from posviz.ui.text import literal, show_refusal
 
 
@@ -88,6 +88,11 @@ def _upload(slot: str) -> None:
         infos, reason = state.once_per_upload(upload, f"{slot}.upload.listed", _listed)
     except LoadError as error:
         show_refusal(error)
+        if upload.name.lower().endswith(".json"):  # a config.json: where it is read
+            schemes = pages.page("schemes")
+            st.page_link(
+                schemes.file, label="Schemes page: upload the config.json there", icon=schemes.icon
+            )
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")

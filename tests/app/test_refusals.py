@@ -70,3 +70,21 @@ def test_a_pickle_refusal_shows_its_conversion_as_code_to_copy(page, upload, say
     assert code.value == SNIPPET
     assert code.language == "python"
     compile(code.value, "<snippet>", "exec")
+
+
+def test_a_config_json_on_the_data_page_points_to_the_schemes_page():
+    # Formerly: "not a format posviz reads", with no word of where a config.json is read.
+    at = data_page()
+    config = b'{"model_type": "llama", "rope_theta": 10000.0, "hidden_size": 64}'
+    at.file_uploader(key="posviz.table.upload").set_value(
+        ("config.json", config, "application/json")
+    ).run()
+    assert not at.exception, at.exception
+    (refusal,) = [html.unescape(e.value) for e in at.error]
+    assert refusal.startswith("config.json is JSON, not a position table: ")
+    assert "describes its position scheme" in refusal
+    assert "the Schemes page" in refusal
+    (link,) = at.get("page_link")
+    assert link.proto.page == "schemes"  # the Schemes page of the app's navigation
+    assert link.proto.page_script_hash
+    assert "Schemes page" in link.proto.label
