@@ -369,10 +369,22 @@ def _collection(args: argparse.Namespace) -> Collection:
     return analyse(members, **_centring(args))
 
 
+def _cell(value: object) -> str:
+    """A collection's value as the text prints it: "undefined" where a table has none (no
+    variance), floats to 6 significant digits (a count as a whole number)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
 def _collection_summary(args: argparse.Namespace) -> int:
     c = _collection(args)
     if not args.json:
-        print(c.to_frame(refused=False).set_index("label").T.to_string())
+        frame = c.shown_table()  # the step as text: "-" where a label names none
+        frame = frame[frame["error"].isna()].drop(columns="error").set_index("label")
+        print(frame.map(_cell).T.to_string())
+        if any(s and not s.spectrum.has_variance for s in c.summaries):
+            print(f"undefined: {NO_VARIANCE}")
         for m in c.members:
             if m.error:
                 print(f"refused {m.label}: {m.error}")
