@@ -51,6 +51,17 @@ def test_every_layer_object_is_the_one_layer_n_prints(capsys, family):
         assert len(first["heads"][0]["kernel"]) == 5
 
 
+def test_positions_printed_is_what_the_kernels_hold(capsys):
+    # Formerly 64 (the --positions default) beside positions_analysed 32, the kernels of 32
+    # rows; and in a rotary layer's record, which prints no kernel at all.
+    learned, _ = run_json(capsys, str(DATA / "gpt2"))
+    assert learned["positions_printed"] == learned["positions_analysed"] == 32
+    assert len(learned["heads"][0]["kernel"]) == len(learned["heads"][0]["offset_profile"]) == 32
+    rotary, _ = run_json(capsys, str(DATA / "llama"))
+    assert "positions_printed" not in rotary
+    assert "positions_analysed" not in rotary
+
+
 def test_the_text_has_a_legend_of_its_columns(capsys):
     assert main(["heads", str(DATA / "llama"), "--layers", "0-1"]) == 0
     out = capsys.readouterr().out
