@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from posviz import hub
-from posviz._params import Bound, bounded, check_budget
+from posviz._params import Bound, bounded, check_budget, quoted
 from posviz.embedding import Embedding, LoadError
 from posviz.export import header
 from posviz.heads import (
@@ -131,7 +131,10 @@ def read_config(
     if data is None and config.startswith(PRESET):
         name = config.removeprefix(PRESET)
         if name not in PRESETS:
-            msg = f"{name!r} is not a model posviz has a config.json excerpt of."
+            msg = (
+                f"{quoted(name)} is not a model posviz has a config.json excerpt of; it has "
+                f"{', '.join(PRESETS)}."
+            )
             raise LoadError(msg)
         data = json.dumps(PRESETS[name]).encode()  # the bytes a preset stands for
     name = label or config

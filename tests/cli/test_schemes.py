@@ -14,6 +14,7 @@ import pytest
 from posviz import __version__
 from posviz.cli import main
 from posviz.schemes.presets import PRESETS
+from tests.refusals import refused
 
 ROTARY_KEYS = [
     "scheme", "rope_type", "rotary_dim", "base", "interleaved", "context", "original_context",
@@ -210,6 +211,13 @@ def test_every_known_model_is_summarised_offline_and_its_text_says_no_none(capsy
     assert "{'" not in out  # no Python dict shown as it prints
     record = summary_json(capsys, f"preset:{name}")
     assert record["provenance"]["config"] == f"preset:{name}"
+
+
+def test_a_name_that_is_no_known_model_is_refused_with_the_names(capsys):
+    for command in (["summary"], ["plan", "--target", "65536"]):
+        line = refused(capsys, command[0], "preset:Llama-3.1-8B", *command[1:])
+        assert "'Llama-3.1-8B' is not a model posviz has a config.json excerpt of" in line
+        assert line.endswith(f"it has {', '.join(PRESETS)}.")
 
 
 def test_text_says_what_an_unset_value_means(capsys):
