@@ -348,8 +348,8 @@ def _format(head: bytes, suffix: str, label: str) -> str:
     if suffix == ".json":  # most often a model's config.json, uploaded where tables go
         msg = (
             f"{label} is JSON, not a position table: a model's config.json describes its "
-            "position scheme (rotary, ALiBi, relative), which the Schemes page and `posviz "
-            f"summary` read. Tables are read from {ACCEPTED_FORMATS}."
+            "position scheme (rotary, ALiBi, relative), which the Schemes page reads (on the "
+            f"command line, posviz summary). Tables are read from {ACCEPTED_FORMATS}."
         )
         raise LoadError(msg)
     msg = (
