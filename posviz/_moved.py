@@ -23,7 +23,8 @@ MOVED = {
     "posviz.scheme_hub": "posviz.schemes.weights",
     "posviz.scheme_summary": "posviz.schemes.record",
     "posviz.cli_schemes": "posviz.cli.schemes",
-    "posviz._rerun": "posviz.export.rerun",
+    "posviz._rerun": "posviz.recompute",
+    "posviz.export.rerun": "posviz.recompute",
     "posviz.gather": "posviz.collection.gather",
     "posviz.datadir": "posviz.io.datadir",
 }
