@@ -1,0 +1,1 @@
+"""Models read as their config.json (or a GGUF file's metadata) says."""
