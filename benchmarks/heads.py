@@ -34,7 +34,7 @@ from timing import best  # noqa: E402
 
 from posviz import figures, hub, pipeline  # noqa: E402
 from posviz.heads import learned_heads, rotary_heads  # noqa: E402
-from posviz.schemes import attention  # noqa: E402
+from posviz.models import attention  # noqa: E402
 from posviz.schemes.rope import RotarySpec  # noqa: E402
 from posviz.schemes.rotary import rotary_frequencies  # noqa: E402
 from posviz.spectrum import spectrum  # noqa: E402

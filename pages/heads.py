@@ -10,7 +10,7 @@ from posviz._params import bounds_of, defaults
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
-from posviz.schemes.attention import LAYERS, NoHeadsView
+from posviz.models.attention import LAYERS, NoHeadsView
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.ui import heads as cache
 from posviz.ui import loaders, state, widgets

@@ -32,7 +32,7 @@ from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors
 
 if TYPE_CHECKING:
-    from posviz.export.rerun import RerunOptions, RerunResult
+    from posviz.recompute import RerunOptions, RerunResult
 
 __all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load", "rerun"]
 
@@ -76,7 +76,7 @@ def load(
         ``"hf:REPO_ID[@REVISION]"`` for a model on the Hub (only the safetensors header and
         the one tensor are fetched). Pickle-based checkpoints are refused, never unpickled.
         A .safetensors checkpoint with a config.json beside it is read as that config says
-        (:func:`posviz.schemes.weights.load_checkpoint`: DeBERTa's relative table by default).
+        (:func:`posviz.models.weights.load_checkpoint`: DeBERTa's relative table by default).
     tensor : str, optional
         Tensor to read; by default the position table detected by name and shape.
     row_start, row_stop : int
@@ -95,7 +95,7 @@ def load(
         If the file or model is refused or no tensor can be chosen; the message says why and
         what to do (e.g. the candidate tensors to pass as `tensor`).
     """
-    from posviz.schemes import weights  # with the Hub's code: a checkpoint reads as a model
+    from posviz.models import weights  # with the Hub's code: a checkpoint reads as a model
 
     return weights.load(source, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid)
 
@@ -105,13 +105,13 @@ def rerun(export: dict, **options: Unpack[RerunOptions]) -> RerunResult:
 
     The table its provenance names is read again (a file, or ``hf:REPO`` at the commit) and its
     sha256 checked; each analysis runs through `posviz.pipeline` with its params. `export` is a
-    JSON export, ``posviz summary --json``, or ``posviz.export.rerun.read_export`` of any export
+    JSON export, ``posviz summary --json``, or ``posviz.recompute.read_export`` of any export
     file (CSV, HTML report). Options: ``tables`` (paths, in provenance order) and ``base`` (a
-    folder searched first), as :func:`posviz.export.rerun.rerun`.
+    folder searched first), as :func:`posviz.recompute.rerun`.
 
     Returns
     -------
-    posviz.export.rerun.RerunResult
+    posviz.recompute.RerunResult
         ``.ok``, and ``.checks``: every number exported beside the number recomputed.
 
     Raises
@@ -119,7 +119,7 @@ def rerun(export: dict, **options: Unpack[RerunOptions]) -> RerunResult:
     LoadError
         When the table is missing or its bytes changed.
     """
-    from posviz.export import rerun as _rerun  # the pipeline loads only when asked
+    from posviz import recompute as _rerun  # the pipeline loads only when asked
 
     return _rerun.rerun(export, **options)
 

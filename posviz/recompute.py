@@ -6,7 +6,7 @@ An export (`posviz.export.header`) is ``{"analysis", "params", "provenance"}`` p
 --json``), or a step's JSON record (``posviz heads --json``: `posviz.pipeline.Step.record`). A
 report embeds ``{"provenance", "analyses": [...]}``, one entry per table (an entry with a
 provenance of its own, its heads', is read from there). A position scheme's export names a
-config.json in its provenance instead of a table (`posviz.schemes.record.config_provenance`):
+config.json in its provenance instead of a table (`posviz.records.config_provenance`):
 the scheme is read from it again; an attention layer's adds the layer and each tensor read with
 its sha256, and the layer is read again from the model's weights and checked. A comparison of
 two sources of a model's positions (``posviz diff --json``, the Schemes page's comparison)
@@ -38,12 +38,12 @@ from posviz._json import max_depth
 from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
 from posviz.export import columns, labelled
+from posviz.models import weights
+from posviz.models.sources import MAX_DUMP_BYTES, Side, config_side, read_side
+from posviz.records import PRESET, read_config
 from posviz.rows import row_offsets
-from posviz.schemes import weights
 from posviz.schemes.config import position_scheme, read_config_file
 from posviz.schemes.diff import LAYOUTS
-from posviz.schemes.record import PRESET, read_config
-from posviz.schemes.sources import MAX_DUMP_BYTES, Side, config_side, read_side
 
 __all__ = ["MAX_ANALYSES", "MAX_EXPORT_BYTES", "Check", "RerunResult", "read_export", "rerun"]
 
@@ -414,7 +414,7 @@ def _config(
 ) -> tuple[dict, dict[str, Any], Any]:
     """The config.json provenance `recorded` names (or `given`), read again, its bytes checked
     before they are parsed (a Hub model's: at its commit), as
-    :func:`posviz.schemes.record.read_config` returns it, `recorded`'s place in it kept (the
+    :func:`posviz.records.read_config` returns it, `recorded`'s place in it kept (the
     layer type, the tensor, the model's label)."""
     named = given or recorded.get("weights") or recorded["config"]
     if not isinstance(named, str | Path):

@@ -28,11 +28,12 @@ from posviz.heads import (
     PatternHeads,
     RotaryHeads,
 )
+from posviz.models import weights
+from posviz.models.attention import AttentionLayer
+from posviz.models.weights import checkpoint_provenance, config_provenance
 from posviz.rows import row_offsets
-from posviz.schemes import weights
 from posviz.schemes._values import given
 from posviz.schemes.alibi import alibi_slopes
-from posviz.schemes.attention import AttentionLayer
 from posviz.schemes.config import (
     KINDS,
     RelativeBiasSpec,
@@ -53,7 +54,6 @@ from posviz.schemes.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.schemes.weights import checkpoint_provenance, config_provenance
 from posviz.simulate import sinusoidal
 from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 

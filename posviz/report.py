@@ -30,7 +30,7 @@ from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
 from posviz.export.screen import on_screen
 from posviz.io import INDEX_SUFFIX
-from posviz.schemes import attention, weights
+from posviz.models import attention, weights
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE, THRESHOLDS, Spectrum
 
 __all__ = [

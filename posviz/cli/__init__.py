@@ -18,8 +18,8 @@ from posviz._version import __version__
 from posviz.cli import diff, heads, schemes
 from posviz.embedding import Embedding
 from posviz.io import TensorInfo, list_tensors, suggest_trim
-from posviz.schemes import weights
-from posviz.schemes.record import N_SINGULAR_VALUES, table_record
+from posviz.models import weights
+from posviz.records import N_SINGULAR_VALUES, table_record
 from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
 
 if TYPE_CHECKING:
@@ -207,7 +207,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rerun(args: argparse.Namespace) -> int:
-    from posviz.export.rerun import read_export, rerun  # the pipeline: not for `summary`
+    from posviz.recompute import read_export, rerun  # the pipeline: not for `summary`
 
     export = read_export(args.export)
     result = rerun(

@@ -12,8 +12,8 @@ import sys
 
 from posviz import pipeline
 from posviz._params import Refused, bounds_of
-from posviz.schemes import attention
-from posviz.schemes.record import HEADS_POSITIONS, heads_record
+from posviz.models import attention
+from posviz.records import HEADS_POSITIONS, heads_record
 
 __all__ = ["add_parser"]
 

@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 from posviz import hub
-from posviz.schemes import weights
+from posviz.models import weights
+from posviz.records import read_config, scheme_record
 from posviz.schemes.config import position_scheme
-from posviz.schemes.record import read_config, scheme_record
 
 __all__ = ["add_arguments", "summary"]
 

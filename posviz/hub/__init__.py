@@ -9,7 +9,7 @@ tensor is picked, exactly its bytes.
 Headers are cached per commit, tensors per (repo, commit, file, tensor), on disk and bounded in
 bytes. What leaves the machine: the model id, the revision, byte ranges, and ``HF_TOKEN`` when
 the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
-:mod:`posviz.hub.cache`, config.json's position scheme in :mod:`posviz.hub.config`.
+:mod:`posviz.hub.cache`, config.json's position scheme in :mod:`posviz.models.remote`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from posviz.embedding import Embedding, LoadError
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
-from posviz.hub.config import ConfigFile, position_scheme
 from posviz.hub.model import HubModel, Reference
+from posviz.models.remote import ConfigFile, position_scheme
 from posviz.schemes.config import MAX_CONFIG_BYTES, parse_config
 from posviz.schemes.gguf import ROPE_TENSORS, gguf_config
 from posviz.schemes.relative import labelled, relative_table_name

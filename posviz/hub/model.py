@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from posviz import io
-from posviz.hub.config import no_table_reason
+from posviz.models.remote import no_table_reason
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from posviz import hub, io
 from posviz._params import MAX_RESULT_BYTES, Bound, bounded
 from posviz.embedding import LoadError
 from posviz.heads import Norm
-from posviz.schemes import weights
+from posviz.models import weights
 from posviz.schemes._values import first as _first
 from posviz.schemes._values import given
 from posviz.schemes.alibi import alibi_slopes
@@ -321,7 +321,7 @@ class AttentionLayer:
     def provenance(self) -> dict[str, object]:
         """Where the layer came from, as exports carry it: the model's config.json (a path, or
         ``hf:REPO@COMMIT``) and its sha256, a checkpoint's weights file
-        (:func:`posviz.schemes.weights.model_provenance`), the layer, and each tensor read
+        (:func:`posviz.models.weights.model_provenance`), the layer, and each tensor read
         with the sha256 of its values, which `posviz rerun` checks when it reads them again."""
         where = {"layer": self.plan.layer, "tensors": list(self.tensors)}
         if self.read_from is None:

@@ -15,7 +15,8 @@ import numpy as np
 from posviz import hub, io
 from posviz._params import Params, step_of
 from posviz.embedding import LoadError
-from posviz.schemes import weights
+from posviz.models import weights
+from posviz.records import PRESET, read_config
 from posviz.schemes._values import given
 from posviz.schemes.config import NAMES, position_scheme
 from posviz.schemes.diff import (
@@ -30,7 +31,6 @@ from posviz.schemes.diff import (
     split_table,
 )
 from posviz.schemes.layers import LayerScheme
-from posviz.schemes.record import PRESET, read_config
 from posviz.schemes.rotary import RotarySpec, rotary_frequencies
 
 __all__ = ["DUMP_SUFFIXES", "Side", "compare", "config_side", "is_dump", "read_side"]

@@ -27,8 +27,8 @@ from posviz._json import max_depth
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.hub.client import MAX_JSON_BYTES, MAX_JSON_DEPTH
-from posviz.hub.config import no_table_reason
 from posviz.io import INDEX_SUFFIX
+from posviz.models.remote import no_table_reason
 from posviz.schemes._values import given
 from posviz.schemes.config import (
     RelativeBiasSpec,

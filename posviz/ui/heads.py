@@ -11,7 +11,7 @@ import streamlit as st
 
 from posviz import hub, pipeline
 from posviz.heads import PatternHeads, RotaryHeads
-from posviz.schemes import attention, weights
+from posviz.models import attention, weights
 from posviz.ui import cache
 
 __all__ = ["HUB_MODEL", "heads", "hub_model", "layer", "opened", "plan", "set_hub_model", "size"]

@@ -11,9 +11,9 @@ import streamlit as st
 
 from posviz import _settings, hub, io, simulate
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
-from posviz.hub.config import no_table_reason
 from posviz.io import datadir
-from posviz.schemes import weights
+from posviz.models import weights
+from posviz.models.remote import no_table_reason
 from posviz.schemes.relative import relative_table_name
 from posviz.ui import state
 from posviz.ui.text import literal
@@ -146,7 +146,7 @@ def _shared_folder(slot: str, root: Path) -> None:
 
 def _sharded(root: Path, files: list[str]) -> list[str]:
     """`files` with each sharded checkpoint's shards replaced by its index, as a folder of
-    one is read (`posviz.schemes.weights.weights_in`: model.safetensors first)."""
+    one is read (`posviz.models.weights.weights_in`: model.safetensors first)."""
     offered: list[str] = []
     folders: dict[str, str | None] = {}
     for relative in files:

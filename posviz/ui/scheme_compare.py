@@ -15,11 +15,11 @@ from posviz import export, figures, hub
 from posviz._params import Refused, bounds_of, defaults
 from posviz.embedding import LoadError
 from posviz.io import datadir
+from posviz.models.sources import DUMP_SUFFIXES, Side, compare, config_side, is_dump, read_side
+from posviz.records import PRESET
 from posviz.schemes.diff import ANGLE_LIMIT, FIELDS, LAYOUTS, NUMBERS, SchemeDiff, scheme_diff
 from posviz.schemes.presets import rotary_presets
-from posviz.schemes.record import PRESET
 from posviz.schemes.rotary import rotary_frequencies
-from posviz.schemes.sources import DUMP_SUFFIXES, Side, compare, config_side, is_dump, read_side
 from posviz.ui import widgets
 from posviz.ui.text import literal
 

@@ -17,11 +17,8 @@ import streamlit as st
 from posviz import hub
 from posviz._params import defaults
 from posviz.embedding import LoadError
-from posviz.schemes import alibi, weights
-from posviz.schemes.config import RelativeBiasSpec, Scheme, position_scheme
-from posviz.schemes.gguf import keys_record
-from posviz.schemes.presets import PRESETS
-from posviz.schemes.record import (
+from posviz.models import weights
+from posviz.records import (
     INV_FREQ_TOLERANCE,
     PRESET,
     checkpoint_provenance,
@@ -29,6 +26,10 @@ from posviz.schemes.record import (
     gguf_provenance,
     read_config,
 )
+from posviz.schemes import alibi
+from posviz.schemes.config import RelativeBiasSpec, Scheme, position_scheme
+from posviz.schemes.gguf import keys_record
+from posviz.schemes.presets import PRESETS
 from posviz.schemes.rotary import RotaryFrequencies, RotarySpec, inv_freq_difference
 from posviz.ui import loaders
 from posviz.ui.cache import CACHE_SIZE
@@ -72,7 +73,7 @@ class Shown:
     config : dict
         Its config.json, parsed (a GGUF's metadata, as config.json keys).
     provenance : dict
-        Where the config.json was read (`posviz.schemes.record.config_provenance`).
+        Where the config.json was read (`posviz.records.config_provenance`).
     label : str
         Its name in the overlay of several models.
     origin : str

@@ -21,7 +21,7 @@ from posviz import _settings, hub, io, simulate
 from posviz.collection import Member, gather
 from posviz.embedding import Embedding
 from posviz.io import datadir
-from posviz.schemes import weights
+from posviz.models import weights
 from posviz.ui import links
 from posviz.ui.text import literal
 

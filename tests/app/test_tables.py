@@ -11,9 +11,9 @@ import pytest
 
 from posviz import components, simulate
 from posviz.export.screen import NOISE, on_screen
+from posviz.records import PRESET, read_config
 from posviz.schemes.config import position_scheme
 from posviz.schemes.presets import PRESETS
-from posviz.schemes.record import PRESET, read_config
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.spectrum import spectrum
 from tests import apptest

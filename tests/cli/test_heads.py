@@ -13,7 +13,7 @@ from safetensors.numpy import load_file, save_file
 
 from posviz import pipeline
 from posviz.cli import main
-from posviz.schemes.record import HEADS_POSITIONS
+from posviz.records import HEADS_POSITIONS
 from tests import ROOT
 from tests.refusals import refused
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from posviz.embedding import LoadError
-from posviz.schemes import weights
+from posviz.models import weights
 from posviz.schemes.config import position_scheme
 from posviz.schemes.gguf import llama3_parameters
 from posviz.schemes.presets import PRESETS
