@@ -1,8 +1,11 @@
-"""Old import paths of modules that moved into packages in 0.2.0, kept for one release.
+"""Old import paths of modules and names that moved in 0.2.0, kept for one release.
 
 ``import posviz.rotary`` still gives ``posviz.schemes.rotary`` (the same module object, so a
 monkeypatch of one is a monkeypatch of the other), with a DeprecationWarning naming the new
-path. Listed in CHANGELOG.md; removed in 0.3.0.
+path; so does ``from posviz.schemes.config import parse_config`` for a name that left a module
+which stays (that module's ``__getattr__`` asks :func:`attribute`). The new module is imported
+by name, when the old path is used: the layers of the house (tests/test_architecture.py) are
+those of the new paths. Listed in CHANGELOG.md; removed in 0.3.0.
 """
 
 from __future__ import annotations
@@ -33,6 +36,31 @@ MOVED = {
     "posviz.gather": "posviz.collection.gather",
     "posviz.datadir": "posviz.io.datadir",
 }
+
+
+#: Names that left a module which stays: {old module: {name: "new.module:new.name"}}.
+MOVED_NAMES = {
+    "posviz.schemes.config": {
+        name: f"posviz.io.config_json:{name}"
+        for name in ("MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "parse_config", "read_config_file")
+    },
+}
+
+
+def attribute(module: str, name: str) -> object:
+    """`name` of `module` where it moved, with a DeprecationWarning (for the old module's
+    ``__getattr__``); AttributeError for a name that never was there."""
+    new = MOVED_NAMES.get(module, {}).get(name)
+    if new is None:
+        msg = f"module {module!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    where, _, path = new.partition(":")
+    msg = f"{module}.{name} moved to {where}.{path} in posviz 0.2.0; the old path goes in 0.3.0"
+    warnings.warn(msg, DeprecationWarning, stacklevel=3)
+    found: object = importlib.import_module(where)
+    for part in path.split("."):
+        found = getattr(found, part)
+    return found
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -38,11 +38,12 @@ from posviz._json import max_depth
 from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
 from posviz.export import columns, labelled
+from posviz.io.config_json import read_config_file
 from posviz.models import weights
 from posviz.models.sources import MAX_DUMP_BYTES, Side, config_side, read_side
 from posviz.records import PRESET, read_config
 from posviz.rows import row_offsets
-from posviz.schemes.config import position_scheme, read_config_file
+from posviz.schemes.config import position_scheme
 from posviz.schemes.diff import LAYOUTS
 
 __all__ = ["MAX_ANALYSES", "MAX_EXPORT_BYTES", "Check", "RerunResult", "read_export", "rerun"]

@@ -28,6 +28,7 @@ from posviz.heads import (
     PatternHeads,
     RotaryHeads,
 )
+from posviz.io.config_json import parse_config, read_config_file
 from posviz.models import weights
 from posviz.models.attention import AttentionLayer
 from posviz.models.weights import checkpoint_provenance, config_provenance
@@ -39,8 +40,6 @@ from posviz.schemes.config import (
     RelativeBiasSpec,
     RelativeTableSpec,
     Scheme,
-    parse_config,
-    read_config_file,
 )
 from posviz.schemes.gguf import keys_record
 from posviz.schemes.layers import LayerScheme

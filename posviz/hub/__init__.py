@@ -26,8 +26,8 @@ from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
 from posviz.hub.model import HubModel, Reference
+from posviz.io.config_json import MAX_CONFIG_BYTES, parse_config
 from posviz.models.remote import ConfigFile, position_scheme
-from posviz.schemes.config import MAX_CONFIG_BYTES, parse_config
 from posviz.schemes.gguf import ROPE_TENSORS, gguf_config
 from posviz.schemes.relative import labelled, relative_table_name
 
@@ -183,7 +183,7 @@ def open_config(repo: str, revision: str = "main", file: str | None = None) -> C
     ------
     LoadError
         As :func:`open_model`; also when config.json is too big, too deep or not a JSON
-        object (:func:`posviz.schemes.config.parse_config`). A repo without one gives an empty
+        object (:func:`posviz.io.config_json.parse_config`). A repo without one gives an empty
         config.
     """
     ref = parse_ref(f"hf:{repo}@{revision}" + (f":{file}" if file else ""))

@@ -19,7 +19,7 @@ class ConfigFile:
     ----------
     repo, revision, commit : str
     config : dict
-        Parsed and checked by :func:`posviz.schemes.config.parse_config`.
+        Parsed and checked by :func:`posviz.io.config_json.parse_config`.
     files : tuple of str
         The repo's files at `commit` (empty offline).
     nbytes : int

@@ -28,13 +28,12 @@ from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.hub.client import MAX_JSON_BYTES, MAX_JSON_DEPTH
 from posviz.io import INDEX_SUFFIX
+from posviz.io.config_json import parse_config, read_config_file
 from posviz.models.remote import no_table_reason
 from posviz.schemes._values import given
 from posviz.schemes.config import (
     RelativeBiasSpec,
-    parse_config,
     position_scheme,
-    read_config_file,
 )
 from posviz.schemes.gguf import ROPE_TENSORS, GGUFConfig, KeyRead, gguf_config
 from posviz.schemes.relative import (
@@ -76,7 +75,7 @@ class LocalCheckpoint:
         The weights file, as given (a provenance names it so `posviz rerun` finds it again):
         a .safetensors file, or a sharded checkpoint's index (``model.safetensors.index.json``).
     config : dict
-        Its config.json, parsed and checked (:func:`posviz.schemes.config.parse_config`).
+        Its config.json, parsed and checked (:func:`posviz.io.config_json.parse_config`).
     label : str
         How tables read from it name their source (the file's name, or its path in the
         shared folder).
