@@ -40,6 +40,16 @@ MOVED = {
 
 #: Names that left a module which stays: {old module: {name: "new.module:new.name"}}.
 MOVED_NAMES = {
+    "posviz.hub": {
+        "Reference": "posviz.source:HubRef",
+        "parse_ref": "posviz.source:HubRef.parse",
+        "load": "posviz:load",
+    },
+    "posviz.hub.model": {"Reference": "posviz.source:HubRef"},
+    "posviz.records": {
+        name: f"posviz.models.weights:{name}"
+        for name in ("checkpoint_provenance", "config_provenance", "gguf_provenance", "read_config")
+    },
     "posviz.schemes.config": {
         name: f"posviz.io.config_json:{name}"
         for name in ("MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "parse_config", "read_config_file")

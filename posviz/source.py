@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from posviz._params import Refused
 
 __all__ = [
+    "NO_CUT",
     "Cut",
     "HubRef",
     "LoadError",
@@ -106,6 +107,13 @@ class HubRef(Source):
     revision: str = "main"
     file: str | None = None
 
+    def __post_init__(self) -> None:
+        # Every reference is checked, however made (from text, a link's keys, an export's
+        # fields): URLs are built from its parts.
+        wrong = _wrong_part(self.repo, self.revision, self.file)
+        if wrong is not None:
+            raise LoadError(_WRONG[wrong](repr(self.repo), self.revision, self.file))
+
     def __str__(self) -> str:
         return f"hf:{self.repo}@{self.revision}" + (f":{self.file}" if self.file else "")
 
@@ -127,33 +135,16 @@ class HubRef(Source):
         body = text.removeprefix("hf://") if text.startswith("hf://") else text.removeprefix("hf:")
         body, colon, file = body.strip().partition(":")  # no repo or revision holds a colon
         repo, _, revision = body.partition("@")
-        revision = revision or "main"
-        url = file.startswith("//")  # https://…: a URL, not a repo id and a file
-        if (
-            colon
-            and not url
-            and not (
-                (file.lower().endswith(".gguf") and plain_path(file))
-                or _QUANTIZATION.fullmatch(file)
-            )
-        ):
-            msg = (
-                f"{file!r} is not a GGUF file of the repo: after the colon give its name "
-                "(model-Q8_0.gguf) or its quantization (Q8_0)."
-            )
-            raise LoadError(msg)
-        if url or not _REPO.fullmatch(repo) or ".." in repo or "--" in repo:
-            msg = (
-                f"{text!r} is not a model id: write hf:NAMESPACE/NAME or hf:NAME, optionally "
-                "followed by @REVISION (e.g. hf:openai-community/gpt2@main)."
-            )
-            raise LoadError(msg)
-        if not _REVISION.fullmatch(revision) or not plain_path(revision):
-            msg = (
-                f"{revision!r} is not a revision: give a branch, a tag, refs/pr/N or a commit sha."
-            )
-            raise LoadError(msg)
-        return HubRef(repo, revision, file or None)
+        wrong = (
+            "repo"  # https://…: a URL, not a repo id and a file
+            if file.startswith("//")
+            else "file"
+            if colon and not file
+            else _wrong_part(repo, revision or "main", file)
+        )
+        if wrong is not None:
+            raise LoadError(_WRONG[wrong](repr(text), revision, file))
+        return HubRef(repo, revision or "main", file or None)
 
 
 @dataclass(frozen=True)
@@ -198,6 +189,10 @@ class Cut:
     row_start: int = 0
     row_stop: int | None = None
     grid: tuple[int, int] | None = None
+
+
+#: The source as it is: the tensor detected, every row (a default argument's value).
+NO_CUT = Cut()
 
 
 def parse_source(text: str) -> Source:
@@ -265,6 +260,35 @@ _REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 _REVISION = re.compile(r"[\w.][\w./-]{0,199}")
 _QUANTIZATION = re.compile(r"[A-Za-z0-9][\w.-]{0,63}")
 _WHOLE = re.compile(r"[+-]?[0-9]{1,12}")
+
+
+#: What is wrong with a Hub reference, said: (the reference as written, revision, file).
+_WRONG = {
+    "file": lambda shown, revision, file: (
+        f"{file!r} is not a GGUF file of the repo: after the colon give its name "
+        "(model-Q8_0.gguf) or its quantization (Q8_0)."
+    ),
+    "repo": lambda shown, revision, file: (
+        f"{shown} is not a model id: write hf:NAMESPACE/NAME or hf:NAME, optionally "
+        "followed by @REVISION (e.g. hf:openai-community/gpt2@main)."
+    ),
+    "revision": lambda shown, revision, file: (
+        f"{revision!r} is not a revision: give a branch, a tag, refs/pr/N or a commit sha."
+    ),
+}
+
+
+def _wrong_part(repo: str, revision: str, file: str | None) -> str | None:
+    """Which part of a Hub reference is not one ("file", "repo", "revision"), if any."""
+    if file and not (
+        (file.lower().endswith(".gguf") and plain_path(file)) or _QUANTIZATION.fullmatch(file)
+    ):
+        return "file"
+    if not _REPO.fullmatch(repo) or ".." in repo or "--" in repo:
+        return "repo"
+    if not _REVISION.fullmatch(revision) or not plain_path(revision):
+        return "revision"
+    return None
 
 
 def _simulation(text: str) -> Simulation:
