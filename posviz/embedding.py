@@ -11,7 +11,7 @@ import numpy as np
 
 from posviz._version import __version__
 from posviz.rows import RowLabels, RowOffsets
-from posviz.source import LoadError, Source
+from posviz.source import LoadError, Simulation, Source
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -217,8 +217,8 @@ class Embedding:
     origin : Source or None
         Where the whole tensor was read from (`posviz.source`), as `posviz.load` opened it (a
         Hub model at the commit read, an upload by its name): what a report reads the table's
-        model from. None for a table made from arrays (a page's resampled table). Exports
-        name the source by `provenance`, unchanged.
+        model from; a simulation's generator and arguments. None for a table made from arrays
+        (a page's resampled table). Exports name the source by `provenance`, unchanged.
     """
 
     values: np.ndarray
@@ -294,6 +294,10 @@ class Embedding:
             sha256=digest.hexdigest(),
             first_position=int(first_position),
             simulated=simulated,
+            # A simulation is its own source: what makes it again (posviz.source).
+            origin=Simulation(simulated["generator"], tuple(simulated["params"].items()))
+            if simulated
+            else None,
         )
 
     @property
