@@ -12,6 +12,7 @@ from posviz.embedding import LoadError
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
 from posviz.models.attention import LAYERS, NoHeadsView
 from posviz.schemes.rotary import rotary_frequencies
+from posviz.source import HubRef
 from posviz.ui import heads as cache
 from posviz.ui import loaders, state, widgets
 from posviz.ui import schemes as scheme_cache
@@ -35,9 +36,9 @@ st.caption(
 def _page() -> None:
     """The model, its layer, then the heads' charts and numbers; returns while one is missing."""
     table = state.current()
-    provenance = table.provenance()
+    origin = table.origin
     sources = ["Hub model"] if hub.enabled() else []
-    if "repo" in provenance:  # the current table came from a model on the Hub
+    if isinstance(origin, HubRef):  # the current table came from a model on the Hub
         sources.insert(0, "The current table's model")
     shared = data_dir()
     if shared:
@@ -48,9 +49,9 @@ def _page() -> None:
     source = st.segmented_control("Model", sources, default=sources[0], key="heads.source")
     model = None
     try:
-        if source == "The current table's model":
-            st.caption(f"{literal(provenance['repo'])} at commit {str(provenance['commit'])[:12]}")
-            model = scheme_cache.hub_config(provenance["repo"], provenance["commit"])
+        if source == "The current table's model" and isinstance(origin, HubRef):
+            st.caption(f"{literal(origin.repo)} at commit {origin.revision[:12]}")
+            model = scheme_cache.hub_config(origin)
         elif source == "Hub model":
             with st.form("heads.hub"):
                 left, right = st.columns([3, 1])
@@ -67,7 +68,7 @@ def _page() -> None:
                     icon=":material/info:",
                 )
                 return
-            model = scheme_cache.hub_config(*named)
+            model = scheme_cache.hub_config(HubRef(*named))
         elif source == "Shared folder":
             model = loaders.shared_checkpoint(Path(shared), key="heads.shared", sharded=True)
             if model is None:

@@ -16,20 +16,18 @@ import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, forms, heads, hub, offsets, pipeline, probes
+from posviz import boundary, components, figures, forms, heads, models, offsets, pipeline, probes
 from posviz import collection as _collection
 from posviz._params import defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
 from posviz.export.screen import on_screen
-from posviz.io import INDEX_SUFFIX
 from posviz.models import attention, weights
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE, THRESHOLDS, Spectrum
 
@@ -135,7 +133,11 @@ def report_sections(
         ("Boundaries", lambda: boundaries_section(table, run=run)),
         ("Probes", lambda: probes_section(table, run=run, **seeded)),
     ]
-    model = table_model(table)
+    model: weights.Readable | LoadError | None
+    try:
+        model = models.model_of(table)
+    except LoadError as error:  # its model's, but not opened: the section says why
+        model = error
     if model is not None:  # the table came with its model: its layer 0's heads too
         sections.append(("Heads", lambda: heads_section(model, run=run, **seeded)))
     done: list[Section] = []
@@ -321,40 +323,20 @@ def probes_section(
     )
 
 
-def table_model(table: Embedding) -> weights.Readable | None:
-    """The model a table was read from, when its provenance says (a Hub model at its commit,
-    or a safetensors checkpoint found with its config.json beside it: a shard's, through the
-    index beside it), else None."""
-    provenance = table.provenance()
-    try:
-        if "repo" in provenance and "commit" in provenance:
-            return hub.open_config(str(provenance["repo"]), str(provenance["commit"]))
-        path = Path(table.source)
-        if path.suffix == ".safetensors" and weights.config_beside(path):
-            return _shards_model(path, table.source) or weights.open_checkpoint(
-                path, label=table.source
-            )
-    except LoadError:
-        return None
-    return None
-
-
-def _shards_model(path: Path, label: str) -> weights.LocalCheckpoint | None:
-    """The sharded checkpoint whose index beside `path` lists it, if any."""
-    index = path.parent / f"model{INDEX_SUFFIX}"
-    if path.name == "model.safetensors" or not index.is_file():
-        return None
-    sharded = weights.open_checkpoint(index, label=str(Path(label).parent / index.name))
-    return sharded if path.name in {Path(s).name for s in sharded.shards} else None
-
-
 def heads_section(
-    model: weights.Readable, *, layer: int = 0, run: pipeline.Run = pipeline.call, **params: Any
+    model: weights.Readable | LoadError,
+    *,
+    layer: int = 0,
+    run: pipeline.Run = pipeline.call,
+    **params: Any,
 ) -> Section:
     """Layer `layer`'s heads of the table's model (its kind's step of
     `posviz.pipeline.HEADS_STEPS`, with `params`): each head's numbers beside the null's
-    largest draw, and the every-head overview; a model without a per-head view says why."""
+    largest draw, and the every-head overview; a model without a per-head view, or one that
+    could not be opened (`model` is then why), says why."""
     try:
+        if isinstance(model, LoadError):
+            raise model
         found = attention.open_layer(model, layer=layer)
     except LoadError as error:
         return Section("Heads", f"No per-head view of this model's layer {layer}: {error}")

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from posviz import hub
 from posviz.models import weights
-from posviz.records import read_config, scheme_record
+from posviz.models.weights import read_config
+from posviz.records import scheme_record
 from posviz.schemes.config import position_scheme
+from posviz.source import HubRef, LocalPath, Preset, parse_source
 
 __all__ = ["add_arguments", "summary"]
 
@@ -50,10 +53,15 @@ def summary(args: argparse.Namespace) -> int | None:
     """Print the scheme record of PATH and return 0, or None when PATH is to be analysed as a
     position table as before (a weights file; a Hub model with a learned table)."""
     path = args.path
+    source = parse_source(path)
+    if isinstance(source, LocalPath) and Path(path).is_dir():  # a model folder: its weights
+        path = str(weights.weights_in(path))
+        source = LocalPath(path)
     gguf = path.lower().endswith(".gguf")
-    if not (is_config(path) or hub.is_hub_ref(path) or weights.config_beside(path) or gguf):
+    named = isinstance(source, HubRef | Preset)
+    if not (named or is_config(path) or weights.config_beside(path) or gguf):
         return None
-    config, provenance, opened = read_config(path)
+    config, provenance, opened = read_config(source)
     scheme = position_scheme(config)
     if opened is not None and scheme.kind == "learned_absolute":
         if isinstance(opened, hub.ConfigFile):
