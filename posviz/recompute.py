@@ -326,11 +326,7 @@ def _table(
             _ROWS.check("The provenance's grid", n, error=LoadError)
     first_position = record.get("first_position", 0)
     _POSITION.check("The provenance's first_position", first_position, error=LoadError)
-    rows = {
-        "row_start": row_start,
-        "row_stop": row_start + shape[0],
-        "grid": tuple(grid) if grid else None,
-    }
+    rows = Cut(None, row_start, row_start + shape[0], tuple(grid) if grid else None)
     simulated = record.get("simulated")
     if given is None and simulated is not None:
         where = "the simulation"
@@ -342,11 +338,11 @@ def _table(
             name=made.name,
             source=made.source,
             dtype=made.dtype,
-            **rows,
+            cut=rows,
         )
     elif given is not None:
         where = str(given)  # the user's own file: its messages are shown
-        table = models.load(where, Cut(record["tensor"], **rows))
+        table = models.load(where, replace(rows, tensor=record["tensor"]))
     else:
         named: Source
         if "repo" in record and "commit" in record:
@@ -379,13 +375,13 @@ def _table(
     return table
 
 
-def _named(where: Source, tensor: Any, rows: dict[str, Any]) -> Embedding:
+def _named(where: Source, tensor: Any, rows: Cut) -> Embedding:
     """The table a file named by the export holds. What the file holds is never quoted back:
     an export could name any readable file (a list of keys saved as CSV)."""
     if not isinstance(tensor, str):
         raise TypeError(tensor)
     try:
-        return models.load(where, Cut(tensor, **rows))
+        return models.load(where, replace(rows, tensor=tensor))
     except LoadError as exc:
         if isinstance(where, HubRef):
             raise  # the Hub's answer, not a local file's contents

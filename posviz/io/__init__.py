@@ -240,33 +240,24 @@ def load(source: Input, filename: str | None = None, cut: Cut = NO_CUT) -> Embed
         name=single_name(src.label) if single else name,
         source=src.label,
         dtype=dtype,
-        row_start=cut.row_start,
-        row_stop=cut.row_stop,
-        grid=cut.grid,
+        cut=cut,
     )
 
 
 def table_from(
-    array: np.ndarray,
-    *,
-    name: str,
-    source: str,
-    dtype: str,
-    row_start: int = 0,
-    row_stop: int | None = None,
-    grid: tuple[int, int] | None = None,
+    array: np.ndarray, *, name: str, source: str, dtype: str, cut: Cut = NO_CUT
 ) -> Embedding:
-    """:meth:`Embedding.from_array` of a tensor read from `source`, whose refusals name it (also
-    how posviz.hub makes a table of a fetched tensor)."""
+    """:meth:`Embedding.from_array` of a tensor read from `source`, `cut`'s rows and grid kept,
+    whose refusals name it (also how a Hub model's fetched tensor becomes a table)."""
     try:
         return Embedding.from_array(
             array,
             name=name,
             source=source,
             dtype=dtype,
-            row_start=row_start,
-            row_stop=row_stop,
-            grid=grid,
+            row_start=cut.row_start,
+            row_stop=cut.row_stop,
+            grid=cut.grid,
         )
     except LoadError as exc:
         msg = f"{source}: {exc}"

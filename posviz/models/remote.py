@@ -98,9 +98,7 @@ def load_model(
         name=name,
         source=model.source(name),
         dtype=model.entry(name)["dtype"],
-        row_start=cut.row_start,
-        row_stop=cut.row_stop,
-        grid=cut.grid,
+        cut=cut,
     )
     table = labelled(table, model.config)  # DeBERTa's rel_embeddings: relative positions
     return replace(table, origin=model.ref.at(model.commit))
