@@ -33,7 +33,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from posviz import _settings, export, io, models, pipeline, simulate
+from posviz import _settings, export, models, pipeline, simulate
 from posviz._json import max_depth
 from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
@@ -333,13 +333,7 @@ def _table(
         made = simulate.remade(simulated) if isinstance(simulated, dict) else None
         if made is None:
             raise TypeError(simulated)
-        table = io.table_from(
-            np.concatenate([made.prefix, made.values]),
-            name=made.name,
-            source=made.source,
-            dtype=made.dtype,
-            cut=rows,
-        )
+        table = models.recut(made, rows)
     elif given is not None:
         where = str(given)  # the user's own file: its messages are shown
         table = models.load(where, replace(rows, tensor=record["tensor"]))
