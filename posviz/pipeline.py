@@ -526,12 +526,6 @@ def _attention_layer(
             "checkpoint with its config.json), not a config.json alone."
         )
         raise LoadError(msg)
-    if isinstance(model, _weights.LocalGGUF):
-        msg = (
-            "The export's heads are in the model's safetensors weights; a GGUF file's are "
-            "quantized. Name the model (hf:REPO or a checkpoint with its config.json)."
-        )
-        raise LoadError(msg)
     index = where.get("layer")
     if not isinstance(index, int):
         msg = f"The export's provenance names layer {quoted(index)}; expected a layer number."
@@ -542,7 +536,7 @@ def _attention_layer(
         raise LoadError(msg)
     expected = {str(t.get("name")): t.get("sha256") for t in recorded}
     opened = _attention.open_model(model)
-    plan = _attention.plan_layer(opened.config, opened.tensors, layer=index, label=opened.label)
+    plan = opened.plan(index)
     names = {r.name for r in plan.reads}
     if names != set(expected):
         msg = (
@@ -566,7 +560,7 @@ def _heads_record(
     layer: _attention.AttentionLayer, result: Any, export: Mapping[str, Any]
 ) -> dict[str, Any]:
     """`posviz heads --json`'s record of `result`, with as many positions as `export` printed."""
-    shown = export.get("positions", _record.HEADS_POSITIONS)
+    shown = export.get("positions_printed", export.get("positions", _record.HEADS_POSITIONS))
     return _record.heads_record(layer, result, positions=shown)
 
 

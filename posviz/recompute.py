@@ -8,7 +8,8 @@ report embeds ``{"provenance", "analyses": [...]}``, one entry per table (an ent
 provenance of its own, its heads', is read from there). A position scheme's export names a
 config.json in its provenance instead of a table (`posviz.records.config_provenance`):
 the scheme is read from it again; an attention layer's adds the layer and each tensor read with
-its sha256, and the layer is read again from the model's weights and checked. A comparison of
+its sha256, and the layer is read again from the model's weights and checked (``posviz heads
+--layers``: every layer so, then the depth summary made again from them). A comparison of
 two sources of a model's positions (``posviz diff --json``, the Schemes page's comparison)
 names both: each config.json or GGUF read again as a scheme's, a runtime's dump by its file,
 checked by its sha256 and read in the layout it was read in.
@@ -33,7 +34,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from posviz import _settings, export, models, pipeline, simulate
+from posviz import _settings, depth, export, models, pipeline, simulate
 from posviz._json import max_depth
 from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
@@ -45,6 +46,7 @@ from posviz.models.weights import read_config
 from posviz.rows import row_offsets
 from posviz.schemes.config import position_scheme
 from posviz.schemes.diff import LAYOUTS
+from posviz.schemes.layers import MAX_LAYERS
 from posviz.source import Cut, HubRef, LocalPath, Preset, Source, Upload, as_source
 
 __all__ = ["MAX_ANALYSES", "MAX_EXPORT_BYTES", "Check", "RerunResult", "read_export", "rerun"]
@@ -217,6 +219,8 @@ def rerun(
     if not records or not all(isinstance(r, dict) for r in records):
         msg = "The export's provenance is not a record of where its numbers came from."
         raise LoadError(msg)
+    if isinstance(export.get("layers"), list) and "depth" in export:  # `heads --layers`
+        return RerunResult(tuple(_depth(export, tables, base, tell)), ())
     if "analyses" in export:  # a report: one table, several analyses
         entries = export["analyses"]
     elif "analysis" in export:
@@ -266,6 +270,49 @@ def rerun(
         msg = f"The export is incomplete or not from this posviz version ({type(exc).__name__})."
         raise LoadError(msg) from exc
     return RerunResult(tuple(checks), loaded)
+
+
+def _depth(
+    export: dict[str, Any],
+    tables: Sequence[str | Path],
+    base: str | Path | None,
+    tell: Tell | None,
+) -> list[Check]:
+    """Every layer of a ``posviz heads --layers`` export recomputed as its own export is (each
+    layer read again from the model's weights, every tensor's sha256 checked), then its depth
+    summary made again from the layers recomputed. The model's config.json is read once."""
+    layers = export["layers"]
+    if not 0 < len(layers) <= MAX_LAYERS:
+        msg = f"The export lists no layers or more than {MAX_LAYERS:,}: it is no posviz export."
+        raise LoadError(msg)
+    steps = [_step(entry) for entry in layers]  # every name checked before anything is read
+    if any(step.takes != "layer" or step.data is None or step.record is None for step in steps):
+        msg = "The export's layers are not every one a layer's heads."
+        raise LoadError(msg)
+    read: dict[tuple[Any, ...], tuple[dict, dict[str, Any], Any]] = {}
+    checks: list[Check] = []
+    found = []
+    try:
+        for step, entry in zip(steps, layers, strict=True):
+            own = entry["provenance"]
+            if not isinstance(own, dict):
+                raise TypeError(own)
+            key = (own.get("config"), own.get("sha256"), own.get("weights"))
+            if key not in read:
+                read[key] = _config(own, tables[0] if tables else None, base, tell)
+            config, where, model = read[key]
+            where = {**where, "layer": own["layer"], "tensors": own["tensors"]}
+            data = step.data(position_scheme(config), where, model)  # type: ignore[misc]
+            result = _recomputed(step, [data], _params(step, entry))
+            record = step.record(data, result, entry)  # type: ignore[misc]
+            checks += _record_checks(f"{step.name} (layer {_cut(own['layer'])})", entry, record)
+            found.append(depth.LayerNumbers.made(data, result))
+        skipped = export["depth"].get("skipped") or {}
+        again = depth.depth_record(found, skipped={int(k): v for k, v in skipped.items()})
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a hand-edited export
+        msg = f"The export is incomplete or not from this posviz version ({type(exc).__name__})."
+        raise LoadError(msg) from exc
+    return checks + _record_checks("depth", export["depth"], again)
 
 
 def _step(entry: Any) -> pipeline.Step:

@@ -408,6 +408,9 @@ def heads_record(
     ``usage_share`` and ``usage_folded``; learned, ALiBi and T5: ``kernel`` (the first
     `positions` rows and columns) and ``offset_profile`` (m_h(Δ), Δ = 0 … positions − 1 back
     from the query; ``offset_profile_ahead`` Δ = −1 … −(positions − 1) where keys ahead count).
+    ``quantization`` names a GGUF's quantized q/k type (None: floats, read as stored).
+    ``positions_printed`` is `positions` (what the kernels and profiles hold);
+    ``positions_analysed`` the positions every number was computed over.
     """
     plan = layer.plan
     record: dict[str, Any] = {
@@ -418,8 +421,9 @@ def heads_record(
         "n_heads": plan.n_heads,
         "n_kv_heads": plan.n_kv_heads,
         "head_dim": plan.head_dim,
+        "quantization": plan.quantization,
         "bytes_fetched": layer.bytes_fetched,
-        "positions": positions,
+        "positions_printed": positions,
         "notes": list(plan.notes),
     }
     numbers = ROTARY_NUMBERS if plan.kind == "rotary" else PATTERN_NUMBERS
@@ -454,7 +458,7 @@ def heads_record(
             _NUMBER_BYTES * plan.n_heads * stop * (stop + 2),
             f"The kernels of {plan.n_heads} heads over {stop} positions, as JSON (positions)",
         )
-        record["n_positions"] = result.n_positions
+        record["positions_analysed"] = result.n_positions
         record["causal"] = result.causal
         zero = result.n_positions - 1  # the profile's index of Δ = 0
         for h, head in enumerate(heads):

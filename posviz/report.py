@@ -13,7 +13,7 @@ import gzip
 import html
 import json
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +21,18 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from posviz import boundary, components, figures, forms, heads, models, offsets, pipeline, probes
+from posviz import (
+    boundary,
+    components,
+    depth,
+    figures,
+    forms,
+    heads,
+    models,
+    offsets,
+    pipeline,
+    probes,
+)
 from posviz import collection as _collection
 from posviz._params import defaults, split_params, step_of
 from posviz.collection import Collection
@@ -50,8 +61,9 @@ class Section:
     `analyses` holds, per table of numbers, the result it was read from (which records its
     step and params); a table without one (DeBERTa's rows and their offsets) is no analysis'.
     The page shows a long table's first rows and its `rows`; the data block keeps them all.
-    `provenance`: where its numbers came from when that is not the table (heads: the model's
-    layer).
+    `provenance`: per table, where its numbers came from when that is not the table (heads:
+    each layer's). `hidden`: tables in the data block but not on the page (each layer's heads,
+    summarised on it).
     """
 
     title: str
@@ -66,8 +78,11 @@ class Section:
     blanks: dict[str, str] = field(default_factory=dict)
     #: How the numbers were made, step by step, under the note.
     steps: list[str] = field(default_factory=list)
-    #: Where its numbers came from when that is not the table (heads: the model's layer).
-    provenance: dict[str, Any] | None = None
+    #: Where its numbers came from when that is not the table, per table (heads: each
+    #: layer's provenance).
+    provenance: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Tables kept in the data block (and so rerun), not shown (each layer's heads).
+    hidden: set[str] = field(default_factory=set)
 
 
 #: Told before each section: ``progress(section title, sections done, sections in all)``.
@@ -138,7 +153,7 @@ def report_sections(
         model = models.model_of(table)
     except LoadError as error:  # its model's, but not opened: the section says why
         model = error
-    if model is not None:  # the table came with its model: its layer 0's heads too
+    if model is not None:  # the table came with its model: its layers' heads too
         sections.append(("Heads", lambda: heads_section(model, run=run, **seeded)))
     done: list[Section] = []
     for title, make in sections:
@@ -323,50 +338,88 @@ def probes_section(
     )
 
 
+#: Bytes the report fetches by name for every layer's heads; above, layer 0 alone (the report
+#: cannot ask, as the page does above this).
+REPORT_FETCH = 2**30
+
+
 def heads_section(
     model: weights.Readable | LoadError,
     *,
-    layer: int = 0,
+    layers: str | int | Sequence[int] = depth.ALL,
     run: pipeline.Run = pipeline.call,
     **params: Any,
 ) -> Section:
-    """Layer `layer`'s heads of the table's model (its kind's step of
-    `posviz.pipeline.HEADS_STEPS`, with `params`): each head's numbers beside the null's
-    largest draw, and the every-head overview; a model without a per-head view, or one that
-    could not be opened (`model` is then why), says why."""
+    """The heads of every layer of the table's model (`posviz.depth`: each layer's kind's step
+    of `posviz.pipeline.HEADS_STEPS`, with `params`, one layer at a time): a table of each
+    layer's labelled heads and largest label numbers beside its null, a layers x heads map of
+    each label's number; every layer's own table (each head's numbers beside the null's
+    largest draw) is in the page's data block, which `posviz rerun` checks. By name, more than
+    `REPORT_FETCH` bytes to fetch reads layer 0 alone and says so; a model without a per-head
+    view, or one that could not be opened (`model` is then why), says why."""
     try:
         if isinstance(model, LoadError):
             raise model
-        found = attention.open_layer(model, layer=layer)
+        opened = attention.open_model(model)
+        plan = depth.plan_depth(opened, layers)
+        fetch = ""
+        if plan.to_fetch > REPORT_FETCH:
+            fetch = (
+                f" Every layer would fetch {plan.to_fetch / 2**30:.1f} GiB, above the report's "
+                f"{REPORT_FETCH / 2**30:.0f} GiB: layer {plan.read[0]} alone is read (posviz "
+                "heads --layers all reads them all)."
+            )
+            plan = depth.plan_depth(opened, [plan.read[0]])
     except LoadError as error:
-        return Section("Heads", f"No per-head view of this model's layer {layer}: {error}")
-    result = run(pipeline.HEADS_STEPS[found.kind], found, **params)
-    if isinstance(result, heads.RotaryHeads):
-        overview = figures.heads.usage_overview(result, model=found.model)
-        definitions = heads.ROTARY_NUMBERS
-    else:
-        overview = figures.heads.offsets_overview(result, model=found.model)
-        definitions = heads.PATTERN_NUMBERS
+        return Section("Heads", f"No per-head view of this model's layers: {error}")
+    tables: dict[str, pd.DataFrame] = {}
+
+    def keep(layer: depth.LayerHeads) -> None:
+        tables[f"Heads, layer {layer.index}"] = layer.result.to_frame()
+
+    found = depth.collect(plan, run=run, each=keep, **params)
+    summary = found.record()
+    label_numbers = {name: t for name, t in heads.LABELS.values() if name in found.definitions}
+    by_layer = pd.DataFrame({"layer": summary["layers"]})
+    by_layer["labelled heads"] = [
+        "; ".join(
+            f"h{head} {label}"
+            for label, got in summary["labels"].items()
+            for at, head in got["heads"]
+            if at == layer
+        )
+        for layer in summary["layers"]
+    ]
+    for name in label_numbers:
+        got = summary["numbers"][name]
+        by_layer[f"{name} max"] = got["max"]
+        by_layer[f"{name} head"] = got["max_head"]
+        by_layer[f"{name} null max"] = got["null_max"]
+    first = found.layers[0]
     thresholds = "; ".join(
         f"“{label}”: {name} ≥ {threshold:g}"
         for label, (name, threshold) in heads.LABELS.items()
-        if name in result.numbers
+        if name in found.definitions
     )
+    skipped = "".join(f" Layer {k} skipped: {v}" for k, v in plan.skipped.items())
+    notes = " ".join(dict.fromkeys(note for layer in plan.plans for note in layer.notes))
     note = (
-        f"Layer {layer} of {found.model} ({found.plan.family}, {found.plan.kind}), from its "
-        f"weights alone. {' '.join(found.plan.notes)} "
-        + " ".join(f"{k}: {v}." for k, v in definitions.items())
-        + f" Null: the layer's query and key rows permuted across heads, "
-        f"{result.params['n_draws']} draws; a head is labelled only above every null draw and at "
-        f"least: {thresholds}."
+        f"Layers {', '.join(map(str, found.indices))} of {plan.model} ({plan.family}, "
+        f"{plan.kind}), from their weights alone, one layer at a time.{fetch}{skipped} {notes} "
+        + " ".join(f"{k}: {v}." for k, v in found.definitions.items())
+        + f" Null: each layer's query and key rows permuted across its heads, "
+        f"{first.params.get('n_draws', 0)} draws; a head is labelled only above every null draw "
+        f"of its layer and at least: {thresholds}. Each layer's table of every head's numbers "
+        "is in this page's data block."
     )
     return Section(
         "Heads",
         note,
-        {"Heads": result.to_frame()},
-        [overview],
-        {"Heads": result},
-        provenance=found.provenance(),
+        {"Heads by layer": by_layer, **tables},
+        [figures.heads.depth_map(found, name, model=plan.model) for name in label_numbers],
+        {f"Heads, layer {n.layer}": n for n in found.layers},
+        provenance={f"Heads, layer {n.layer}": n.provenance for n in found.layers},
+        hidden=set(tables),
     )
 
 
@@ -390,7 +443,7 @@ def build_report(table: Embedding, *, progress: Progress | None = None, **option
         "provenance": table.provenance(),
         "analyses": [
             {**_analysis(section.analyses[caption]), "caption": caption, "columns": columns(frame)}
-            | ({"provenance": section.provenance} if section.provenance else {})
+            | ({"provenance": section.provenance[caption]} if caption in section.provenance else {})
             for section in sections
             for caption, frame in section.tables.items()
             if caption in section.analyses  # a table of numbers an analysis made
@@ -454,6 +507,8 @@ def _page(
             steps = "".join(f"<li>{html.escape(step)}</li>" for step in section.steps)
             body.append(f"<ol class='steps'>{steps}</ol>")
         for caption, frame in section.tables.items():
+            if caption in section.hidden:
+                continue
             body.append(f"<h3>{html.escape(caption)}</h3>")
             rows, which = section.rows.get(caption, ([], ""))
             blank = section.blanks.get(caption, BLANK)

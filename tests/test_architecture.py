@@ -58,6 +58,7 @@ LAYERS = {
     "records": 6,
     # the one step registry, and the words of every analysis
     "pipeline": 7,
+    "depth": 7,  # every layer of a model: the heads steps run one layer at a time
     "glossary": 7,
     "figures": 8,
     "recompute": 8,  # `posviz rerun`: runs the pipeline's steps

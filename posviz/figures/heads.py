@@ -6,11 +6,13 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from posviz.depth import DepthHeads
 from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, escape, f32, log_axis
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
 
 __all__ = [
     "decays",
+    "depth_map",
     "head_names",
     "kernel_map",
     "numbers_vs_null",
@@ -246,4 +248,47 @@ def numbers_vs_null(result: PatternHeads | RotaryHeads, name: str) -> go.Figure:
                           annotation_text=f"“{label}” at ≥ {threshold:g}")  # fmt: skip
     fig.add_trace(go.Scatter(x=heads, y=f32(values), mode="markers", marker={"size": 9}, name=name))
     fig.update_xaxes(type="category")
+    return fig
+
+
+def depth_map(found: DepthHeads, name: str, *, model: str = "") -> go.Figure:
+    """Layers x heads of per-head number `name` (a row per layer read, a column per head),
+    each labelled head ringed and named, each layer's null max in the hover."""
+    values = found.map(name)
+    labels = found.label_map()
+    nulls = found.null_max(name)
+    layers, heads = found.indices, np.arange(found.n_heads)
+    definition = found.definitions.get(name, name)
+    fig = base_figure(
+        f"{escape(model)} — {escape(name)} of every head, by layer"
+        f"<br><sup>{escape(definition)}; ringed: a labelled head</sup>",
+        "head",
+        "layer",
+        showlegend=True,
+    )
+    fig.update_layout(margin={"t": 80, "b": 90}, legend={"yanchor": "top", "y": -0.18, "x": 0})
+    null_text = np.array([[f"{v:.4g}" if np.isfinite(v) else "none"] * len(heads) for v in nulls])
+    fig.add_trace(
+        go.Heatmap(
+            z=f32(values),
+            x=heads,
+            y=layers,
+            customdata=np.dstack([labels, null_text]) if len(layers) else None,
+            colorscale="Viridis",
+            colorbar={"title": escape(name)},
+            hovertemplate="layer %{y}, head %{x}<br>" + escape(name) + " = %{z:.4g}"
+            "<br>%{customdata[0]}<br>the layer's null max %{customdata[1]}<extra></extra>",
+        )
+    )
+    for label in dict.fromkeys(label for label in labels.ravel() if label):
+        rows, cols = np.nonzero(labels == label)
+        fig.add_trace(
+            go.Scatter(
+                x=cols, y=[layers[r] for r in rows], mode="markers", name=label,
+                marker={"symbol": "circle-open", "size": 14, "line": {"width": 2}},
+                hovertemplate="layer %{y}, head %{x}: " + label + "<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.update_yaxes(autorange="reversed", dtick=1 if len(layers) <= 48 else None)
+    fig.update_xaxes(dtick=1 if len(heads) <= 48 else None)
     return fig

@@ -203,15 +203,16 @@ def read_rows(
 ) -> np.ndarray:
     """Rows [start, stop) of tensor `name` (along its first axis), from the disk cache or by
     one range request for exactly their bytes (a layer's query and key rows of a fused
-    q/k/v tensor, without its values'). BF16 becomes float32 (exact)."""
+    q/k/v tensor, without its values'). BF16 becomes float32 (exact); a GGUF's quantized rows
+    are dequantized (only they)."""
     if name not in model.tensors:
         msg = f"{model.label} has no tensor {name!r}."
         raise LoadError(msg)
     entry, file = model.entry(name), model.tensors[name]
     what = f"{model.label}:{file}: tensor '{name}'"
     part = io.rows_entry(what, entry, start, stop)
-    io.check_safetensors_tensor(what, part)
-    row = io.row_bytes(entry)
+    io.check_entry(what, part)
+    row = io.entry_row_bytes(entry)
     first = model.span(name)[0]
     span = (first + start * row, first + stop * row)
     cache = _Cache()
@@ -222,12 +223,12 @@ def read_rows(
         url = client._file_url(model.repo, model.commit, file)
         buffer, _ = client._get_range(url, *span, what=what, progress=progress)
         cache.put_tensor(model, name, buffer, span)
-    return io.safetensors_array(buffer, part)
+    return io.entry_array(buffer, part)
 
 
 def rows_cached(model: HubModel, name: str, start: int, stop: int) -> bool:
     """Whether rows [start, stop) of tensor `name` are in the disk cache."""
-    first, row = model.span(name)[0], io.row_bytes(model.entry(name))
+    first, row = model.span(name)[0], io.entry_row_bytes(model.entry(name))
     return _Cache().tensor(model, name, (first + start * row, first + stop * row)) is not None
 
 

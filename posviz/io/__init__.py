@@ -37,8 +37,10 @@ from posviz.io._gguf import (
     file_reader,
     gguf_array,
     gguf_entries,
+    gguf_row_bytes,
     header_entries,
     read_gguf_header,
+    read_gguf_rows,
     read_gguf_tensor,
 )
 from posviz.io._npy import _list_npy, _read_npy
@@ -102,12 +104,14 @@ __all__ = [
     "choose_tensor",
     "detect_position_tensor",
     "entry_array",
+    "entry_row_bytes",
     "gguf_entries",
     "header_entries",
     "list_tensors",
     "load",
     "opened",
     "read_gguf_header",
+    "read_gguf_rows",
     "read_gguf_tensor",
     "read_rows",
     "read_tensor",
@@ -370,6 +374,14 @@ def check_entry(what: str, entry: dict) -> None:
         check_safetensors_tensor(what, entry)
     else:
         check_gguf_tensor(what, entry)
+
+
+def entry_row_bytes(entry: dict) -> int:
+    """Bytes of one row (one index of the first axis) of a checked entry, safetensors' or
+    GGML's (a quantized row is whole blocks)."""
+    if entry["dtype"] in _SAFETENSOR_TYPES:
+        return row_bytes(entry)
+    return gguf_row_bytes(entry)
 
 
 def entry_array(buffer: bytearray, entry: dict) -> np.ndarray:

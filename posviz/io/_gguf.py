@@ -55,8 +55,10 @@ __all__ = [
     "file_reader",
     "gguf_array",
     "gguf_entries",
+    "gguf_row_bytes",
     "header_entries",
     "read_gguf_header",
+    "read_gguf_rows",
     "read_gguf_tensor",
 ]
 
@@ -662,6 +664,40 @@ def gguf_array(buffer: bytes | bytearray, entry: dict) -> np.ndarray:
     rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
     raw = np.frombuffer(buffer, dtype=np.uint8).reshape(rows, -1)
     return np.asarray(dequantize(raw, GGMLType[kind]), dtype=np.float32).reshape(shape)
+
+
+def gguf_row_bytes(entry: dict) -> int:
+    """Bytes of one row (one index of the first axis) of a checked GGUF entry: whole blocks,
+    as the header's check that rows are made of whole blocks ensures."""
+    GGMLType, sizes = _gguf_types()
+    block, type_size = sizes[GGMLType[entry["dtype"]]]
+    return math.prod(entry["shape"][1:]) // block * type_size
+
+
+def read_gguf_rows(
+    read: Callable[[int, int], bytes | bytearray],
+    header: GGUFHeader,
+    name: str,
+    start: int,
+    stop: int,
+    label: str,
+) -> np.ndarray:
+    """Rows [start, stop) of tensor `name` (its first axis) of a GGUF file whose `header` was
+    read, through ``read(begin, end)``: only their bytes are read, and only they are
+    dequantized (a layer's query and key rows of a fused q/k/v tensor)."""
+    if name not in header.tensors:
+        raise LoadError(_missing_message(label, name, header.tensors))
+    tensor = header.tensors[name]
+    entry = {"dtype": tensor.type, "shape": list(tensor.shape)}
+    what = f"{label}: tensor '{_short(name)}'"
+    if not tensor.shape or not 0 <= start < stop <= tensor.shape[0]:
+        msg = f"{what} of shape {list(tensor.shape)} has no rows {start}:{stop}."
+        raise LoadError(msg)
+    part = {**entry, "shape": [stop - start, *tensor.shape[1:]]}
+    check_gguf_tensor(what, part)
+    row = gguf_row_bytes(entry)
+    begin = header.data_start + tensor.begin + start * row
+    return gguf_array(read(begin, begin + (stop - start) * row), part)
 
 
 def _list_gguf(src: _File) -> list[TensorInfo]:

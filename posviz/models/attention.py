@@ -50,6 +50,8 @@ __all__ = [
     "LayerPlan",
     "NoHeadsView",
     "Read",
+    "language_model",
+    "n_layers_of",
     "open_layer",
     "open_model",
     "open_source",
@@ -121,6 +123,15 @@ class Family:
     position_norm : str
         BERT: the embeddings' LayerNorm the sum goes through (the layer itself has none).
     causal : bool
+    q_norm, k_norm : str
+        Where `head_norm`'s tensors are under the layer (default: transformers' names).
+    gguf : str
+        The GGUF architecture (``general.architecture``) whose llama.cpp names these are; ""
+        for a safetensors checkpoint's.
+    permuted : bool
+        GGUF: llama.cpp's converter stored each head's q and k rows pair by pair (row i and
+        i + d/2 of a head as rows 2i, 2i + 1: its NORM rope), read back in transformers'
+        order.
     """
 
     name: str
@@ -140,6 +151,10 @@ class Family:
     token_type: str = ""
     position_norm: str = ""
     causal: bool = True
+    q_norm: str = ""
+    k_norm: str = ""
+    gguf: str = ""
+    permuted: bool = False
 
 
 #: Every architecture posviz reads, per ../shared/HEADS.md.
@@ -192,6 +207,46 @@ FAMILIES = (
 _BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
 
 
+def _gguf(name: str, arch: str, kind: str = "rotary", **where: object) -> Family:
+    """A family as llama.cpp names its tensors (``blk.{l}.attn_q.weight``, …; gguf-py's
+    tensor_mapping.py), for a GGUF of architecture `arch`."""
+    names: dict = {"q": "attn_q", "k": "attn_k", "norms": ("attn_norm",), "q_norm": "attn_q_norm",
+                   "k_norm": "attn_k_norm", **where}  # fmt: skip
+    return Family(name, (arch,), kind, "blk.{l}", gguf=arch, **names)
+
+
+#: Every GGUF architecture posviz reads heads of, as llama.cpp's converter
+#: (convert_hf_to_gguf.py, conversion/*.py in ggml-org/llama.cpp) writes it: which q and k rows
+#: it permutes (the architectures llama_model_rope_type() calls NORM and that transformers
+#: rotates by halves: llama, olmo), what it fuses (GPT-2's Conv1D transposed to rows
+#: q | k | v; GPT-NeoX's and Falcon's per-head or per-group rows reordered to q | k | v),
+#: which norms it stores as 1 + w (Gemma), which it stacks (StableLM's per-head LayerNorms as
+#: one [n_heads, d] tensor). A family whose q and k are separate also reads a fused
+#: ``attn_qkv`` (rows q | k | v), as llama.cpp loads either.
+GGUF_FAMILIES = {
+    f.gguf: f
+    for f in (
+        _gguf("GPT-2", "gpt2", "learned", q="", k="", fused="attn_qkv", layout="rows",
+              norm_kind="layer_norm", positions="position_embd.weight"),
+        _gguf("BERT", "bert", "learned", norms=(), positions="position_embd.weight",
+              token_type="token_types.weight", position_norm="token_embd_norm", causal=False),
+        _gguf("Llama", "llama", norm_kind="rms_norm", permuted=True),
+        _gguf("Qwen2", "qwen2", norm_kind="rms_norm"),
+        *(_gguf("Gemma", arch, norm_kind="rms_norm", head_norm="gemma")
+          for arch in ("gemma", "gemma2", "gemma3")),
+        _gguf("Phi-3", "phi3", q="", k="", fused="attn_qkv", layout="rows", norm_kind="rms_norm"),
+        _gguf("Phi", "phi2", norm_kind="layer_norm", head_norm="shared_ln"),
+        _gguf("OLMo", "olmo", norms=(), norm_kind="layer_norm", permuted=True),
+        _gguf("OLMo-2", "olmo2", norms=(), head_norm="projection"),
+        _gguf("StableLM", "stablelm", norm_kind="layer_norm", head_norm="per_head_ln"),
+        _gguf("GPT-NeoX", "gptneox", q="", k="", fused="attn_qkv", layout="rows",
+              norm_kind="layer_norm"),
+        _gguf("Falcon", "falcon", q="", k="", fused="attn_qkv", layout="rows",
+              norm_kind="layer_norm"),
+    )
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Read:
     """One tensor to read: all of it, or rows [start, stop) of its first axis."""
@@ -217,6 +272,8 @@ class LayerPlan:
     notes : tuple of str
         What the screen and exports state about the reading (biases included, a layer above 0
         read with position alone, the model's own logit scale, ...).
+    quantization : str or None
+        A GGUF's quantized q/k types (``"Q8_0"``); None when they are floats.
     """
 
     kind: str
@@ -236,6 +293,7 @@ class LayerPlan:
     first_row: int = 0
     eps: float = 1e-5
     options: dict = field(default_factory=dict)
+    quantization: str | None = None
 
     @property
     def nbytes(self) -> int:
@@ -339,9 +397,16 @@ def _gains(norms: tuple[Norm, ...] | None) -> np.ndarray | None:
 # --- planning -------------------------------------------------------------------------------
 
 
-def _language_model(config: dict) -> dict:
+def language_model(config: dict) -> dict:
+    """A multimodal config.json's text model's keys (its ``text_config`` over the rest)."""
     text = config.get("text_config")
     return {**config, **text} if isinstance(text, dict) else config
+
+
+def n_layers_of(config: dict) -> int | None:
+    """The model's layers, as config.json counts them (None when it does not say)."""
+    n_layers = _first(language_model(config), "num_hidden_layers", "n_layer", "num_layers")
+    return n_layers if isinstance(n_layers, int) and n_layers > 0 else None
 
 
 def _positive(config: dict, what: str, *keys: str) -> int:
@@ -388,19 +453,27 @@ LAYERS = Bound(0, MAX_LAYERS - 1)
 
 @bounded(layer=LAYERS)
 def plan_layer(
-    config: dict, tensors: Mapping[str, io.TensorInfo], *, layer: int = 0, label: str = "model"
+    config: dict,
+    tensors: Mapping[str, io.TensorInfo],
+    *,
+    layer: int = 0,
+    label: str = "model",
+    gguf: str = "",
 ) -> LayerPlan:
     """What reading layer `layer`'s queries and keys takes: the tensors and rows, their bytes.
 
     Parameters
     ----------
     config : dict
-        The model's config.json.
+        The model's config.json (a GGUF's: the keys its metadata stands for).
     tensors : mapping of str to TensorInfo
         The checkpoint's tensors from its headers (name -> shape and dtype).
     layer : int
     label : str
         The model as messages name it.
+    gguf : str
+        A GGUF file's architecture: its tensors are llama.cpp's (`GGUF_FAMILIES`), of any
+        type the `gguf` package dequantizes.
 
     Raises
     ------
@@ -410,16 +483,15 @@ def plan_layer(
         An architecture not in `FAMILIES`, a quantized, missing or wrongly shaped tensor, a
         layer beyond the model's, or more than `MAX_LAYER_BYTES` to read; nothing is fetched.
     """
-    config = _language_model(config)
-    if isinstance(config.get("quantization_config"), dict):
+    config = language_model(config)
+    if not gguf and isinstance(config.get("quantization_config"), dict):
         method = config["quantization_config"].get("quant_method", "unnamed")
         msg = (
             f"{label} is quantized ({method}, config.json's quantization_config): its q/k "
             "weights are packed integers posviz does not unpack. Open the unquantized model."
         )
         raise LoadError(msg)
-    n_layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
-    n_layers = n_layers if isinstance(n_layers, int) and n_layers > 0 else None
+    n_layers = n_layers_of(config)
     if n_layers is not None and layer >= n_layers:
         msg = f"{label} has {n_layers} layers (0 … {n_layers - 1}); there is no layer {layer}."
         raise LoadError(msg)
@@ -455,6 +527,18 @@ def plan_layer(
         msg = f"{label} uses {what}; it has no per-head position weights to show here."
         raise NoHeadsView(msg, kind=scheme.kind)
     model_type = str(config.get("model_type", ""))
+    if gguf:
+        family = GGUF_FAMILIES.get(gguf)
+        if family is None or family.kind != ("rotary" if scheme.kind == "rotary" else "learned"):
+            known = ", ".join(sorted(GGUF_FAMILIES))
+            msg = (
+                f"{label}: GGUF architecture {gguf!r} is not one whose attention tensors posviz "
+                f"knows (which rows llama.cpp's converter stored where, and whether it "
+                f"permuted them: known {known}; also ALiBi models). Nothing was fetched "
+                "beyond the header."
+            )
+            raise LoadError(msg)
+        return _plan_family(config, family, scheme, names, layer, n_layers, label)
     family = _BY_TYPE.get(model_type)
     if family is None or family.kind != ("rotary" if scheme.kind == "rotary" else "learned"):
         known = ", ".join(sorted(_BY_TYPE))
@@ -471,7 +555,7 @@ def _dims(config: dict, family: Family) -> tuple[int, int, int, int]:
     """(n_heads, n_kv_heads, head_dim, hidden) as the family's code reads them."""
     hidden = _positive(config, "hidden size", "hidden_size", "n_embd", "d_model")
     n_heads = _positive(config, "number of heads", "num_attention_heads", "n_head", "num_heads")
-    if family.name == "Falcon":
+    if family.name == "Falcon" and not family.gguf:  # a GGUF states its kv heads
         if config.get("new_decoder_architecture"):
             n_kv = _positive(config, "num_kv_heads", "num_kv_heads")
         else:
@@ -503,22 +587,23 @@ def _plan_family(
     def add(role: str, suffix: str, what: str, shape: tuple[int, ...] | None, rows=None) -> Read:
         name = names.need(suffix, what)
         info = names.tensors[name]
-        if info.dtype not in FLOAT_DTYPES:
+        stored = tuple(info.shape)
+        if family.gguf:  # any type the gguf package dequantizes (a row is whole blocks)
+            part = [rows[1] - rows[0], *stored[1:]] if rows else list(stored)
+            io.check_gguf_tensor(f"{label}: tensor '{name}'", {"dtype": info.dtype, "shape": part})
+        elif info.dtype not in FLOAT_DTYPES:
             msg = (
                 f"{label}: {name} is stored as {info.dtype}: quantized or not a weight "
                 f"(posviz reads {', '.join(FLOAT_DTYPES)}). Open the unquantized model."
             )
             raise LoadError(msg)
-        stored = tuple(info.shape)
         if shape is not None and stored != shape:
             msg = (
                 f"{label}: {name} has shape {list(stored)}, but config.json ({n_heads} heads, "
                 f"{n_kv} key/value heads, head_dim {d}, hidden {hidden}) gives {list(shape)}."
             )
             raise LoadError(msg)
-        item = _ITEM_BYTES[info.dtype]
-        count = math.prod(stored) if rows is None else (rows[1] - rows[0]) * math.prod(stored[1:])
-        read = Read(role, name, info.dtype, stored, rows, count * item)
+        read = Read(role, name, info.dtype, stored, rows, _stored_bytes(info.dtype, stored, rows))
         reads.append(read)
         return read
 
@@ -529,6 +614,8 @@ def _plan_family(
         return True
 
     at = f"{prefix}."
+    if family.gguf and family.q and names.find(f"{at}{family.q}.weight") is None:
+        family = replace(family, q="", k="", fused="attn_qkv", layout="rows")  # fused, as loaded
     if family.layout == "separate":
         add("q", at + family.q + ".weight", "the query projection", (n_heads * d, hidden))
         add("k", at + family.k + ".weight", "the key projection", (n_kv * d, hidden))
@@ -541,7 +628,7 @@ def _plan_family(
         biased = optional("qkv_bias", at + family.fused + ".bias", (3 * hidden,))
     else:
         layout = family.layout
-        if family.name == "Falcon":
+        if family.name == "Falcon" and not family.gguf:  # a GGUF's are q | k | v rows
             layout = "groups" if config.get("new_decoder_architecture") else (
                 "rows" if config.get("multi_query", True) else "per_head"
             )  # fmt: skip
@@ -571,27 +658,36 @@ def _plan_family(
             add("norm_weight", f"{at}{found[0]}.weight", "the input norm's gain", (hidden,))
             optional("norm_bias", f"{at}{found[0]}.bias", (hidden,))
     head_norm = family.head_norm
-    if head_norm == "gemma" and names.find(f"{at}self_attn.q_norm.weight") is None:
+    qn = at + (family.q_norm or _HEAD_NORMS.get(head_norm, ("", ""))[0])
+    kn = at + (family.k_norm or _HEAD_NORMS.get(head_norm, ("", ""))[1])
+    stacked = False
+    if head_norm == "gemma" and names.find(f"{qn}.weight") is None:
         head_norm = ""  # Gemma 1 and 2 have none
     if head_norm == "gemma":
-        add("q_norm", f"{at}self_attn.q_norm.weight", "the per-head q norm", (d,))
-        add("k_norm", f"{at}self_attn.k_norm.weight", "the per-head k norm", (d,))
+        add("q_norm", f"{qn}.weight", "the per-head q norm", (d,))
+        add("k_norm", f"{kn}.weight", "the per-head k norm", (d,))
     elif head_norm == "projection":
-        add("q_norm", f"{at}self_attn.q_norm.weight", "the q norm", (n_heads * d,))
-        add("k_norm", f"{at}self_attn.k_norm.weight", "the k norm", (n_kv * d,))
+        add("q_norm", f"{qn}.weight", "the q norm", (n_heads * d,))
+        add("k_norm", f"{kn}.weight", "the k norm", (n_kv * d,))
     elif head_norm == "shared_ln":
-        if optional("q_norm", f"{at}self_attn.q_layernorm.weight", (d,)):
-            add("k_norm", f"{at}self_attn.k_layernorm.weight", "the k layernorm", (d,))
-            optional("q_norm_bias", f"{at}self_attn.q_layernorm.bias", (d,))
-            optional("k_norm_bias", f"{at}self_attn.k_layernorm.bias", (d,))
+        if optional("q_norm", f"{qn}.weight", (d,)):
+            add("k_norm", f"{kn}.weight", "the k layernorm", (d,))
+            optional("q_norm_bias", f"{qn}.bias", (d,))
+            optional("k_norm_bias", f"{kn}.bias", (d,))
+        else:
+            head_norm = ""
+    elif head_norm == "per_head_ln" and family.gguf:  # stacked by the converter: [heads, d]
+        stacked = optional("q_norm", f"{qn}.weight", (n_heads, d))
+        if stacked:
+            add("k_norm", f"{kn}.weight", "the k norms", (n_kv, d))
         else:
             head_norm = ""
     elif head_norm == "per_head_ln":
-        if names.find(f"{at}self_attn.q_layernorm.norms.0.weight") is not None:
+        if names.find(f"{qn}.norms.0.weight") is not None:
             for h in range(n_heads):
-                add(f"q_norm.{h}", f"{at}self_attn.q_layernorm.norms.{h}.weight", "a q norm", (d,))
+                add(f"q_norm.{h}", f"{qn}.norms.{h}.weight", "a q norm", (d,))
             for g in range(n_kv):
-                add(f"k_norm.{g}", f"{at}self_attn.k_layernorm.norms.{g}.weight", "a k norm", (d,))
+                add(f"k_norm.{g}", f"{kn}.norms.{g}.weight", "a k norm", (d,))
         else:
             head_norm = ""
     eps = float(
@@ -653,7 +749,7 @@ def _plan_family(
             )
         if layer > 0:
             notes.append(
-                f"Layer {layer} is read with the position rows alone as its input: this is "
+                "A layer above 0 is read with the position rows alone as its input: this is "
                 "position alone, not the residual stream the layer sees."
             )
     else:
@@ -669,6 +765,25 @@ def _plan_family(
             raise LoadError(msg)
         if family.name == "Gemma" and config.get("query_pre_attn_scalar"):
             logit_scale = float(config["query_pre_attn_scalar"]) ** -0.5
+    quantization = None
+    if family.gguf:
+        stored = sorted({r.dtype for r in reads if r.role in ("q", "k", "qkv")})
+        notes.append(
+            f"Read from a GGUF file (llama.cpp's {family.gguf}): the q and k rows are stored as "
+            f"{', '.join(stored)}"
+            + (" and dequantized by the gguf package, only those rows: the numbers are those "
+               "of the quantized weights, not the original model's." if set(stored) -
+               set(FLOAT_DTYPES) else ".")
+        )  # fmt: skip
+        quantization = ", ".join(t for t in stored if t not in FLOAT_DTYPES) or None
+        if family.permuted:
+            notes.append(
+                "llama.cpp's converter stored each head's q and k rows pair by pair (rows i and "
+                "i + d/2 as rows 2i and 2i + 1, for its NORM rope); they are read back in "
+                "transformers' order, so pair k is the same pair as in the safetensors."
+            )
+        if family.name == "Gemma":
+            notes.append("The norms' gains are stored as 1 + w by the converter: read as they are.")
     plan = LayerPlan(
         kind=family.kind,
         family=family.name,
@@ -686,7 +801,14 @@ def _plan_family(
         logit_scale=logit_scale,
         first_row=first_row,
         eps=eps,
-        options={"norm_kind": norm_kind, "gain_offset": family.gain_offset, "head_norm": head_norm},
+        options={
+            "norm_kind": norm_kind,
+            "gain_offset": family.gain_offset,
+            "head_norm": head_norm,
+            "permuted": family.permuted,
+            "stacked": stacked,
+        },
+        quantization=quantization,
     )
     _check_budget(plan, label)
     return plan
@@ -715,6 +837,24 @@ def _rotary_spec(specs: tuple[RotarySpec, ...], config: dict, layer: int) -> Rot
         sliding = (layer + 1) % pattern != 0
         return by_type["sliding_attention" if sliding else "full_attention"]
     return specs[0]
+
+
+#: transformers' names of each kind of q/k norm under a layer (q, k).
+_HEAD_NORMS = {
+    "gemma": ("self_attn.q_norm", "self_attn.k_norm"),
+    "projection": ("self_attn.q_norm", "self_attn.k_norm"),
+    "shared_ln": ("self_attn.q_layernorm", "self_attn.k_layernorm"),
+    "per_head_ln": ("self_attn.q_layernorm", "self_attn.k_layernorm"),
+}
+
+
+def _stored_bytes(dtype: str, shape: tuple[int, ...], rows: tuple[int, int] | None) -> int:
+    """Bytes of a tensor (rows [start, stop) of its first axis) as stored: floats by their
+    width, a GGUF's quantized types in whole blocks (gguf's GGML_QUANT_SIZES)."""
+    count = math.prod(shape) if rows is None else (rows[1] - rows[0]) * math.prod(shape[1:])
+    if dtype in _ITEM_BYTES:
+        return count * _ITEM_BYTES[dtype]
+    return io.gguf_row_bytes({"dtype": dtype, "shape": [1, count]})
 
 
 def _check_budget(plan: LayerPlan, label: str) -> None:
@@ -829,15 +969,19 @@ def read_layer(
     nh, nkv, d, hidden = plan.n_heads, plan.n_kv_heads, plan.head_dim, plan.hidden_size
     wq, wk, bq, bk = _split(plan, arrays)
     o = plan.options
+    if o.get("permuted"):  # llama.cpp's pair-by-pair rows, back in transformers' order
+        wq, wk = unpermute(wq), unpermute(wk)
+        bq = None if bq is None else unpermute(bq)
+        bk = None if bk is None else unpermute(bk)
     norm_name = next((r.name for r in plan.reads if r.role == "norm_weight"), "")
     norm = Norm(
         o["norm_kind"], arrays.get("norm_weight"), arrays.get("norm_bias"), plan.eps,
         o["gain_offset"], norm_name,
     )  # fmt: skip
     q_norm = k_norm = None
-    if o["head_norm"] == "gemma":
-        q_norm = (Norm("rms_norm", arrays["q_norm"], None, plan.eps, 1.0),) * nh
-        k_norm = (Norm("rms_norm", arrays["k_norm"], None, plan.eps, 1.0),) * nkv
+    if o["head_norm"] == "gemma":  # 1 + w, as the input norm (a GGUF stores 1 + w: offset 0)
+        q_norm = (Norm("rms_norm", arrays["q_norm"], None, plan.eps, o["gain_offset"]),) * nh
+        k_norm = (Norm("rms_norm", arrays["k_norm"], None, plan.eps, o["gain_offset"]),) * nkv
     elif o["head_norm"] == "projection":  # one RMSNorm over the whole projection: see _states
         q_norm = tuple(Norm("rms_norm", w, None, plan.eps) for w in arrays["q_norm"].reshape(nh, d))
         k_norm = tuple(
@@ -846,6 +990,9 @@ def read_layer(
     elif o["head_norm"] == "shared_ln":
         q_norm = (Norm("layer_norm", arrays["q_norm"], arrays.get("q_norm_bias"), plan.eps),) * nh
         k_norm = (Norm("layer_norm", arrays["k_norm"], arrays.get("k_norm_bias"), plan.eps),) * nkv
+    elif o["head_norm"] == "per_head_ln" and o.get("stacked"):  # a GGUF's [heads, d]
+        q_norm = tuple(Norm("layer_norm", w, None, plan.eps) for w in arrays["q_norm"])
+        k_norm = tuple(Norm("layer_norm", w, None, plan.eps) for w in arrays["k_norm"])
     elif o["head_norm"] == "per_head_ln":
         q_norm = tuple(Norm("layer_norm", arrays[f"q_norm.{h}"], None, plan.eps) for h in range(nh))
         k_norm = tuple(
@@ -872,6 +1019,18 @@ def read_layer(
         positions=positions,
         position_norm=position_norm or Norm(),
     )
+
+
+def unpermute(rows: np.ndarray) -> np.ndarray:
+    """Each head's rows (heads, d, …) as transformers orders them, from llama.cpp's order
+    (`LlamaModel.permute` in its converter stores row i + j·d/2 of a head as row 2i + j).
+
+    >>> unpermute(np.array([[0, 4, 1, 5, 2, 6, 3, 7]])).tolist()
+    [[0, 1, 2, 3, 4, 5, 6, 7]]
+    """
+    n, d = rows.shape[:2]
+    paired = rows.reshape(n, d // 2, 2, *rows.shape[2:])
+    return np.ascontiguousarray(paired.swapaxes(1, 2).reshape(rows.shape))
 
 
 def _split(plan: LayerPlan, arrays: dict[str, np.ndarray]) -> tuple:
@@ -931,11 +1090,41 @@ class Opened:
     read: Reader
     cached: Callable[[Read], bool]
     remote: bool
+    gguf: str = ""
+
+    def plan(self, layer: int) -> LayerPlan:
+        """Layer `layer`'s plan, from the config and headers (:func:`plan_layer`)."""
+        return plan_layer(self.config, self.tensors, layer=layer, label=self.label, gguf=self.gguf)
+
+
+def _architecture(keys: tuple) -> str:
+    """A GGUF's ``general.architecture``, from the keys its metadata was read with."""
+    return next((str(k.value) for k in keys if k.gguf == "general.architecture"), "")
+
+
+def _open_gguf(model: weights.LocalGGUF) -> Opened:
+    """A GGUF file on disk or uploaded: its header (the tensors' types and shapes) read once;
+    each read then takes only its rows' bytes, dequantized."""
+    with io.opened(model.path, model.label) as (read, size, label):
+        header, _ = io.read_gguf_header(read, size, label)
+    infos = {t.name: io.TensorInfo(t.name, t.shape, t.type) for t in header.tensors.values()}
+
+    def read_gguf(name: str, rows: tuple[int, int] | None) -> np.ndarray:
+        with io.opened(model.path, model.label) as (read, _, label):
+            if rows is None:
+                return io.read_gguf_tensor(read, header, name, label)
+            return io.read_gguf_rows(read, header, name, *rows, label)
+
+    return Opened(model.label, model, model.config, infos, read_gguf, lambda read: True,
+                  remote=False, gguf=_architecture(model.keys))  # fmt: skip
 
 
 def open_model(model: weights.Readable) -> Opened:
     """config.json and the headers of a Hub model (at the commit its config.json was read
-    at) or of a local checkpoint (one file, or every shard of a sharded one); no weights yet."""
+    at) or of a local checkpoint (one file, or every shard of a sharded one), or a GGUF file
+    (on disk, uploaded, or one file of a Hub repo); no weights yet."""
+    if isinstance(model, weights.LocalGGUF):
+        return _open_gguf(model)
     if isinstance(model, weights.LocalCheckpoint):
 
         def read_local(name: str, rows: tuple[int, int] | None) -> np.ndarray:
@@ -956,14 +1145,16 @@ def open_model(model: weights.Readable) -> Opened:
             return hub.is_cached(listed, read.name)
         return hub.rows_cached(listed, read.name, *read.rows)
 
-    return Opened(listed.label, model, model.config, infos, read_hub, cached, remote=True)
+    gguf = _architecture(model.keys) if model.gguf else ""
+    return Opened(listed.label, model, model.config, infos, read_hub, cached, True, gguf)
 
 
 def open_source(source: Source | str, *, label: str | None = None) -> weights.Readable:
-    """The model `source` names, its config.json read (no weights): ``hf:REPO[@REV]`` on the
-    Hub, or a checkpoint with its config.json beside it: a .safetensors file, a sharded
-    checkpoint's index (``model.safetensors.index.json``), or the folder that holds either
-    (named in the provenance by the file found in it)."""
+    """The model `source` names, its config.json read (no weights): ``hf:REPO[@REV][:FILE]``
+    on the Hub (a GGUF repo's file or quantization: only that file), a GGUF file (its metadata
+    stands for config.json), or a checkpoint with its config.json beside it: a .safetensors
+    file, a sharded checkpoint's index (``model.safetensors.index.json``), or the folder that
+    holds either (named in the provenance by the file found in it)."""
     source = as_source(source)
     if isinstance(source, HubRef):
         return remote.open_config(source)
@@ -971,6 +1162,8 @@ def open_source(source: Source | str, *, label: str | None = None) -> weights.Re
         msg = f"{source} is no model's weights: a layer's heads are read from a model's weights."
         raise LoadError(msg)
     path = Path(source.path)
+    if path.suffix.lower() == ".gguf":
+        return weights.open_gguf(path, label=label or source.path)
     if path.is_dir():
         found = weights.weights_in(path)
         return weights.open_checkpoint(found, label=str(Path(label or path) / found.name))
@@ -989,8 +1182,7 @@ def open_layer(model: weights.Readable, *, layer: int = 0) -> AttentionLayer:
     """Layer `layer`'s position-relevant weights of a Hub model or local checkpoint: plan
     from its headers, then read only the planned rows."""
     opened = open_model(model)
-    plan = plan_layer(opened.config, opened.tensors, layer=layer, label=opened.label)
-    return read_planned(opened, plan)
+    return read_planned(opened, opened.plan(layer))
 
 
 def read_planned(opened: Opened, plan: LayerPlan) -> AttentionLayer:

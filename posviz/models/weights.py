@@ -196,9 +196,9 @@ class LocalGGUF:
 #: Where a scheme's tensors are: a Hub model's config.json or GGUF header (its commit), a local
 #: checkpoint, or a GGUF file.
 Model = hub.ConfigFile | LocalCheckpoint | LocalGGUF
-#: A model whose safetensors weights are read (a layer's heads): a Hub model's config.json or
-#: a local checkpoint; a GGUF file's weights are quantized.
-Readable = hub.ConfigFile | LocalCheckpoint
+#: A model whose weights are read (a layer's heads): a Hub model's config.json (or one GGUF
+#: file of a Hub repo), a local checkpoint, a GGUF file.
+Readable = hub.ConfigFile | LocalCheckpoint | LocalGGUF
 
 
 def open_gguf(path: io.Input, *, label: str | None = None) -> LocalGGUF:
@@ -400,17 +400,22 @@ def checkpoint_provenance(model: LocalCheckpoint, **where: Any) -> dict[str, Any
 
 def model_provenance(model: Readable, **where: Any) -> dict[str, Any]:
     """:func:`config_provenance` of a model whose weights were read: a Hub model at the commit
-    its config.json was read at, or a local checkpoint (:func:`checkpoint_provenance`)."""
+    its config.json (or GGUF header) was read at, a local checkpoint
+    (:func:`checkpoint_provenance`), or a GGUF file (its header's sha256, and which GGUF key fed
+    which config key)."""
     if isinstance(model, LocalCheckpoint):
         return checkpoint_provenance(model, **where)
+    if isinstance(model, LocalGGUF):
+        return gguf_provenance(model, **where)
     return config_provenance(model.at_commit, model.sha256, **where)
 
 
-def gguf_provenance(model: LocalGGUF) -> dict[str, Any]:
+def gguf_provenance(model: LocalGGUF, **where: Any) -> dict[str, Any]:
     """:func:`config_provenance` of a GGUF file: the file (its label) stands for the
     config.json, the sha256 is of its header and rope tensors, and "gguf_keys" says which GGUF
     key fed which config key."""
-    return config_provenance(model.source, model.sha256, gguf_keys=keys_record(model.keys))
+    keys = keys_record(model.keys)
+    return config_provenance(model.source, model.sha256, gguf_keys=keys, **where)
 
 
 def read_config(

@@ -235,6 +235,13 @@ def gguf_config(
         value = take(suffix, into, kind=kind)
         if value is not None:
             config[into] = value
+    for suffix, into in (
+        ("attention.layer_norm_epsilon", "layer_norm_eps"),
+        ("attention.layer_norm_rms_epsilon", "rms_norm_eps"),
+    ):
+        value = take(suffix, into)
+        if value is not None:
+            config[into] = value
     heads = take("attention.head_count", "num_attention_heads", kind=int)
     if heads is not None:
         config["num_attention_heads"] = heads

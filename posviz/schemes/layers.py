@@ -537,7 +537,9 @@ def _layer_types(config: dict, n_layers: int, family: str) -> list[str]:
         return given
     if family in _PATTERNS:
         pattern = config.get("sliding_window_pattern", _PATTERNS[family])
-        pattern = integer(pattern, "sliding_window_pattern", high=n_layers + 1)
+        # A pattern beyond the layers makes every layer local (llama.cpp's default 6 for a
+        # GGUF's gemma3 of fewer layers): bounded by the most layers, not by these.
+        pattern = integer(pattern, "sliding_window_pattern", high=MAX_LAYERS + 1)
         types = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                  for i in range(n_layers)]  # fmt: skip
         if family == "gemma4":

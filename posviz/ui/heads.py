@@ -42,7 +42,10 @@ def opened(model: weights.Readable) -> attention.Opened:
 
 
 def _source(model: weights.Readable) -> str:
-    return model.at_commit if isinstance(model, hub.ConfigFile) else f"{model.path}:{model.sha256}"
+    if isinstance(model, hub.ConfigFile):
+        return model.at_commit
+    where = model.path if isinstance(model.path, str) else model.label  # an upload's bytes
+    return f"{where}:{model.sha256}"
 
 
 @st.cache_data(ttl=600, max_entries=64, show_spinner=False, hash_funcs={

@@ -179,7 +179,7 @@ def test_a_report_of_a_table_that_came_with_its_model_has_its_heads(capsys, fake
     assert main(["report", "hf:test/gpt2-report", "-o", str(out)]) == 0
     page = out.read_text()
     assert "<h2>Heads</h2>" in page
-    assert "(GPT-2, learned), from its weights alone" in page
+    assert "(GPT-2, learned), from their weights alone" in page
     capsys.readouterr()
     assert main(["rerun", str(out)]) == 0
     assert "heads attention_previous[0]: exported" in capsys.readouterr().out
@@ -198,10 +198,10 @@ def test_a_report_reads_the_heads_of_the_model_its_table_came_from(capsys, tmp_p
         assert main(["report", given, "-o", str(out)]) == 0, capsys.readouterr().err
         page = out.read_text()
         assert "<h2>Heads</h2>" in page
-        assert "(BERT, learned), from its weights alone" in page
+        assert "(BERT, learned), from their weights alone" in page
         assert "(GPT-2, learned)" not in page
         data = json.loads(page.split('id="posviz-data" type="application/json">')[1].split("<")[0])
-        (heads,) = [a for a in data["analyses"] if a["caption"] == "Heads"]
+        heads = next(a for a in data["analyses"] if a["caption"] == "Heads, layer 0")
         # Its config.json is BERT's, named as the table names its file (by its name alone: a
         # report from the app names no server path): rerun reads it from the table's file.
         assert heads["provenance"]["config"] == "config.json"

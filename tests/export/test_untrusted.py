@@ -194,7 +194,7 @@ def heads_export(tmp_path: Path, capsys) -> dict:
     [
         ({"params": {"n_draws": 10**9}}, "n_draws is 1000000000"),
         ({"params": {"n_positions": 10**6}}, "n_positions is 1000000"),
-        ({"positions": 10**6}, "positions is 1000000"),
+        ({"positions_printed": 10**6}, "positions is 1000000"),
         ({"provenance": {"layer": 10**12}}, "layer is 1000000000000"),
         ({"provenance": {"layer": 7}}, "there is no layer 7"),
         ({"provenance": {"tensors": "all"}}, "lists no tensors read with their sha256"),
