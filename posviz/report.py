@@ -34,7 +34,7 @@ from posviz import (
     probes,
 )
 from posviz import collection as _collection
-from posviz._params import defaults, split_params, step_of
+from posviz._params import Refused, defaults, split_params, step_of
 from posviz.collection import Collection
 from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
@@ -370,7 +370,7 @@ def heads_section(
                 "heads --layers all reads them all)."
             )
             plan = depth.plan_depth(opened, [plan.read[0]])
-    except LoadError as error:
+    except Refused as error:  # LoadError included; a depth a config does not state
         return Section("Heads", f"No per-head view of this model's layers: {error}")
     tables: dict[str, pd.DataFrame] = {}
 
