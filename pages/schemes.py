@@ -28,7 +28,7 @@ from posviz.schemes.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.ui import cache, scheme_compare, schemes, state, widgets
+from posviz.ui import cache, context_plan, scheme_compare, schemes, state, widgets
 from posviz.ui.schemes import Shown
 from posviz.ui.text import literal
 
@@ -378,6 +378,13 @@ def _page() -> None:
         return
     describe(shown, scheme)
     shown_rule = SECTIONS.get(scheme.kind, stored_or_none)(shown, scheme)
+    if shown_rule is not None:
+        with widgets.expander_drawn_when_open(
+            "Longer context: every rope scaling rule at a target length, and its settings",
+            key="schemes.plan",
+        ) as o:
+            if o:
+                context_plan.draw(shown, scheme)
     # A model whose positions are not rotary can still be set beside rotary ones: say so.
     title = "Overlay several rotary models" if shown_rule else "Rotary models side by side"
     if shown_rule is None:

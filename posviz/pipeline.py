@@ -55,6 +55,7 @@ from posviz.models import weights as _weights
 from posviz.schemes import alibi as _alibi
 from posviz.schemes import diff as _diff
 from posviz.schemes import layers as _per_layer
+from posviz.schemes import plan as _plan
 from posviz.schemes import relative as _relative
 from posviz.schemes import rotary as _rotary
 from posviz.schemes._values import given
@@ -73,6 +74,7 @@ __all__ = [
     "call",
     "change_points",
     "compare",
+    "context_plan",
     "fit_sinusoids",
     "grid_similarity",
     "layer_table",
@@ -496,6 +498,17 @@ def scheme_diff(
     their rules applied at one length by :func:`posviz.models.sources.compare` (whose
     `context` it records among the params, beside scheme_diff's own)."""
     return _sources.compare(a, b, **params)
+
+
+def _scheme(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> Scheme:
+    return scheme
+
+
+@_typed_as(_plan.context_plan)
+@_step(_plan.context_plan, "scheme", _scheme, record=lambda scheme, plan, export: plan.record())
+def context_plan(scheme: Scheme, *, run: Run = call, **params: Any) -> _plan.ContextPlan:
+    """:func:`posviz.schemes.plan.context_plan` of a rotary model's scheme (its main rule)."""
+    return _plan.context_plan(scheme, **params)
 
 
 def _read(scheme: Scheme, where: Mapping[str, Any], model: Any) -> tuple[Scheme, dict, Any]:

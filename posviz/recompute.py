@@ -34,7 +34,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from posviz import _settings, depth, export, models, pipeline, simulate
+from posviz import _settings, depth, examples, export, models, pipeline, simulate
 from posviz._json import max_depth
 from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
@@ -604,7 +604,10 @@ def _cut(text: Any, most: int = 200) -> str:
 
 
 def _find(source: str, base: str | Path | None) -> str:
-    """The file `source` names: as it is, or in `base`, or in the working folder."""
+    """The file `source` names: a model shipped with posviz (``example:NAME/FILE``), or as it
+    is, or in `base`, or in the working folder."""
+    if source.startswith(examples.PREFIX):
+        return str(examples.path_of(source))
     if " → " in source:
         msg = (
             f"The export's table ({_cut(source)}) was made in the app, not read from a file: save "

@@ -40,6 +40,9 @@ from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
 from posviz.export.screen import on_screen
 from posviz.models import attention, weights
+from posviz.schemes.config import position_scheme
+from posviz.schemes.plan import CRITICAL_BASE_SOURCE, CRITICAL_DIMENSION_SOURCE
+from posviz.schemes.plan import default_target as plan_target
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE, THRESHOLDS, Spectrum
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "Section",
     "build_collection_report",
     "build_report",
+    "plan_section",
     "report_sections",
 ]
 
@@ -95,7 +99,9 @@ def memo() -> pipeline.Run:
     results: dict[bytes, object] = {}
 
     def run(step: Callable[..., object], /, *tables: Embedding, **params: object) -> object:
-        key = pickle.dumps((step.__name__, [t.sha256 for t in tables], sorted(params.items())))
+        # A table or a layer by its sha256; a scheme's datum (a rotary rule, a scheme) whole.
+        data = [getattr(t, "sha256", None) or pickle.dumps(t) for t in tables]
+        key = pickle.dumps((step.__name__, data, sorted(params.items())))
         if key not in results:
             results[key] = step(*tables, run=run, **params)
         return results[key]
@@ -155,6 +161,9 @@ def report_sections(
         model = error
     if model is not None:  # the table came with its model: its layers' heads too
         sections.append(("Heads", lambda: heads_section(model, run=run, **seeded)))
+        opened = model
+        if not isinstance(opened, LoadError) and _rotary(opened):  # and at a longer context
+            sections.append(("Longer context", lambda: plan_section(opened, run=run)))
     done: list[Section] = []
     for title, make in sections:
         if progress:
@@ -421,6 +430,43 @@ def heads_section(
         provenance={f"Heads, layer {n.layer}": n.provenance for n in found.layers},
         hidden=set(tables),
     )
+
+
+def plan_section(model: weights.Readable, *, run: pipeline.Run = pipeline.call) -> Section:
+    """The table's rotary model extended to four times its trained context: every rope
+    scaling rule side by side (`posviz plan`; the Schemes page's "Longer context")."""
+    scheme = position_scheme(model.config)
+    plan = run(pipeline.context_plan, scheme, target=plan_target(scheme))
+    provenance = weights.model_provenance(model)
+    rules = "; ".join(
+        f"{r.rule}: {r.llama_cpp}" for r in plan.rules if not r.llama_cpp.startswith("-c ")
+    )
+    critical = "undefined" if plan.critical_base is None else f"{plan.critical_base:,.0f}"
+    note = (
+        f"{provenance['config']}'s rotary positions (trained at L = {plan.original_context:,}, "
+        f"{plan.original_context_key}) planned to N = {plan.target:,} (s = {plan.factor:g}; "
+        "`posviz plan SOURCE --target N` for another length). Critical dimension "
+        f"{plan.critical_dimension} ({CRITICAL_DIMENSION_SOURCE}); critical base "
+        f"{critical} ({CRITICAL_BASE_SOURCE}). What each rule does to the "
+        "positions, not which gives the lowest perplexity (measured: YaRN's Table 1, "
+        f"LongRoPE's Table 1). llama.cpp: {rules}. " + " ".join(plan.notes)
+    )
+    return Section(
+        "Longer context",
+        note,
+        {"Rules": plan.to_frame()},
+        [figures.plan.ratios(plan), figures.plan.angles(plan)],
+        {"Rules": plan},
+        provenance={"Rules": provenance},
+    )
+
+
+def _rotary(model: weights.Readable) -> bool:
+    """Whether `model`'s config.json describes rotary positions (a refused one: no plan)."""
+    try:
+        return position_scheme(model.config).kind == "rotary"
+    except LoadError:
+        return False
 
 
 def build_report(table: Embedding, *, progress: Progress | None = None, **options: Any) -> str:

@@ -12,7 +12,9 @@ A source is one of:
 - :class:`HubRef` -- a model on the Hugging Face Hub: ``hf:REPO[@REVISION][:FILE.gguf|:QUANT]``;
 - :class:`Preset` -- a config.json excerpt built into posviz: ``preset:NAME``;
 - :class:`Simulation` -- a simulated table, its generator and arguments:
-  ``sim:learned_like?n_positions=1024&d_model=768&seed=0``.
+  ``sim:learned_like?n_positions=1024&d_model=768&seed=0``;
+- :class:`Shipped` -- a model shipped with posviz (`posviz.examples`), or one of its files:
+  ``example:planted-gpt2``, ``example:planted-gpt2/config.json``.
 
 :func:`parse_source` reads any of them from text (a form, a URL, the command line, an
 export's provenance) and ``str(source)`` writes it back: ``parse_source(str(s)) == s``. The
@@ -37,6 +39,7 @@ __all__ = [
     "LocalPath",
     "Preset",
     "SharedFile",
+    "Shipped",
     "Simulation",
     "Source",
     "Upload",
@@ -180,6 +183,17 @@ class Simulation(Source):
 
 
 @dataclass(frozen=True)
+class Shipped(Source):
+    """A model shipped with posviz (`posviz.examples.EXAMPLES`), by its name, or one of its
+    files (``NAME/FILE``): what the Heads page opens with no network."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"example:{self.name}"
+
+
+@dataclass(frozen=True)
 class Cut:
     """What is read from a source: the tensor (None: the one detected), rows
     ``[row_start, row_stop)`` and their patch grid (height, width) when they are one, as
@@ -198,8 +212,8 @@ NO_CUT = Cut()
 def parse_source(text: str) -> Source:
     """The source `text` names; any text without a kind's prefix is a local path.
 
-    >>> parse_source("hf:gpt2"), parse_source("preset:llama-3.1-8b")
-    (HubRef(repo='gpt2', revision='main', file=None), Preset(name='llama-3.1-8b'))
+    >>> parse_source("hf:gpt2"), parse_source("example:planted-gpt2")
+    (HubRef(repo='gpt2', revision='main', file=None), Shipped(name='planted-gpt2'))
     >>> parse_source("runs/wpe.npy"), parse_source("file:hf:odd.npy")
     (LocalPath(path='runs/wpe.npy'), LocalPath(path='hf:odd.npy'))
 
@@ -225,6 +239,8 @@ def parse_source(text: str) -> Source:
         return Upload(rest)
     if kind == "preset":
         return Preset(rest)
+    if kind == "example":
+        return Shipped(rest)
     return _simulation(rest)
 
 
@@ -254,6 +270,7 @@ _KINDS = {
     "upload": "uploaded file",
     "preset": "known model",
     "sim": "simulation",
+    "example": "model shipped with posviz",
 }
 _PREFIXES = frozenset(f"{kind}:" for kind in _KINDS)
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")

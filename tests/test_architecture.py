@@ -32,6 +32,7 @@ LAYERS = {
     "source": 1,
     "embedding": 1,
     "rows": 1,
+    "examples": 1,  # models shipped for the Heads page to open offline
     # formats (bytes -> named tensors), simulated tables, export headers (numbers, provenance)
     "io": 2,
     "simulate": 2,

@@ -176,9 +176,11 @@ def test_the_wheel_carries_the_package_and_the_app_and_nothing_else(installed: I
         "RECORD",
     }
     assert "posviz/_app/.streamlit/config.toml" in names
-    # Code only (about 420 KB with GGUF and heads): a stray data file or checkpoint would be
-    # megabytes.
-    assert installed.wheel.stat().st_size < 600_000
+    # Code (about 420 KB with GGUF and heads) and the models the Heads page opens offline
+    # (posviz/examples: all-MiniLM-L6-v2's heads tensors, 7.9 MB, hardly compressible): any
+    # other data file or checkpoint would be megabytes more.
+    shipped = sum(p.stat().st_size for p in (ROOT / "posviz" / "examples").rglob("*.safetensors"))
+    assert installed.wheel.stat().st_size < 600_000 + shipped
 
 
 def test_help_and_version_from_the_console_script(installed: Install):
@@ -212,6 +214,15 @@ def test_import_posviz_in_the_venv_loads_no_streamlit_and_finds_the_packed_app(
     module, app, streamlit, plotly = installed.run("python", "-c", code).stdout.split()
     site = installed.bin.parent / "lib"
     assert Path(module).is_relative_to(site)
+    # The Heads page's offline models, with their licence, inside the installed package.
+    code = (
+        "from posviz import examples; "
+        "print(examples.path_of('example:all-MiniLM-L6-v2/config.json'))"
+    )
+    config = Path(installed.run("python", "-c", code).stdout.strip())
+    assert config.is_relative_to(site)
+    assert (config.parent / "model.safetensors").is_file()
+    assert "Apache License" in (config.parent / "LICENSE").read_text()
     assert Path(app) == Path(module).parent / "_app" / "app.py"
     assert (streamlit, plotly) == ("False", "False")
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypedDict
 from posviz import _settings, models
 from posviz._params import MAX_RESULT_BYTES, Refused, quoted
 from posviz._version import __version__
-from posviz.cli import diff, heads, schemes
+from posviz.cli import diff, heads, plan, schemes
 from posviz.embedding import Embedding
 from posviz.io import INDEX_SUFFIX, TensorInfo, list_tensors, suggest_trim
 from posviz.models import remote, weights
@@ -40,6 +40,7 @@ EXAMPLES = """examples:
   posviz heads hf:openai-community/gpt2 --json  per-head position numbers of layer 0
   posviz rerun spectrum_metrics.json           recompute an export's numbers and compare
   posviz diff config.json model-Q4_K_M.gguf     where two sources of a model's positions part
+  posviz plan config.json --target 16384       every rope scaling rule to a longer context
 """
 
 
@@ -129,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
     diff.add_parser(commands)
+    plan.add_parser(commands)
     return parser
 
 
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
     args.streamlit_options = passed_on
     run = args.run
-    if args.command not in ("serve", "rerun", "heads", "diff"):  # one PATH: a table; several: many
+    # One PATH: a table; several: many.
+    if args.command not in ("serve", "rerun", "heads", "diff", "plan"):
         if len(args.path) > 1:
             run = args.run_many
         else:

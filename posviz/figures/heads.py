@@ -1,5 +1,6 @@
 """Figures of posviz.heads: every head at once (heads x offset, heads x pair), one head's
-kernel, attention pattern and profile, a rotary head's usage, B_h(Δ), numbers beside their null."""
+kernel, attention pattern and profile, a rotary head's usage, B_h(Δ), numbers beside their null;
+and of posviz.depth: a number over layers x heads, the labels over depth beside their null."""
 
 from __future__ import annotations
 
@@ -7,11 +8,20 @@ import numpy as np
 import plotly.graph_objects as go
 
 from posviz.depth import DepthHeads
-from posviz.figures.layout import DIVERGING, PIXEL_CELLS, base_figure, escape, f32, log_axis
+from posviz.figures.layout import (
+    DIVERGING,
+    PIXEL_CELLS,
+    base_figure,
+    escape,
+    f32,
+    log_axis,
+    small_multiples,
+)
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
 
 __all__ = [
     "decays",
+    "depth_labels",
     "depth_map",
     "head_names",
     "kernel_map",
@@ -251,44 +261,143 @@ def numbers_vs_null(result: PatternHeads | RotaryHeads, name: str) -> go.Figure:
     return fig
 
 
-def depth_map(found: DepthHeads, name: str, *, model: str = "") -> go.Figure:
-    """Layers x heads of per-head number `name` (a row per layer read, a column per head),
-    each labelled head ringed and named, each layer's null max in the hover."""
-    values = found.map(name)
-    labels = found.label_map()
-    nulls = found.null_max(name)
-    layers, heads = found.indices, np.arange(found.n_heads)
-    definition = found.definitions.get(name, name)
-    fig = base_figure(
-        f"{escape(model)} — {escape(name)} of every head, by layer"
-        f"<br><sup>{escape(definition)}; ringed: a labelled head</sup>",
-        "head",
-        "layer",
-        showlegend=True,
-    )
-    fig.update_layout(margin={"t": 80, "b": 90}, legend={"yanchor": "top", "y": -0.18, "x": 0})
-    null_text = np.array([[f"{v:.4g}" if np.isfinite(v) else "none"] * len(heads) for v in nulls])
+#: Numbers that are shares of a whole: drawn on one 0 … 1 scale at every depth and model.
+SHARES = frozenset(
+    {"attention_self", "attention_previous", "attention_first", "attention_local",
+     "toeplitz_share", "fast_share", "slow_share", "nope_share"}
+)  # fmt: skip
+#: Numbers in positions spanning decades: coloured by their logarithm.
+LOG_NUMBERS = frozenset({"weighted_wavelength", "entropy_span", "mean_distance"})
+#: How the depth map marks each label's heads.
+LABEL_SYMBOLS = {
+    "previous-token": "triangle-left",
+    "self": "circle",
+    "first position": "square",
+    "local": "diamond",
+    "high-frequency": "star",
+    "low-frequency": "x",
+}
+
+
+def depth_map(result: DepthHeads, name: str, *, model: str = "") -> go.Figure:
+    """Per-head number `name` over layers x heads (one row per layer read), each labelled
+    head marked by its label's symbol; the hover gives the number beside its layer's null
+    (the largest draw over heads). Shares are drawn on 0 … 1, numbers in positions by their
+    logarithm."""
+    words = {**PATTERN_NUMBERS, **ROTARY_NUMBERS}[name]
+    values = result.map(name)
+    layers = [f"layer {i}" for i in result.indices]
+    heads = [f"h{h}" for h in range(result.n_heads)]
+    null = result.null_max(name)
+    fig = base_figure(f"{escape(model)} — {name} by layer and head", "head", "layer")
+    fig.add_annotation(
+        text=escape(words.replace("`", "")), xref="paper", yref="paper", x=0, y=1.0,
+        yanchor="bottom", showarrow=False, font={"size": 12, "color": "#555"},
+    )  # fmt: skip
+    logged = name in LOG_NUMBERS and bool((values > 0).any())
+    shown = np.log10(np.where(values > 0, values, np.nan)) if logged else values
+    scale: dict[str, object] = {"colorbar": {"title": name.replace("_", " ")}}
+    if name in SHARES:
+        scale |= {"zmin": 0.0, "zmax": 1.0}
+    elif logged:
+        finite = shown[np.isfinite(shown)]
+        decades = np.arange(np.floor(finite.min()), np.ceil(finite.max()) + 1)
+        ticks = np.log10(np.outer(10**decades, [1, 2, 5]).ravel())
+        ticks = ticks[(ticks >= finite.min()) & (ticks <= finite.max())]
+        scale["colorbar"] = {
+            "title": f"{name.replace('_', ' ')}<br>(log scale)",
+            "tickvals": ticks.tolist(),
+            "ticktext": [f"{10**t:,.3g}" for t in ticks],
+        }
+    nulls = np.broadcast_to(null[:, None], values.shape)
     fig.add_trace(
         go.Heatmap(
-            z=f32(values),
+            z=f32(shown),
             x=heads,
             y=layers,
-            customdata=np.dstack([labels, null_text]) if len(layers) else None,
+            customdata=np.stack([f32(values), f32(nulls)], axis=-1),
             colorscale="Viridis",
-            colorbar={"title": escape(name)},
-            hovertemplate="layer %{y}, head %{x}<br>" + escape(name) + " = %{z:.4g}"
-            "<br>%{customdata[0]}<br>the layer's null max %{customdata[1]}<extra></extra>",
+            xgap=1,
+            ygap=1,
+            hovertemplate="%{y}, %{x}<br>" + name + " = %{customdata[0]:.4g}<br>"
+            "its layer's null max %{customdata[1]:.4g}<extra></extra>",
+            **scale,
         )
     )
-    for label in dict.fromkeys(label for label in labels.ravel() if label):
+    labels = result.label_map()
+    for label, symbol in LABEL_SYMBOLS.items():
         rows, cols = np.nonzero(labels == label)
+        if rows.size:
+            fig.add_trace(
+                go.Scatter(
+                    x=[heads[c] for c in cols], y=[layers[r] for r in rows], mode="markers",
+                    name=label, showlegend=True,
+                    marker={"symbol": symbol, "size": 11, "color": "white",
+                            "line": {"color": "black", "width": 1.5}},
+                    hovertemplate="%{y}, %{x}: " + label + "<extra></extra>",
+                )
+            )  # fmt: skip
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    fig.update_layout(
+        height=max(320, 140 + 28 * len(layers)),
+        margin={"t": 90},
+        legend={"title": "labelled:", "orientation": "h", "y": -0.15, "yanchor": "top"},
+    )
+    return fig
+
+
+def depth_labels(result: DepthHeads) -> go.Figure:
+    """Each label over depth beside its null: per layer, the largest number of any head (the
+    label's number), the layer's null (the largest draw of that number with query and key rows
+    permuted across its heads) and the label's threshold; the heads labelled, counted on the
+    markers. A head is labelled where its number is above both (with the first label that
+    holds: a previous-token head is not also called local)."""
+    numbers = result.definitions
+    shown = [(label, n, t) for label, (n, t) in LABELS.items() if n in numbers]
+    fig = small_multiples(
+        len(shown),
+        [f"“{label}”: {n} ≥ {t:g} and above every null draw" for label, n, t in shown],
+        "The labels over depth, each beside its null",
+        xaxis="layer",
+    )
+    x = result.indices
+    counts = result.label_map()
+    for row, (label, name, threshold) in enumerate(shown, start=1):
+        values = result.map(name)
+        largest = np.nanmax(np.where(np.isfinite(values), values, -np.inf), axis=1)
+        count = (counts == label).sum(axis=1)
+        first = row == 1
         fig.add_trace(
             go.Scatter(
-                x=cols, y=[layers[r] for r in rows], mode="markers", name=label,
-                marker={"symbol": "circle-open", "size": 14, "line": {"width": 2}},
-                hovertemplate="layer %{y}, head %{x}: " + label + "<extra></extra>",
-            )
+                x=x, y=f32(largest), mode="lines+markers+text", name="largest head (red: "
+                "a layer with heads so labelled, counted)", legendgroup="largest",
+                text=[f"{c}" if c else "" for c in count], textposition="bottom right",
+                textfont={"color": "#d62728"}, showlegend=first, line={"color": "#1f77b4"},
+                marker={"color": np.where(count > 0, "#d62728", "#1f77b4"),
+                        "size": np.where(count > 0, 11, 6)},
+                customdata=count,
+                hovertemplate="layer %{x}: largest %{y:.4g}, %{customdata} labelled"
+                "<extra></extra>",
+            ),
+            row=row, col=1,
         )  # fmt: skip
-    fig.update_yaxes(autorange="reversed", dtick=1 if len(layers) <= 48 else None)
-    fig.update_xaxes(dtick=1 if len(heads) <= 48 else None)
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=f32(result.null_max(name)), mode="lines", name="null: largest draw",
+                legendgroup="null", showlegend=first, line={"color": "grey", "dash": "dash"},
+                hovertemplate="layer %{x}: null max %{y:.4g}<extra></extra>",
+            ),
+            row=row, col=1,
+        )  # fmt: skip
+        fig.add_hline(y=threshold, line_dash="dot", line_color="#d62728", row=row, col=1)
+        # The threshold inside the panel, clear of the title above it.
+        drawn = np.concatenate([largest, result.null_max(name), [threshold, 0.0]])
+        top = float(np.nanmax(drawn[np.isfinite(drawn)]))
+        fig.update_yaxes(title_text=name.replace("_", " "), range=[0, top * 1.2], row=row, col=1)
+    fig.update_xaxes(tickvals=x, type="linear")
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "top", "y": -0.35 / len(shown), "x": 0},
+        margin={"b": 90},
+    )
     return fig

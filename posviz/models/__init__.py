@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from posviz import _settings, io, simulate
+from posviz import _settings, examples, io, simulate
 from posviz.embedding import Embedding
 from posviz.hub import Progress
 from posviz.io import datadir
@@ -32,6 +32,7 @@ from posviz.source import (
     LocalPath,
     Preset,
     SharedFile,
+    Shipped,
     Simulation,
     Source,
     Upload,
@@ -72,9 +73,11 @@ def load(
         model = remote.open_model(source)
         return remote.load_model(model, cut, progress=progress, max_bytes=max_bytes)
     if isinstance(source, LocalPath):
-        table = _file(Path(source.path), cut)
+        table = _file(Path(source.path), None, cut)
     elif isinstance(source, SharedFile):
         table = _shared(source.relative, cut)
+    elif isinstance(source, Shipped):
+        table = _file(*_shipped(source), cut)
     elif isinstance(source, Upload):
         table = _upload(source, cut)
         source = Upload(source.name)  # the table keeps the upload's name, not its bytes
@@ -89,7 +92,8 @@ def load(
 
 def model_of(table: Embedding) -> weights.Readable | None:
     """The model whose weights `table` was read from (its `origin`), opened for a layer's
-    heads and named as the table names its source: a Hub model at the commit read, or a
+    heads and named as the table names its source: a Hub model at the commit read, a model
+    shipped with posviz, or a
     safetensors checkpoint with its config.json beside it (a shard's: through the index
     beside it; a shared folder's: its config.json inside the folder). None when the table was
     not read from a model's safetensors weights (an array file, a GGUF file, an upload, a
@@ -103,6 +107,9 @@ def model_of(table: Embedding) -> weights.Readable | None:
     origin = table.origin
     if isinstance(origin, HubRef):
         return remote.open_config(origin)
+    if isinstance(origin, Shipped):
+        found, label = _shipped(origin)
+        return weights.open_checkpoint(found, label=label)
     if isinstance(origin, SharedFile):
         root = _shared_root()
         path = datadir.resolve(root, origin.relative)
@@ -119,15 +126,26 @@ def model_of(table: Embedding) -> weights.Readable | None:
     return _sharded(found, label) or weights.open_checkpoint(found, label=label)
 
 
-def _file(path: Path, cut: Cut) -> Embedding:
-    """A file (or model folder) on disk, named by its (weights') file name."""
+def _file(path: Path, label: str | None, cut: Cut) -> Embedding:
+    """A file (or model folder) on disk, named `label` (default: its weights' file name)."""
     if path.is_dir():
         path = weights.weights_in(path)
     if path.name.lower().endswith(".gguf"):
-        return weights.load_gguf(weights.open_gguf(path), cut)
+        return weights.load_gguf(weights.open_gguf(path, label=label), cut)
     if weights.config_beside(path):
-        return weights.load_checkpoint(weights.open_checkpoint(path), cut)
-    return io.load(path, None, cut)
+        return weights.load_checkpoint(weights.open_checkpoint(path, label=label), cut)
+    return io.load(path, label, cut)
+
+
+def _shipped(source: Shipped) -> tuple[Path, str]:
+    """A shipped model's weights (or the file it names), and their name in a provenance."""
+    if "/" in source.name:
+        return examples.path_of(str(source)), str(source)
+    found = examples.EXAMPLES.get(source.name)
+    if found is None:
+        msg = f"{source} is not a model shipped with posviz ({', '.join(examples.EXAMPLES)})."
+        raise LoadError(msg)
+    return found.weights, found.label
 
 
 def _shared(relative: str, cut: Cut) -> Embedding:

@@ -28,6 +28,7 @@ __all__ = [
     "RelativeBiasSpec",
     "RelativeTableSpec",
     "Scheme",
+    "language_model",
     "position_scheme",
     "scheme_kind",
 ]
@@ -126,6 +127,10 @@ class Scheme:
     layers : tuple of LayerScheme
         How each layer encodes position (rotary models whose config.json states the number of
         layers; `posviz.schemes.layers`).
+    config : dict
+        A rotary model's config.json as read (empty for other kinds; its language model's
+        settings: :func:`language_model`), for what needs it whole: the context planner writes
+        its rules into it (`posviz.schemes.plan`). Not compared, not hashed; not to be changed.
     """
 
     kind: str
@@ -138,6 +143,7 @@ class Scheme:
     width: int | None = None
     warnings: tuple[str, ...] = field(default=())
     layers: tuple[LayerScheme, ...] = ()
+    config: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def position_scheme(config: dict) -> Scheme:
@@ -159,7 +165,7 @@ def position_scheme(config: dict) -> Scheme:
     >>> position_scheme({"model_type": "gpt2", "n_positions": 1024}).kind
     'learned_absolute'
     """
-    config = _language_model(config)
+    raw, config = config, language_model(config)
     kind, reason = scheme_kind(config)
     # A scheme computed from config.json needs a valid context; a learned table does not.
     context = _context(config, strict=kind not in ("learned_absolute", "none"))
@@ -183,7 +189,7 @@ def position_scheme(config: dict) -> Scheme:
         warnings = [w for spec in specs for w in contradictions(spec)]
         return Scheme(
             kind, reason, rotary=specs, context=context, warnings=tuple(dict.fromkeys(warnings)),
-            layers=layers,
+            layers=layers, config=raw,
         )  # fmt: skip
     if kind == "relative_bias":
         spec = RelativeBiasSpec(
@@ -246,7 +252,7 @@ def scheme_kind(config: dict) -> tuple[str, str]:
     >>> scheme_kind({"model_type": "mpt", "attn_config": {"alibi": True}})
     ('alibi', 'attn_config.alibi: true')
     """
-    config = _language_model(config)
+    config = language_model(config)
     model_type = str(config.get("model_type", ""))
     attn = config.get("attn_config")
     if isinstance(attn, dict) and attn.get("alibi") is True:
@@ -275,7 +281,7 @@ def scheme_kind(config: dict) -> tuple[str, str]:
     return "learned_absolute", "no other scheme named in config.json"
 
 
-def _language_model(config: dict) -> dict:
+def language_model(config: dict) -> dict:
     """The language model's settings: multimodal configs (Gemma-3, Llama-4) nest them."""
     text = config.get("text_config")
     return {**config, **text} if isinstance(text, dict) else config

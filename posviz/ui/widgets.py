@@ -176,6 +176,8 @@ def show_numbers(
     if pinned:
         config[export.column_label(pinned)] = st.column_config.Column(pinned=True)
     screen = on_screen(frame if shown is None else shown)
+    if "label" in screen:  # a head's label: autosized from a first empty cell, it was cut
+        config.setdefault("label", st.column_config.Column(width=130))
     for key in ("statistic", "metric"):  # rows named by a key, read as labels too
         if key in screen:
             screen = screen.assign(**{key: screen[key].map(export.column_label)})
