@@ -126,3 +126,13 @@ def test_a_hub_table_keeps_its_model_at_the_commit_read(fake_hub):
     assert table.origin == HubRef("test/gpt2", commit)
     assert posviz.load(str(table.origin)).sha256 == table.sha256
     assert models.model_of(table) == remote.open_config(HubRef("test/gpt2", commit))
+
+
+def test_a_shipped_model_is_read_and_named_as_its_files_are(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # found in the package wherever posviz runs
+    table = posviz.load("example:planted-gpt2")
+    assert (table.name, table.source) == (WPE, "example:planted-gpt2/model.safetensors")
+    assert table.origin == parse_source("example:planted-gpt2")
+    assert models.model_of(table).label == "example:planted-gpt2/model.safetensors"
+    with pytest.raises(LoadError, match="not a model shipped with posviz"):
+        posviz.load("example:nothing")
