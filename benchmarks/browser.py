@@ -63,16 +63,17 @@ new MutationObserver((records) => {
                       attributeFilter: ['data-test-script-state']});
 """
 ARM = "window.__t0 = performance.now(); window.__idleAt = null"
-#: Done: idle, the page titled `title` is drawn with nothing stale left of the last one, and
-#: (if `charts`) every chart of the main area has drawn. Not "a run was seen": a fast run's
-#: running and notRunning states can reach the page in one render, and never show.
+#: Done: idle, the page whose heading holds `title` is drawn with nothing stale left of the
+#: last one, and (if `charts`) every chart of the main area has drawn. Not "a run was seen": a
+#: fast run's running and notRunning states can reach the page in one render, and never show.
 DONE = """([title, charts]) => {
   const app = document.querySelector('[data-testid=stApp]');
   const main = document.querySelector('[data-testid=stMain]');
   if (!app || !main || app.dataset.testScriptState !== 'notRunning') return false;
   if (main.querySelector('[data-stale=true]')) return false;
-  const titles = [...main.querySelectorAll('h1')].map((h) => h.textContent.trim());
-  if (!titles.some((t) => t.startsWith(title))) return false;
+  // The page's heading names it ("Position schemes" for the Schemes link).
+  const titles = [...main.querySelectorAll('h1')].map((h) => h.textContent.toLowerCase());
+  if (!titles.some((t) => t.includes(title.toLowerCase()))) return false;
   if (!charts) return true;
   const drawn = main.querySelectorAll('[data-testid=stPlotlyChart]');
   return drawn.length > 0 &&
@@ -226,8 +227,9 @@ def app_rows(browser, root: Path, seed: int) -> dict[str, dict]:
         tab.timed(lambda: tab.page.goto(url), "Spectrum")
         tab.click("Data", charts=False)
         simulate(tab.page, seed)
-        # Data and Collection draw no chart until the user adds tables: nothing to time.
-        pages = [name for name in tab.names() if name not in ("Data", "Collection")]
+        # Data and Collection draw no chart until the user adds tables, Heads until a model is
+        # named: nothing to time.
+        pages = [name for name in tab.names() if name not in ("Data", "Collection", "Heads")]
         for visit in ("cold", "warm"):
             for name in pages:
                 rows[f"{name} {visit}"] = tab.click(name)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -25,10 +28,12 @@ import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
 import scipy.special  # noqa: E402
 from scipy.linalg import lapack  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 from timing import best  # noqa: E402  (benchmarks/timing.py)
 
-from posviz import _linalg, _ridge, spectrum  # noqa: E402
-from posviz.simulate import learned_like  # noqa: E402
+from posviz import _linalg, _ridge, probes, spectrum  # noqa: E402
+from posviz._linalg import gram  # noqa: E402
+from posviz.simulate import learned_like, sinusoidal_table  # noqa: E402
 
 
 def in_subprocess(code: str, **env: str) -> float:
@@ -113,6 +118,39 @@ def claims() -> list[tuple[str, float, float]]:
                 ),
             )
         )
+    sinusoid = gram(sinusoidal_table(1024, 768), center=True)
+    _, diagonal, off_diagonal, _, _ = lapack.dsytrd(sinusoid, lower=1, lwork=lwork)
+    lam = scipy.linalg.eigvalsh_tridiagonal(diagonal, off_diagonal, lapack_driver="sterf")
+    k = int(np.count_nonzero(lam < spectrum._SPLIT**2 * lam[-1]))  # 567, in 555 blocks
+    out.append(
+        (
+            f"{k} smallest eigenvectors of a split tridiagonal form: MRRR vs inverse iteration "
+            "+ QR: sinusoidal 1024x768",
+            best(lambda: spectrum._smallest_vectors(diagonal, off_diagonal, k)),
+            best(lambda: spectrum._inverse_iteration(diagonal, off_diagonal, lam[:k], lam[-1])),
+        )
+    )
+    probe_rows = learned_like(1024, 768, seed=0).values.astype(np.float64)
+    probe_rows /= probe_rows.std()
+    fold_gram = probe_rows[:819].T @ probe_rows[:819]
+
+    def beside_four(eigh: Callable[[np.ndarray], object]) -> float:
+        """Seconds for a relative probe with four eigendecompositions run beside it (one BLAS
+        thread each, as the probes run): an eigh that holds the GIL stalls the probe's Python."""
+        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2) as pool:
+            start = time.perf_counter()
+            decompositions = pool.submit(lambda: [eigh(fold_gram) for _ in range(4)])
+            probes.relative_probe(probe_rows, np.arange(1024))
+            decompositions.result()
+            return time.perf_counter() - start
+
+    out.append(
+        (
+            "a relative probe beside four 768x768 eigh: numpy's (lets go of the GIL) vs scipy's",
+            min(beside_four(np.linalg.eigh) for _ in range(3)),
+            min(beside_four(scipy.linalg.eigh) for _ in range(3)),
+        )
+    )
     columns = np.random.default_rng(1).standard_normal((8192, 16))
     out.append(
         (

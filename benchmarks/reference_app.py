@@ -21,4 +21,10 @@ def one_chart() -> None:
 
 
 st.set_page_config(page_title="reference", layout="wide")
-st.navigation([st.Page(one_chart, title="Chart"), st.Page(blank, title="Blank")]).run()
+# Its pages as sidebar links, drawn as posviz's app.py draws its own (the clone's
+# .streamlit/config.toml turns Streamlit's own sidebar navigation off).
+pages = [st.Page(one_chart, title="Chart"), st.Page(blank, title="Blank")]
+page = st.navigation(pages, position="hidden")
+for link in pages:
+    st.sidebar.page_link(link)
+page.run()

@@ -3,12 +3,16 @@
 Shares the flagged positions with the Similarity page through ``state.set_flags``.
 """
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
 import streamlit as st
 
-from posviz import boundary, export, figures, forms, io, probes
-from posviz._params import bounds_of, defaults
+from posviz import boundary, export, figures, forms, io, pipeline, probes
+from posviz._params import Bound, defaults
 from posviz.embedding import MIN_POSITIONS, Embedding
-from posviz.ui import cache, state, widgets
+from posviz.ui import cache, inputs, state, widgets
 
 
 def offer_trim(table: Embedding) -> None:
@@ -31,8 +35,13 @@ def offer_trim(table: Embedding) -> None:
             )
             return
         left, right = st.columns([1, 2], vertical_alignment="bottom")
-        rows = left.number_input(
-            "Leading rows to trim", 1, found.most, min(max(k, 1), found.most), key="boundaries.trim"
+        rows = inputs.number(
+            "Leading rows to trim",
+            Bound(1, found.most),
+            max(k, 1),
+            key="boundaries.trim",
+            where=left,
+            link=False,  # the button's input: a link names the trimmed table itself
         )
         if right.button(f"Trim the first {rows} rows for every page", key="boundaries.trim_go"):
             state.set_table(found.trim(table, int(rows)))
@@ -50,45 +59,41 @@ offer_trim(table)
 most = forms.boundary_limits(table.shape)
 default = forms.boundary_defaults(table.shape)
 button, stated, count = st.columns([1, 4, 1], vertical_alignment="center")
+
+
+def shown(core: Callable[..., Any], name: str, label: str, **options: Any) -> Any:
+    """`core`'s setting `name`, within what this table allows (`forms`)."""
+    return inputs.setting(core, name, label, high=most.get(name), default=default[name], **options)
+
+
 with button.popover("Settings", icon=":material/tune:", width="stretch"):
-    window = st.number_input(
-        "Window (± positions)",
-        bounds_of(boundary.outliers)["hampel_window"].low,
-        most["hampel_window"],
-        default["hampel_window"],
-        key="boundaries.window",
-        bind="query-params",
-        help="Each position is compared with the median of the 2w + 1 positions around it "
-        "(shifted inward at the ends).",
+    window = shown(
+        boundary.outliers, "hampel_window", "Window (± positions)", key="boundaries.window"
     )
-    threshold = st.number_input(
+    threshold = shown(
+        boundary.outliers,
+        "threshold",
         "Flag at |robust z| >",
-        bounds_of(boundary.outliers)["threshold"].low,
-        bounds_of(boundary.outliers)["threshold"].high,
-        default["threshold"],
         step=0.5,
         key="boundaries.threshold",
-        bind="query-params",
         help=boundary.DEFINITIONS["robust_z"],
     )
-    n_directions_removed = st.number_input(
+    n_directions_removed = shown(
+        boundary.position_statistics,
+        "n_directions_removed",
         "Residual after the top principal directions (0 = off)",
-        bounds_of(boundary.position_statistics)["n_directions_removed"].low,
-        most["n_directions_removed"],
-        default["n_directions_removed"],
         key="boundaries.n_directions_removed",
         help=boundary.DEFINITIONS["residual_norm"],
     )
-    edge = st.number_input(
-        "Boundary size k",
-        bounds_of(boundary.boundary_summary)["boundary_size"].low,
-        most["boundary_size"],
-        default["boundary_size"],
-        key="boundaries.edge",
-        help="The summary compares the first k and last k positions with the middle.",
+    edge = shown(
+        boundary.boundary_summary, "boundary_size", "Boundary size k", key="boundaries.edge"
     )
-    flags = cache.outliers(
-        table, n_directions_removed=n_directions_removed, hampel_window=window, threshold=threshold
+    flags = cache.run(
+        pipeline.outliers,
+        table,
+        n_directions_removed=n_directions_removed,
+        hampel_window=window,
+        threshold=threshold,
     )
     statistic = st.selectbox(
         "Change points on",
@@ -96,27 +101,26 @@ with button.popover("Settings", icon=":material/tune:", width="stretch"):
         index=flags.statistics.index(default["statistic"]),
         format_func=export.column_label,
         key="boundaries.change_statistic",
+        bind="query-params",
+        persist_state="session",
         help="The curve searched for steps: changes over a row or two that its own wiggles "
         "(a drift, slow waves) do not explain. Rows flagged on any statistic are left out, so "
         "a single odd row neither makes a step nor hides one.",
     )
-    changes = bounds_of(boundary.change_points)["max_changes"]
-    max_changes = st.number_input(
+    max_changes = shown(
+        boundary.change_points,
+        "max_changes",
         "Change points at most",
-        changes.low,
-        changes.high,
-        default["max_changes"],
         key="boundaries.max_changes",
     )
-    min_size = st.number_input(
+    min_size = shown(
+        boundary.change_points,
+        "min_size",
         "Positions between steps at least",
-        bounds_of(boundary.change_points)["min_size"].low,
-        most["min_size"],
-        default["min_size"],
         key="boundaries.min_size",
-        help="Also the least distance from a step to either end of the table.",
     )
-changes = cache.change_points(
+changes = cache.run(
+    pipeline.change_points,
     table,
     n_directions_removed=n_directions_removed,
     hampel_window=window,
@@ -148,57 +152,33 @@ def show_probes(table: Embedding) -> None:
     Their settings keep their values while another tab is open (persist_state="page"):
     Streamlit forgets the widgets a run does not draw.
     """
-    default = defaults(probes.probe_with_controls)
-    bound = bounds_of(probes.probe_with_controls)
     columns = st.columns(5)
-    seed = columns[0].number_input(
-        "Seed",
-        bound["seed"].low,
-        bound["seed"].high,
-        default["seed"],
-        key="probes.seed",
-        bind="query-params",
-        persist_state="page",
+    probe = partial(inputs.setting, probes.probe_with_controls)
+    seed = probe("seed", "Seed", key="probes.seed", where=columns[0])
+    max_rows = probe(
+        "max_rows", "Rows probed at most", step=256, key="probes.max_rows", where=columns[1]
     )
-    max_rows = columns[1].number_input(
-        "Rows probed at most",
-        bound["max_rows"].low,
-        bound["max_rows"].high,
-        default["max_rows"],
-        step=256,
-        key="probes.max_rows",
-        persist_state="page",
-        help="Longer tables are probed on a seeded random subsample of rows (stated below).",
+    n_pairs = probe(
+        "n_pairs", "Training pairs per fold", step=100, key="probes.n_pairs", where=columns[2]
     )
-    n_pairs = columns[2].number_input(
-        "Training pairs per fold",
-        bound["n_pairs"].low,
-        bound["n_pairs"].high,
-        default["n_pairs"],
-        step=100,
-        key="probes.n_pairs",
-        persist_state="page",
-    )
-    repeats = columns[3].number_input(
-        "Repeated splits",
-        bound["repeats"].low,
-        bound["repeats"].high,
-        default["repeats"],
-        key="probes.repeats",
-        persist_state="page",
-        help="The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); "
-        "± is the sd over all their folds. Each split costs one eigendecomposition per fold.",
-    )
+    repeats = probe("repeats", "Repeated splits", key="probes.repeats", where=columns[3])
     protocol = columns[4].selectbox(
         "Absolute probe",
         list(probes.PROTOCOLS),
-        index=list(probes.PROTOCOLS).index(default["protocol"]),
+        index=list(probes.PROTOCOLS).index(defaults(probes.probe_with_controls)["protocol"]),
         key="probes.protocol",
-        persist_state="page",
+        bind="query-params",
+        persist_state="session",
         help=" ".join(f"{name}: {text}." for name, text in probes.PROTOCOLS.items()),
     )
-    report = cache.probe_with_controls(
-        table, seed=seed, max_rows=max_rows, n_pairs=n_pairs, repeats=repeats, protocol=protocol
+    report = cache.run(
+        pipeline.probe_with_controls,
+        table,
+        seed=seed,
+        max_rows=max_rows,
+        n_pairs=n_pairs,
+        repeats=repeats,
+        protocol=protocol,
     )
     # The exports say how the probes were run, the Gaussian control's reuse included.
     probe_settings = {**export.header(report, table), "notes": report.procedure_steps()}
@@ -213,11 +193,12 @@ def show_probes(table: Embedding) -> None:
     draws = report.n_control_draws
 
     def control_skill(name: str) -> str:
-        mean, low, high = report.control_summary(name)
-        return f"{name}: skill {mean:.3f} ({low:.3f} to {high:.3f})"
+        mean, low, high = map(probes.skill_text, report.control_summary(name))
+        return f"{name}: skill {mean} ({low} to {high})"
 
     columns[0].caption(
-        f"chance {absolute.chance_mae:.2f} · skill {absolute.skill:.3f} ± {absolute.skill_sd:.3f} "
+        f"chance {absolute.chance_mae:.2f} · skill {probes.skill_text(absolute.skill)} "
+        f"± {absolute.skill_sd:.3f} "
         f"(± sd over folds) · "
         + " · ".join(control_skill(c) for c in controls)
         + f" (mean and central 95% over {draws} draws)"
@@ -274,7 +255,9 @@ with positions:
                 f"; on {changes.null_z.size} shuffles of the curve: {changes.null_found} found one"
             )
         st.markdown(f"**Change points** on {export.column_label(statistic)}: {shown}")
-        stats = cache.position_statistics(table, n_directions_removed=n_directions_removed)
+        stats = cache.run(
+            pipeline.position_statistics, table, n_directions_removed=n_directions_removed
+        )
         widgets.show_figure(
             cache.figure(
                 figures.boundary.position_statistics,
@@ -326,8 +309,11 @@ with tables:
                 st.markdown(f"None: {changes.describe()}.")
         with right:
             st.subheader("Near the boundaries")
-            summary = cache.boundary_summary(
-                table, n_directions_removed=n_directions_removed, boundary_size=edge
+            summary = cache.run(
+                pipeline.boundary_summary,
+                table,
+                n_directions_removed=n_directions_removed,
+                boundary_size=edge,
             )
             st.caption(summary.procedure())
             widgets.show_numbers(

@@ -7,14 +7,14 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import _params, export, figures, hub, io, simulate
+from posviz import _params, export, figures, hub, io, pipeline, simulate
 from posviz._settings import data_dir
 from posviz.collection import DEFINITIONS, MAX_TABLES, Collection, Member, gather, members_table
 from posviz.embedding import LoadError
 from posviz.report import build_collection_report
 from posviz.schemes.presets import preset_rotary_table, preset_rotary_width, rotary_presets
 from posviz.schemes.rotary import rotary_table
-from posviz.ui import cache, loaders, state, widgets
+from posviz.ui import cache, inputs, loaders, state, widgets
 from posviz.ui.text import literal
 
 BUDGET, RUN = _params.defaults(gather.gather), _params.defaults(gather.example_run)
@@ -39,8 +39,8 @@ def loading_options(key: str) -> tuple[str | None, int]:
     tensor = left.text_input(
         "Tensor (blank: detected by name and shape)", key=f"{key}.tensor", max_chars=500
     )
-    drop = right.number_input("Drop leading rows", DROP.low, DROP.high, DROP.low, key=f"{key}.drop")
-    return tensor.strip() or None, int(drop)
+    drop = inputs.number("Drop leading rows", DROP, 0, key=f"{key}.drop", where=right, link=False)
+    return tensor.strip() or None, drop
 
 
 def from_uploads() -> None:
@@ -103,8 +103,14 @@ def from_simulations() -> None:
         "Seeds (comma-separated)", "0, 1, 2", key="collection.sim.seeds", max_chars=200
     )
     width = simulate.PARAMETERS["d_model"]
-    d_model = right.number_input(
-        width.label, width.low, width.high, 256, step=4, key="collection.sim.d"
+    d_model = inputs.number(
+        width.label,
+        _params.Bound(width.low, width.high),
+        256,
+        step=4,
+        key="collection.sim.d",
+        where=right,
+        link=False,
     )
     if st.button("Add simulations", key="collection.sim.add"):
         try:
@@ -124,16 +130,14 @@ def from_simulations() -> None:
 def from_schemes() -> None:
     """Rotary position tables of known models, as the Schemes page opens them."""
     chosen = st.multiselect("Rotary models", rotary_presets(), key="collection.schemes.models")
-    rows = st.number_input(
-        "Positions (rows)", ROWS.low, ROWS.high, 1024, key="collection.schemes.rows"
-    )
+    rows = inputs.number("Positions (rows)", ROWS, 1024, key="collection.schemes.rows", link=False)
     if chosen and st.button(f"Add {len(chosen)} rotary tables", key="collection.schemes.add"):
         add(
             [
                 gather.Request(
                     name,
-                    nbytes=int(rows) * preset_rotary_width(name) * 8,  # float64
-                    load=lambda name=name: preset_rotary_table(name, positions=int(rows)),
+                    nbytes=rows * preset_rotary_width(name) * 8,  # float64
+                    load=lambda name=name: preset_rotary_table(name, positions=rows),
                 )
                 for name in chosen
             ]
@@ -211,7 +215,7 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     for i, m in enumerate(loaded):
         text = f"Analysing {literal(m.label)} ({i + 1} of {len(loaded)})…"
         progress.progress(i / len(loaded), text=text)
-        cache.table_summary(m.table, center=center)
+        cache.run(pipeline.table_summary, m.table, center=center)
     progress.empty()
     result = cache.collection(
         tuple(m.label for m in members),
@@ -303,7 +307,7 @@ def one_table(result: Collection, *, center: bool) -> None:
     label = label or st.selectbox("Table", labels, key="collection.pick")
     table = result.loaded[labels.index(label)].table
     spectrum = result.summary(label).spectrum  # computed for the metrics table already
-    overview = cache.similarity_map(table, center=center)
+    overview = cache.run(pipeline.similarity_map, table, center=center)
     left, right = st.columns(2)
     with left:
         widgets.show_figure(

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, offsets, resample, similarity
-from posviz._params import bounds_of, defaults
-from posviz.ui import cache, loaders, state, widgets
+from posviz import compare, export, figures, offsets, pipeline, resample, similarity
+from posviz._params import defaults
+from posviz.ui import cache, inputs, loaders, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each similarity heatmap: three side by side get about 320 pixels each on a
@@ -38,16 +38,19 @@ metric = options[1].selectbox(
     offsets.SIMILARITIES,
     index=offsets.SIMILARITIES.index(defaults(similarity.similarity_map)["metric"]),
     key="compare.metric",
+    bind="query-params",
+    persist_state="session",
     help=compare.DEFINITIONS["metric"],
 )
 shortest = min(first.shape[0], second.shape[0])
-max_offset = options[2].number_input(
+max_offset = inputs.setting(
+    offsets.offset_profile,
+    "max_offset",
     "Largest offset",
-    bounds_of(offsets.offset_profile)["max_offset"].low,
-    shortest - 1,
-    offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
+    high=shortest - 1,
+    default=offsets.largest_offset(shortest, compare.OVERLAY_MAX_OFFSET),
     key="compare.max_offset",
-    help="Offsets summarised in the profiles: the spread over i costs n · k · d operations.",
+    where=options[2],
 )
 # The legends name each table, not only its place (two panels both named "first" and
 # "second" left the reader to remember which was which).
@@ -60,13 +63,15 @@ if first.shape[0] != second.shape[0]:
         f"Resample the second table to {first.shape[0]} positions",
         value=True,
         key="compare.match",
+        bind="query-params",
+        persist_state="session",
         help=f"{RESAMPLE['method'].capitalize()} interpolation, "
         f"{resample.POSITION_RULES[RESAMPLE['positions']]} (the Resample page offers more methods "
         "and sends its result here). Needed for the difference map and the "
         "position-by-position measures (the Similarity maps and CKA tabs).",
     )
     if match:
-        matched = cache.resample_length(second, n_positions=first.shape[0])
+        matched = cache.run(pipeline.resample_length, second, n_positions=first.shape[0])
 same_length = first.shape[0] == matched.shape[0]
 
 
@@ -80,16 +85,13 @@ def same_positions() -> None:
         )
         return
     k_max = compare.largest_k(first.shape, matched.shape)
-    n_components = st.number_input(
-        "Components k",
-        bounds_of(compare.compare)["n_components"].low,
-        k_max,
-        min(defaults(compare.compare)["n_components"], k_max),
-        key="compare.n_components",
-        help="Top principal components over positions whose spans are compared.",
+    n_components = inputs.setting(
+        compare.compare, "n_components", "Components k", high=k_max, key="compare.n_components"
     )
     try:
-        result = cache.compare(first, matched, n_components=n_components, center=center)
+        result = cache.run(
+            pipeline.compare, first, matched, n_components=n_components, center=center
+        )
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return
@@ -164,13 +166,18 @@ def same_positions() -> None:
 spectra_tab, offsets_tab, maps_tab, same_tab = widgets.page_tabs("compare")
 with spectra_tab:
     if spectra_tab.open:
-        spectra = {name: cache.spectrum(table, center=center) for name, table in names.items()}
+        spectra = {
+            name: cache.run(pipeline.spectrum, table, center=center)
+            for name, table in names.items()
+        }
         settings = export.header(spectra[first_name], first, second)
         widgets.show_spectra(spectra, page="compare", settings=settings)
 with offsets_tab:
     if offsets_tab.open:
         profiles = {
-            name: cache.offset_profile(table, metric=metric, center=center, max_offset=max_offset)
+            name: cache.run(
+                pipeline.offset_profile, table, metric=metric, center=center, max_offset=max_offset
+            )
             for name, table in names.items()
         }
         widgets.show_figure(
@@ -181,7 +188,9 @@ with offsets_tab:
 with maps_tab:
     if maps_tab.open:
         maps = {
-            name: cache.similarity_map(table, metric=metric, center=center, max_side=HEATMAP_SIDE)
+            name: cache.run(
+                pipeline.similarity_map, table, metric=metric, center=center, max_side=HEATMAP_SIDE
+            )
             for name, table in {first_name: first, second_name: matched}.items()
         }
         widgets.show_figure(

@@ -1,10 +1,11 @@
 """Components: principal components over position, the helix, and how sinusoidal they are."""
 
+from functools import partial
+
 import streamlit as st
 
-from posviz import components, export, figures
-from posviz._params import bounds_of, defaults
-from posviz.ui import cache, state, widgets
+from posviz import components, export, figures, pipeline
+from posviz.ui import cache, inputs, state, widgets
 
 st.title("Components")
 table = state.current()
@@ -12,16 +13,15 @@ widgets.table_caption(table)
 n = table.shape[0]
 center = widgets.center_toggle()
 top = min(components.max_components(table.shape, center=center), 20)
-n_components = st.number_input(
+n_components = inputs.setting(
+    components.principal_components,
+    "n_components",
     "Principal components k",
-    bounds_of(components.principal_components)["n_components"].low,
-    top,
-    min(defaults(components.principal_components)["n_components"], top),
+    high=top,
     key="components.n_components",
-    bind="query-params",
     help="How many leading principal components to show and fit (at most 20).",
 )
-pc = cache.principal_components(table, n_components=n_components, center=center)
+pc = cache.run(pipeline.principal_components, table, n_components=n_components, center=center)
 settings = export.header(pc, table)
 if table.grid:
     st.caption(
@@ -155,7 +155,7 @@ with path:
 
 with fits_tab:
     if fits_tab.open:
-        fits = cache.fit_sinusoids(table, n_components=n_components, center=center)
+        fits = cache.run(pipeline.fit_sinusoids, table, n_components=n_components, center=center)
         fit_settings = export.header(fits, table)
         st.metric(
             "Median R² of the top-k fits",
@@ -194,37 +194,20 @@ with fits_tab:
 with span:
     if span.open:
         st.markdown("**Is the component span a span of low-frequency sinusoids?**")
-        nyquist = n // 2
-        likeness_defaults = defaults(components.sinusoid_likeness)
-        likeness_bounds = bounds_of(components.sinusoid_likeness)
         left, middle, right = st.columns(3)
-        m = left.number_input(
+        ask = partial(inputs.setting, components.sinusoid_likeness)
+        m = ask(  # 1 .. n // 2, as sinusoid_likeness checks it (a table's bound, not declared)
+            "n_frequencies",
             "Sinusoid frequencies m",
-            1,
-            nyquist,
-            min(likeness_defaults["n_frequencies"], nyquist),
+            low=1,
+            high=n // 2,
             key="components.m",
-            persist_state="page",
-            help="Basis cos/sin(π f p / n) for f = 1..m (f / 2 cycles over the table): 2m vectors.",
+            where=left,
         )
-        shuffles = middle.number_input(
-            "Shuffles",
-            likeness_bounds["n_shuffles"].low,
-            likeness_bounds["n_shuffles"].high,
-            likeness_defaults["n_shuffles"],
-            key="components.shuffles",
-            persist_state="page",
-            help="Row shuffles of the table for the chance level.",
-        )
-        seed = right.number_input(
-            "Seed",
-            likeness_bounds["seed"].low,
-            likeness_bounds["seed"].high,
-            likeness_defaults["seed"],
-            key="components.seed",
-            bind="query-params",
-        )
-        likeness = cache.sinusoid_likeness(
+        shuffles = ask("n_shuffles", "Shuffles", key="components.shuffles", where=middle)
+        seed = ask("seed", "Seed", key="components.seed", where=right)
+        likeness = cache.run(
+            pipeline.sinusoid_likeness,
             table,
             n_components=n_components,
             center=center,

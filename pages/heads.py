@@ -7,7 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from posviz import depth, export, figures, hub
-from posviz._params import Refused, bounds_of, defaults
+from posviz._params import Bound, Refused, bounds_of
 from posviz._settings import data_dir
 from posviz.examples import EXAMPLES
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
@@ -15,14 +15,10 @@ from posviz.models.attention import NoHeadsView, Opened
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.source import HubRef
 from posviz.ui import heads as models
-from posviz.ui import state, widgets
+from posviz.ui import inputs, state, widgets
 from posviz.ui.text import literal
 
 SUGGESTED = ("openai-community/gpt2", "google-bert/bert-base-uncased", "meta-llama/Llama-3.1-8B")
-DEFAULTS = defaults(learned_heads)
-#: Every kind's step shares these bounds (posviz.heads: DRAWS, POSITIONS, SEED).
-BOUNDS = bounds_of(learned_heads)
-CONTEXT = bounds_of(rotary_frequencies)["context"]
 
 st.title("Attention heads")
 st.caption(
@@ -98,35 +94,45 @@ def _settings(first: depth.DepthPlan) -> dict:
     plan = first.plans[0]
     with st.expander("Settings", icon=":material/tune:"):
         left, middle, right = st.columns(3)
-        draws = left.number_input(
-            "Null draws", BOUNDS["n_draws"].low, BOUNDS["n_draws"].high, DEFAULTS["n_draws"],
-            key="heads.draws", bind="query-params",
+        # Every kind's step shares these settings and bounds (posviz.heads: DRAWS, SEED, ...).
+        draws = inputs.setting(
+            learned_heads,
+            "n_draws",
+            "Null draws",
+            key="heads.draws",
             help="Each draw permutes the layer's query rows, and its key rows, across heads. "
             "0: no null, no labels.",
-        )  # fmt: skip
-        seed = middle.number_input(
-            "Seed", BOUNDS["seed"].low, BOUNDS["seed"].high, DEFAULTS["seed"], key="heads.seed",
-            bind="query-params",
-        )  # fmt: skip
-        params |= {"n_draws": int(draws), "seed": int(seed)}
+            where=left,
+        )
+        seed = inputs.setting(learned_heads, "seed", "Seed", key="heads.seed", where=middle)
+        params |= {"n_draws": draws, "seed": seed}
         if plan.kind == "rotary" and plan.rotary is not None:
             spec = plan.rotary
             default_context = spec.context or spec.original_context or 4096
-            context = right.number_input(
-                "Sequence length the rule is applied at", CONTEXT.low, CONTEXT.high,
-                default_context, key="heads.context", bind="query-params",
-            )  # fmt: skip
+            context = inputs.setting(
+                rotary_frequencies,
+                "context",
+                "Sequence length the rule is applied at",
+                default=default_context,
+                key="heads.context",
+                where=right,
+            )
             if context != default_context:
-                params["context"] = int(context)
+                params["context"] = context
         elif plan.kind == "learned":
-            low, high = BOUNDS["n_positions"].low, BOUNDS["n_positions"].high
-            available = min(models.positions_of(plan) or high, high)
-            n = right.number_input(
-                "Positions", low, available, available, key="heads.positions",
-                bind="query-params",
-            )  # fmt: skip
+            high = bounds_of(learned_heads)["n_positions"].high
+            available = plan.n_positions or high  # the table's, at most MAX_POSITIONS
+            n = inputs.setting(
+                learned_heads,
+                "n_positions",
+                "Positions",
+                high=available,
+                default=available,
+                key="heads.positions",
+                where=right,
+            )
             if n != available:
-                params["n_positions"] = int(n)
+                params["n_positions"] = n
     return params
 
 
@@ -273,6 +279,12 @@ def _page() -> None:
             icon=":material/cached:",
         )
     params = _settings(found)
+    try:
+        for each in found.plans:  # the work the heads would take, before a weight is read
+            depth.check_heads(each, **params)
+    except Refused as error:
+        st.error(literal(error), icon=":material/error:")
+        return
 
     st.subheader("Across depth")
     result = _depth(shown, found, params)
@@ -280,14 +292,13 @@ def _page() -> None:
     st.subheader("One layer")
     count = found.n_layers or (max(found.layers) + 1)
     left, right = st.columns([1, 3], vertical_alignment="bottom")
-    index = left.number_input(
+    index = inputs.number(
         "Layer",
-        0,
-        count - 1,
+        Bound(0, count - 1),
         0,
         key="heads.layer",
-        bind="query-params",
         help="Heat map cells cannot be clicked: name the layer here.",
+        where=left,
     )
     if result is not None:
         found_labels = [
@@ -325,6 +336,7 @@ def _layer(shown: models.Shown, index: int, params: dict) -> None:
         f"{len(plan.reads)} tensors, {models.size(plan.nbytes)} ({travel})."
     )
     try:
+        depth.check_heads(plan, **params)  # before a weight is read
         layer = models.layer(model, index)
         result = models.heads(layer, **params)
     except Refused as error:

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from posviz import compare, export, figures, io, offsets, resample
+from posviz import compare, export, figures, io, offsets, pipeline, resample
 from posviz._params import defaults
 from posviz.embedding import MAX_ELEMENTS, MIN_POSITIONS
-from posviz.ui import cache, state, widgets
+from posviz.ui import cache, inputs, state, widgets
 from posviz.ui.text import literal
 
 #: Largest side of each patch mosaic: two side by side stay under ~2.5 MB of figure.
@@ -26,58 +26,64 @@ if table.grid is not None:
     )
     left, middle, right, last = st.columns(4)
     sides = resample.GRID_SIDES
-    new_height = left.number_input(
-        "New grid height", sides.low, sides.high, min(2 * height, sides.high), key="resample.h"
-    )
-    new_width = middle.number_input(
-        "New grid width", sides.low, sides.high, min(2 * width, sides.high), key="resample.w"
-    )
+    new_height = inputs.number("New grid height", sides, 2 * height, key="resample.h", where=left)
+    new_width = inputs.number("New grid width", sides, 2 * width, key="resample.w", where=middle)
     method = right.selectbox(
         "Method",
         resample.GRID_METHODS,
         index=resample.GRID_METHODS.index(default["method"]),
         key="resample.grid_method",
+        bind="query-params",
+        persist_state="session",
     )
     antialias = last.checkbox(
         "Antialias",
         value=default["antialias"],
         key="resample.antialias",
+        bind="query-params",
+        persist_state="session",
         help="PyTorch's antialias=True (timm's resample_abs_pos_embed default): Pillow-style "
         "kernels (bicubic a = -0.5) stretched by the scale factor when shrinking. Off: the "
         "plain kernels (bicubic: Keys a = -0.75, half-pixel centres, border clamped). Both "
         "match torch.nn.functional.interpolate(align_corners=False) to float rounding.",
     )
     options = {"new_grid": (new_height, new_width), "method": method, "antialias": antialias}
-    compute = cache.resample_grid
+    compute = pipeline.resample_grid
 else:
     default = defaults(resample.resample_length)
     left, middle, right = st.columns(3)
-    n_new = left.number_input(
+    n_new = inputs.setting(
+        resample.resample_length,
+        "n_positions",
         "New length L'",
-        MIN_POSITIONS,
-        longest,
-        min(2 * n, longest),
+        low=MIN_POSITIONS,
+        high=longest,
+        default=2 * n,
         key="resample.n",
-        help="Rows of the result.",
+        where=left,
     )
     method = middle.selectbox(
         "Method",
         resample.LENGTH_METHODS,
         index=resample.LENGTH_METHODS.index(default["method"]),
         key="resample.method",
+        bind="query-params",
+        persist_state="session",
         help="linear: between neighbouring rows; cubic: scipy CubicSpline (not-a-knot) "
         "through all rows; tile: Longformer's copy of the table end to end.",
     )
     if method == "tile":
         positions = default["positions"]
-        reserved = right.number_input(
+        reserved = inputs.setting(
+            resample.resample_length,
+            "reserved",
             "Reserved rows",
-            0,
-            n - 2,
-            default["reserved"],
+            low=0,
+            high=n - 2,
             key="resample.reserved",
             help="Leading rows copied once and not repeated (RoBERTa's offset of 2 when "
             "those rows were not trimmed on loading).",
+            where=right,
         )
     else:
         reserved = default["reserved"]
@@ -87,6 +93,8 @@ else:
             index=list(resample.POSITION_RULES).index(default["positions"]),
             format_func=resample.POSITION_RULES.get,
             key="resample.positions",
+            bind="query-params",
+            persist_state="session",
             help="New row p is the old table read at x. 'scaled' is Position Interpolation: "
             "the old spacing shrinks by L/L'.",
         )
@@ -96,13 +104,13 @@ else:
         "positions": positions,
         "reserved": reserved,
     }
-    compute = cache.resample_length
+    compute = pipeline.resample_length
 
 
 def _page() -> None:
     """The resampled table, its comparison with the original and its download."""
     try:
-        result = compute(table, **options)
+        result = cache.run(compute, table, **options)
     except ValueError as error:
         st.error(literal(error), icon=":material/error:")
         return
@@ -137,8 +145,8 @@ def _page() -> None:
     with spectrum_tab:
         if spectrum_tab.open:
             spectra = {
-                "original": cache.spectrum(table, center=center),
-                "resampled": cache.spectrum(result, center=center),
+                "original": cache.run(pipeline.spectrum, table, center=center),
+                "resampled": cache.run(pipeline.spectrum, result, center=center),
             }
             widgets.show_spectra(
                 spectra,
@@ -149,12 +157,14 @@ def _page() -> None:
         if similarity_tab.open:
             if table.grid is not None:
                 mosaics = {
-                    "original": cache.grid_similarity(
-                        table, grid=table.grid, center=center, max_side=MOSAIC_SIDE
-                    ),
-                    "resampled": cache.grid_similarity(
-                        result, grid=result.grid, center=center, max_side=MOSAIC_SIDE
-                    ),
+                    name: cache.run(
+                        pipeline.grid_similarity,
+                        t,
+                        grid=t.grid,
+                        center=center,
+                        max_side=MOSAIC_SIDE,
+                    )
+                    for name, t in {"original": table, "resampled": result}.items()
                 }
                 widgets.show_figure(
                     cache.figure(figures.resample.mosaic_pair, mosaics),
@@ -168,7 +178,8 @@ def _page() -> None:
                     )
             else:
                 profiles = {
-                    name: cache.offset_profile(
+                    name: cache.run(
+                        pipeline.offset_profile,
                         t,
                         center=center,
                         max_offset=offsets.largest_offset(t.shape[0], compare.OVERLAY_MAX_OFFSET),

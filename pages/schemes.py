@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from posviz import export, figures
-from posviz._params import Refused, bounds_of
+from posviz import export, figures, pipeline
+from posviz._params import Refused
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
 from posviz.models import weights
@@ -28,14 +28,9 @@ from posviz.schemes.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.ui import cache, context_plan, scheme_compare, schemes, state, widgets
+from posviz.ui import cache, context_plan, inputs, scheme_compare, schemes, state, widgets
 from posviz.ui.schemes import Shown
 from posviz.ui.text import literal
-
-#: The widgets' bounds, as the functions they feed declare them.
-CONTEXTS = bounds_of(rotary_frequencies)["context"]
-POSITIONS = bounds_of(rotary_table)["positions"]
-DISTANCES = bounds_of(alibi.alibi_bias)["max_distance"]
 
 
 def describe(shown: Shown, scheme: Scheme) -> None:
@@ -59,19 +54,20 @@ def rotary(shown: Shown, scheme: Scheme) -> RotarySpec:
         (shown.identity, spec.layer_type),
         {"schemes.context": default_context(spec), "schemes.rows": default_positions(spec)},
     )
-    context = int(
-        st.number_input(
-            "Sequence length the rule is applied at",
-            CONTEXTS.low,
-            CONTEXTS.high,
-            key="schemes.context",
-            help="Dynamic NTK raises its base beyond max_position_embeddings; LongRoPE uses its "
-            "long factors beyond the original context.",
-        )
+    context = inputs.setting(
+        rotary_frequencies,
+        "context",
+        "Sequence length the rule is applied at",
+        default=inputs.IN_STATE,
+        key="schemes.context",
+        help="Dynamic NTK raises its base beyond max_position_embeddings; LongRoPE uses its "
+        "long factors beyond the original context.",
     )
-    f = cache.rotary_frequencies(spec, context=context)
+    f = cache.run(pipeline.rotary_frequencies, spec, context=context)
     rule_numbers(f)
-    layers = cache.layer_table(scheme.layers, context=context) if scheme.layers else None
+    layers = (
+        cache.run(pipeline.layer_table, scheme.layers, context=context) if scheme.layers else None
+    )
     if layers is not None:
         st.caption(literal(layers.describe()))
     schemes.inv_freq_check(shown, f)
@@ -144,7 +140,7 @@ def rule_numbers(f: RotaryFrequencies) -> None:
 
 def decay(spec: RotarySpec, f: RotaryFrequencies, context: int, rule: dict) -> None:
     """Content-free similarity B(Δ) and RoFormer's bound, with their numbers."""
-    d = cache.rotary_decay(spec, context=context)
+    d = cache.run(pipeline.rotary_decay, spec, context=context)
     settings = export.header(d, rule)
     widgets.show_figure(figures.schemes.decay(d, f), name="decay", settings=settings)
     with widgets.expander_drawn_when_open("Numbers", key="schemes.decay_numbers") as opened:
@@ -174,8 +170,8 @@ def rotary_table_opener(shown: Shown, f: RotaryFrequencies) -> None:
         "factor), with θ as applied at the sequence length above. Opened as the current table, "
         "every page analyses it (Compare it with a learned table, add it to the Collection)."
     )
-    rows = int(
-        st.number_input("Positions (rows)", POSITIONS.low, POSITIONS.high, key="schemes.rows")
+    rows = inputs.setting(
+        rotary_table, "positions", "Positions (rows)", default=inputs.IN_STATE, key="schemes.rows"
     )
     if st.button("Open the rotary table", type="primary", icon=":material/table:"):
         table = rotary_table(f, positions=rows, source=shown.origin)
@@ -191,12 +187,19 @@ def alibi_slopes(shown: Shown, scheme: Scheme) -> None:
     """ALiBi's slope per head and its bias against distance."""
     spec = scheme.alibi
     schemes.follow(shown.identity, {"schemes.distance": schemes.alibi_distance(scheme)})
-    distance = st.number_input(
-        "Largest distance", DISTANCES.low, DISTANCES.high, key="schemes.distance"
+    distance = inputs.setting(
+        alibi.alibi_bias,
+        "max_distance",
+        "Largest distance",
+        default=inputs.IN_STATE,
+        key="schemes.distance",
     )
     try:
-        b = cache.alibi_bias(
-            spec.n_heads, alibi_bias_max=spec.alibi_bias_max, max_distance=int(distance)
+        b = cache.run(
+            pipeline.alibi_bias,
+            spec.n_heads,
+            alibi_bias_max=spec.alibi_bias_max,
+            max_distance=int(distance),
         )
     except Refused as error:  # heads x distances above the budget of one result
         st.error(literal(error), icon=":material/error:")
@@ -226,7 +229,7 @@ def t5_buckets(shown: Shown, scheme: Scheme) -> None:
     """T5's buckets against relative position, and each head's learned bias from the weights."""
     spec = scheme.relative_bias
     try:
-        layouts = cache.bucket_layouts(spec)
+        layouts = cache.run(pipeline.bucket_layouts, spec)
     except LoadError as error:  # buckets or a distance out of bounds
         st.error(literal(error), icon=":material/error:")
         return
@@ -252,8 +255,11 @@ def t5_buckets(shown: Shown, scheme: Scheme) -> None:
         return
     schemes.follow(shown.identity, {"schemes.tensor": next(iter(tensors))})
     name = st.selectbox("Tensor", list(tensors), key="schemes.tensor")
-    r = cache.relative_bias(
-        tensors[name], bidirectional=not is_decoder_bias(name), max_distance=spec.max_distance
+    r = cache.run(
+        pipeline.relative_bias,
+        tensors[name],
+        bidirectional=not is_decoder_bias(name),
+        max_distance=spec.max_distance,
     )
     settings = export.header(r, {**shown.provenance, "tensor": name})
     widgets.show_figure(figures.schemes.t5_bias(r, name=name), name="t5_bias", settings=settings)
@@ -338,7 +344,7 @@ def overlay(shown: Shown, spec: RotarySpec | None) -> None:
     models |= schemes.preset_rules(chosen)
     if not models:
         return
-    result = cache.rotary_overlay({name: s for name, (s, _) in models.items()})
+    result = cache.run(pipeline.rotary_overlay, {name: s for name, (s, _) in models.items()})
     settings = export.header(result, *(where for _, where in models.values()))
     ladders = figures.schemes.ladders_overlay(result.frequencies)
     widgets.show_figure(ladders, name="ladders_overlay", settings=settings)

@@ -5,10 +5,10 @@ Positions the Boundaries page flagged on this table are marked on the heatmap ed
 
 import streamlit as st
 
-from posviz import export, figures, io, offsets, similarity
-from posviz._params import bounds_of, defaults
+from posviz import export, figures, io, offsets, pipeline, similarity
+from posviz._params import Bound, defaults
 from posviz.similarity import METRICS
-from posviz.ui import cache, state, widgets
+from posviz.ui import cache, inputs, state, widgets
 
 MAP = defaults(similarity.similarity_map)
 
@@ -66,24 +66,26 @@ def as_picture(cells: int, *, key: str) -> bool:
 def zoom_window() -> None:
     """A fragment: moving the window redraws only its heatmap."""
     row_col, col_col, size_col = st.columns(3)
-    size = size_col.number_input(
+    size = inputs.number(
         "Window size (positions)",
-        2,
-        min(n, MAP["max_side"]),
-        min(n, 256),
+        Bound(2, min(n, MAP["max_side"])),
+        256,
         key="similarity.zoom_size",
+        where=size_col,
     )
     # Asked and shown as the table's positions (a relative table's start below 0).
     first = table.first_position
-    row0 = row_col.number_input(
-        "First row i", first, first + n - size, first, key="similarity.zoom_row"
-    )
-    col0 = col_col.number_input(
-        "First column j", first, first + n - size, first, key="similarity.zoom_col"
-    )
+    starts = Bound(first, first + n - size)
+    row0 = inputs.number("First row i", starts, first, key="similarity.zoom_row", where=row_col)
+    col0 = inputs.number("First column j", starts, first, key="similarity.zoom_col", where=col_col)
     row0, col0 = row0 - first, col0 - first
-    window = cache.similarity_map(
-        table, metric=metric, center=center, rows=(row0, row0 + size), cols=(col0, col0 + size)
+    window = cache.run(
+        pipeline.similarity_map,
+        table,
+        metric=metric,
+        center=center,
+        rows=(row0, row0 + size),
+        cols=(col0, col0 + size),
     )
     widgets.show_figure(
         cache.figure(
@@ -104,14 +106,21 @@ def position_section() -> None:
         first + n - 1,
         first + n // 2,
         key="similarity.position",
-        persist_state="page",
+        bind="query-params",
+        persist_state="session",
     )
     position = label - first
     if table.labels.bucketed:  # DeBERTa's: a bucket is asked for, its offsets shown
         st.caption(f"Bucket {label} is {table.labels.named(position)} (q − k).")
     neighbours = similarity.grid_neighbours(position, table.grid or (1, n))
-    row = cache.similarity_map(
-        table, metric=metric, center=center, rows=(position, position + 1), cols=(0, n), max_side=n
+    row = cache.run(
+        pipeline.similarity_map,
+        table,
+        metric=metric,
+        center=center,
+        rows=(position, position + 1),
+        cols=(0, n),
+        max_side=n,
     )
     # At hundreds of positions a chart's width the neighbours' marks sit under the star:
     # their values are written out too.
@@ -151,7 +160,7 @@ if not table.grid and layout and layout.row_start:
 pairs, by_offset, one, grids = widgets.page_tabs("similarity")
 with pairs:
     if pairs.open:
-        overview = cache.similarity_map(table, metric=metric, center=center)
+        overview = cache.run(pipeline.similarity_map, table, metric=metric, center=center)
         picture = as_picture(overview.values.size, key="similarity.exact_cells")
         widgets.show_figure(
             cache.figure(
@@ -196,31 +205,32 @@ with by_offset:
                 f"Offset profile and scores need a similarity: they use {measure} similarity."
             )
         left, right = st.columns(2)
-        max_offset = left.number_input(
+        max_offset = inputs.setting(
+            offsets.offset_profile,
+            "max_offset",
             "Largest offset k",
-            bounds_of(offsets.offset_profile)["max_offset"].low,
-            n - 1,
-            offsets.largest_offset(n),
+            high=n - 1,
+            default=offsets.largest_offset(n),
             key="similarity.max_offset",
-            persist_state="page",
-            help="The mean is exact at every k (float64 FFT). The ±1 std band is exact too and "
-            "costs n_positions x k x d_model multiply-adds: lower k to speed up huge tables.",
+            where=left,
         )
-        profile = cache.offset_profile(table, metric=measure, center=center, max_offset=max_offset)
+        profile = cache.run(
+            pipeline.offset_profile, table, metric=measure, center=center, max_offset=max_offset
+        )
         if note := table.labels.note("offset_profile"):  # DeBERTa's buckets
             st.caption(note)
         scores = None
         if max_offset >= 2:
-            window = right.number_input(
+            window = inputs.setting(
+                offsets.offset_scores,
+                "monotonicity_window",
                 "Monotonicity window (offsets)",
-                bounds_of(offsets.offset_scores)["monotonicity_window"].low,
-                max_offset,
-                min(defaults(offsets.offset_scores)["monotonicity_window"], max_offset),
+                high=max_offset,
                 key="similarity.window",
-                persist_state="page",
-                help="Offsets k = 1..window over which the Spearman correlation is taken.",
+                where=right,
             )
-            scores = cache.offset_scores(
+            scores = cache.run(
+                pipeline.offset_scores,
                 table,
                 metric=measure,
                 center=center,
@@ -284,6 +294,8 @@ with grids:
             "Treat the rows as a 2-D patch grid (row-major)",
             value=table.grid is not None,
             key="similarity.grid",
+            bind="query-params",
+            persist_state="session",
             help="On by default when the loaded table is a grid (e.g. ViT's 14 x 14 after trimming "
             "the class token).",
         )
@@ -297,10 +309,12 @@ with grids:
                 placeholder="Choose height x width",
                 format_func=lambda h: f"{h} x {n // h}",
                 key="similarity.grid_height",
+                bind="query-params",
+                persist_state="session",
             )
         if height is not None:
             grid = (height, n // height)
-            patches = cache.grid_similarity(table, grid=grid, center=center)
+            patches = cache.run(pipeline.grid_similarity, table, grid=grid, center=center)
             grid_settings = export.header(patches, table)
             if patches.subsampled:
                 st.caption(

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from posviz import export, figures
+from posviz import export, figures, pipeline
 from posviz.spectrum import DEFINITIONS, NO_VARIANCE, THRESHOLDS
 from posviz.ui import cache, state, widgets
 
@@ -10,7 +10,7 @@ st.title("Spectrum")
 table = state.current()
 widgets.table_caption(table)
 center = widgets.center_toggle()
-result = cache.spectrum(table, center=center)
+result = cache.run(pipeline.spectrum, table, center=center)
 settings = export.header(result, table)
 metrics = result.metrics()
 

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
-import scipy.fft
 from scipy.linalg import blas
 
 __all__ = [
@@ -178,6 +177,8 @@ def autocorrelation(x: np.ndarray | Sliceable) -> np.ndarray:
     `x` is an array or anything sliced like one (``x[:, a:b]``), e.g. prepared rows made a
     slice at a time. The offset profile and the grid profiles both sum along it.
     """
+    import scipy.fft  # here: slow to load, and a first open needs no offset profile
+
     n = len(x)
     n_fft = scipy.fft.next_fast_len(2 * n - 1, real=True)
     power = np.zeros(n_fft // 2 + 1)

@@ -9,9 +9,12 @@ their work.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.linalg
-from scipy.optimize import OptimizeResult, minimize
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 __all__ = [
     "STEEP_DIRECTIONS",
@@ -62,7 +65,9 @@ def nested_ridge(
     # of Xc'Xc, dual with the eigenvectors of Xc Xc'.
     primal = d <= n
     gram = xc.T @ xc if primal else xc @ xc.T
-    lam, vectors = scipy.linalg.eigh(gram, driver="evd")
+    # numpy's eigh (LAPACK dsyevd, as scipy's driver="evd") lets go of the GIL while it works;
+    # scipy's holds it, and the probes' other parts, run beside this fit, wait for it.
+    lam, vectors = np.linalg.eigh(gram)
     basis = xc @ vectors if primal else vectors
     lam = np.clip(lam, 0.0, None)
     inverse = 1 / (lam + alphas[:, None])  # (alphas, k)
@@ -119,7 +124,14 @@ def steep_directions(x: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_pair_logistic(
-    x: np.ndarray, i: np.ndarray, j: np.ndarray, labels: np.ndarray, *, C: float, tol: float = 1e-3
+    x: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    labels: np.ndarray,
+    *,
+    C: float,
+    tol: float = 1e-3,
+    steep: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """L2 logistic regressions on ``[e_i ; e_j]``, one per fold (row of `i`, `j`, `labels`).
 
@@ -136,12 +148,14 @@ def fit_pair_logistic(
     table's few dominant directions otherwise make the problem ill-conditioned. At 1024 x 768
     the row-shuffled control then takes 14 steps instead of 82, the table 19 instead of 33.
     """
+    from scipy.optimize import minimize  # here: slow to load, and a first open fits no probe
+
     n, d = x.shape
     folds, m = labels.shape
     penalty = 1.0 / (C * m)
     # The loss's curvature along eigenvector v_k of x'x at w = 0: each fold's rows are drawn
     # uniformly, with logistic weight 1/4.
-    eigenvalues, v = steep_directions(x, STEEP_DIRECTIONS)
+    eigenvalues, v = steep if steep is not None else steep_directions(x, STEEP_DIRECTIONS)
     curvature = eigenvalues / (4 * n) + penalty
     shrink = np.sqrt(curvature[-1] / curvature) - 1
 

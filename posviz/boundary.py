@@ -283,7 +283,8 @@ def outliers(
     stats : PositionStatistics
         Its :meth:`~PositionStatistics.flagging_curves` are scored.
     hampel_window : int
-        Half-width of the window (see :func:`hampel`).
+        Half-width w of the window: each position is compared with the median of the 2w + 1
+        positions around it, shifted inward at the ends (a Hampel filter: :func:`hampel`).
     threshold : float
         Flag where the robust z-score exceeds this in absolute value.
 
@@ -353,6 +354,12 @@ class BoundarySummary:
 def boundary_summary(stats: PositionStatistics, *, boundary_size: int = 8) -> BoundarySummary:
     """Compare the first and last `boundary_size` positions with the middle of the table, on
     each of the statistics' :meth:`~PositionStatistics.flagging_curves`.
+
+    Parameters
+    ----------
+    stats : PositionStatistics
+    boundary_size : int
+        k: the first k and the last k positions are each compared with the middle.
 
     Examples
     --------
@@ -567,6 +574,7 @@ def change_points(
     statistic : str
         One of ``flags.statistics``.
     max_changes : int
+        Change points found at most.
     min_size : int
         Least distance between steps, and from a step to either end of the table.
     alpha : float

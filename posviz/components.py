@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 from scipy.linalg import blas
 
 from posviz._linalg import gram, tall_times
@@ -391,6 +390,8 @@ def _grid_residuals(scores: np.ndarray, per_bin: int) -> np.ndarray:
 def _best_frequency(trajectory: np.ndarray, grid: np.ndarray, per_bin: int, lowest: float) -> float:
     """The global least-squares frequency at or above `lowest` cycles: the best of the grid's
     deepest local minima there, each refined between its grid neighbours."""
+    import scipy.optimize  # here: slow to load, and a first open fits no sinusoid
+
     nyquist = len(trajectory) / 2
     start = int(np.ceil(lowest * per_bin))  # the first grid point at or above the bound
     grid = np.concatenate([np.full(start, np.inf), grid[start:]])
@@ -630,8 +631,8 @@ def sinusoid_likeness(
     pc : PrincipalComponents
         Its trajectories (:attr:`PrincipalComponents.scores`) span the subspace compared.
     n_frequencies : int
-        m: the basis holds ``cos, sin(pi f p / n)`` for ``f = 1..m``; at most
-        ``n_positions // 2`` are used (the result states m).
+        m: the basis holds ``cos, sin(π f p / n)`` for ``f = 1..m`` (f / 2 cycles over the
+        table): 2m vectors; at most ``n_positions // 2`` are used (the result states m).
     n_shuffles : int
         Row shuffles for the chance level.
     seed : int

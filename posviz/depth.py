@@ -61,12 +61,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from posviz import pipeline
-from posviz._params import Refused, check_budget
-from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, PatternHeads, RotaryHeads
+from posviz._params import Refused, check_budget, defaults
+from posviz.heads import (
+    LABELS,
+    PATTERN_NUMBERS,
+    ROTARY_NUMBERS,
+    PatternHeads,
+    RotaryHeads,
+    check_work,
+)
 from posviz.hub.cache import cache_limit
 from posviz.models import attention, weights
 from posviz.models.attention import AttentionLayer, LayerPlan, NoHeadsView, Read
-from posviz.records import HEADS_POSITIONS, finite, heads_record
+from posviz.records import (
+    HEADS_POSITIONS,
+    check_shown_kernels,
+    finite,
+    heads_record,
+)
+from posviz.schemes._values import given
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,6 +90,7 @@ __all__ = [
     "DepthPlan",
     "LayerHeads",
     "LayerNumbers",
+    "check_heads",
     "parse_layers",
     "plan_depth",
     "stream_depth",
@@ -234,6 +248,21 @@ class DepthPlan:
 
 def _unique(reads: Sequence[Read]) -> dict[tuple[str, tuple[int, int] | None], Read]:
     return {(r.name, r.rows): r for r in reads}
+
+
+def check_heads(plan: LayerPlan, *, shown: int | None = None, **params: Any) -> None:
+    """Refuse, from a layer's plan alone (before a weight is read), heads whose kernels would
+    pass `posviz.heads.MAX_KERNEL_VALUES` with `params` (its step's settings), or whose
+    record's first `shown` positions would pass a result's budget: what the step and the record
+    check again once the layer is read."""
+    if plan.kind == "rotary":  # no kernels: its work is the weights' rows, read within budget
+        return
+    step = pipeline.STEPS[pipeline.HEADS_STEPS[plan.kind].__name__]
+    settings = defaults(step.core) | params
+    n = settings.get("n_positions") or given(plan.n_positions, "the table's positions")
+    check_work(plan.n_heads, n, 0 if plan.kind == "alibi" else settings["n_draws"])
+    if shown is not None:
+        check_shown_kernels(plan.n_heads, min(shown, n))
 
 
 def plan_depth(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from posviz._params import SEED, Bound, bounded, check_budget, records_params
+from posviz._params import SEED, Bound, Refused, bounded, check_budget, records_params
 from posviz.embedding import LoadError
 from posviz.schemes.rotary import DECAY_DISTANCES, RotaryFrequencies
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DRAWS",
     "LABELS",
+    "MAX_KERNEL_VALUES",
     "MAX_POSITIONS",
     "NULL_QUERIES",
     "PATTERN_NUMBERS",
@@ -48,6 +49,7 @@ __all__ = [
     "RotaryHeads",
     "alibi_heads",
     "alibi_offset_bias",
+    "check_work",
     "learned_heads",
     "offset_bias_heads",
     "pair_columns",
@@ -317,6 +319,51 @@ def _softmax(kernel: np.ndarray, mask: np.ndarray) -> np.ndarray:
 #: Each null head then costs a sixteenth of a head at n = 1024; a mean over fewer queries only
 #: widens the null's spread, so labels beyond it stay earned.
 NULL_QUERIES = 64
+#: Most kernel values a layer's heads are computed over, the null's draws included. Each
+#: head's kernel is made in blocks of rows and dropped, so the memory stays a head's (32 MB at
+#: 2,048 positions); this bounds the time, about 70 ns a value on 2 busy cores: OPT-30B's 56
+#: heads over 2,048 positions with 8 draws are 294 million (20 s), 1,024 heads 5.4 billion.
+MAX_KERNEL_VALUES = 2**29
+
+
+def check_work(n_heads: int, n_positions: int, n_draws: int) -> None:
+    """Refuse the kernels of `n_heads` heads over `n_positions` positions and `n_draws` null
+    draws before any is computed, when they pass `MAX_KERNEL_VALUES` (the message says how
+    many positions fit).
+
+    >>> check_work(12, 1024, 8)
+    >>> check_work(1024, 2048, 8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    posviz._params.Refused: The kernels of 1,024 heads ... (n_positions: at most 512 fit).
+    """
+
+    def values(n: int) -> int:
+        return n_heads * n * (n + n_draws * min(n - 1, NULL_QUERIES))
+
+    if values(n_positions) <= MAX_KERNEL_VALUES:
+        return
+    fit = next(
+        (
+            n
+            for n in range(n_positions - 1, 1, -1)  # 2 positions at least (POSITIONS)
+            if values(n) <= MAX_KERNEL_VALUES
+        ),
+        None,
+    )
+    msg = (
+        f"The kernels of {n_heads:,} heads over {n_positions:,} positions, with {n_draws} null "
+        f"draws, are {values(n_positions):,} values, above the {MAX_KERNEL_VALUES:,} a layer's "
+        "heads are computed over: "
+        + (
+            f"analyse fewer positions (n_positions: at most {fit:,} fit)."
+            if fit
+            else "no number of positions fits so many heads."
+        )
+    )
+    raise Refused(msg)
+
+
 #: Stands for −∞ where a causal query sees no key: exp of it is 0, and 0 times it is 0 (not NaN).
 _UNSEEN = -1e300
 
@@ -483,6 +530,7 @@ def learned_heads(
     if n_heads % n_kv:
         msg = f"{n_heads} query heads cannot share {n_kv} key heads evenly."
         raise LoadError(msg)
+    check_work(n_heads, n, n_draws)
     check_budget(  # x, q, k in float64
         8 * n * (2 * inputs.shape[1] + (n_heads + n_kv) * d),
         f"The queries and keys of {n} positions of this layer (n_positions: analyse fewer "
@@ -618,6 +666,7 @@ def offset_bias_heads(
     n_heads, width = bias.shape
     n = (width + 1) // 2
     POSITIONS.check("The offset bias' positions", n)
+    check_work(n_heads, n, 0 if kind == "alibi" else n_draws)
     i = np.arange(n)
     totals = _offset_counts(i, n, causal)
 

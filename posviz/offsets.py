@@ -213,9 +213,10 @@ def offset_profile(
     center : bool
         Subtract the mean row first.
     max_offset : int or None
-        Largest offset k, at most ``n_positions - 1``; by default
-        :func:`largest_offset` (every offset up to `MAX_OFFSET`). The spread costs
-        ``n_positions * max_offset * d_model`` multiply-adds, so lower it for huge tables.
+        Largest offset k, at most ``n_positions - 1``; by default :func:`largest_offset`
+        (every offset up to `MAX_OFFSET`). The mean is exact at every k (a float64 FFT); the
+        spread is exact too and costs ``n_positions * max_offset * d_model`` multiply-adds:
+        lower k to speed up huge tables.
     spread : bool
         Compute `std`. Off, it is NaN and the rest costs about a third (a collection needs
         only the mean).
@@ -369,6 +370,13 @@ def _first(mask: np.ndarray) -> int | None:
 @bounded(monotonicity_window=Bound(2, None))
 def offset_scores(profile: OffsetProfile, *, monotonicity_window: int = 32) -> OffsetScores:
     """Scores of how m(k) = mean s(i, i+k) falls with k (see :class:`OffsetScores`).
+
+    Parameters
+    ----------
+    profile : OffsetProfile
+    monotonicity_window : int
+        Offsets k = 1..window over which the Spearman correlation of m(k) with k is taken
+        (at most the profile's largest offset).
 
     Examples
     --------

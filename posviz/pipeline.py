@@ -61,47 +61,6 @@ from posviz.schemes import rotary as _rotary
 from posviz.schemes._values import given
 from posviz.schemes.config import RelativeBiasSpec, Scheme
 
-#: The registry and every step, each by the name an export records.
-__all__ = [
-    "HEADS_STEPS",
-    "STEPS",
-    "Run",
-    "Step",
-    "alibi_bias",
-    "alibi_heads",
-    "boundary_summary",
-    "bucket_layouts",
-    "call",
-    "change_points",
-    "compare",
-    "context_plan",
-    "fit_sinusoids",
-    "grid_similarity",
-    "layer_table",
-    "learned_heads",
-    "offset_profile",
-    "offset_scores",
-    "outliers",
-    "position_statistics",
-    "principal_components",
-    "probe_with_controls",
-    "quantization_error",
-    "relative_bias",
-    "resample_grid",
-    "resample_length",
-    "rotary_decay",
-    "rotary_frequencies",
-    "rotary_heads",
-    "rotary_overlay",
-    "scheme_diff",
-    "scheme_record",
-    "similarity_map",
-    "sinusoid_likeness",
-    "spectrum",
-    "t5_heads",
-    "table_summary",
-]
-
 #: How a step asks for another step's result: ``run(step, *data, **params)``.
 Run = Callable[..., Any]
 
@@ -128,6 +87,8 @@ class Step:
     takes : str
         ``"table"``, ``"two tables"``, ``"scheme"``, ``"schemes"``, ``"layer"`` or
         ``"two sources"``.
+    spinner : str
+        What the app says while the step runs ("Computing the offset profile…").
     data : callable or None
         For a scheme's or a layer's step, how to find its data: ``data(scheme, where, model)``
         for one (`where` is the export's provenance: the layer type, the tensor, the attention
@@ -146,6 +107,7 @@ class Step:
     run: Callable[..., Any]
     core: Callable[..., Any]
     takes: Takes
+    spinner: str
     data: Callable[..., Any] | None = None
     makes_table: bool = False
     record: Callable[..., dict[str, Any]] | None = None
@@ -162,47 +124,25 @@ STEPS: dict[str, Step] = {}
 
 def _step(
     core: Callable[..., Any],
+    spinner: str,
     takes: Takes = "table",
     data: Callable[..., Any] | None = None,
     *,
     makes_table: bool = False,
     record: Callable[..., dict[str, Any]] | None = None,
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """Register the decorated step, named as its `core` function, in `STEPS` (the names are
-    the same: tests/test_params.py holds them so)."""
+    """Register the decorated step in `STEPS`, named as its `core` function (results record
+    that name: tests/test_params.py holds the names the same)."""
 
     def register(step: Callable[..., R]) -> Callable[..., R]:
-        STEPS[step.__name__] = Step(step.__name__, step, core, takes, data, makes_table, record)
+        step.__name__ = step.__qualname__ = core.__name__
+        step.__doc__ = step.__doc__ or f":func:`{core.__module__}.{core.__name__}` of its data."
+        STEPS[core.__name__] = Step(
+            core.__name__, step, core, takes, spinner, data, makes_table, record
+        )
         return step
 
     return register
-
-
-def _settings_of(
-    core: Callable[Concatenate[Any, P], object],
-) -> Callable[[Callable[..., R]], Callable[Concatenate[Embedding, P], R]]:
-    """Type a step as taking `core`'s keyword settings, which it forwards (for type checkers).
-
-    A step declares no settings of its own (``**params``), so without this a checker would take
-    any keyword; typed so, a page's ``cache.spectrum(table, n_components="x")`` is an error
-    (tests/test_typing.py). The step itself is returned unchanged: it still takes ``run``.
-    """
-
-    def typed(step: Callable[..., R]) -> Callable[Concatenate[Embedding, P], R]:
-        return step
-
-    return typed
-
-
-def _typed_as(
-    core: Callable[Concatenate[D, P], R],
-) -> Callable[[Callable[..., Any]], Callable[Concatenate[D, P], R]]:
-    """Type a scheme's step as its `core` function: the same data, settings and result."""
-
-    def typed(step: Callable[..., Any]) -> Callable[Concatenate[D, P], R]:
-        return step
-
-    return typed
 
 
 def call(step: Callable[..., Any], /, *data: Any, **params: Any) -> Any:
@@ -210,150 +150,127 @@ def call(step: Callable[..., Any], /, *data: Any, **params: Any) -> Any:
     return step(*data, run=call, **params)
 
 
-def _chained(
-    core: Callable[..., Any], upstream: Callable[..., Any], data: Any, run: Run, params: dict
-) -> Any:
-    """`core` on the result of the `upstream` step, each given the settings it takes."""
-    own, rest = split_params(params, core)
-    return core(run(upstream, data, **rest), **own)
+# --- how a step runs its core function --------------------------------------------------------
+# Most steps are one line each below: the core function, what the app says while it runs, and
+# for a step that needs another step's result, that step. Each is typed with its core
+# function's settings where a checker can say so (a page's ``cache.run(pipeline.spectrum,
+# table, n_components="x")`` is an error: tests/test_typing.py); a chained step's params also
+# feed its upstream step, which no type says.
 
 
-# --- spectrum and components ----------------------------------------------------------------
+def _of_table(
+    core: Callable[Concatenate[Any, P], R], spinner: str
+) -> Callable[Concatenate[Embedding, P], R]:
+    """The step running `core` on a table's values, its settings forwarded as they are."""
+
+    forward: Callable[..., R] = core  # its settings arrive as **params, which P cannot say
+
+    @_step(core, spinner)
+    def step(table: Embedding, *, run: Run = call, **params: Any) -> R:
+        return forward(table.values, **params)
+
+    return step
 
 
-@_settings_of(_spectrum.spectrum)
-@_step(_spectrum.spectrum)
-def spectrum(table: Embedding, *, run: Run = call, **params: Any) -> _spectrum.Spectrum:
-    """:func:`posviz.spectrum.spectrum` of the table."""
-    return _spectrum.spectrum(table.values, **params)
+def _of_two_tables(
+    core: Callable[Concatenate[Any, Any, P], R], spinner: str
+) -> Callable[Concatenate[Embedding, Embedding, P], R]:
+    """The step running `core` on two tables' values (of the same length)."""
+
+    forward: Callable[..., R] = core
+
+    @_step(core, spinner, "two tables")
+    def step(first: Embedding, second: Embedding, *, run: Run = call, **params: Any) -> R:
+        return forward(first.values, second.values, **params)
+
+    return step
 
 
-@_settings_of(_components.principal_components)
-@_step(_components.principal_components)
-def principal_components(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _components.PrincipalComponents:
-    """:func:`posviz.components.principal_components` of the table."""
-    return _components.principal_components(table.values, **params)
+def _of_datum(
+    core: Callable[Concatenate[D, P], R],
+    spinner: str,
+    takes: Takes,
+    data: Callable[..., Any],
+    *,
+    record: Callable[..., dict[str, Any]] | None = None,
+) -> Callable[Concatenate[D, P], R]:
+    """The step running `core` on a scheme's datum (found by `data`) as it is."""
+
+    forward: Callable[..., R] = core
+
+    @_step(core, spinner, takes, data, record=record)
+    def step(datum: D, *, run: Run = call, **params: Any) -> R:
+        return forward(datum, **params)
+
+    return step
 
 
-@_step(_components.fit_sinusoids)
-def fit_sinusoids(table: Embedding, *, run: Run = call, **params: Any) -> _components.SinusoidFits:
-    """:func:`posviz.components.fit_sinusoids` of the table's :func:`principal_components`."""
-    return _chained(_components.fit_sinusoids, principal_components, table, run, params)
+def _after(
+    upstream: Callable[..., Any],
+    core: Callable[..., R],
+    spinner: str,
+    takes: Takes = "table",
+    data: Callable[..., Any] | None = None,
+) -> Callable[..., R]:
+    """The step running `core` on the `upstream` step's result, each given the settings it
+    takes (:func:`posviz._params.split_params`)."""
+
+    @_step(core, spinner, takes, data)
+    def step(datum: Any, *, run: Run = call, **params: Any) -> R:
+        own, rest = split_params(params, core)
+        return core(run(upstream, datum, **rest), **own)
+
+    return step
 
 
-@_step(_components.sinusoid_likeness)
-def sinusoid_likeness(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _components.SubspaceLikeness:
-    """:func:`posviz.components.sinusoid_likeness` of the table's :func:`principal_components`."""
-    return _chained(_components.sinusoid_likeness, principal_components, table, run, params)
+# --- a table's analyses -----------------------------------------------------------------------
+
+spectrum = _of_table(_spectrum.spectrum, "Computing the singular-value spectrum…")
+principal_components = _of_table(
+    _components.principal_components, "Computing the top principal components…"
+)
+fit_sinusoids = _after(
+    principal_components,
+    _components.fit_sinusoids,
+    "Fitting a sinusoid to each principal component…",
+)
+sinusoid_likeness = _after(
+    principal_components,
+    _components.sinusoid_likeness,
+    "Comparing the components' span with low-frequency sinusoids…",
+)
+similarity_map = _of_table(_similarity.similarity_map, "Computing similarities between positions…")
+grid_similarity = _of_table(  # its grid is a setting
+    _similarity.grid_similarity, "Computing patch-to-patch similarities on the grid…"
+)
+offset_profile = _of_table(_offsets.offset_profile, "Computing the offset profile…")
+offset_scores = _after(offset_profile, _offsets.offset_scores, "Scoring the offset profile…")
+position_statistics = _of_table(_boundary.position_statistics, "Computing per-position statistics…")
+outliers = _after(position_statistics, _boundary.outliers, "Flagging unusual positions…")
+boundary_summary = _after(
+    position_statistics, _boundary.boundary_summary, "Summarising the boundaries…"
+)
+change_points = _after(outliers, _boundary.change_points, "Finding change points…")
+probe_with_controls = _of_table(
+    _probes.probe_with_controls,
+    "Running the position probes on the table and its two controls…",
+)
+compare = _of_two_tables(
+    _compare.compare, "Comparing the two tables: CKA, principal angles, Procrustes…"
+)
+quantization_error = _of_two_tables(  # a quantized table (a GGUF's Q8_0, …), its original
+    _quantization.quantization_error, "Comparing the quantized table with the original…"
+)
+table_summary = _of_table(_collection.table_summary, "Summarising the table…")
 
 
-# --- similarity -----------------------------------------------------------------------------
-
-
-@_settings_of(_similarity.similarity_map)
-@_step(_similarity.similarity_map)
-def similarity_map(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _similarity.SimilarityMap:
-    """:func:`posviz.similarity.similarity_map` of the table."""
-    return _similarity.similarity_map(table.values, **params)
-
-
-@_settings_of(_similarity.grid_similarity)
-@_step(_similarity.grid_similarity)
-def grid_similarity(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _similarity.GridSimilarity:
-    """:func:`posviz.similarity.grid_similarity` of the table (its grid is a setting)."""
-    return _similarity.grid_similarity(table.values, **params)
-
-
-# --- offsets --------------------------------------------------------------------------------
-
-
-@_settings_of(_offsets.offset_profile)
-@_step(_offsets.offset_profile)
-def offset_profile(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetProfile:
-    """:func:`posviz.offsets.offset_profile` of the table."""
-    return _offsets.offset_profile(table.values, **params)
-
-
-@_step(_offsets.offset_scores)
-def offset_scores(table: Embedding, *, run: Run = call, **params: Any) -> _offsets.OffsetScores:
-    """:func:`posviz.offsets.offset_scores` of the table's :func:`offset_profile`."""
-    return _chained(_offsets.offset_scores, offset_profile, table, run, params)
-
-
-# --- boundaries and probes ------------------------------------------------------------------
-
-
-@_settings_of(_boundary.position_statistics)
-@_step(_boundary.position_statistics)
-def position_statistics(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _boundary.PositionStatistics:
-    """:func:`posviz.boundary.position_statistics` of the table."""
-    return _boundary.position_statistics(table.values, **params)
-
-
-@_step(_boundary.outliers)
-def outliers(table: Embedding, *, run: Run = call, **params: Any) -> _boundary.Outliers:
-    """:func:`posviz.boundary.outliers` of the table's :func:`position_statistics`."""
-    return _chained(_boundary.outliers, position_statistics, table, run, params)
-
-
-@_step(_boundary.boundary_summary)
-def boundary_summary(
-    table: Embedding, *, run: Run = call, **params: Any
-) -> _boundary.BoundarySummary:
-    """:func:`posviz.boundary.boundary_summary` of the table's :func:`position_statistics`."""
-    return _chained(_boundary.boundary_summary, position_statistics, table, run, params)
-
-
-@_step(_boundary.change_points)
-def change_points(table: Embedding, *, run: Run = call, **params: Any) -> _boundary.ChangePoints:
-    """:func:`posviz.boundary.change_points` of the table's :func:`outliers`."""
-    return _chained(_boundary.change_points, outliers, table, run, params)
-
-
-@_settings_of(_probes.probe_with_controls)
-@_step(_probes.probe_with_controls)
-def probe_with_controls(table: Embedding, *, run: Run = call, **params: Any) -> _probes.ProbeReport:
-    """:func:`posviz.probes.probe_with_controls` on the table."""
-    return _probes.probe_with_controls(table.values, **params)
-
-
-# --- compare, resample, collection ----------------------------------------------------------
-
-
-@_step(_compare.compare, "two tables")
-def compare(
-    first: Embedding, second: Embedding, *, run: Run = call, **params: Any
-) -> _compare.Comparison:
-    """:func:`posviz.compare.compare` of two tables of the same length."""
-    return _compare.compare(first.values, second.values, **params)
-
-
-@_step(_quantization.quantization_error, "two tables")
-def quantization_error(
-    quantized: Embedding, original: Embedding, *, run: Run = call, **params: Any
-) -> _quantization.QuantizationError:
-    """:func:`posviz.quantization.quantization_error` of a quantized table (a GGUF's Q8_0, …)
-    against the original it was made from."""
-    return _quantization.quantization_error(quantized.values, original.values, **params)
-
-
-@_step(_resample.resample_length, makes_table=True)
+@_step(_resample.resample_length, "Resampling the table…", makes_table=True)
 def resample_length(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
     """The table with its rows resampled by :func:`posviz.resample.resample_length`."""
     return _resample.resampled_table(table, _resample.resample_length(table.values, **params))
 
 
-@_step(_resample.resample_grid, makes_table=True)
+@_step(_resample.resample_grid, "Resampling the grid…", makes_table=True)
 def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedding:
     """The table's grid resampled by :func:`posviz.resample.resample_grid` (to `new_grid`)."""
     if table.grid is None:
@@ -361,13 +278,6 @@ def resample_grid(table: Embedding, *, run: Run = call, **params: Any) -> Embedd
         raise ValueError(msg)
     result = _resample.resample_grid(table.values, table.grid, **params)
     return _resample.resampled_table(table, result)
-
-
-@_settings_of(_collection.table_summary)
-@_step(_collection.table_summary)
-def table_summary(table: Embedding, *, run: Run = call, **params: Any) -> _collection.TableSummary:
-    """:func:`posviz.collection.table_summary` of the table."""
-    return _collection.table_summary(table.values, **params)
 
 
 # --- position schemes -----------------------------------------------------------------------
@@ -419,21 +329,16 @@ def _layers(read: list[tuple[Scheme, Mapping[str, Any], Any]]) -> dict[str, _rot
     return {str(where["model"]): _layer(scheme, where) for scheme, where, _ in read}
 
 
-@_typed_as(_rotary.rotary_frequencies)
-@_step(_rotary.rotary_frequencies, "scheme", _layer)
-def rotary_frequencies(
-    spec: _rotary.RotarySpec, *, run: Run = call, **params: Any
-) -> _rotary.RotaryFrequencies:
-    """:func:`posviz.schemes.rotary.rotary_frequencies` of a rotary rule."""
-    return _rotary.rotary_frequencies(spec, **params)
-
-
-@_step(_rotary.rotary_decay, "scheme", _layer)
-def rotary_decay(
-    spec: _rotary.RotarySpec, *, run: Run = call, **params: Any
-) -> _rotary.RotaryDecay:
-    """:func:`posviz.schemes.rotary.rotary_decay` of the rule's :func:`rotary_frequencies`."""
-    return _chained(_rotary.rotary_decay, rotary_frequencies, spec, run, params)
+rotary_frequencies = _of_datum(
+    _rotary.rotary_frequencies, "Computing the rotary frequencies…", "scheme", _layer
+)
+rotary_decay = _after(
+    rotary_frequencies,
+    _rotary.rotary_decay,
+    "Computing B(Δ) and RoFormer's bound…",
+    "scheme",
+    _layer,
+)
 
 
 def _all_layers(
@@ -449,48 +354,20 @@ def _all_layers(
     return scheme.layers
 
 
-@_typed_as(_per_layer.layer_table)
-@_step(_per_layer.layer_table, "scheme", _all_layers)
-def layer_table(
-    layers: tuple[_per_layer.LayerScheme, ...], *, run: Run = call, **params: Any
-) -> _per_layer.LayerTable:
-    """:func:`posviz.schemes.layers.layer_table` of a model's layers."""
-    return _per_layer.layer_table(layers, **params)
+layer_table = _of_datum(
+    _per_layer.layer_table, "Mapping each layer's position encoding…", "scheme", _all_layers
+)
+rotary_overlay = _of_datum(  # several models' rules, by label
+    _rotary.rotary_overlay, "Computing the models' B(Δ)…", "schemes", _layers
+)
+alibi_bias = _of_datum(_alibi.alibi_bias, "Computing the ALiBi bias…", "scheme", _n_heads)
+bucket_layouts = _of_datum(_relative.bucket_layouts, "Computing T5's buckets…", "scheme", _buckets)
+relative_bias = _of_datum(  # one of a T5 model's bias tensors
+    _relative.relative_bias, "Reading the bias through its buckets…", "scheme", _bias_tensor
+)
 
 
-@_typed_as(_rotary.rotary_overlay)
-@_step(_rotary.rotary_overlay, "schemes", _layers)
-def rotary_overlay(
-    specs: Mapping[str, _rotary.RotarySpec], *, run: Run = call, **params: Any
-) -> _rotary.RotaryOverlay:
-    """:func:`posviz.schemes.rotary.rotary_overlay` of several models' rules, by label."""
-    return _rotary.rotary_overlay(specs, **params)
-
-
-@_typed_as(_alibi.alibi_bias)
-@_step(_alibi.alibi_bias, "scheme", _n_heads)
-def alibi_bias(n_heads: int, *, run: Run = call, **params: Any) -> _alibi.AlibiBias:
-    """:func:`posviz.schemes.alibi.alibi_bias` of an ALiBi model's heads."""
-    return _alibi.alibi_bias(n_heads, **params)
-
-
-@_typed_as(_relative.bucket_layouts)
-@_step(_relative.bucket_layouts, "scheme", _buckets)
-def bucket_layouts(
-    spec: RelativeBiasSpec, *, run: Run = call, **params: Any
-) -> _relative.BucketLayouts:
-    """:func:`posviz.schemes.relative.bucket_layouts` of T5's buckets."""
-    return _relative.bucket_layouts(spec, **params)
-
-
-@_typed_as(_relative.relative_bias)
-@_step(_relative.relative_bias, "scheme", _bias_tensor)
-def relative_bias(weight: Any, *, run: Run = call, **params: Any) -> _relative.RelativeBias:
-    """:func:`posviz.schemes.relative.relative_bias` of one of a T5 model's bias tensors."""
-    return _relative.relative_bias(weight, **params)
-
-
-@_step(_diff.scheme_diff, "two sources")
+@_step(_diff.scheme_diff, "Comparing the two sources…", "two sources")
 def scheme_diff(
     a: _sources.Side, b: _sources.Side, *, run: Run = call, **params: Any
 ) -> _diff.SchemeDiff:
@@ -504,18 +381,20 @@ def _scheme(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> S
     return scheme
 
 
-@_typed_as(_plan.context_plan)
-@_step(_plan.context_plan, "scheme", _scheme, record=lambda scheme, plan, export: plan.record())
-def context_plan(scheme: Scheme, *, run: Run = call, **params: Any) -> _plan.ContextPlan:
-    """:func:`posviz.schemes.plan.context_plan` of a rotary model's scheme (its main rule)."""
-    return _plan.context_plan(scheme, **params)
+context_plan = _of_datum(  # a rotary model's scheme (its main rule); its record, the plan's
+    _plan.context_plan,
+    "Planning every rule at the target length…",
+    "scheme",
+    _scheme,
+    record=lambda scheme, plan, export: plan.record(),
+)
 
 
 def _read(scheme: Scheme, where: Mapping[str, Any], model: Any) -> tuple[Scheme, dict, Any]:
     return scheme, dict(where), model
 
 
-@_step(_record.scheme_record, "scheme", _read)
+@_step(_record.scheme_record, "Summarising the scheme…", "scheme", _read)
 def scheme_record(
     read: tuple[Scheme, dict, Any], *, run: Run = call, **params: Any
 ) -> dict[str, Any]:
@@ -588,7 +467,13 @@ def _of_kind(layer: _attention.AttentionLayer, kind: str, step: str) -> None:
         raise LoadError(msg)
 
 
-@_step(_heads.learned_heads, "layer", _attention_layer, record=_heads_record)
+@_step(
+    _heads.learned_heads,
+    "Computing each head's kernel, pattern and null…",
+    "layer",
+    _attention_layer,
+    record=_heads_record,
+)
 def learned_heads(
     layer: _attention.AttentionLayer, *, run: Run = call, **params: Any
 ) -> _heads.PatternHeads:
@@ -603,7 +488,13 @@ def learned_heads(
     )  # fmt: skip
 
 
-@_step(_heads.rotary_heads, "layer", _attention_layer, record=_heads_record)
+@_step(
+    _heads.rotary_heads,
+    "Computing each head's usage of each pair and null…",
+    "layer",
+    _attention_layer,
+    record=_heads_record,
+)
 def rotary_heads(
     layer: _attention.AttentionLayer, *, run: Run = call, **params: Any
 ) -> _heads.RotaryHeads:
@@ -618,7 +509,13 @@ def rotary_heads(
     )
 
 
-@_step(_heads.alibi_heads, "layer", _attention_layer, record=_heads_record)
+@_step(
+    _heads.alibi_heads,
+    "Computing each head's ALiBi pattern…",
+    "layer",
+    _attention_layer,
+    record=_heads_record,
+)
 def alibi_heads(
     layer: _attention.AttentionLayer, *, run: Run = call, **params: Any
 ) -> _heads.PatternHeads:
@@ -627,7 +524,13 @@ def alibi_heads(
     return _heads.alibi_heads(given(layer.slopes, "ALiBi's slopes"), **params)
 
 
-@_step(_heads.t5_heads, "layer", _attention_layer, record=_heads_record)
+@_step(
+    _heads.t5_heads,
+    "Computing each head's T5 pattern and null…",
+    "layer",
+    _attention_layer,
+    record=_heads_record,
+)
 def t5_heads(
     layer: _attention.AttentionLayer, *, run: Run = call, **params: Any
 ) -> _heads.PatternHeads:
@@ -647,3 +550,6 @@ HEADS_STEPS: dict[str, Callable[..., Any]] = {
     "alibi": alibi_heads,
     "relative_bias": t5_heads,
 }
+
+#: The registry and every step, each by the name an export records.
+__all__ = ["HEADS_STEPS", "STEPS", "Run", "Step", "call", *STEPS]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import platform
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ __all__ = [
     "absolute_probe",
     "probe_with_controls",
     "relative_probe",
+    "skill_text",
 ]
 
 #: The probed tables, in display order: the table itself and its two no-information controls.
@@ -74,6 +76,20 @@ DEFINITIONS = {
     "regression on [e_i ; e_j] predicting j > i, mean ± sd over the folds. Pairs are drawn "
     "within folds of positions, so no test pair contains a row seen in training. Chance 0.5.",
 }
+
+
+def skill_text(value: float) -> str:
+    """A skill score as the page, its chart and the report write it: three decimals, a hair
+    below zero written 0.000 (not -0.000).
+
+    Examples
+    --------
+    >>> skill_text(0.99325), skill_text(-0.00044), skill_text(-0.00062)
+    ('0.993', '0.000', '-0.001')
+    """
+    return f"{round(value, 3) + 0.0:.3f}"  # + 0.0: round(-0.0004, 3) is -0.0
+
+
 #: Gaussian controls kept for reuse: each holds its draws' predictions and positions, 2 x 20 x
 #: 2048 numbers by default (0.7 MB); at the bounds' extreme (100 draws of 65,536 rows) 105 MB,
 #: less than the probes' own fits of such a table take while they run.
@@ -420,29 +436,37 @@ def _absolute_probes(
     repeats: int,
     protocol: str,
     seed: int,
+    fan_out: Callable[..., Iterable[Any]] = map,
 ) -> list[AbsoluteProbe]:
     """:func:`absolute_probe` of the same rows against several position vectors at once (the
-    fits share their factorisations)."""
+    fits share their factorisations).
+
+    The folds' fits are independent: `fan_out` (``map`` by default; an executor's ``map``
+    runs them in its workers) makes them, in order.
+    """
     if protocol not in PROTOCOLS:
         msg = f"Unknown probe protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}."
         raise ValueError(msg)
     stacked = np.asarray(targets)
     x, y = _scaled(values), stacked.T.astype(np.float64)
     n_targets = len(stacked)
+    splits = [_folds(len(y), folds, seed + r) for r in range(repeats)]
+
+    def fit(split: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray | float]:
+        train, test = split
+        if protocol == "linear":
+            return _ridge.least_squares(x[train], y[train], x[test]), 0.0
+        return _ridge.nested_ridge(x[train], y[train], x[test], ALPHAS)
+
+    fits = iter(fan_out(fit, [split for repeat in splits for split in repeat]))
     mae = np.empty((n_targets, repeats, folds))
     chance, alpha = np.empty_like(mae), np.empty_like(mae)
     r2 = np.empty((n_targets, repeats))
     first = np.empty(y.shape)
-    for r in range(repeats):
+    for r, repeat in enumerate(splits):
         predicted = np.empty(y.shape)
-        for f, (train, test) in enumerate(_folds(len(y), folds, seed + r)):
-            if protocol == "linear":
-                predicted[test] = _ridge.least_squares(x[train], y[train], x[test])
-                alpha[:, r, f] = 0.0
-            else:
-                predicted[test], alpha[:, r, f] = _ridge.nested_ridge(
-                    x[train], y[train], x[test], ALPHAS
-                )
+        for f, (train, test) in enumerate(repeat):
+            predicted[test], alpha[:, r, f] = next(fits)
             truth = y[test]
             mae[:, r, f] = np.mean(np.abs(truth - np.round(predicted[test])), axis=0)
             constant = np.round(y[train].mean(axis=0))
@@ -533,14 +557,17 @@ def relative_probe(
             inner_test.append(_pairs(train[check], max(1, n_pairs // (INNER_FOLDS - 1)), rng))
         train_pairs.append(_pairs(train, n_pairs, rng))
         test_pairs.append(_pairs(test, n_test, rng))
-    inner = np.array([_pair_errors(x, positions, inner_train, inner_test, C=C) for C in C_GRID])
+    # Every fit steers its optimiser by the same directions of the rows: found once.
+    steep = _ridge.steep_directions(x, _ridge.STEEP_DIRECTIONS)
+    inner = np.array(
+        [_pair_errors(x, positions, inner_train, inner_test, C=C, steep=steep) for C in C_GRID]
+    )
     chosen = np.array(C_GRID)[inner.reshape(len(C_GRID), folds, -1).mean(axis=2).argmin(axis=0)]
     errors = np.empty(folds)
     for C in np.unique(chosen):
         which = np.flatnonzero(chosen == C)
-        errors[which] = _pair_errors(
-            x, positions, [train_pairs[w] for w in which], [test_pairs[w] for w in which], C=C
-        )
+        pairs = [train_pairs[w] for w in which], [test_pairs[w] for w in which]
+        errors[which] = _pair_errors(x, positions, *pairs, C=C, steep=steep)
     return RelativeProbe(fold_error_rate=errors, fold_C=chosen, n_test_pairs=folds * n_test)
 
 
@@ -551,10 +578,12 @@ def _pair_errors(
     test_pairs: list[tuple[np.ndarray, np.ndarray]],
     *,
     C: float,
+    steep: tuple[np.ndarray, np.ndarray],
 ) -> np.ndarray:
     """Test error rate of one pair logistic regression per (train, test) pair set."""
     i, j = np.transpose(train_pairs, (1, 0, 2))
-    coef, intercept = _ridge.fit_pair_logistic(x, i, j, positions[j] > positions[i], C=C)
+    labels = positions[j] > positions[i]
+    coef, intercept = _ridge.fit_pair_logistic(x, i, j, labels, C=C, steep=steep)
     i, j = np.transpose(test_pairs, (1, 0, 2))
     predicted = _ridge.pair_scores(x, coef, intercept, i, j) > 0
     return np.mean(predicted != (positions[j] > positions[i]), axis=1)
@@ -598,8 +627,15 @@ def probe_with_controls(
     max_rows : int
         Probe a seeded random subsample of this many rows (kept in position order) when the
         table is longer, so long vocabularies stay responsive.
-    folds, repeats, protocol, n_pairs
-        See :func:`absolute_probe` and :func:`relative_probe`.
+    folds : int
+        Folds of the rows (``KFold(shuffle=True)``), for both probes.
+    repeats : int
+        The absolute probe's folds are drawn this many times (seeds seed, seed + 1, ...); its
+        ± is the sd over all their folds. Each split costs one eigendecomposition per fold.
+    protocol : {"nested ridge", "linear"}
+        The absolute probe's fit: see :data:`PROTOCOLS`.
+    n_pairs : int
+        The relative probe's training pairs per fold (:func:`relative_probe`).
     n_control_draws : int
         Draws of each control the absolute probe runs on (summarised by their mean and
         central 95%); the relative probe runs on the first.
@@ -634,10 +670,11 @@ def probe_with_controls(
     relative = {"n_pairs": n_pairs, **options}
     # One BLAS thread per fit: the fits are many mid-sized products and 768 x 768
     # decompositions, which a second thread's hand-offs slow down (default table, 2 cores:
-    # 4.45 -> 3.70 s on a quiet machine, 10.8 -> 4.1 s with the other core busy). The four
-    # independent parts run two at a time instead, the longest first, each as it would alone
-    # (the same numbers, bit for bit): a second core is then busy for whole fits, not for each
-    # product's half.
+    # 4.45 -> 3.70 s on a quiet machine, 10.8 -> 4.1 s with the other core busy). The
+    # independent parts run two at a time instead, each as it would alone (the same numbers,
+    # bit for bit): a second core is then busy for whole fits, not for each product's half.
+    # The longest parts are queued first, then the table's absolute probe a fold at a time,
+    # so its folds fill whichever worker the others leave free.
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2) as pool:
         # Keyword arguments in one order: the kept Gaussian controls are keyed by the call.
         gaussian = pool.submit(
@@ -651,11 +688,12 @@ def probe_with_controls(
             n_pairs=n_pairs,
             n_control_draws=n_control_draws,
         )
-        # The row-shuffled control fits the table's rows: its absolute probe shares the table's.
-        absolute_fits = pool.submit(_absolute_probes, x, [positions, *shuffles], **absolute)
         shuffled_fit = pool.submit(relative_probe, x, shuffles[0], **relative)
         table_fit = pool.submit(relative_probe, x, positions, **relative)
-        table, *row_shuffled = absolute_fits.result()
+        # The row-shuffled control fits the table's rows: its absolute probe shares the table's.
+        table, *row_shuffled = _absolute_probes(
+            x, [positions, *shuffles], fan_out=pool.map, **absolute
+        )
         gaussians, gaussian_fit = gaussian.result()
         fitted = {
             "table": table_fit.result(),

@@ -25,6 +25,7 @@ export names, and `tell` hears what will be fetched before it is.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -45,7 +46,7 @@ from posviz.models.sources import MAX_DUMP_BYTES, Side, config_side, read_side
 from posviz.models.weights import read_config
 from posviz.rows import row_offsets
 from posviz.schemes.config import position_scheme
-from posviz.schemes.diff import LAYOUTS
+from posviz.schemes.diff import FIRST_POSITIONS, LAYOUTS
 from posviz.schemes.layers import MAX_LAYERS
 from posviz.source import Cut, HubRef, LocalPath, Preset, Source, Upload, as_source
 
@@ -69,8 +70,6 @@ _DATA_OPEN = '<script id="posviz-data" type="application/json">'
 #: What a provenance's rows may be: a row of a table of at most MAX_ELEMENTS values.
 _ROWS = Bound(0, 2**26)
 _POSITION = Bound(-(2**26), 2**26)
-#: The position a dump's first row may stand for (a rule's context goes to 2**31).
-_DUMP_FIRST = Bound(0, 2**31)
 #: Told what `rerun` will fetch from the network, before it does.
 Tell = Callable[[str], None]
 
@@ -100,10 +99,13 @@ class Check:
 
 @dataclass(frozen=True)
 class RerunResult:
-    """Every number of an export checked, and the tables it was recomputed from."""
+    """Every number of an export checked, the tables it was recomputed from, and each source
+    as it was read again (a table's name and sha256, the config.json, GGUF or dump read: never
+    what the export says it names)."""
 
     checks: tuple[Check, ...]
     tables: tuple[Embedding, ...] = field(repr=False)
+    sources: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -220,7 +222,8 @@ def rerun(
         msg = "The export's provenance is not a record of where its numbers came from."
         raise LoadError(msg)
     if isinstance(export.get("layers"), list) and "depth" in export:  # `heads --layers`
-        return RerunResult(tuple(_depth(export, tables, base, tell)), ())
+        checks, read_from = _depth(export, tables, base, tell)
+        return RerunResult(tuple(checks), (), tuple(read_from))
     if "analyses" in export:  # a report: one table, several analyses
         entries = export["analyses"]
     elif "analysis" in export:
@@ -240,7 +243,8 @@ def rerun(
             ]
             pairs = zip(steps, entries, strict=True)
             checks = [check for step, entry in pairs for check in _sources(step, entry, sides)]
-            return RerunResult(tuple(checks), ())
+            read_from = [_read_from(side.provenance) for side in sides]
+            return RerunResult(tuple(checks), (), tuple(read_from))
         read: list[tuple[dict, dict[str, Any], Any]] | None = None
         loaded: tuple[Embedding, ...] = ()
         if any(step.takes not in _FROM_MODELS for step in steps):
@@ -249,6 +253,7 @@ def rerun(
                 for i, record in enumerate(records)
             )
         checks = []
+        read_from = [f"{t.name} ({t.sha256[:12]}…)" for t in loaded]
         for step, entry in zip(steps, entries, strict=True):
             if step.takes not in _FROM_MODELS:
                 checks += _checks(step, entry, loaded)
@@ -258,6 +263,7 @@ def rerun(
                 # The table's checkpoint holds them: where it is given, so are they.
                 given = [tables[0] if tables and "weights" in w else None for w in own]
                 configs = [_config(w, g, base, tell) for w, g in zip(own, given, strict=True)]
+                read_from += [_read_from(where) for _, where, _ in configs]
                 checks += _scheme(step, entry, configs)
             else:
                 if read is None:  # the export's model(s), read once for all its entries
@@ -265,11 +271,19 @@ def rerun(
                         _config(where, tables[i] if i < len(tables) else None, base, tell)
                         for i, where in enumerate(records)
                     ]
+                    read_from += [_read_from(where) for _, where, _ in read]
                 checks += _scheme(step, entry, read)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a hand-edited export
         msg = f"The export is incomplete or not from this posviz version ({type(exc).__name__})."
         raise LoadError(msg) from exc
-    return RerunResult(tuple(checks), loaded)
+    return RerunResult(tuple(checks), loaded, tuple(dict.fromkeys(read_from)))
+
+
+def _read_from(where: dict[str, Any]) -> str:
+    """A source as it was read again (its provenance after the reading): the config.json, GGUF
+    or dump, and the layer of heads."""
+    named = str(where.get("config") or where.get("dump"))[:200]
+    return named + (f" layer {quoted(where['layer'])}" if "layer" in where else "")
 
 
 def _depth(
@@ -277,10 +291,11 @@ def _depth(
     tables: Sequence[str | Path],
     base: str | Path | None,
     tell: Tell | None,
-) -> list[Check]:
+) -> tuple[list[Check], list[str]]:
     """Every layer of a ``posviz heads --layers`` export recomputed as its own export is (each
     layer read again from the model's weights, every tensor's sha256 checked), then its depth
-    summary made again from the layers recomputed. The model's config.json is read once."""
+    summary made again from the layers recomputed; and the sources read. The model's
+    config.json is read once."""
     layers = export["layers"]
     if not 0 < len(layers) <= MAX_LAYERS:
         msg = f"The export lists no layers or more than {MAX_LAYERS:,}: it is no posviz export."
@@ -312,7 +327,8 @@ def _depth(
     except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a hand-edited export
         msg = f"The export is incomplete or not from this posviz version ({type(exc).__name__})."
         raise LoadError(msg) from exc
-    return checks + _record_checks("depth", export["depth"], again)
+    sources = [_read_from(where) for _, where, _ in read.values()]
+    return checks + _record_checks("depth", export["depth"], again), sources
 
 
 def _step(entry: Any) -> pipeline.Step:
@@ -500,7 +516,26 @@ def _config(
             "(its bytes changed)."
         )
         raise LoadError(msg)
+    if "gguf_keys" in recorded:  # what the export says was read: the same bytes read alike
+        _check_keys(recorded["gguf_keys"], read[1].get("gguf_keys", []), where)
     return read[0], {**recorded, **read[1]}, read[2]
+
+
+def _check_keys(recorded: Any, read: list[dict[str, Any]], where: str) -> None:
+    """Refuse an export whose GGUF keys (each key, the config key it fed, its value) are not
+    those read again from the same bytes."""
+    if not isinstance(recorded, list) or not all(isinstance(k, dict) for k in recorded):
+        raise TypeError(recorded)
+    fields = ("gguf", "config", "value")
+    exported = [tuple(k.get(f) for f in fields) for k in recorded]
+    again = [tuple(k.get(f) for f in fields) for k in read]
+    if exported != again:
+        first = next(x or y for x, y in itertools.zip_longest(exported, again) if x != y)
+        msg = (
+            f"The export's gguf_keys are not the keys read from {quoted(where)} (first at "
+            f"{quoted(first[0])}): the export was edited, or made from another file."
+        )
+        raise LoadError(msg)
 
 
 def _side(
@@ -520,7 +555,7 @@ def _side(
     if layout not in LAYOUTS:
         msg = f"The export's layout {quoted(layout)} is not one of {', '.join(LAYOUTS)}."
         raise LoadError(msg)
-    _DUMP_FIRST.check("The provenance's first_position", first, error=LoadError)
+    FIRST_POSITIONS.check("The provenance's first_position", first, error=LoadError)
     dump = str(named) if given else _find(str(named), base)
     try:
         size = Path(dump).stat().st_size

@@ -1,10 +1,10 @@
 """A position scheme's numbers as one JSON-ready record: what `posviz summary` prints for a
 model whose positions are not a learned table (and `scheme` for every model).
 
-A record is an export (`posviz rerun` recomputes it): ``"analysis": "scheme_record"``, the
-settings of :func:`scheme_record` under ``"params"``, and under ``"provenance"`` the config.json
-it was made from (`posviz.models.weights.config_provenance`: a path, ``hf:REPO@COMMIT`` or
-``preset:NAME``, and the sha256 of its bytes).
+A record is an export (`posviz rerun` recomputes it): its ``"analysis"`` names the step,
+:func:`scheme_record`, its ``"params"`` are that function's settings, and its ``"provenance"``
+the config.json it was made from (`posviz.models.weights.config_provenance`: a path,
+``hf:REPO@COMMIT`` or ``preset:NAME``, and the sha256 of its bytes).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ __all__ = [
     "N_SINGULAR_VALUES",
     "SHOWN_POSITIONS",
     "alibi_record",
+    "check_shown_kernels",
     "finite",
     "heads_record",
     "is_decoder_bias",
@@ -117,7 +118,7 @@ def scheme_record(
         Read a stored ``rotary_emb.inv_freq`` buffer from the model's weights and compare.
     """
     record = scheme_head(scheme)
-    record["analysis"] = "scheme_record"
+    record["analysis"] = scheme_record.__name__  # the step that makes it again
     record["params"] = {
         "context": context,
         "positions": positions,
@@ -394,6 +395,15 @@ _SCHEMES = {"learned": "learned_absolute", "rotary": "rotary", "alibi": "alibi",
             "relative_bias": "relative_bias"}  # fmt: skip
 
 
+def check_shown_kernels(n_heads: int, positions: int) -> None:
+    """Refuse a heads record whose kernels over `positions` positions would pass the budget
+    of a result as JSON's lists (before the heads are computed, by `posviz heads`)."""
+    check_budget(
+        _NUMBER_BYTES * n_heads * positions * (positions + 2),
+        f"The kernels of {n_heads:,} heads over {positions:,} positions, as JSON (positions)",
+    )
+
+
 @bounded(positions=SHOWN_POSITIONS)
 def heads_record(
     layer: AttentionLayer, result: PatternHeads | RotaryHeads, *, positions: int = HEADS_POSITIONS
@@ -454,10 +464,7 @@ def heads_record(
             head["usage_folded"] = result.usage_folded[h].tolist()
     else:
         stop = min(positions, result.n_positions)
-        check_budget(
-            _NUMBER_BYTES * plan.n_heads * stop * (stop + 2),
-            f"The kernels of {plan.n_heads} heads over {stop} positions, as JSON (positions)",
-        )
+        check_shown_kernels(plan.n_heads, stop)
         record["positions_analysed"] = result.n_positions
         record["causal"] = result.causal
         zero = result.n_positions - 1  # the profile's index of Δ = 0

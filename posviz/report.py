@@ -93,10 +93,11 @@ class Section:
 Progress = Callable[[str, int, int], None]
 
 
-def memo() -> pipeline.Run:
+def memo(results: dict[bytes, object] | None = None) -> pipeline.Run:
     """A runner that computes each (step, table, params) once: a report asks for the same
-    principal components three times and the per-position statistics four times."""
-    results: dict[bytes, object] = {}
+    principal components three times and the per-position statistics four times. It keeps
+    them in `results` (a new dict if not given)."""
+    results = {} if results is None else results
 
     def run(step: Callable[..., object], /, *tables: Embedding, **params: object) -> object:
         # A table or a layer by its sha256; a scheme's datum (a rotary rule, a scheme) whole.
@@ -107,6 +108,21 @@ def memo() -> pipeline.Run:
         return results[key]
 
     return run
+
+
+#: What this process's latest report computed, under its table's sha256: a second report of
+#: that table (another centring, seed or number of components) computes only what those
+#: change. One table's results at a time, so the process keeps no more than one report needs.
+_LATEST: dict[str, dict[bytes, object]] = {}
+
+
+def _reusing(table: Embedding) -> pipeline.Run:
+    """:func:`memo` over the latest report's results if it was of `table`, else over none
+    (those are dropped)."""
+    if table.sha256 not in _LATEST:
+        _LATEST.clear()
+        _LATEST[table.sha256] = {}
+    return memo(_LATEST[table.sha256])
 
 
 def report_sections(
@@ -135,13 +151,14 @@ def report_sections(
         Seed of the shuffled controls and the probes.
     run : callable, optional
         How a step is run: the app passes its cached runner, so what a page computed is not
-        computed again; by default each result is computed once for this report (:func:`memo`).
+        computed again; by default each result is computed once (:func:`memo`) and kept for
+        the process's next report of the same table.
     progress : callable, optional
         Called before each section (the app's progress bar, the CLI's status line).
     """
     centring = {} if center is None else {"center": center}
     seeded = {} if seed is None else {"seed": seed}
-    run = run or memo()
+    run = run or _reusing(table)
     sections: list[tuple[str, Callable[[], Section]]] = [
         ("Spectrum", lambda: spectrum_section(table, run=run, **centring)),
         ("Similarity", lambda: similarity_section(table, run=run, **centring)),
@@ -379,6 +396,8 @@ def heads_section(
                 "heads --layers all reads them all)."
             )
             plan = depth.plan_depth(opened, [plan.read[0]])
+        for each in plan.plans:  # the work the heads would take, before a weight is read
+            depth.check_heads(each, **params)
     except Refused as error:  # LoadError included; a depth a config does not state
         return Section("Heads", f"No per-head view of this model's layers: {error}")
     tables: dict[str, pd.DataFrame] = {}
@@ -572,11 +591,20 @@ def _page(
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
-body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }}
+body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto;
+  padding: 0 1em; color: #222; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.8em; }}
 th, td {{ padding: 0.2em 0.45em; border-bottom: 1px solid #ddd; text-align: left; }}
 th {{ vertical-align: bottom; }}
-.numbers {{ max-width: 100%; overflow-x: auto; }}
+/* A table wider than the page scrolls sideways, its first column (what each row is) kept in
+   view, with a shadow on the side that has more (covered where there is none). */
+.numbers {{ max-width: 100%; overflow-x: auto;
+  background: linear-gradient(to right, #fff 30%, #fff0) left / 3em 100% no-repeat local,
+    linear-gradient(to left, #fff 30%, #fff0) right / 3em 100% no-repeat local,
+    radial-gradient(farthest-side at 100% 50%, #0003, #0000) right / 1em 100% no-repeat scroll,
+    radial-gradient(farthest-side at 0 50%, #0003, #0000) left / 1em 100% no-repeat scroll; }}
+.numbers th:first-child, .numbers td:first-child {{ position: sticky; left: 0;
+  background: #fff; }}
 .note, .steps {{ color: #555; }} section {{ margin-top: 2.5em; }}
 dt {{ font-weight: 600; margin-top: 0.3em; }} dd {{ margin-left: 1.5em; color: #555; }}
 </style></head><body>
@@ -632,7 +660,9 @@ def _table_html(
     ]
     notes = []
     if repeated:
-        stated = "; ".join(f"{column_label(name)}: {frame[name].iloc[0]}" for name in repeated)
+        stated = "; ".join(
+            f"{column_label(name)}: {frame[name].iloc[0] or 'none'}" for name in repeated
+        )
         notes.append(f"In every row, {stated}.")
     shown = on_screen(frame.drop(columns=repeated))
     if shown.isna().to_numpy().any():

@@ -38,7 +38,8 @@ class Repo:
     ``{"siblings": {}}``), ``loop`` (files answer with a redirect to themselves),
     ``bad_gzip`` (files answer ``Content-Encoding: gzip`` with a body that is not gzip),
     ``slow`` (seconds between the bytes of every file answer, JSON included), ``cookie``
-    (a ``Set-Cookie`` value sent with every answer).
+    (a ``Set-Cookie`` value sent with every answer), ``slow_headers`` (seconds between the
+    bytes of every answer's status line and headers, the revision API's included).
     """
 
     files: dict[str, bytes | Path]
@@ -55,6 +56,7 @@ class Repo:
     bad_gzip: bool = False
     slow: float = 0.0
     cookie: str | None = None
+    slow_headers: float = 0.0
 
 
 @dataclass
@@ -204,7 +206,10 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 headers["Set-Cookie"] = repo.cookie
             for key, value in headers.items():
                 self.send_header(key, value)
-            self.end_headers()
+            if repo is not None and repo.slow_headers:
+                self._trickle_headers(repo.slow_headers)
+            else:
+                self.end_headers()
             sent = 0
             try:
                 if isinstance(body, Path):
@@ -228,6 +233,19 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 cookie = self.headers.get("Cookie")
                 hub._log.append(Sent(self.path, self.headers.get("Range"), status, sent, cookie))
             if truncate:
+                self.close_connection = True
+
+        def _trickle_headers(self, seconds: float) -> None:
+            """The status line and headers, one byte every `seconds`."""
+            self._headers_buffer.append(b"\r\n")
+            head = b"".join(self._headers_buffer)
+            self._headers_buffer = []
+            try:
+                for i in range(len(head)):
+                    self.wfile.write(head[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(seconds)
+            except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
 
     return Handler

@@ -12,8 +12,9 @@ from posviz._params import MAX_RESULT_BYTES
 from posviz.cli import main
 
 
-def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """Run ``posviz argv``; assert it was refused as every refusal is; return its line."""
+def refused(capsys: pytest.CaptureFixture[str], *argv: str, told: int = 0) -> str:
+    """Run ``posviz argv``; assert it was refused as every refusal is; return its line.
+    `told`: lines the command says on stderr before (what `heads` will read)."""
     capsys.readouterr()
     tracemalloc.start()
     try:
@@ -24,7 +25,7 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     out, err = capsys.readouterr()
     assert code == 2, (code, out[-2000:], err[-2000:])
     assert "Traceback" not in out + err
-    lines = err.strip().splitlines()
+    lines = err.strip().splitlines()[told:]
     assert len(lines) == 1, err[-2000:]
     assert lines[0].startswith(f"posviz {argv[0]}: ")
     assert len(lines[0]) < 600  # nothing echoed whole

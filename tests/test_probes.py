@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -196,12 +198,33 @@ def test_relative_probe_finds_a_planted_order_and_its_penalty_by_inner_cv(monkey
     # made useless, the inner cross-validation must pick that one.
     fit = _ridge.fit_pair_logistic
 
-    def only_one_c_learns(x, i, j, labels, *, C, tol=1e-3):
-        coef, intercept = fit(x, i, j, labels, C=C, tol=tol)
+    def only_one_c_learns(x, i, j, labels, *, C, **options):
+        coef, intercept = fit(x, i, j, labels, C=C, **options)
         return (coef, intercept) if C == 0.1 else (0 * coef, intercept - 10)
 
     monkeypatch.setattr(_ridge, "fit_pair_logistic", only_one_c_learns)
     assert set(probes.relative_probe(rows, np.arange(300), n_pairs=600).fold_C) == {0.1}
+
+
+def test_the_relative_probe_finds_the_steep_directions_once_for_all_its_fits(monkeypatch):
+    # They depend on the rows alone: passing them to every fit changes no number.
+    rows, positions = _planted(120, 16, 0.3), np.arange(120)
+    found = []
+    steep_directions = _ridge.steep_directions
+    monkeypatch.setattr(
+        _ridge, "steep_directions", lambda *a: found.append(1) or steep_directions(*a)
+    )
+    shared = probes.relative_probe(rows, positions, n_pairs=300)
+    assert len(found) == 1
+    fit = _ridge.fit_pair_logistic
+
+    def finding_its_own(*args, steep, **options):
+        return fit(*args, **options)
+
+    monkeypatch.setattr(_ridge, "fit_pair_logistic", finding_its_own)
+    alone = probes.relative_probe(rows, positions, n_pairs=300)
+    assert len(found) > len(probes.C_GRID)  # each fit found them again
+    assert _same(shared, alone)
 
 
 def test_controls_subsampling_and_seeding():
@@ -249,7 +272,7 @@ def test_probe_figure_traces():
     report = probes.probe_with_controls(simulate.sinusoidal_table(200, 16), n_pairs=300)
     fig = figures.probes.probe_predictions(report)
     clouds = [t for t in fig.data if t.type == "scattergl"]
-    assert [t.name.split(" (")[0] for t in clouds] == list(probes.CONTROLS)
+    assert [re.split(r" \(|, ", t.name)[0] for t in clouds] == list(probes.CONTROLS)
     assert all(len(t.x) == 200 and t.y.dtype == np.float32 for t in clouds)
     assert fig.data[-2].name == "perfect"
     assert fig.data[-1].name.startswith("chance: the mean position")

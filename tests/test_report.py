@@ -11,11 +11,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from posviz import simulate
+from posviz import report, simulate
 from posviz.embedding import MIN_DIMS, MIN_POSITIONS, Embedding
 from posviz.report import build_report, report_sections
 from posviz.spectrum import NO_VARIANCE, spectrum
 from tests import ROOT
+
+
+@pytest.fixture(autouse=True)
+def no_earlier_report(monkeypatch) -> None:
+    """Each test starts with nothing a report of this process kept (what it computes, it
+    computes)."""
+    monkeypatch.setattr(report, "_LATEST", {})
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +199,53 @@ def test_the_report_computes_each_step_once_and_says_what_it_is_doing(table, mon
         ("Probes", 4, 6),
         ("writing the page", 5, 6),
     ]
+
+
+@pytest.mark.slow
+def test_a_second_report_of_the_table_computes_only_what_its_settings_change(monkeypatch):
+    import functools
+
+    from posviz import boundary, components, probes, similarity
+    from posviz import spectrum as spectrum_module
+
+    computed: list[str] = []
+    for module, name in [
+        (spectrum_module, "spectrum"),
+        (components, "principal_components"),
+        (similarity, "similarity_map"),
+        (boundary, "position_statistics"),
+        (probes, "probe_with_controls"),
+    ]:
+        core = getattr(module, name)
+        counted = functools.wraps(core)(
+            lambda *a, core=core, **k: computed.append(core.__name__) or core(*a, **k)
+        )
+        monkeypatch.setattr(module, name, counted)
+    table = simulate.learned_like(90, 20, seed=11)
+    first = build_report(table, seed=3)
+    assert set(computed) == {
+        "spectrum",
+        "principal_components",
+        "similarity_map",
+        "position_statistics",
+        "probe_with_controls",
+    }
+    computed.clear()
+    second = build_report(table, seed=3)
+    assert computed == []
+    # The same page (bar the minute it was made): nothing the first report drew was changed.
+    stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+    assert stamp.sub("", second) == stamp.sub("", first)
+    # Another centring: what centres is computed again, the probes and statistics are not.
+    build_report(table, seed=3, center=False)
+    assert "probe_with_controls" not in computed
+    assert "position_statistics" not in computed
+    assert {"spectrum", "similarity_map"} <= set(computed)
+    # Another table's report keeps only its own: the first table's are computed again.
+    build_report(simulate.learned_like(90, 20, seed=12), seed=3)
+    computed.clear()
+    build_report(table, seed=3)
+    assert "probe_with_controls" in computed
 
 
 def test_a_runner_given_by_the_app_is_asked_for_every_result(table):

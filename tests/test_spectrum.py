@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -45,8 +47,10 @@ def test_sinusoidal_oracles(sinusoid, center, ranks, ks):
     ids=["sinusoid-wide", "sinusoid-tall", "gaussian-wide", "graded-tall"],
 )
 @pytest.mark.parametrize("center", [True, False])
-@pytest.mark.parametrize("route", ["inverse-iteration", "fallback"])
+@pytest.mark.parametrize("route", ["inverse-iteration", "MRRR", "fallback"])
 def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(monkeypatch, table, center, route):
+    # Each route on every table, whether or not its tridiagonal form splits.
+    monkeypatch.setattr(posviz.spectrum, "_splits", lambda *args: route == "MRRR")
     if route == "fallback":
         # A basis that misses the small values' span: the Ritz check must send them to MRRR.
         def junk(diagonal, off_diagonal, shifts, scale):
@@ -61,6 +65,23 @@ def test_every_value_above_1e6_of_the_largest_is_exact_to_1e6(monkeypatch, table
     np.testing.assert_allclose(s.singular_values[kept], reference[kept], rtol=1e-6)
     assert s.floor < 1e-6 * reference[0]
     assert np.all(s.singular_values[~kept] < 2e-6 * reference[0])
+
+
+def test_mrrr_finds_the_small_values_vectors_where_the_tridiagonal_form_splits(monkeypatch):
+    # A sinusoidal table's reduction falls apart into hundreds of small blocks: MRRR's route.
+    routes = []
+    for name in ("_inverse_iteration", "_smallest_vectors"):
+        found = getattr(posviz.spectrum, name)
+        monkeypatch.setattr(
+            posviz.spectrum,
+            name,
+            lambda *a, name=name, found=found: routes.append(name) or found(*a),
+        )
+    spectrum(sinusoidal_table(1024, 768))
+    assert routes == ["_smallest_vectors"]
+    routes.clear()
+    spectrum(learned_like(1024, 768, seed=0).values)  # 29 small values in one block
+    assert routes == ["_inverse_iteration"]
 
 
 def _ill_conditioned_tables() -> dict[str, np.ndarray]:
@@ -81,13 +102,19 @@ def _ill_conditioned_tables() -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("name", list(_ill_conditioned_tables()))
 @pytest.mark.parametrize("center", [True, False])
-def test_values_above_the_floor_are_exact_to_1e9_without_falling_back(monkeypatch, name, center):
+@pytest.mark.parametrize("route", ["inverse-iteration", "MRRR"])
+def test_values_above_the_floor_are_exact_to_1e9_without_falling_back(
+    monkeypatch, name, center, route
+):
     # Within 1e-9 of numpy's float64 SVD down to 1e-6 of the largest (below it the reference
-    # itself is off by ~eps sigma_1 / sigma), and by the fast route: no MRRR fallback.
+    # itself is off by ~eps sigma_1 / sigma), by either route, and inverse iteration's without
+    # the MRRR fallback.
+    monkeypatch.setattr(posviz.spectrum, "_splits", lambda *args: route == "MRRR")
     fallbacks = []
-    monkeypatch.setattr(
-        scipy.linalg, "eigh_tridiagonal", lambda *a, **k: fallbacks.append(1) or (None, None)
-    )
+    if route == "inverse-iteration":
+        monkeypatch.setattr(
+            scipy.linalg, "eigh_tridiagonal", lambda *a, **k: fallbacks.append(1) or (None, None)
+        )
     x = np.asarray(_ill_conditioned_tables()[name], dtype=np.float64)
     reference = np.linalg.svd(x - x.mean(0) if center else x, compute_uv=False)
     s = spectrum(x, center=center)
@@ -182,6 +209,48 @@ def test_marchenko_pastur_median_against_sampled_eigenvalues():
         z = rng.standard_normal((m, d))
         sampled = np.median(np.linalg.eigvalsh(z @ z.T / d))
         assert posviz.spectrum.marchenko_pastur_median(m / d) == pytest.approx(sampled, abs=4e-3)
+
+
+@pytest.mark.parametrize("beta", [6e-8, 1e-4, 0.013, 0.5, 768 / 1023, 2047 / 2048, 0.999999, 1.0])
+def test_the_marchenko_pastur_distribution_function_and_median_against_quadrature(beta):
+    from scipy.integrate import quad
+    from scipy.optimize import brentq
+
+    # The closed form against scipy's quadrature of the density, in the angle of
+    # x = 1 + beta - 2 sqrt(beta) cos(angle): a smooth integrand, split where beta near 1
+    # makes it steep.
+    s = np.sqrt(beta)
+
+    def density(angle: float) -> float:
+        # 1 + beta - 2 s cos(angle), written so that it does not cancel near angle 0, beta 1.
+        return 2 / np.pi * np.sin(angle) ** 2 / ((1 - s) ** 2 + 4 * s * np.sin(angle / 2) ** 2)
+
+    def integrated(angle: float) -> float:
+        edges = [0.0, *(e for e in (1e-6, 1e-4, 1e-2) if e < angle), angle]
+        return sum(
+            quad(density, a, b, limit=500, epsabs=1e-14, epsrel=1e-12)[0]
+            for a, b in itertools.pairwise(edges)
+        )
+
+    for angle in np.linspace(0, np.pi, 9)[1:-1]:
+        closed = posviz.spectrum._marchenko_pastur_cdf(angle, beta)
+        assert closed == pytest.approx(integrated(angle), abs=1e-11)
+    median = posviz.spectrum.marchenko_pastur_median(beta)
+    angle = np.arccos((1 + beta - median) / (2 * s))
+    assert integrated(angle) == pytest.approx(0.5, abs=1e-9)
+    # And against the former route, a quadrature in x and brentq, where that is accurate (for
+    # beta in (0.9995, 1) the density's steep start put its median up to 1e-3 off).
+    if beta < 0.99:
+        low, high = (1 - s) ** 2, (1 + s) ** 2
+
+        def below(x: float) -> float:
+            def in_x(t: float) -> float:
+                return np.sqrt(max((high - t) * (t - low), 0.0)) / (2 * np.pi * beta * t)
+
+            return quad(in_x, low, x, limit=200, epsabs=1e-13, epsrel=1e-12)[0] - 0.5
+
+        former = brentq(below, low, high, xtol=1e-14, rtol=1e-14)
+        assert median == pytest.approx(former, rel=1e-10)
 
 
 def test_omega_against_the_paper():

@@ -1,9 +1,9 @@
 """The cached steps keep each core function's settings for a type checker (mypy).
 
-A page calls ``cache.<step>(table, **settings)``; a misspelt or mistyped setting must be a type
-error, not a silent ``**params``. One mypy run checks a small file of wrong calls (each must be
-reported) and the pages (none of their keywords may be). Another runs it over the whole of
-posviz/ (CI runs both: the README's command has no marker filter).
+A page calls ``cache.run(pipeline.<step>, table, **settings)``; a misspelt or mistyped setting
+must be a type error, not a silent ``**params``. One mypy run checks a small file of wrong calls
+(each must be reported) and the pages (none of their keywords may be). Another runs it over the
+whole of posviz/ (CI runs both: the README's command has no marker filter).
 """
 
 from __future__ import annotations
@@ -18,17 +18,25 @@ import pytest
 from tests import ROOT
 
 CALLS = """
+from posviz import pipeline
+from posviz.compare import Comparison
 from posviz.components import PrincipalComponents
 from posviz.simulate import learned_like
 from posviz.ui import cache
 
 table = learned_like(16, 4, seed=0)
-good: PrincipalComponents = cache.principal_components(table, n_components=3, center=False)
-cache.principal_components(table, n_components="3")  # WRONG: arg-type
-cache.principal_components(table, n_component=3)  # WRONG: call-arg
-cache.similarity_map(table, metric="dot", max_side="800")  # WRONG: arg-type
-cache.offset_profile(table, spread=True, max_offset=None)
-wrong: int = cache.spectrum(table)  # WRONG: assignment
+good: PrincipalComponents = cache.run(
+    pipeline.principal_components, table, n_components=3, center=False
+)
+cache.run(pipeline.principal_components, table, n_components="3")  # WRONG: arg-type
+cache.run(pipeline.principal_components, table, n_component=3)  # WRONG: call-arg
+cache.run(pipeline.similarity_map, table, metric="dot", max_side="800")  # WRONG: arg-type
+cache.run(pipeline.offset_profile, table, spread=True, max_offset=None)
+wrong: int = cache.run(pipeline.spectrum, table)  # WRONG: assignment
+both: Comparison = cache.run(pipeline.compare, table, table, n_components=2)
+cache.run(pipeline.compare, table, n_components=2)  # WRONG: call-arg
+cache.run(pipeline.alibi_bias, 8, max_distance=4.5)  # WRONG: arg-type
+cache.spectrum(table)  # WRONG: attr-defined
 """
 
 

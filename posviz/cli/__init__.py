@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import os
@@ -10,7 +12,7 @@ import subprocess
 import sys
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from posviz import _settings, models
 from posviz._params import MAX_RESULT_BYTES, Refused, quoted
@@ -134,8 +136,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Characters printed as escapes: C0 and C1 controls (but newline and tab) and DEL, which a
+#: terminal obeys (a tensor's or a Hub file's name could clear the screen or set its title),
+#: and the bidirectional overrides, which reorder what a line shows.
+_ESCAPED = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    if chr(c) not in "\n\t"
+}
+
+
+class _Printable(io.TextIOBase):
+    """A text stream that writes `_ESCAPED` characters as escapes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(text.translate(_ESCAPED))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (2 when the file is refused)."""
+    """Run the command line; returns the exit code (2 when the file is refused). What it
+    prints goes through `_Printable`: names read from files and the Hub are printed escaped."""
+    with (
+        contextlib.redirect_stdout(_Printable(sys.stdout)),
+        contextlib.redirect_stderr(_Printable(sys.stderr)),
+    ):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args, passed_on = parser.parse_known_args(argv)  # `serve` passes them to Streamlit
     if passed_on and args.command != "serve":
@@ -152,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except Refused as exc:  # a file, a config value, a setting: refused with a message
         detail = getattr(exc, "detail", "")  # the Hub's technical cause, when it has one
-        return _refused(args, f"{exc}" + (f"\n  ({detail})" if detail else ""))
+        line = str(exc).replace("\n", "\\n")  # one line, whatever a name in it holds
+        return _refused(args, line + (f"\n  ({detail})" if detail else ""))
     except MemoryError:  # what no size check foresaw: still a message, not a traceback
         return _refused(
             args,
@@ -227,18 +263,9 @@ def _rerun(args: argparse.Namespace) -> int:
             f"recomputed {quoted(check.recomputed)}  {verdict}"
         )
     differing = len(result.differing)
-    tables = ", ".join(f"{t.name} ({t.sha256[:12]}…)" for t in result.tables)
-    if not tables:  # a scheme's: its config.json (several: an overlay's, a diff's); a layer's
-        configs = export["provenance"]
-        configs = configs if isinstance(configs, list) else [configs]
-        tables = ", ".join(
-            str(c.get("config") or c.get("dump"))[:200]
-            + (f" layer {quoted(c['layer'])}" if "layer" in c else "")
-            for c in configs
-        )
     print(
         f"{len(result.checks) - differing} of {len(result.checks)} numbers recomputed exactly "
-        f"from {tables}" + (f"; {differing} differ" if differing else "")
+        f"from {', '.join(result.sources)}" + (f"; {differing} differ" if differing else "")
     )
     return 1 if differing else 0
 

@@ -62,6 +62,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "(positions_analysed)",
     )
     heads.add_argument(
+        "--n-positions",
+        type=int,
+        metavar="N",
+        help="learned tables, ALiBi and T5: positions the kernels span (default: the table's "
+        "own, at most 2,048; ALiBi and T5 512)",
+    )
+    heads.add_argument(
         "--context", type=int, metavar="L", help="rotary: the rule's sequence length"
     )
     heads.add_argument("--draws", type=int, metavar="K", help="null draws (default: the core's)")
@@ -78,6 +85,11 @@ def _params(args: argparse.Namespace, kind: str, where: str) -> dict[str, Any]:
             msg = f"--context is a rotary rule's setting; {where} is {kind.replace('_', ' ')}."
             raise Refused(msg)
         params["context"] = args.context
+    if args.n_positions is not None:
+        if kind == "rotary":
+            msg = f"--n-positions spans kernels; {where} is rotary (no kernels)."
+            raise Refused(msg)
+        params["n_positions"] = args.n_positions
     if args.draws is not None:
         params["n_draws"] = args.draws
     if args.seed is not None:
@@ -85,7 +97,7 @@ def _params(args: argparse.Namespace, kind: str, where: str) -> dict[str, Any]:
     step = pipeline.HEADS_STEPS[kind]
     cores = [pipeline.STEPS[step.__name__].core]
     if kind == "rotary":  # its context is the rule's (rotary_frequencies')
-        cores.append(pipeline.STEPS["rotary_frequencies"].core)
+        cores.append(pipeline.STEPS[pipeline.rotary_frequencies.__name__].core)
     for core in cores:
         for name, bound in bounds_of(core).items():
             if name in params:
@@ -112,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         return _many(args, opened)
     plan = opened.plan(0 if args.layer is None else args.layer)
     params = _params(args, plan.kind, f"layer {plan.layer}")
+    depth.check_heads(plan, shown=args.positions, **params)  # before a weight is read
     waiting = sum(r.nbytes for r in plan.reads if opened.remote and not opened.cached(r))
     _told(f"layer {plan.layer} of {opened.label}", (plan,), plan.nbytes, waiting, opened.remote)
     layer = attention.read_planned(opened, plan)
@@ -124,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
 def _many(args: argparse.Namespace, opened: attention.Opened) -> int:
     plan = depth.plan_depth(opened, args.layers)
     params = _params(args, plan.kind, f"{plan.model} ({plan.family})")
+    for each_plan in plan.plans:  # before a weight is read
+        depth.check_heads(each_plan, shown=args.positions, **params)
     asked = plan.read
     what = f"layers {_span(asked)} of {plan.model}"
     _told(what, plan.plans, plan.nbytes, plan.to_fetch, plan.remote)

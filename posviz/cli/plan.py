@@ -62,8 +62,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     target = _target(args.target)
     config, provenance, _ = read_config(args.source)
-    step = pipeline.STEPS["context_plan"]
-    plan = pipeline.call(step.run, position_scheme(config), target=target)
+    plan = pipeline.call(pipeline.context_plan, position_scheme(config), target=target)
     if args.json:
         print(json.dumps({**header(plan, provenance), **plan.record()}, allow_nan=False))
     else:

@@ -424,7 +424,7 @@ class Collection:
         """The header of the collection's exports: the analysis of each table and its params,
         every member's provenance (or why it was refused), and how the tables were compared."""
         return {
-            "analysis": "table_summary",
+            "analysis": table_summary.__name__,  # the step, as posviz.pipeline names it
             "params": {"center": self.center},
             "provenance": [
                 {"label": m.label, **(m.table.provenance() if m.table else {"error": m.error})}

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from posviz.figures.layout import base_figure, f32
-from posviz.probes import ProbeReport
+from posviz.probes import ProbeReport, skill_text
 
 __all__ = ["probe_predictions"]
 
@@ -35,14 +35,22 @@ def probe_predictions(report: ProbeReport) -> go.Figure:
         margin={"t": 90 if outside else 60, "b": 120},
         legend={"orientation": "h", "x": 0, "yref": "container", "y": 0, "yanchor": "bottom"},
     )
+    draws = report.n_control_draws
     for name, probe in report.absolute.items():
-        skill = round(probe.skill, 3) + 0.0  # + 0.0: a hair below chance reads 0.000, not -0.000
+        if name == "table":
+            label = f"{name} (MAE {probe.mae:.2f}, skill {skill_text(probe.skill)})"
+        else:  # a control's points are its first draw; its numbers, as the page's, all draws'
+            mae, skill = report.control_summary(name, "mae")[0], report.control_summary(name)[0]
+            label = (
+                f"{name}, 1 of {draws} draws (mean over them: MAE {mae:.2f}, "
+                f"skill {skill_text(skill)})"
+            )
         fig.add_scattergl(
             x=probe.positions.astype(np.int32),
             y=f32(probe.predictions),
             mode="markers",
             marker={"size": 3, "opacity": 0.6},
-            name=f"{name} (MAE {probe.mae:.2f}, skill {skill:.3f})",  # 3 places, as the page
+            name=label,
             hovertemplate=f"{name}<br>p=%{{x}}<br>predicted %{{y:.1f}}<extra></extra>",
         )
     ends = [0, last]

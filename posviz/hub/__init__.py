@@ -347,6 +347,14 @@ def _gguf_file(ref: HubRef, files: list[str]) -> str | None:
     if not models:
         return None
     first = [f for f in models if not (shard := _SHARD.search(f)) or shard[1] == "00001"]
+    if not first:  # parts of a split file without the first, which holds the header
+        parts = sorted({int(shard[1]) for f in models if (shard := _SHARD.search(f))})
+        msg = (
+            f"{ref} holds parts {', '.join(map(str, parts[:10]))} of a split GGUF but not part "
+            f"1, which holds its header ({models[0]}…): the upload is incomplete; name another "
+            "file or quantization."
+        )
+        raise LoadError(msg)
     ranked = sorted(first, key=lambda f: (_rank(f), f))
     if ref.file and len(ranked) > 1:
         msg = f"{ref}: several GGUF files match {ref.file}: {', '.join(ranked[:10])}; name one."

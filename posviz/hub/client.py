@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from http.cookiejar import DefaultCookiePolicy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from huggingface_hub import constants
@@ -99,10 +100,102 @@ def _gguf_head(url: str, what: str) -> tuple[int, bytes, io.GGUFHeader]:
     return size, bytes(head), header
 
 
+#: When the answer under way in this thread must be done by (time.monotonic()), or None.
+_DEADLINE = threading.local()
+
+
+def _remaining(timeout: float | None, late: type[Exception]) -> float | None:
+    """What is left of this thread's deadline, at most `timeout`; `late` when none is."""
+    deadline = getattr(_DEADLINE, "at", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        msg = "posviz's deadline for this answer has passed"
+        raise late(msg)
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream:
+    """A connection whose every read and write waits no longer than the deadline of the answer
+    under way: the HTTP client's timeout is per read, and a server sending a byte of its headers
+    every few seconds never meets it."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        import httpcore2
+
+        return self._stream.read(max_bytes, _remaining(timeout, httpcore2.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        import httpcore2
+
+        self._stream.write(buffer, _remaining(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> _DeadlineStream:
+        import httpcore2
+
+        left = _remaining(timeout, httpcore2.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, left))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """The HTTP client's network backend, its connections made `_DeadlineStream`s."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    def connect_tcp(
+        self, host: str, port: int, timeout: float | None = None, **options: Any
+    ) -> _DeadlineStream:
+        import httpcore2
+
+        left = _remaining(timeout, httpcore2.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_tcp(host, port, left, **options))
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, **options: Any
+    ) -> _DeadlineStream:
+        import httpcore2
+
+        left = _remaining(timeout, httpcore2.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_unix_socket(path, left, **options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _with_deadlines(session: httpx2.Client) -> None:
+    """Make every connection the session opens from now on keep posviz's deadlines (its
+    connection pools' network backend wrapped once; a client without one is left as it is)."""
+    for transport in (session._transport, *session._mounts.values()):
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is not None and not isinstance(backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+
+
+def _pace(started: float, done: int) -> float:
+    """When an answer begun at `started` with `done` bytes so far must have gone on by."""
+    return started + TIMEOUT + done / MIN_BYTES_PER_SECOND
+
+
 @contextmanager
 def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Response]:
     """A streamed GET through the Hub client's session (proxies, HF_TOKEN, user agent), with
-    every failure turned into a LoadError that says what to do."""
+    every failure turned into a LoadError that says what to do. The whole exchange keeps one
+    deadline, its headers included: TIMEOUT for the answer to begin, then the pace of
+    MIN_BYTES_PER_SECOND (the body's readers move it on as bytes arrive)."""
     # The HTTP client loads with the first request, not with the app: every first open of a
     # page would pay for its import.
     import httpx2
@@ -114,6 +207,8 @@ def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Re
     # No cookie jar: a cookie one answer sets would travel with every later request of every
     # session (the session is shared by the server).
     session.cookies.jar.set_policy(_NO_COOKIES)
+    _with_deadlines(session)
+    _DEADLINE.at = _pace(time.monotonic(), 0)
     try:
         with session.stream(
             "GET", url, headers=headers, timeout=TIMEOUT, follow_redirects=True
@@ -143,6 +238,8 @@ def _request(url: str, headers: dict[str, str], what: str) -> Iterator[httpx2.Re
             "and proxy (HTTPS_PROXY), or set HF_ENDPOINT to a reachable mirror."
         )
         raise Unreachable(msg, host=host, detail=detail) from exc
+    finally:
+        _DEADLINE.at = None
 
 
 #: Accepts no cookie from any answer and so sends none.
@@ -179,17 +276,22 @@ def _check_status(response: httpx2.Response, what: str) -> None:
 def _get_bytes(url: str, *, what: str, kind: str = "file", limit: int = MAX_JSON_BYTES) -> bytes:
     """A small file read whole, refused beyond `limit` bytes without buffering it, or arriving
     slower than a range read may."""
+    import httpx2
+
     started = time.monotonic()
     with _request(url, {}, what) as response:
         body = bytearray()
         # Each read the socket returns, however small: `iter_bytes(n)` would buffer n bytes
         # first, and a server trickling a byte at a time would never reach the check below.
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > limit:
-                msg = f"{what}: the Hub's {kind} answer exceeds {limit:,} bytes; refused."
-                raise LoadError(msg)
-            _check_pace(started, len(body), what, url)
+        try:
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    msg = f"{what}: the Hub's {kind} answer exceeds {limit:,} bytes; refused."
+                    raise LoadError(msg)
+                _check_pace(started, len(body), what, url)
+        except httpx2.TimeoutException:  # a read that would wait past the pace
+            raise _too_slow(what, url, len(body)) from None
     return bytes(body)
 
 
@@ -227,14 +329,20 @@ def _depth(value: object) -> int:
 
 def _check_pace(started: float, done: int, what: str, url: str, nbytes: int | None = None) -> None:
     """Give up on an answer slower than MIN_BYTES_PER_SECOND once TIMEOUT has passed: one
-    deadline for every read, however the bytes trickle in."""
-    if time.monotonic() - started > TIMEOUT + done / MIN_BYTES_PER_SECOND:
-        so_far = f"{done:,} of {nbytes:,} bytes" if nbytes is not None else f"{done:,} bytes"
-        msg = (
-            f"{what}: the Hub at {urlsplit(url).netloc} is sending too slowly ({so_far} so "
-            "far); posviz gave up. Try again later."
-        )
-        raise LoadError(msg)
+    deadline for every read, however the bytes trickle in (and the next read waits no longer
+    than it)."""
+    _DEADLINE.at = _pace(started, done)
+    if time.monotonic() > _DEADLINE.at:
+        raise _too_slow(what, url, done, nbytes)
+
+
+def _too_slow(what: str, url: str, done: int, nbytes: int | None = None) -> LoadError:
+    so_far = f"{done:,} of {nbytes:,} bytes" if nbytes is not None else f"{done:,} bytes"
+    msg = (
+        f"{what}: the Hub at {urlsplit(url).netloc} is sending too slowly ({so_far} so "
+        "far); posviz gave up. Try again later."
+    )
+    return LoadError(msg)
 
 
 def _get_range(
@@ -262,20 +370,24 @@ def _get_range(
         buffer = bytearray(nbytes)
         done = 0
         started = time.monotonic()
+        _DEADLINE.at = _pace(started, 0)  # the body's pace, from its first byte on
         import httpx2  # loaded by _request already
 
         # A connection closed early is reported below, with how much arrived.
         with suppress(httpx2.RemoteProtocolError, httpx2.ReadError):
-            for chunk in response.iter_bytes():  # as they arrive: progress and the deadline
-                if done + len(chunk) > nbytes:
-                    msg = f"{what}: the server sent more bytes than the range asked; refused."
-                    raise LoadError(msg)
-                buffer[done : done + len(chunk)] = chunk
-                done += len(chunk)
-                if done < nbytes:
-                    _check_pace(started, done, what, url, nbytes)
-                if progress is not None:
-                    progress(done, nbytes)
+            try:
+                for chunk in response.iter_bytes():  # as they arrive: progress and deadline
+                    if done + len(chunk) > nbytes:
+                        msg = f"{what}: the server sent more bytes than the range asked; refused."
+                        raise LoadError(msg)
+                    buffer[done : done + len(chunk)] = chunk
+                    done += len(chunk)
+                    if done < nbytes:
+                        _check_pace(started, done, what, url, nbytes)
+                    if progress is not None:
+                        progress(done, nbytes)
+            except httpx2.TimeoutException:  # a read that would wait past the pace
+                raise _too_slow(what, url, done, nbytes) from None
     if done < nbytes:
         msg = f"{what}: the Hub's answer was cut off after {done:,} of {nbytes:,} bytes; try again."
         raise LoadError(msg)

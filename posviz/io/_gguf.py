@@ -35,7 +35,7 @@ import itertools
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,10 +45,13 @@ from posviz.io._file import _SAVE_LESS, TensorInfo, _File, _missing_message, _re
 
 __all__ = [
     "DECODED_ELEMENTS",
+    "DECODED_TOTAL",
     "MAX_ARRAY_DEPTH",
     "MAX_GGUF_HEADER_BYTES",
     "MAX_KEYS",
     "MAX_NAME_BYTES",
+    "MAX_NESTED",
+    "MAX_WALKED",
     "GGUFHeader",
     "GGUFTensor",
     "LongArray",
@@ -77,6 +80,16 @@ MAX_NAME_BYTES = 4096
 MAX_ARRAY_DEPTH = 4
 #: Arrays up to this long are decoded; longer ones are kept as a LongArray.
 DECODED_ELEMENTS = 4096
+#: Array elements decoded in one header at most (each becomes a Python value): the keys posviz
+#: reads hold a few numbers each. Past it, arrays are stepped over and kept as LongArray.
+DECODED_TOTAL = 2**16
+#: Arrays inside arrays stepped over in one header at most (each is a step in Python; llama.cpp
+#: reads none): 5 million one-element arrays fit in a 64 MiB header.
+MAX_NESTED = 4096
+#: Strings stepped over one by one in one header at most (only when the walk of a whole array at
+#: once cannot settle it: empty strings, NUL bytes, 256 bytes or more). A vocabulary's tokens and
+#: merges are about 540,000 (Llama-3's, Gemma-3's); 8 million empty strings fit in 64 MiB.
+MAX_WALKED = 2**20
 #: GGML's most dimensions of a tensor (GGML_MAX_DIMS).
 MAX_DIMS = 4
 #: Bytes read first from a file on disk, and over the network: the header is then read in
@@ -104,6 +117,7 @@ _SCALARS = {
     12: ("d", 8, "f64"),
 }
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
 _NUMPY = {
     "u8": "u1",
     "i8": "i1",
@@ -216,16 +230,39 @@ def _gguf_types() -> tuple[Any, Any]:
     return GGMLQuantizationType, GGML_QUANT_SIZES
 
 
-class _Parser:
-    """One pass over header bytes `buf` of a `size`-byte file; raises _Short past its end."""
+@dataclass
+class _Progress:
+    """What the parses of a header's first bytes settled: the next parse, of more bytes, goes
+    on from there (each key and tensor info is parsed once, but the one a piece cut off), with
+    the work each bound counts so far."""
 
-    def __init__(self, buf: bytes | bytearray, size: int, label: str) -> None:
+    pos: int = 0
+    counts: tuple[int, int, int] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    value_types: dict[str, str] = field(default_factory=dict)
+    tensors_start: int | None = None
+    infos: list[tuple[str, tuple[int, ...], str, int, int]] = field(default_factory=list)
+    decoded: int = 0
+    nested: int = 0
+    walked: int = 0
+
+
+class _Parser:
+    """One pass over header bytes `buf` of a `size`-byte file, from where `progress` stopped;
+    raises _Short past its end."""
+
+    def __init__(self, buf: bytes | bytearray, size: int, label: str, progress: _Progress) -> None:
         self.buf = buf
         self.size = size
         self.label = label
-        self.pos = 0
+        self.pos = progress.pos
         self.limit = min(size, MAX_GGUF_HEADER_BYTES)
-        self._bytes: np.ndarray | None = None
+        self.decoded, self.nested, self.walked = progress.decoded, progress.nested, progress.walked
+
+    def settled(self, progress: _Progress) -> None:
+        """Keep what this parse settled so far (a whole key or tensor info) in `progress`."""
+        progress.pos = self.pos
+        progress.decoded, progress.nested, progress.walked = self.decoded, self.nested, self.walked
 
     def fits(self, nbytes: int, what: str) -> None:
         """Refuse `what` of `nbytes` from here before anything is read: past the file's end
@@ -320,38 +357,70 @@ class _Parser:
         # The fewest bytes an element takes: a string its 8-byte length, an array 12.
         smallest = _SCALARS[code][1] if code in _SCALARS else 8 if code == _STRING else 12
         self.fits(count * smallest, f"array {_short(key)!r} of {count:,} elements")
+        decoded = count <= DECODED_ELEMENTS and self.decoded + count <= DECODED_TOTAL
         if code in _SCALARS:
             item = _SCALARS[code][2]
             start = self.take(count * _SCALARS[code][1], f"the elements of {key!r}")
-            if count > DECODED_ELEMENTS:
+            if not decoded:
                 return LongArray(item, count), f"arr[{item}]"
+            self.decoded += count
             values = np.frombuffer(self.buf, _NUMPY[item], count, start)
-            decoded = values.astype(bool).tolist() if item == "bool" else values.tolist()
-            return tuple(decoded), f"arr[{item}]"
+            decoded_values = values.astype(bool).tolist() if item == "bool" else values.tolist()
+            return tuple(decoded_values), f"arr[{item}]"
         if code == _STRING:
-            if count > DECODED_ELEMENTS:
+            if not decoded:
                 self.skip_strings(count, key)
                 return LongArray("str", count), "arr[str]"
+            self.decoded += count
             what = f"an element of {key!r}"
             return tuple(self.value(_STRING, what)[0] for _ in range(count)), "arr[str]"
+        # Arrays of arrays: each a step in Python, so their number is bounded before any is.
+        self.nested += count
+        if self.nested > MAX_NESTED:
+            msg = (
+                f"{self.label}: key {_short(key)!r} holds {count:,} arrays inside an array; "
+                f"posviz steps over at most {MAX_NESTED:,} in a header (llama.cpp reads none). "
+                "The file is corrupt or hostile."
+            )
+            raise LoadError(msg)
         items = [self.value(_ARRAY, key, depth) for _ in range(count)]
         inner = items[0][1] if items else "arr"
         return tuple(v for v, _ in items), f"arr[{inner}]"
 
     def skip_strings(self, count: int, key: str) -> None:
         """Step over `count` length-prefixed strings: all at once when the chain of lengths
-        checks out, else one by one."""
+        checks out, else one by one (at most `MAX_WALKED` in a header, none of them copied)."""
         end = _string_chain_end(self.buf, self.pos, count)
-        if end is None:
-            found = _length_fields(self.buf, self.pos)
-            if 0 < found < count and len(self.buf) < self.limit:
-                # Read on as far as the strings so far suggest the rest goes, and a bit more.
-                per_string = (len(self.buf) - self.pos) / found
-                raise _Short(self.pos + int(per_string * count * 1.05), guess=True)
-            for _ in range(count):
-                self.raw_string(f"an element of {key!r}")
+        if end is not None:
+            self.take(end - self.pos, f"the elements of {key!r}")
             return
-        self.take(end - self.pos, f"the elements of {key!r}")
+        window = min(len(self.buf) - self.pos, _WINDOW)
+        found = _length_fields(self.buf, self.pos, window)
+        guess = self.pos + int(window / max(found, 1) * count * 1.05)
+        if found and guess > len(self.buf) and len(self.buf) < self.limit:
+            # Read on as far as the strings so far suggest the rest goes, and a bit more.
+            raise _Short(guess, guess=True)
+        if self.walked + count > MAX_WALKED:
+            msg = (
+                f"{self.label}: array {_short(key)!r} holds {count:,} strings that cannot be "
+                "stepped over at once (empty ones, NUL bytes, 256 bytes or more); posviz steps "
+                f"over at most {MAX_WALKED:,} one by one in a header (a vocabulary's tokens and "
+                "merges are about 540,000). The file is corrupt or hostile."
+            )
+            raise LoadError(msg)
+        self.walked += count
+        what = f"an element of {key!r}"
+        buf, pos, have = self.buf, self.pos, len(self.buf)
+        for _ in range(count):
+            if pos + 8 <= have:
+                (length,) = _U64.unpack_from(buf, pos)
+                if pos + 8 + length <= have:
+                    pos += 8 + length
+                    continue
+            self.pos = pos  # past the bytes read: the checked reads say why, or read on
+            self.raw_string(what)
+            pos = self.pos
+        self.pos = pos
 
     def tensor(self, GGMLType: Any, sizes: Any) -> tuple[str, tuple[int, ...], str, int, int]:
         """One tensor info: name, numpy shape, type name, offset, bytes."""
@@ -383,10 +452,15 @@ class _Parser:
         return name, tuple(reversed(dims)), kind.name, offset, n // block * type_size
 
 
-def _length_fields(buf: bytes | bytearray, start: int) -> int:
+#: Bytes of an array's strings scanned to guess how far they go (a few bytes of bool each).
+_WINDOW = 2**22
+
+
+def _length_fields(buf: bytes | bytearray, start: int, nbytes: int) -> int:
     """How many length fields of short strings (a byte, then seven zero bytes, then a non-zero
-    byte) follow `start` in `buf`: what the bytes read so far say of an array's strings."""
-    zero = np.frombuffer(buf, np.uint8, offset=start) == 0
+    byte) the `nbytes` from `start` in `buf` hold: what the bytes read so far say of an array's
+    strings."""
+    zero = np.frombuffer(buf, np.uint8, count=nbytes, offset=start) == 0
     return int(np.count_nonzero(zero[:-1] > zero[1:]))
 
 
@@ -483,11 +557,8 @@ def _byte_chain_end(buf: bytes | bytearray, start: int, count: int) -> int | Non
     return start + int(fields[-1]) + 8 + last
 
 
-def _parse(buf: bytes | bytearray, size: int, label: str) -> GGUFHeader:
-    """The header in `buf` (the first bytes of a `size`-byte file), checked; _Short if `buf`
-    ends before the header does."""
-    GGMLType, sizes = _gguf_types()
-    p = _Parser(buf, size, label)
+def _preamble(p: _Parser, buf: bytes | bytearray, size: int, label: str) -> tuple[int, int, int]:
+    """The magic, version and counts, checked: (version, tensors, keys)."""
     if size < 24:
         msg = f"{label} is truncated: {size} bytes, less than a GGUF header."
         raise LoadError(msg)
@@ -517,23 +588,39 @@ def _parse(buf: bytes | bytearray, size: int, label: str) -> GGUFHeader:
             )
             raise LoadError(msg)
         p.fits(count * smallest, f"{count:,} {kind}")
-    metadata: dict[str, Any] = {}
-    value_types: dict[str, str] = {}
-    for _ in range(n_keys):
+    return version, n_tensors, n_keys
+
+
+def _parse(buf: bytes | bytearray, size: int, label: str, progress: _Progress) -> GGUFHeader:
+    """The header in `buf` (the first bytes of a `size`-byte file), checked, parsed on from
+    where `progress` stopped; _Short if `buf` ends before the header does (`progress` then
+    holds the keys and tensor infos settled)."""
+    GGMLType, sizes = _gguf_types()
+    p = _Parser(buf, size, label, progress)
+    if progress.counts is None:
+        progress.counts = _preamble(p, buf, size, label)
+        p.settled(progress)
+    version, n_tensors, n_keys = progress.counts
+    metadata, value_types = progress.metadata, progress.value_types
+    while len(metadata) < n_keys:
         key = p.name("a metadata key")
         if key in metadata:
             msg = f"{label} is corrupt: metadata key {_short(key)!r} appears twice."
             raise LoadError(msg)
-        metadata[key], value_types[key] = p.value(p.u32(f"the type of {key!r}"), key)
-    tensors_start = p.pos
+        value = p.value(p.u32(f"the type of {key!r}"), key)
+        metadata[key], value_types[key] = value
+        p.settled(progress)
+    if progress.tensors_start is None:
+        progress.tensors_start = p.pos
+    tensors_start = progress.tensors_start
     alignment = metadata.get("general.alignment", 32)
     if "general.alignment" in metadata and (
         value_types["general.alignment"] != "u32" or alignment < 1 or alignment & (alignment - 1)
     ):
         msg = f"{label}: general.alignment is {alignment!r}; it must be a u32 power of two."
         raise LoadError(msg)
-    infos = []
-    for _ in range(n_tensors):
+    infos = progress.infos
+    while len(infos) < n_tensors:
         start = p.pos
         try:
             infos.append(p.tensor(GGMLType, sizes))
@@ -542,6 +629,7 @@ def _parse(buf: bytes | bytearray, size: int, label: str) -> GGUFHeader:
             each = (start - tensors_start) / len(infos) if infos else 64
             guess = start + int(each * (n_tensors - len(infos)) * 1.05)
             raise _Short(max(short.need, guess), guess=True) from None
+        p.settled(progress)
 
     nbytes = p.pos
     data_start = -(-nbytes // alignment) * alignment
@@ -594,9 +682,10 @@ def read_gguf_header(
     """
     buf = read(0, min(size, first))
     guesses = 0
+    progress = _Progress()
     while True:
         try:
-            header = _parse(buf, size, label)
+            header = _parse(buf, size, label, progress)
         except _Short as short:
             guesses += short.guess
             if short.guess and guesses <= GUESSES:

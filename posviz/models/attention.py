@@ -31,11 +31,11 @@ import numpy as np
 from posviz import hub, io
 from posviz._params import MAX_RESULT_BYTES, Bound, bounded
 from posviz.embedding import LoadError
-from posviz.heads import Norm
+from posviz.heads import MAX_POSITIONS, Norm
 from posviz.models import remote, weights
 from posviz.schemes._values import first as _first
-from posviz.schemes._values import given
-from posviz.schemes.alibi import alibi_slopes
+from posviz.schemes._values import given, integer, number, shown
+from posviz.schemes.alibi import HEADS, alibi_slopes
 from posviz.schemes.config import AlibiSpec, RelativeBiasSpec, Scheme, position_scheme
 from posviz.schemes.layers import MAX_LAYERS
 from posviz.schemes.rope import RotarySpec
@@ -293,6 +293,9 @@ class LayerPlan:
     first_row: int = 0
     eps: float = 1e-5
     options: dict = field(default_factory=dict)
+    n_positions: int | None = None
+    """Learned tables: the positions the table holds (its rows from `first_row`), at most
+    `posviz.heads.MAX_POSITIONS`: what the kernels span unless fewer are asked for."""
     quantization: str | None = None
 
     @property
@@ -409,12 +412,22 @@ def n_layers_of(config: dict) -> int | None:
     return n_layers if isinstance(n_layers, int) and n_layers > 0 else None
 
 
-def _positive(config: dict, what: str, *keys: str) -> int:
-    value = _first(config, *keys)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1 or value % 1:
-        msg = f"config.json names no valid {what} ({' / '.join(keys)}: {value!r})."
+def _positive(config: dict, what: str, *keys: str, high: int | None = None) -> tuple[int, str]:
+    """The first of `keys` config.json sets, a whole number from 1 to `high`, and its key."""
+    key = next((k for k in keys if config.get(k) is not None), None)
+    if key is None:
+        msg = f"config.json names no {what} ({' / '.join(keys)})."
         raise LoadError(msg)
-    return int(value)
+    return integer(config[key], key, high=high), key
+
+
+def _whole(value: object, key: str) -> int:
+    """config.json's `value` of `key`: a whole number, not negative."""
+    found = number(value, key)
+    if found % 1:
+        msg = f"{key} in config.json is {shown(value)}; expected a whole number."
+        raise LoadError(msg)
+    return int(found)
 
 
 class _Names:
@@ -552,19 +565,34 @@ def plan_layer(
 
 
 def _dims(config: dict, family: Family) -> tuple[int, int, int, int]:
-    """(n_heads, n_kv_heads, head_dim, hidden) as the family's code reads them."""
-    hidden = _positive(config, "hidden size", "hidden_size", "n_embd", "d_model")
-    n_heads = _positive(config, "number of heads", "num_attention_heads", "n_head", "num_heads")
+    """(n_heads, n_kv_heads, head_dim, hidden) as the family's code reads them, each checked
+    (a whole number, heads within `HEADS`, the hidden size split evenly among them)."""
+    hidden, hidden_key = _positive(config, "hidden size", "hidden_size", "n_embd", "d_model")
+    n_heads, heads_key = _positive(
+        config, "number of heads", "num_attention_heads", "n_head", "num_heads"
+    )
+    HEADS.check(f"{heads_key} in config.json", n_heads, error=LoadError)
     if family.name == "Falcon" and not family.gguf:  # a GGUF states its kv heads
         if config.get("new_decoder_architecture"):
-            n_kv = _positive(config, "num_kv_heads", "num_kv_heads")
+            n_kv = _positive(config, "num_kv_heads", "num_kv_heads", high=n_heads)[0]
         else:
             n_kv = 1 if config.get("multi_query", True) else n_heads
+    elif config.get("num_key_value_heads") is None:
+        n_kv = n_heads
     else:
-        n_kv = int(_first(config, "num_key_value_heads") or n_heads)
+        n_kv = integer(config["num_key_value_heads"], "num_key_value_heads", high=n_heads)
     head_dim = config.get("head_dim") if family.name not in ("Falcon", "GPT-NeoX") else None
-    head_dim = int(head_dim) if isinstance(head_dim, int) and head_dim > 0 else hidden // n_heads
-    if n_kv < 1 or n_heads % n_kv:
+    if isinstance(head_dim, int) and head_dim > 0:
+        head_dim = int(head_dim)
+    elif hidden % n_heads:
+        msg = (
+            f"config.json: {hidden_key} {hidden} is not a multiple of {heads_key} {n_heads}: "
+            "the hidden size does not split into heads."
+        )
+        raise LoadError(msg)
+    else:
+        head_dim = hidden // n_heads
+    if n_heads % n_kv:
         msg = f"config.json: {n_heads} query heads cannot share {n_kv} key/value heads."
         raise LoadError(msg)
     return n_heads, n_kv, head_dim, hidden
@@ -690,20 +718,24 @@ def _plan_family(
                 add(f"k_norm.{g}", f"{kn}.norms.{g}.weight", "a k norm", (d,))
         else:
             head_norm = ""
-    eps = float(
-        _first(config, "layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps", "norm_eps") or 1e-5
-    )
+    eps_key = next(
+        (k for k in ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps", "norm_eps")
+         if config.get(k) is not None),
+        None,
+    )  # fmt: skip
+    eps = 1e-5 if eps_key is None else number(config[eps_key], eps_key, high=1.0)
     if family.name == "OLMo":
         eps = 1e-5  # its non-parametric LayerNorm's own
         notes.append("OLMo's input LayerNorm has no gain or shift (non-parametric).")
     first_row = 0
+    n_positions = None
     rotary = None
     logit_scale = None
     if family.kind == "learned":
         if family.first_row == "2":
             first_row = 2
-        elif family.first_row == "padding":
-            first_row = int(config.get("pad_token_id", 1)) + 1
+        elif family.first_row == "padding":  # RoBERTa: padding_idx + 1
+            first_row = _whole(config.get("pad_token_id", 1), "pad_token_id") + 1
         positions = names.need(family.positions, "the learned position table")
         shape = tuple(names.tensors[positions].shape)
         while len(shape) > 2 and shape[0] == 1:
@@ -714,6 +746,7 @@ def _plan_family(
                 f"expected [n, {hidden}]."
             )
             raise LoadError(msg)
+        n_positions = min(shape[0] - first_row, MAX_POSITIONS)
         add("positions", family.positions, "the learned position table", None)
         if family.token_type:
             add("token_type", family.token_type, "the token type table", None, (0, 1))
@@ -735,8 +768,7 @@ def _plan_family(
             notes.append(
                 "GPT-Neo does not scale its logits by 1/√d: the kernel is q·k as the model uses it."
             )
-            kinds = _neo_layer_types(config)
-            if kinds and layer < len(kinds) and kinds[layer] == "local":
+            if _neo_layer_type(config, layer) == "local":
                 notes.append(
                     f"Layer {layer} is a local layer: the model masks keys beyond window_size "
                     f"{config.get('window_size')}."
@@ -764,7 +796,8 @@ def _plan_family(
             msg = f"{label}: config.json's rotary width {rotary.rotary_dim} exceeds head_dim {d}."
             raise LoadError(msg)
         if family.name == "Gemma" and config.get("query_pre_attn_scalar"):
-            logit_scale = float(config["query_pre_attn_scalar"]) ** -0.5
+            scalar = number(config["query_pre_attn_scalar"], "query_pre_attn_scalar", low=1.0)
+            logit_scale = scalar**-0.5
     quantization = None
     if family.gguf:
         stored = sorted({r.dtype for r in reads if r.role in ("q", "k", "qkv")})
@@ -800,6 +833,7 @@ def _plan_family(
         causal=family.causal,
         logit_scale=logit_scale,
         first_row=first_row,
+        n_positions=n_positions,
         eps=eps,
         options={
             "norm_kind": norm_kind,
@@ -814,13 +848,32 @@ def _plan_family(
     return plan
 
 
-def _neo_layer_types(config: dict) -> list[str]:
-    """GPT-Neo's per-layer attention types from ``attention_types`` [[[types], repeat], ...]."""
-    kinds: list[str] = []
-    for entry in config.get("attention_types") or []:
-        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list):
-            kinds += [str(k) for k in entry[0]] * int(entry[1])
-    return kinds
+def _neo_layer_type(config: dict, layer: int) -> str | None:
+    """GPT-Neo's attention type of `layer`, from ``attention_types`` [[[types], repeat], ...],
+    each entry checked and the layers counted without listing them (a repeat of 10**8)."""
+    entries = config.get("attention_types") or []
+    if not isinstance(entries, list):
+        entries = [entries]
+    start = 0
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)):
+            msg = (
+                f"attention_types in config.json holds {shown(entry)}; expected "
+                '[[types], repeat] pairs such as [["global", "local"], 6].'
+            )
+            raise LoadError(msg)
+        kinds, repeat = entry[0], _whole(entry[1], "attention_types' repeat count")
+        start_of_next = start + len(kinds) * repeat
+        if start_of_next > MAX_LAYERS:
+            msg = (
+                f"attention_types in config.json repeats {len(kinds)} types {repeat:,} times: "
+                f"more than the {MAX_LAYERS:,} layers posviz reads."
+            )
+            raise LoadError(msg)
+        if start <= layer < start_of_next:
+            return str(kinds[(layer - start) % len(kinds)])
+        start = start_of_next
+    return None
 
 
 def _rotary_spec(specs: tuple[RotarySpec, ...], config: dict, layer: int) -> RotarySpec:
@@ -947,6 +1000,10 @@ def read_layer(
     tensors = []
     for r in plan.reads:
         array = read(r.name, r.rows)
+        if not np.isfinite(array).all():  # every number of the heads would be NaN
+            what = "NaN" if np.isnan(array).any() else "infinite"
+            msg = f"{model}: tensor {r.name} holds {what} values; its heads cannot be computed."
+            raise LoadError(msg)
         arrays[r.role] = array
         digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
         tensors.append(

@@ -22,7 +22,7 @@ from posviz._params import Bound, bounded, records_params
 from posviz.embedding import LoadError
 from posviz.export import header
 from posviz.schemes.layers import LayerScheme
-from posviz.schemes.rope import ROPE_RULES
+from posviz.schemes.rope import MAX_CONTEXT, ROPE_RULES
 from posviz.schemes.rotary import RotaryFrequencies, RotarySpec, rotary_frequencies
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ANGLE_LIMIT",
     "FIELDS",
+    "FIRST_POSITIONS",
     "LAYOUTS",
     "MAX_POSITIONS",
     "NUMBERS",
@@ -96,6 +97,8 @@ LAYOUTS = {
 ANGLE_LIMIT = 0.01
 #: Most positions compared (the table is evaluated in blocks; its size bounds the time).
 MAX_POSITIONS = 2**20
+#: The position a dump's first row may stand for (a rule's context goes to `MAX_CONTEXT`).
+FIRST_POSITIONS = Bound(0, MAX_CONTEXT)
 _BLOCK = 4096
 
 
@@ -300,6 +303,7 @@ def from_table(
     Its attention factor is the median length of (cos, sin); its frequencies are recovered as
     the least-squares slope of each pair's unwrapped angle against position (exact for an
     exact table; a pair turning by more than π per position cannot be recovered)."""
+    FIRST_POSITIONS.check("first_position", first_position, error=LoadError)
     cos, sin = np.asarray(cos, dtype=np.float64), np.asarray(sin, dtype=np.float64)
     if cos.shape != sin.shape or cos.ndim != 2 or cos.shape[0] < 2 or cos.shape[1] < 1:
         msg = f"{label}: a cos/sin table needs at least 2 positions; its shape is {cos.shape}."
@@ -469,6 +473,7 @@ def scheme_diff(
             np.abs(a.inv_freq), np.abs(b.inv_freq)
         )
     compared = _positions(a, b, positions)
+    _check_precision(a, b, compared, tolerance)
     errors, table_difference, within, pair_angles = _table(a, b, compared, tolerance)
     if relative is None:
         pairs: list[int] = []
@@ -550,6 +555,26 @@ def _positions(a: RotarySource, b: RotarySource, positions: int | None) -> np.nd
         msg = "The two tables share no position; give dumps of overlapping positions."
         raise LoadError(msg)
     return compared
+
+
+def _check_precision(
+    a: RotarySource, b: RotarySource, positions: np.ndarray, tolerance: float
+) -> None:
+    """Refuse positions where the angles m·θ are compared within π or more: an angle is judged
+    within `tolerance` of m·θ (a float32 runtime's error grows with it), so there any two
+    rotations would agree."""
+    fastest = float(np.max(np.concatenate([a.inv_freq, b.inv_freq])))
+    last = int(np.abs(positions).max())
+    if tolerance * last * fastest < math.pi:
+        return
+    fit = math.ceil(math.pi / (tolerance * fastest))
+    msg = (
+        f"At position {last:,} the fastest pair's angle m·θ is {last * fastest:.3g} rad, where a "
+        f"relative tolerance of {tolerance:g} lets angles differ by π or more: no two rotations "
+        f"could be told apart there. Compare positions below {fit:,} (or give a smaller "
+        "tolerance)."
+    )
+    raise LoadError(msg)
 
 
 def _table(

@@ -24,6 +24,7 @@ import numpy as np
 
 from posviz.embedding import LoadError
 from posviz.io import GGUFHeader, LongArray
+from posviz.schemes.alibi import HEADS
 
 __all__ = [
     "LLAMA_CPP_ADJACENT_PAIRS",
@@ -71,6 +72,9 @@ LLAMA_CPP_ADJACENT_PAIRS = frozenset(
 _ALIBI = {"bloom", "mpt", "refact", "jina-bert-v2"}
 #: llama3 band edges and original context convert_hf_to_gguf.py falls back to.
 _LLAMA3_DEFAULTS = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original": 8192}
+#: Largest count a GGUF key gives (heads, key length, rotary width): posviz's bound on a
+#: model's heads (`posviz.schemes.alibi.HEADS`).
+MAX_COUNT = HEADS.high
 #: How closely stored factors must match a llama3 rule to be read as one: float32's rounding
 #: of the converter's float32 frequencies, with room.
 LLAMA3_TOLERANCE = 1e-5
@@ -208,12 +212,21 @@ def gguf_config(
     reads: list[KeyRead] = []
     config: dict[str, Any] = {}
 
-    def take(suffix: str, into: str, *, kind: type = float, note: str = "") -> Any:
-        """The value of ``{arch}.{suffix}``, if present, recorded as feeding `into`."""
+    def take(
+        suffix: str, into: str, *, kind: type = float, note: str = "", low: int | None = None
+    ) -> Any:
+        """The value of ``{arch}.{suffix}``, if present, recorded as feeding `into` (a whole
+        number from `low` to `MAX_COUNT`, when `low` is given)."""
         key = f"{arch}.{suffix}"
         if key not in meta:
             return None
         value = _checked(meta[key], key, kind)
+        if low is not None and not low <= value <= MAX_COUNT:
+            msg = (
+                f"The GGUF key {key} is {value:,}; posviz reads {low:,} to {MAX_COUNT:,} "
+                "(a model's heads, widths and lengths)."
+            )
+            raise LoadError(msg)
         reads.append(KeyRead(key, into, _plain(value), note))
         return value
 
@@ -227,12 +240,12 @@ def gguf_config(
                 note = f"file type ({_file_type(value)})"
             reads.append(KeyRead(key, "", _plain(value), note))
 
-    for suffix, into, kind in (
-        ("context_length", "max_position_embeddings", int),
-        ("embedding_length", "hidden_size", int),
-        ("block_count", "num_hidden_layers", int),
+    for suffix, into in (
+        ("context_length", "max_position_embeddings"),
+        ("embedding_length", "hidden_size"),
+        ("block_count", "num_hidden_layers"),
     ):
-        value = take(suffix, into, kind=kind)
+        value = take(suffix, into, kind=int)
         if value is not None:
             config[into] = value
     for suffix, into in (
@@ -242,15 +255,16 @@ def gguf_config(
         value = take(suffix, into)
         if value is not None:
             config[into] = value
-    heads = take("attention.head_count", "num_attention_heads", kind=int)
+    # Recurrent models (Mamba, RWKV) write 0 heads: llama.cpp reads them so.
+    heads = take("attention.head_count", "num_attention_heads", kind=int, low=0)
     if heads is not None:
         config["num_attention_heads"] = heads
-    kv_heads = take("attention.head_count_kv", "num_key_value_heads", kind=int)
+    kv_heads = take("attention.head_count_kv", "num_key_value_heads", kind=int, low=0)
     if kv_heads is not None:
         config["num_key_value_heads"] = kv_heads
-    key_length = take("attention.key_length", "head_dim", kind=int)
-    n_rot = take("rope.dimension_count", "", kind=int)
-    _rotary_width(config, arch, key_length, n_rot, reads)
+    key_length = take("attention.key_length", "head_dim", kind=int, low=1)
+    n_rot = take("rope.dimension_count", "", kind=int, low=0)
+    width = _rotary_width(config, arch, key_length, n_rot, reads)
 
     base = take("rope.freq_base", "rope_theta")
     if base is not None:
@@ -273,6 +287,9 @@ def gguf_config(
     take("rope.scaling.finetuned", "", kind=bool, note="shown only")
 
     scaling = _scaling(take, arch, meta)
+    for name in ROPE_TENSORS:  # their length from the header, before a byte is read
+        if name in header.tensors:
+            _check_length(header.tensors[name].shape, name, width, arch)
     tensors = {name: read(name) for name in ROPE_TENSORS if name in header.tensors}
     scaling = _rope_tensors(tensors, scaling, config, reads)
     if sections is not None:
@@ -302,31 +319,60 @@ def _rotary_width(
     key_length: int | None,
     n_rot: int | None,
     reads: list[KeyRead],
-) -> None:
-    """``rope.dimension_count`` as the config keys that give transformers' rotary width."""
+) -> int | None:
+    """``rope.dimension_count`` as the config keys that give transformers' rotary width; the
+    rotary width (None when no key gives it)."""
     if n_rot is None:
         if key_length is not None:
             config["head_dim"] = key_length
-        return
+        return key_length
     key = f"{arch}.rope.dimension_count"
     if arch == "deepseek2":  # MLA: rotary on the last columns of each head only
         config["qk_rope_head_dim"] = n_rot
         config["rope_interleave"] = True
         reads[-1] = KeyRead(key, "qk_rope_head_dim", n_rot)
-        return
+        return n_rot
     head = key_length
-    if head is None and config.get("hidden_size") and config.get("num_attention_heads"):
-        head = config["hidden_size"] // config["num_attention_heads"]
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if head is None and hidden and heads:
+        if hidden < heads:
+            msg = (
+                f"The GGUF key {arch}.embedding_length {hidden:,} is below "
+                f"{arch}.attention.head_count {heads:,}: a head would have no column."
+            )
+            raise LoadError(msg)
+        head = hidden // heads
     if head is None or head == n_rot:
         config["head_dim"] = n_rot
         reads[-1] = KeyRead(key, "head_dim", n_rot)
-        return
+        return n_rot
     config["head_dim"] = head
     share = n_rot / head
     if int(head * share) != n_rot:  # float rounding must not cost a pair
         share = math.nextafter(share, 1.0)
     config["partial_rotary_factor"] = share
     reads[-1] = KeyRead(key, "partial_rotary_factor", n_rot, f"{n_rot} of {head} head columns")
+    return n_rot
+
+
+def _check_length(shape: tuple[int, ...], name: str, width: int | None, arch: str) -> None:
+    """Refuse rope tensor `name` of `shape` unless it holds one factor per rotary pair (llama.cpp
+    reads rope_freqs and LongRoPE's factors as n_rot / 2 values)."""
+    count = math.prod(shape)
+    if width is None:
+        msg = (
+            f"The GGUF file holds {name} ({count:,} values) but no key gives its rotary width "
+            f"({arch}.rope.dimension_count, attention.key_length, or embedding_length and "
+            "attention.head_count)."
+        )
+        raise LoadError(msg)
+    if count != width // 2 or len(shape) != 1:
+        msg = (
+            f"The GGUF tensor {name} holds {count:,} value{'s' * (count != 1)}"
+            + (f" in shape {list(shape)}" if len(shape) != 1 else "")
+            + f"; the rotary width {width} gives {width // 2} pairs, one factor each."
+        )
+        raise LoadError(msg)
 
 
 def _scaling(take: Callable[..., Any], arch: str, meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -349,9 +395,11 @@ def _scaling(take: Callable[..., Any], arch: str, meta: Mapping[str, Any]) -> di
     elif kind in (None, "linear") and factor not in (None, 1.0):
         # llama.cpp's scaling type defaults to linear: a factor alone divides every frequency.
         scaling["rope_type"], scaling["factor"] = "linear", factor
-    original = take("rope.scaling.original_context_length", "original_max_position_embeddings")
+    original = take(
+        "rope.scaling.original_context_length", "original_max_position_embeddings", kind=int
+    )
     if original is not None:
-        scaling["original_max_position_embeddings"] = int(original)
+        scaling["original_max_position_embeddings"] = original
     attention = take("rope.scaling.attn_factor", "rope_scaling.attention_factor")
     if attention is not None:
         scaling["attention_factor"] = attention

@@ -1,8 +1,9 @@
 """The pipeline's steps (posviz.pipeline) cached per table content, each named as its step.
 
-A page calls ``cache.spectrum(table, center=True)``; a step that needs another step's result
-gets it through :func:`run`, so that one is cached too. Built figures are kept as well
-(`figure`), keyed by a digest of the results they draw.
+A page calls ``cache.run(pipeline.spectrum, table, center=True)``: every step of the registry
+(`posviz.pipeline.STEPS`) is cached here, with the spinner the registry gives it; a step that
+needs another step's result gets it through :func:`run`, so that one is cached too. Built
+figures are kept as well (`figure`), keyed by a digest of the results they draw.
 
 Streamlit hashes large arrays by sampling them (two tables could collide), so every step
 takes whole Embeddings and `hash_funcs` reduces each to its sha256: all that a result computed
@@ -20,8 +21,10 @@ levels off as users come and go.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import pickle
+import warnings
 from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -88,81 +91,50 @@ def cached_table(spinner: str) -> Callable[[Callable[..., Any]], Callable[..., A
     )
 
 
-_CACHED: dict[Callable[..., Any], Callable[..., Any]] = {}
+def _cached_step(step: pipeline.Step) -> Callable[..., Any]:
+    """`step`, cached (a table it makes kept as the object), its upstream steps cached too
+    (they go through `run`)."""
+    forward = step.run
 
-
-def run(step: Callable[..., Any], /, *tables: Any, **params: Any) -> Any:
-    """The pipeline's cached runner: `step` on `tables`, from the cache when computed before."""
-    return _CACHED[step](*tables, **params)
-
-
-def _step(
-    step: Callable[P, R], spinner: str, decorate: Callable[[str], Callable] = cached
-) -> Callable[P, R]:
-    """`step` of posviz.pipeline, cached, its upstream steps cached too (they go through `run`).
-
-    Typed as the step itself, so a page's call is checked against it.
-    """
-
-    forward: Callable[..., R] = step  # it takes `run` too, which its type leaves out
-
-    def cached_step(*tables: Embedding, **params: Any) -> R:
-        return forward(*tables, run=run, **params)
+    def cached_step(*data: Any, **params: Any) -> Any:
+        return forward(*data, run=run, **params)
 
     # Streamlit keys a cache by the function's module, qualified name and source: one name
     # per step keeps their caches apart.
-    cached_step.__name__ = cached_step.__qualname__ = step.__name__
-    _CACHED[step] = decorate(spinner)(cached_step)
-    return _CACHED[step]
+    cached_step.__name__ = cached_step.__qualname__ = step.name
+    decorate = cached_table if step.makes_table else cached
+    return decorate(step.spinner)(cached_step)
 
 
-spectrum = _step(pipeline.spectrum, "Computing the singular-value spectrum…")
-principal_components = _step(
-    pipeline.principal_components, "Computing the top principal components…"
-)
-fit_sinusoids = _step(pipeline.fit_sinusoids, "Fitting a sinusoid to each principal component…")
-sinusoid_likeness = _step(
-    pipeline.sinusoid_likeness, "Comparing the components' span with low-frequency sinusoids…"
-)
-similarity_map = _step(pipeline.similarity_map, "Computing similarities between positions…")
-grid_similarity = _step(
-    pipeline.grid_similarity, "Computing patch-to-patch similarities on the grid…"
-)
-offset_profile = _step(pipeline.offset_profile, "Computing the offset profile…")
-offset_scores = _step(pipeline.offset_scores, "Scoring the offset profile…")
-position_statistics = _step(pipeline.position_statistics, "Computing per-position statistics…")
-outliers = _step(pipeline.outliers, "Flagging unusual positions…")
-boundary_summary = _step(pipeline.boundary_summary, "Summarising the boundaries…")
-change_points = _step(pipeline.change_points, "Finding change points…")
-probe_with_controls = _step(
-    pipeline.probe_with_controls,
-    "Running the position probes on the table and its two controls…",
-)
-compare = _step(pipeline.compare, "Comparing the two tables: CKA, principal angles, Procrustes…")
-quantization_error = _step(
-    pipeline.quantization_error, "Comparing the quantized table with the original…"
-)
-resample_length = _step(pipeline.resample_length, "Resampling the table…", cached_table)
-resample_grid = _step(pipeline.resample_grid, "Resampling the grid…", cached_table)
-table_summary = _step(pipeline.table_summary, "Summarising the table…")
+#: Every step of the registry, cached, by the step itself.
+_CACHED: dict[Callable[..., Any], Callable[..., Any]] = {
+    step.run: _cached_step(step) for step in pipeline.STEPS.values()
+}
 
-# --- position schemes (their data is a rule, a head count, a tensor: hashed as they are) -----
 
-rotary_frequencies = _step(pipeline.rotary_frequencies, "Computing the rotary frequencies…")
-rotary_decay = _step(pipeline.rotary_decay, "Computing B(Δ) and RoFormer's bound…")
-rotary_overlay = _step(pipeline.rotary_overlay, "Computing the models' B(Δ)…")
-context_plan = _step(pipeline.context_plan, "Planning every rule at the target length…")
-layer_table = _step(pipeline.layer_table, "Mapping each layer's position encoding…")
-alibi_bias = _step(pipeline.alibi_bias, "Computing the ALiBi bias…")
-bucket_layouts = _step(pipeline.bucket_layouts, "Computing T5's buckets…")
-relative_bias = _step(pipeline.relative_bias, "Reading the bias through its buckets…")
+def run(step: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """`step` of posviz.pipeline on its data, from the cache when computed before.
 
-# --- heads (their data is an attention layer: hashed by its sha256) --------------------------
+    A page calls ``cache.run(pipeline.offset_profile, table, max_offset=k)``; typed as the step
+    itself, so a type checker checks the settings against its core function's. Steps run
+    their upstream steps through it too.
+    """
+    return _CACHED[step](*args, **kwargs)
 
-learned_heads = _step(pipeline.learned_heads, "Computing each head's kernel, pattern and null…")
-rotary_heads = _step(pipeline.rotary_heads, "Computing each head's usage of each pair and null…")
-alibi_heads = _step(pipeline.alibi_heads, "Computing each head's ALiBi pattern…")
-t5_heads = _step(pipeline.t5_heads, "Computing each head's T5 pattern and null…")
+
+if not TYPE_CHECKING:  # hidden from type checkers, so a page that still uses one is told
+
+    def __getattr__(name: str) -> Callable[..., Any]:
+        """``cache.<step>(...)``, as before 0.2.0: ``cache.run(pipeline.<step>, ...)``."""
+        if name not in pipeline.STEPS:
+            msg = f"module {__name__!r} has no attribute {name!r}"
+            raise AttributeError(msg)
+        msg = (
+            f"posviz.ui.cache.{name}(...) is cache.run(pipeline.{name}, ...) since posviz 0.2.0; "
+            "the old name goes in 0.3.0"
+        )
+        warnings.warn(msg, DeprecationWarning, stacklevel=2)
+        return functools.partial(run, pipeline.STEPS[name].run)
 
 
 # --- collection -----------------------------------------------------------------------------
@@ -181,10 +153,10 @@ def collection(
     center: bool,
 ) -> _collection.Collection:
     """The collection of these members, kept as the object (`cache_resource`: no pickled
-    copy of every table on each rerun); per-table summaries come from :func:`table_summary`."""
+    copy of every table on each rerun); per-table summaries from the cached `table_summary`."""
     members = [_collection.Member(*member) for member in zip(labels, tables, errors, strict=True)]
     return _collection.analyse(
-        members, center=center, summarize=lambda t: table_summary(t, center=center)
+        members, center=center, summarize=lambda t: run(pipeline.table_summary, t, center=center)
     )
 
 

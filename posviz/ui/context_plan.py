@@ -10,8 +10,8 @@ import json
 
 import streamlit as st
 
-from posviz import export, figures
-from posviz._params import Refused, bounds_of
+from posviz import export, figures, pipeline
+from posviz._params import Refused
 from posviz.heads import RotaryHeads
 from posviz.models import weights
 from posviz.schemes.config import Scheme
@@ -26,17 +26,15 @@ from posviz.schemes.plan import (
     default_target,
     usage_shares,
 )
-from posviz.ui import cache, widgets
+from posviz.ui import cache, inputs, widgets
 from posviz.ui import heads as heads_ui
 from posviz.ui.schemes import Shown, follow
 from posviz.ui.text import literal
 
-__all__ = ["KEPT", "TARGETS", "draw"]
+__all__ = ["KEPT", "draw"]
 
 #: The last plan drawn, with the model it is of: shown again when a plan is refused.
 KEPT = "schemes.plan_kept"
-#: The target's bounds, as the planner declares them.
-TARGETS = bounds_of(context_plan)["target"]
 SCOPE = (
     "What each rule does to the positions, computed exactly from config.json; not which rule "
     "gives the lowest perplexity. That is measured: YaRN (Peng et al. 2023, arXiv:2309.00071) "
@@ -49,17 +47,16 @@ SCOPE = (
 def draw(shown: Shown, scheme: Scheme) -> None:
     """The section: a target length, then the plan (or why there is none)."""
     follow(shown.identity, {"schemes.target": default_target(scheme)})
-    target = int(
-        st.number_input(
-            "Target length N (positions)",
-            TARGETS.low,
-            TARGETS.high,
-            key="schemes.target",
-            step=1024,
-            help="The context wanted. Each rule's factor is s = N / L, L the context the "
-            "positions were trained at (original_max_position_embeddings, else "
-            "max_position_embeddings).",
-        )
+    target = inputs.setting(
+        context_plan,
+        "target",
+        "Target length N (positions)",
+        default=inputs.IN_STATE,
+        key="schemes.target",
+        step=1024,
+        help="The context wanted. Each rule's factor is s = N / L, L the context the "
+        "positions were trained at (original_max_position_embeddings, else "
+        "max_position_embeddings).",
     )
     plan = _plan(shown, scheme, target)
     if plan is None:
@@ -117,7 +114,7 @@ def _plan(shown: Shown, scheme: Scheme, target: int) -> ContextPlan | None:
     """The plan at `target`; when refused, the error and the last plan drawn for this model."""
     kept = st.session_state.get(KEPT)
     try:
-        plan = cache.context_plan(scheme, target=target)
+        plan = cache.run(pipeline.context_plan, scheme, target=target)
     except Refused as error:
         st.error(literal(error), icon=":material/error:")
         if kept is None or kept[0] != shown.identity:

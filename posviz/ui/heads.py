@@ -55,7 +55,6 @@ __all__ = [
     "opened",
     "pick_shared",
     "plan",
-    "positions_of",
     "read_depth",
     "request",
     "resume",
@@ -378,13 +377,6 @@ def heads(found: attention.AttentionLayer, **params: Any) -> PatternHeads | Rota
     """The layer's heads by its kind's step (`posviz.pipeline.HEADS_STEPS`), cached
     (`posviz.ui.cache`: keyed by the layer's sha256, byte-bounded, shared by all sessions)."""
     return cache.run(pipeline.HEADS_STEPS[found.kind], found, **params)
-
-
-def positions_of(found: attention.LayerPlan) -> int | None:
-    """The positions a learned layer's table holds (as its plan reads them); None for other
-    kinds."""
-    table = next((r for r in found.reads if r.role == "positions"), None)
-    return None if table is None else table.shape[-2] - found.first_row
 
 
 def beside_null(frame: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:

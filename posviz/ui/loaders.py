@@ -83,24 +83,38 @@ def _upload(slot: str) -> None:
         help="safetensors, gguf, npy, npz, csv/tsv/txt. Pickle-based files (.pt, .bin, .ckpt) are "
         "refused: convert them to safetensors first.",
     )
-    if upload is not None:
-        data = upload.getvalue()
-        if upload.name.lower().endswith(".gguf"):
-            _gguf_reason(data, upload.name)
-        # Named in the link by its name, which cannot carry the file.
-        _pick_and_load(Upload(upload.name, data), data, upload.name, slot=slot, key=slot)
-
-
-def _gguf_reason(source: bytes | Path, label: str) -> None:
-    """Say so when a GGUF's metadata names a scheme other than a learned table (its tensors
-    can still be picked by name); a file posviz refuses is said by the loader below."""
+    if upload is None:
+        return
     try:
-        model = weights.open_gguf(source, label=label)
-        reason = no_table_reason(label, model.config, model.tensors, where="GGUF metadata")
-    except LoadError:
+        infos, reason = state.once_per_upload(upload, f"{slot}.upload.listed", _list_upload)
+    except LoadError as error:
+        st.error(literal(error), icon=":material/error:")
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
+    data = upload.getvalue()
+    # Named in the link by its name, which cannot carry the file.
+    _pick_and_load(Upload(upload.name, data), data, upload.name, slot=slot, key=slot, infos=infos)
+
+
+def _list_upload(data: bytes, name: str) -> tuple[list[io.TensorInfo], str]:
+    """An upload's tensors from its header, and what a GGUF's position metadata says of it
+    ("" when nothing): read once per upload (`state.once_per_upload`). A file with no tensor
+    usable as a table is refused with the precise reason."""
+    infos = io.list_tensors(data, name)
+    if not any(info.table_shape is not None for info in infos):
+        io.load(data, name)  # raises the precise reason (1-D, object dtype, ...)
+    return infos, _gguf_reason(data, name) if name.lower().endswith(".gguf") else ""
+
+
+def _gguf_reason(source: bytes | Path, label: str) -> str:
+    """What a GGUF's metadata says when it names a scheme other than a learned table, or why
+    it cannot be read (its tensors can still be picked by name); "" when nothing."""
+    try:
+        model = weights.open_gguf(source, label=label)
+    except LoadError as error:
+        return f"Its position metadata is refused ({error}); its tensors can still be loaded."
+    return no_table_reason(label, model.config, model.tensors, where="GGUF metadata") or ""
 
 
 @st.cache_data(ttl=60, show_spinner="Listing the shared folder…")
@@ -138,8 +152,8 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
-    if relative.lower().endswith(".gguf"):
-        _gguf_reason(path, relative)
+    if relative.lower().endswith(".gguf") and (said := _gguf_reason(path, relative)):
+        st.warning(literal(said), icon=":material/info:")
     _pick_and_load(
         SharedFile(relative), checkpoint or path, relative, slot=slot, key=f"{slot}.shared"
     )
@@ -300,18 +314,26 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
         st.code(f"{error}\n{error.detail}", language=None, wrap_lines=True)
 
 
-def _pick_and_load(source: Source, listed: _Listed, filename: str, *, slot: str, key: str) -> None:
+def _pick_and_load(
+    source: Source,
+    listed: _Listed,
+    filename: str,
+    *,
+    slot: str,
+    key: str,
+    infos: list[io.TensorInfo] | None = None,
+) -> None:
     """List the tensors of `source` (`listed`: a file, a checkpoint with its config.json, or a
-    model on the Hub), let the user pick one and trim its rows, then load it into `slot` (the
-    table keeps `source`, which names it in the URL: see `state.set_table`). Widget keys
-    start with `key`, so two loaders can be on one page."""
+    model on the Hub; `infos` when already listed), let the user pick one and trim its rows,
+    then load it into `slot` (the table keeps `source`, which names it in the URL: see
+    `state.set_table`). Widget keys start with `key`, so two loaders can be on one page."""
     import pandas as pd
 
     remote_model = isinstance(listed, hub.HubModel)
     try:
         if isinstance(listed, hub.HubModel):
             infos = listed.infos
-        else:
+        elif infos is None:
             local = listed.path if isinstance(listed, weights.LocalCheckpoint) else listed
             infos = io.list_tensors(local, filename)
         usable = [info for info in infos if info.table_shape is not None]

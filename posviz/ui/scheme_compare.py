@@ -11,16 +11,16 @@ from typing import Any
 
 import streamlit as st
 
-from posviz import export, figures, hub
-from posviz._params import Refused, bounds_of, defaults
+from posviz import export, figures, hub, pipeline
+from posviz._params import Bound, Refused, bounds_of
 from posviz.embedding import LoadError
 from posviz.io import datadir
-from posviz.models.sources import DUMP_SUFFIXES, Side, compare, config_side, is_dump, read_side
+from posviz.models.sources import DUMP_SUFFIXES, Side, config_side, is_dump, read_side
 from posviz.schemes.diff import ANGLE_LIMIT, FIELDS, LAYOUTS, NUMBERS, SchemeDiff, scheme_diff
 from posviz.schemes.presets import rotary_presets
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.source import HubRef, LocalPath, Preset, Source, Upload
-from posviz.ui import widgets
+from posviz.ui import cache, inputs, widgets
 from posviz.ui.text import literal
 
 __all__ = ["draw", "gguf_keys"]
@@ -29,22 +29,15 @@ __all__ = ["draw", "gguf_keys"]
 KINDS = ["Known model", "Hub model", "File", "Shared folder"]
 #: What a file may be: a config.json, a GGUF, or a runtime's dump.
 FILE_TYPES = ["json", "gguf", *(s.removeprefix(".") for s in DUMP_SUFFIXES)]
-DEFAULTS = defaults(scheme_diff)
-#: The widgets' bounds, as the functions they feed declare them.
+#: The positions compared at most, as scheme_diff declares them.
 POSITIONS = bounds_of(scheme_diff)["positions"]
-CONTEXTS = bounds_of(rotary_frequencies)["context"]
+#: Where a runtime's cos/sin dump may start.
+FIRST_POSITIONS = Bound(0, 10**8)
 
 
 @st.cache_data(ttl=600, max_entries=32, show_spinner="Reading the second source…")
 def _side(source: Source, layout: str, first_position: int, label: str | None) -> Side:
     return read_side(source, layout=layout, first_position=first_position, label=label)
-
-
-@st.cache_data(max_entries=16, show_spinner="Comparing the two sources…")
-def _compare(
-    a: Side, b: Side, context: int | None, tolerance: float, positions: int | None
-) -> SchemeDiff:
-    return compare(a, b, context=context, tolerance=tolerance, positions=positions)
 
 
 def gguf_keys(provenance: dict[str, Any]) -> None:
@@ -80,34 +73,42 @@ def draw(config: dict, provenance: dict[str, Any], label: str, *, shared: str | 
     if b is None:
         return
     left, middle, right = st.columns(3)
-    tolerance = left.number_input(
+    tolerance = inputs.setting(
+        scheme_diff,
+        "tolerance",
         "Tolerance (relative)",
-        1e-12,
-        0.5,
-        DEFAULTS["tolerance"],
-        format="%g",
+        low=1e-12,
+        high=0.5,
         key="schemes.compare.tolerance",
-        help="Largest relative difference that agrees. 1e-6 passes float32's rounding and "
-        "catches any rule applied differently.",
+        where=left,
     )
-    context = middle.number_input(
+    context = inputs.setting(
+        rotary_frequencies,
+        "context",
         "Sequence length the rules are applied at",
-        CONTEXTS.low,
-        CONTEXTS.high,
-        a.context or 4096,
+        default=a.context or 4096,
         key="schemes.compare.context",
         help="LongRoPE's long factors apply beyond the original context, dynamic NTK's base "
         "grows beyond max_position_embeddings: both sides at this length.",
+        where=middle,
     )
-    positions = right.number_input(
+    positions = inputs.number(  # 0 stands for the function's None
         "Positions compared (0: the dump's own, else the shorter context)",
-        0,
-        POSITIONS.high,
+        Bound(0, POSITIONS.high),
         0,
         key="schemes.compare.positions",
+        help=inputs.described(scheme_diff, "positions"),
+        where=right,
     )
     try:
-        d = _compare(a, b, int(context), float(tolerance), int(positions) or None)
+        d = cache.run(
+            pipeline.scheme_diff,
+            a,
+            b,
+            context=context,
+            tolerance=tolerance,
+            positions=positions or None,
+        )
     except Refused as error:  # a setting out of its bound, a LoadError of a source
         st.error(literal(error), icon=":material/error:")
         return
@@ -117,11 +118,17 @@ def draw(config: dict, provenance: dict[str, Any], label: str, *, shared: str | 
 def _pick(shared: str | None) -> Side | None:
     """The second source, read; None until one is given (or when it is refused: said)."""
     kinds = KINDS if shared else KINDS[:-1]
-    kind = st.segmented_control("B", kinds, default=kinds[0], key="schemes.compare.kind")
+    kind = st.segmented_control(
+        "B", kinds, default=kinds[0], key="schemes.compare.kind", bind="query-params"
+    )
     source: Source | None = None
     dump, label = False, None
     if kind == "Known model":
-        source = Preset(st.selectbox("Model", rotary_presets(), key="schemes.compare.preset"))
+        source = Preset(
+            st.selectbox(
+                "Model", rotary_presets(), key="schemes.compare.preset", bind="query-params"
+            )
+        )
     elif kind == "Hub model":
         if not hub.enabled():
             st.info("Hub access is off on this server (POSVIZ_HUB=off).")
@@ -158,18 +165,19 @@ def _pick(shared: str | None) -> Side | None:
             "Layout of the dump's columns (a cos/sin table's)",
             list(LAYOUTS),
             key="schemes.compare.layout",
+            bind="query-params",
             help=" · ".join(f"{k}: {v}" for k, v in LAYOUTS.items()),
             horizontal=True,
         )
-        first = right.number_input(
+        first = inputs.number(
             "Position of its first row (a cos/sin table's)",
-            0,
-            10**8,
+            FIRST_POSITIONS,
             0,
             key="schemes.compare.first",
+            where=right,
         )
     try:
-        return _side(source, layout, int(first), label)
+        return _side(source, layout, first, label)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None

@@ -31,7 +31,7 @@ from posviz.schemes.gguf import keys_record
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.rotary import RotaryFrequencies, RotarySpec, inv_freq_difference
 from posviz.source import HubRef, Preset, Upload
-from posviz.ui import loaders
+from posviz.ui import loaders, state
 from posviz.ui.cache import CACHE_SIZE
 from posviz.ui.text import literal
 
@@ -101,7 +101,9 @@ def choose_model(shared: Path | None) -> Shown | None:
     """The source picker and the chosen source's inputs; the model they name, or None until
     one is named (or when it cannot be read: the page says why)."""
     sources = [s for s in SOURCES if s != "Shared folder" or shared]
-    source = st.segmented_control("Scheme of", sources, default=sources[0], key="schemes.source")
+    source = st.segmented_control(
+        "Scheme of", sources, default=sources[0], key="schemes.source", bind="query-params"
+    )
     if source == "Hub model":
         return _from_hub()
     if source == "Shared folder" and shared:
@@ -165,7 +167,9 @@ def _from_upload() -> Shown | None:
     if upload is None:
         return None
     try:
-        config, provenance, _ = read_config(Upload(upload.name, upload.getvalue()))
+        config, provenance, _ = state.once_per_upload(
+            upload, "schemes.upload.read", lambda data, name: read_config(Upload(name, data))
+        )
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
@@ -174,7 +178,7 @@ def _from_upload() -> Shown | None:
 
 
 def _from_preset() -> Shown:
-    name = st.selectbox("Model", list(PRESETS), key="schemes.preset")
+    name = st.selectbox("Model", list(PRESETS), key="schemes.preset", bind="query-params")
     config, provenance, _ = read_config(Preset(name))
     return Shown(config, provenance, name, f"{name} (config.json excerpt built into posviz)")
 
@@ -193,11 +197,12 @@ def follow(model: Hashable, defaults: Mapping[str, Any]) -> None:
     """Set each widget of `defaults` (by key) to its default for `model` when its value was
     set for another model, or it has none: a new model opens at its own sequence length,
     rows, layer type... not at the last model's. Values set before any model was shown (a
-    link, a test) are kept. Call it before the widgets are drawn, and draw them without a
+    link's, a test's) are kept. Call it before the widgets are drawn, and draw them without a
     value of their own (it is theirs through the session state)."""
     followed = st.session_state.setdefault(FOLLOWED, {})
     for key, default in defaults.items():
-        if followed.get(key, model) != model or key not in st.session_state:
+        linked = key not in followed and key in st.query_params  # the link's, on opening it
+        if not linked and (followed.get(key, model) != model or key not in st.session_state):
             st.session_state[key] = default
         followed[key] = model
 

@@ -11,15 +11,15 @@ table says so on screen until another table is loaded.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import streamlit as st
 
 from posviz import _settings, hub, models, simulate
 from posviz.collection import Member, gather
-from posviz.embedding import Embedding
+from posviz.embedding import Embedding, LoadError
 from posviz.source import HubRef, SharedFile, Source, parse_source
 from posviz.ui import links
 from posviz.ui.text import literal
@@ -28,6 +28,7 @@ from posviz.ui.text import literal
 PRIMARY, SECOND = "posviz.table", "posviz.second"
 #: Positions the Boundaries page flagged: {"sha256", "positions", "rule"}.
 FLAGS = "posviz.flags"
+_T = TypeVar("_T")
 
 _DEFAULTS = {
     PRIMARY: ("learned-like", {"n_positions": 1024, "d_model": 768, "seed": 0}),
@@ -79,6 +80,23 @@ def simulation(slot: str = PRIMARY) -> tuple[str, dict[str, Any]] | None:
     table = current(slot)  # first: on a session's first run it makes (and records) the default
     made = st.session_state.get(SIMULATED, {}).get(slot)
     return made[1:] if made and made[0] == table.sha256 else None
+
+
+def once_per_upload(upload: Any, key: str, parse: Callable[[bytes, str], _T]) -> _T:
+    """``parse(bytes, name)`` of an uploaded file, once per file (its file_id), kept in the
+    session under `key`: a page runs again on every widget change, and a header of millions
+    of tiny items takes seconds to read. A refusal is kept too, and raised on every run."""
+    kept = st.session_state.get(key)
+    if kept is None or kept[0] != upload.file_id:
+        outcome: _T | LoadError
+        try:
+            outcome = parse(upload.getvalue(), upload.name)
+        except LoadError as error:
+            outcome = error
+        kept = st.session_state[key] = (upload.file_id, outcome)
+    if isinstance(kept[1], LoadError):
+        raise kept[1]
+    return kept[1]
 
 
 def upload_limit() -> int:

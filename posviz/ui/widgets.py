@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from posviz import compare, export, figures, quantization
+from posviz import compare, export, figures, pipeline, quantization
 from posviz._params import defaults
 from posviz.embedding import Embedding
 from posviz.export.screen import on_screen
@@ -145,6 +145,9 @@ def _render(fig: go.Figure, fmt: str, settings: dict[str, Any]) -> bytes:
 
 #: What a blank cell of a table of numbers means, unless the table says more.
 BLANK = "A blank cell: not defined for that row."
+#: Columns a table of numbers shows in the page's width: a wider one (the heads' numbers beside
+#: their nulls, the probes') keeps its first column in view while it scrolls sideways, and says so.
+WIDE = 8
 
 
 def _significant(value: float) -> float:
@@ -165,17 +168,21 @@ def show_numbers(
     `settings` and the columns' keys.
 
     `shown` is drawn instead of `frame` when the screen needs text where the files keep
-    numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways.
+    numbers (a "-" for a missing step); column `pinned` stays in view when scrolling sideways
+    (by default the first, of a table of more than `WIDE` columns).
     Positions are shown and exported as the table's (:func:`posviz.export.labelled`). On
     screen, float64 rounding noise reads 0 (:func:`posviz.export.screen.on_screen`) and a
     missing value is a blank cell, which `blank` explains under the table.
     """
     frame = export.labelled(frame, settings)
     shown = None if shown is None else export.labelled(shown, settings)
+    screen = on_screen(frame if shown is None else shown)
+    wide = len(screen.columns) > WIDE
+    if wide and not pinned:
+        pinned = str(screen.columns[0])
     config: dict[str, Any] = {}
     if pinned:
         config[export.column_label(pinned)] = st.column_config.Column(pinned=True)
-    screen = on_screen(frame if shown is None else shown)
     if "label" in screen:  # a head's label: autosized from a first empty cell, it was cut
         config.setdefault("label", st.column_config.Column(width=130))
     for key in ("statistic", "metric"):  # rows named by a key, read as labels too
@@ -196,6 +203,11 @@ def show_numbers(
         column_config=config or None,
         placeholder="",  # not "None"
     )
+    if wide and pinned:  # the grid's scroll bar shows only under the pointer
+        st.caption(
+            f"{len(screen.columns)} columns: scroll sideways for the rest; "
+            f"{export.column_label(pinned)} stays in view."
+        )
     if screen.isna().to_numpy().any():
         st.caption(blank)
     # Side by side: in two half-width columns the JSON button stood mid-page, a gap apart.
@@ -233,7 +245,7 @@ def quantization_note(table: Embedding, *, center: bool) -> None:
             icon=":material/compress:",
         )
         return
-    e = cache.quantization_error(table, original, center=center)
+    e = cache.run(pipeline.quantization_error, table, original, center=center)
     st.info(
         f"**Quantization {literal(table.dtype)}** against the second table "
         f"({literal(original.name)}, {literal(original.dtype)}): relative error "

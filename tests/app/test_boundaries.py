@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import boundary, probes, simulate
+from posviz import boundary, pipeline, probes, simulate
 from posviz._params import defaults
 from posviz.embedding import Embedding
+from posviz.ui import cache
 from tests import apptest
 from tests.app.test_pages import smallest
 
@@ -67,6 +69,11 @@ def test_flags_curves_and_probes_on_a_learned_like_table():
     chance = [c.value for c in at.caption if c.value.startswith("chance ")]
     assert " · row-shuffled: skill " in chance[0]
     assert " · Gaussian: skill " in chance[0]
+    # Each control's skill is the legend's, written the same way (issue 44: -0.001 vs 0.000).
+    legend = " ".join(trace["name"] for trace in predictions["data"])
+    for control in ("row-shuffled", "Gaussian"):
+        said = re.search(rf"{control}: skill (\S+) ", chance[0]).group(1)
+        assert f"skill {said})" in legend, (said, legend)
     assert any(c.value.startswith("row-shuffled: ") for c in at.caption)  # R²
     assert any(c.value.startswith("chance 0.5 · row-shuffled: ") for c in at.caption)
     assert any("Seed 0; 5-fold cross-validation on all 256 rows" in c.value for c in at.caption)
@@ -131,7 +138,7 @@ def test_the_probes_wait_until_their_tab_is_opened(monkeypatch, section):
         msg = "probes ran before they were asked for"
         raise AssertionError(msg)
 
-    monkeypatch.setattr(probes, "probe_with_controls", refuse)
+    monkeypatch.setitem(cache._CACHED, pipeline.probe_with_controls, refuse)
     at = run(simulate.learned_like(64, 16, seed=0), section=section)
     assert not at.exception, at.exception
     assert "Absolute MAE (positions)" not in [m.label for m in at.metric]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from posviz import pipeline
 from posviz.embedding import Embedding
 from posviz.ui import cache
 
@@ -23,8 +24,8 @@ PUBLIC = Embedding.from_array(VALUES, name="wpe.weight", source="public.npy")
 
 def test_a_resampled_table_is_the_callers_own():
     assert PRIVATE.sha256 == PUBLIC.sha256  # the values' digest cannot tell them apart
-    first = cache.resample_length(PRIVATE, n_positions=80)
-    second = cache.resample_length(PUBLIC, n_positions=80)
+    first = cache.run(pipeline.resample_length, PRIVATE, n_positions=80)
+    second = cache.run(pipeline.resample_length, PUBLIC, n_positions=80)
     assert (first.name, first.row_start) == ("secret.cls_and_positions", 1)
     np.testing.assert_array_equal(first.prefix, np.full((1, 16), 7.0))
     # The second session gets its own table: its name and source, no class-token row.
@@ -44,8 +45,8 @@ def test_a_grid_resampling_keeps_the_callers_table():
         grid=(4, 4),
     )
     plain = Embedding.from_array(grid, name="pos", source="public.npy", grid=(4, 4))
-    assert cache.resample_grid(with_cls, new_grid=(6, 6)).row_start == 1
-    again = cache.resample_grid(plain, new_grid=(6, 6))
+    assert cache.run(pipeline.resample_grid, with_cls, new_grid=(6, 6)).row_start == 1
+    again = cache.run(pipeline.resample_grid, plain, new_grid=(6, 6))
     assert (again.name, again.row_start, again.n_source_rows) == ("pos", 0, 36)
 
 
@@ -57,3 +58,21 @@ def test_a_collection_holds_the_callers_tables():
     first, second = build(PRIVATE), build(PUBLIC)
     assert first.members[0].table is PRIVATE
     assert second.members[0].table is PUBLIC
+
+
+def test_every_step_of_the_registry_is_cached_under_its_name_and_spinner():
+    assert set(cache._CACHED) == {step.run for step in pipeline.STEPS.values()}
+    for step in pipeline.STEPS.values():
+        cached = cache._CACHED[step.run]
+        assert cached.__name__ == step.name  # one cache per step (Streamlit keys by name)
+        assert step.spinner.endswith("…")
+
+
+def test_the_old_cached_names_still_work_with_a_warning():
+    import pytest
+
+    with pytest.warns(DeprecationWarning, match=r"cache\.run\(pipeline\.resample_length"):
+        old = cache.resample_length(PUBLIC, n_positions=80)
+    assert old is cache.run(pipeline.resample_length, PUBLIC, n_positions=80)
+    with pytest.raises(AttributeError):
+        cache.no_such_step  # noqa: B018

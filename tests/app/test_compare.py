@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from posviz import compare, offsets, simulate
+from posviz import compare, pipeline, simulate
 from posviz.resample import resample_length
+from posviz.ui import cache
 from tests import apptest
 from tests.app.test_pages import smallest
 
@@ -204,8 +205,7 @@ def test_the_offset_profiles_are_computed_only_in_their_tab(monkeypatch):
         msg = "offset profiles computed for a closed tab"
         raise AssertionError(msg)
 
-    refuse.bounds = offsets.offset_profile.bounds  # the page's widgets read them
-    monkeypatch.setattr(offsets, "offset_profile", refuse)
+    monkeypatch.setitem(cache._CACHED, pipeline.offset_profile, refuse)
     first, second = simulate.learned_like(72, 12, seed=4), simulate.sinusoidal(72, 12)
     for section in ("Spectra", "Similarity maps", SAME):
         at = run(first, second, section=section)

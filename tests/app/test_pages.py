@@ -107,9 +107,10 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
 
 def _spectrum_page_and_card() -> None:
     """The Spectrum page's computation, then the sidebar card (app.py's order)."""
+    from posviz import pipeline
     from posviz.ui import cache, sidebar, state
 
-    cache.spectrum(state.current(), center=True)
+    cache.run(pipeline.spectrum, state.current(), center=True)
     sidebar.sidebar_card()
 
 
@@ -117,9 +118,9 @@ def test_the_report_reuses_what_the_page_computed_and_then_downloads(monkeypatch
     import posviz.spectrum
 
     computed = []
-    original = posviz.spectrum.spectrum
+    original = posviz.spectrum._tridiagonal  # once per spectrum computed
     monkeypatch.setattr(
-        posviz.spectrum, "spectrum", lambda *a, **k: computed.append(1) or original(*a, **k)
+        posviz.spectrum, "_tridiagonal", lambda *a, **k: computed.append(1) or original(*a, **k)
     )
     # An app.py AppTest loses its sidebar on a rerun; the card alone keeps it.
     at = AppTest.from_function(_spectrum_page_and_card, default_timeout=60)

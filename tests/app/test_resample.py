@@ -8,7 +8,7 @@ import json
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from posviz import simulate
+from posviz import pipeline, simulate
 from posviz.resample import resample_grid, resample_length
 from posviz.ui import cache
 from tests import apptest
@@ -105,15 +105,15 @@ def test_resampled_tables_are_kept_as_objects_and_bounded(monkeypatch):
     assert len(calls) == 1
 
     options = {"method": "linear", "positions": "ends", "reserved": 0}
-    first = cache.resample_length(table, n_positions=80, **options)
+    first = cache.run(pipeline.resample_length, table, n_positions=80, **options)
     # The same object, not an unpickled copy per call: one table's bytes, not two or three.
-    assert cache.resample_length(table, n_positions=80, **options) is first
+    assert cache.run(pipeline.resample_length, table, n_positions=80, **options) is first
     assert len(calls) == 1
     for n in range(81, 81 + cache.TABLE_ENTRIES):
-        cache.resample_length(table, n_positions=n, **options)
+        cache.run(pipeline.resample_length, table, n_positions=n, **options)
     assert len(calls) == 1 + cache.TABLE_ENTRIES
     # The oldest entry was dropped: the count, not the results, bounds the memory.
-    assert cache.resample_length(table, n_positions=80, **options) is not first
+    assert cache.run(pipeline.resample_length, table, n_positions=80, **options) is not first
     assert len(calls) == 2 + cache.TABLE_ENTRIES
 
 

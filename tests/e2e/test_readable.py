@@ -145,3 +145,25 @@ def test_the_glossary_opens_from_the_sidebar_of_any_page(page: Page, server_url:
         expect(popover.get_by_text(word, exact=True)).to_be_visible()
         expect(popover.get_by_text("Gram route", exact=True)).to_be_visible()
         page.keyboard.press("Escape")
+
+
+def test_a_wide_table_of_the_report_scrolls_with_its_first_column_in_view(page: Page, tmp_path):
+    # The report's Heads table (17 columns) ran off the right edge of a laptop's window.
+    import pandas as pd
+
+    from posviz.report import Section, _page
+
+    wide = pd.DataFrame({"head": range(12)} | {f"number_{i}_null_max": 0.123456 for i in range(16)})
+    path = tmp_path / "report.html"
+    listing = {"posviz_version": "test"}
+    path.write_text(_page("A wide table", listing, [Section("Heads", "", {"Heads": wide})], {}))
+    page.set_viewport_size({"width": 900, "height": 800})
+    page.goto(path.as_uri())
+    box = page.locator(".numbers").first
+    assert box.evaluate("e => e.scrollWidth > e.clientWidth")  # it scrolls sideways...
+    first = box.locator("tbody tr").first.locator("td").first
+    left = first.bounding_box()["x"]
+    box.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+    assert first.bounding_box()["x"] == pytest.approx(left)  # ...its first column stays
+    assert box.locator("td").nth(1).bounding_box()["x"] < left  # the rest moved under it
+    assert page.locator("h1").bounding_box()["x"] >= 8  # the page's text off the window's edge

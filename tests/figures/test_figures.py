@@ -433,22 +433,26 @@ def test_sinusoid_span_title_says_whether_rows_were_centred(center):
 
 
 def test_the_probe_legend_gives_skill_as_the_page_does():
-    # The legend read "skill -0.00" for a control the page beside it gives as "skill -0.001".
+    # The legend read "skill -0.00" for a control the page beside it gives as "skill -0.001";
+    # later "skill 0.000" (its first draw's) beside the page's "skill -0.001" (the mean over
+    # its draws). Both now write each number through probes.skill_text, a control's the mean.
     from posviz import probes
 
     report = probes.probe_with_controls(gaussian(100, 76).values, protocol="linear", repeats=2)
     fig = figures.probes.probe_predictions(report)
-    for name, probe in report.absolute.items():
-        (trace,) = [t for t in fig.data if t.name.startswith(f"{name} (")]
-        assert f"skill {probe.skill + 0.0:.3f})".replace("-0.000", "0.000") in trace.name
-    # A control a hair below chance read "skill -0.000": it rounds to 0.
-    gaussian_probe = report.absolute["Gaussian"]
-    near = dataclasses.replace(gaussian_probe, fold_mae=gaussian_probe.fold_chance_mae * 1.0003)
+    names = [t.name for t in fig.data]
+    table = report.absolute["table"]
+    assert f"table (MAE {table.mae:.2f}, skill {probes.skill_text(table.skill)})" in names
+    for name in probes.CONTROLS[1:]:
+        mean = probes.skill_text(report.control_summary(name)[0])
+        (label,) = [n for n in names if n.startswith(f"{name}, 1 of {report.n_control_draws}")]
+        assert label.endswith(f"skill {mean})")
+    # A table a hair below chance read "skill -0.000": it rounds to 0.
+    near = dataclasses.replace(table, fold_mae=table.fold_chance_mae * 1.0003)
     fig = figures.probes.probe_predictions(
-        dataclasses.replace(report, absolute={**report.absolute, "Gaussian": near})
+        dataclasses.replace(report, absolute={**report.absolute, "table": near})
     )
-    (trace,) = [t for t in fig.data if t.name.startswith("Gaussian (")]
-    assert trace.name.endswith("skill 0.000)")
+    assert any(t.name.startswith("table (") and t.name.endswith("skill 0.000)") for t in fig.data)
 
 
 def test_collection_panels_are_titled_as_the_metrics_table_heads_them():

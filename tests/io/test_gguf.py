@@ -4,6 +4,7 @@ checked (hostile counts, lengths, depths, truncations refused quickly), read in 
 from __future__ import annotations
 
 import struct
+import tracemalloc
 from pathlib import Path
 
 import gguf
@@ -20,7 +21,7 @@ from posviz.io import (
     read_gguf_header,
     read_tensor,
 )
-from tests import ggufs
+from tests import ggufs, hostile
 
 RNG = np.random.default_rng(0)
 TABLE = RNG.standard_normal((64, 256)).astype(np.float32)
@@ -268,3 +269,74 @@ def test_the_shared_folder_offers_gguf_files(tmp_path: Path) -> None:
     ggufs.learned(tmp_path / "models" / "gpt2.gguf", TABLE, "F16")
     assert datadir.list_files(tmp_path) == ["models/gpt2.gguf"]
     assert datadir.resolve(tmp_path, "models/gpt2.gguf").name == "gpt2.gguf"
+
+
+# --- issue 45: the work of a header bounded before it is done ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        # 5 million one-element arrays (64 MiB): 31-54 s and 0.9 GB before.
+        (hostile.nested_arrays_gguf, "5,000,000 arrays inside an array; posviz steps over at"),
+        # 8 million empty strings (64 MiB): 20-26 s before.
+        (hostile.empty_strings_gguf, "8,000,000 strings that cannot be stepped over at once"),
+    ],
+    ids=["nested-arrays", "empty-strings"],
+)
+@pytest.mark.timeout(60)
+def test_a_64_mib_header_of_tiny_items_is_refused_before_it_is_walked(
+    tmp_path: Path, make, words: str
+) -> None:
+    path = make(tmp_path / "hostile.gguf")
+    for source in (path, path.read_bytes()):  # a file, and an upload's bytes
+        tracemalloc.start()
+        try:
+            with pytest.raises(LoadError, match=words):
+                list_tensors(source, "hostile.gguf")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        # The first piece read (16 MiB) and a window of it scanned: nothing decoded, no copy.
+        assert peak < 2 * _gguf.FIRST_READ, f"{peak / 2**20:.0f} MiB"
+
+
+def test_arrays_are_decoded_up_to_a_total_and_stepped_over_beyond(tmp_path: Path) -> None:
+    def keys(w: gguf.GGUFWriter) -> None:
+        for i in range(20):
+            w.add_array(f"junk.{i}", list(range(4000)))
+        w.add_array("llama.rope.dimension_sections", [16, 24, 24, 0])
+
+    path = ggufs.write(tmp_path / "many.gguf", "llama", keys=keys)
+    data = path.read_bytes()
+    header, _ = read_gguf_header(lambda a, b: data[a:b], len(data), "many.gguf")
+    decoded = [
+        k for k, v in header.metadata.items() if k.startswith("junk") and isinstance(v, tuple)
+    ]
+    assert len(decoded) == _gguf.DECODED_TOTAL // 4000  # 16 decoded, then stepped over
+    assert header.metadata["junk.19"] == io.LongArray("i32", 4000)
+    # A short array after them still fits in what is left of the total.
+    assert header.metadata["llama.rope.dimension_sections"] == (16, 24, 24, 0)
+
+
+def test_a_header_read_in_pieces_parses_each_key_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n_keys = 3000
+
+    def keys(w: gguf.GGUFWriter) -> None:
+        for i in range(n_keys):
+            w.add_string(f"general.note.{i}", "x" * 40)
+
+    path = ggufs.write(tmp_path / "keys.gguf", "llama", keys=keys, tensors={"t": TABLE})
+    data = path.read_bytes()
+    pieces: list[int] = []
+    named = []
+    name = _gguf._Parser.name
+    monkeypatch.setattr(
+        _gguf._Parser, "name", lambda self, what: named.append(what) or name(self, what)
+    )
+    read_gguf_header(lambda a, b: pieces.append(b) or data[a:b], len(data), "keys.gguf", first=4096)
+    assert len(pieces) > 5
+    # Each key once, but the one each piece cut off: parsing starts where the last piece stopped.
+    assert len(named) <= n_keys + 2 + 1 + len(pieces)

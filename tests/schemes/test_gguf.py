@@ -190,11 +190,18 @@ def test_a_rotary_gguf_without_a_table_is_refused_with_its_scheme(tmp_path: Path
     assert posviz.load(path, tensor="token_embd.weight").shape == (16, 64)
 
 
+def _width(w: gguf.GGUFWriter) -> None:
+    """A rotary width of 128 columns (64 pairs)."""
+    w.add_rope_dimension_count(128)
+
+
 @pytest.mark.parametrize(
     ("tensors", "keys", "words"),
     [
-        ({"rope_freqs.weight": np.zeros(64, np.float32)}, None, "finite and positive"),
-        ({"rope_factors_long.weight": np.ones(64, np.float32)}, None, "without the other"),
+        ({"rope_freqs.weight": np.zeros(64, np.float32)}, _width, "finite and positive"),
+        ({"rope_factors_long.weight": np.ones(64, np.float32)}, _width, "without the other"),
+        ({"rope_freqs.weight": np.ones(64, np.float32)}, None, "no key gives its rotary width"),
+        ({"rope_freqs.weight": np.ones((2, 32), np.float32)}, _width, r"in shape \[2, 32\]"),
         ({}, lambda w: w.add_string("llama.rope.scaling.type", "ntk"), "knows none, linear"),
         ({}, lambda w: w.add_string("llama.context_length", "long"), "expected int"),
     ],
