@@ -62,7 +62,7 @@ R = TypeVar("R")
 class Refused(ValueError):
     """Input refused with a message saying what is wrong and what to do instead.
 
-    Every refusal is one: `posviz.embedding.LoadError` (a file or array) and a setting out of
+    Every refusal is one: `posviz.source.LoadError` (a file or array) and a setting out of
     its :class:`Bound`. The CLI prints it as one line and exits 2; a page shows it and keeps
     what it showed before.
 
@@ -173,7 +173,7 @@ class Bound:
         ------
         Refused
             Naming the argument, its value (cut short) and the bound; as `error` when given
-            (a reader raises its own `posviz.embedding.LoadError`).
+            (a reader raises its own `posviz.source.LoadError`).
         """
         if value not in self:
             msg = f"{name} is {quoted(value)}; it must be {self.describe()}."

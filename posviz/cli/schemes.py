@@ -1,22 +1,25 @@
 """`posviz summary` of a model's position scheme: from a config.json file, a known model's
-(``preset:NAME``), from the Hub by name,
-from a safetensors checkpoint with its config.json beside it, or from a GGUF file's metadata,
-reading only what the scheme needs (config.json for rotary and ALiBi; the bias tensors for T5;
-the relative table for DeBERTa; a stored inv_freq buffer when asked to check it)."""
+(``preset:NAME``), from the Hub by name, from a safetensors checkpoint with its config.json
+beside it, or from a GGUF file's metadata, reading only what the scheme needs (config.json for
+rotary and ALiBi; the bias tensors for T5; the relative table for DeBERTa; a stored inv_freq
+buffer when asked to check it)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from posviz import hub
+from posviz.models import weights
+from posviz.models.weights import read_config
+from posviz.records import scheme_record
 from posviz.rows import row_offsets
-from posviz.schemes import weights
 from posviz.schemes._values import given
 from posviz.schemes.config import Scheme, position_scheme
 from posviz.schemes.layers import layer_table
-from posviz.schemes.record import PRESET, read_config, scheme_record
+from posviz.source import HubRef, LocalPath, Preset, parse_source
 
 __all__ = ["add_arguments", "summary"]
 
@@ -54,11 +57,15 @@ def summary(args: argparse.Namespace) -> int | None:
     """Print the scheme record of PATH and return 0, or None when PATH is to be analysed as a
     position table as before (a weights file; a Hub model with a learned table)."""
     path = args.path
+    source = parse_source(path)
+    if isinstance(source, LocalPath) and Path(path).is_dir():  # a model folder: its weights
+        path = str(weights.weights_in(path))
+        source = LocalPath(path)
     gguf = path.lower().endswith(".gguf")
-    named = is_config(path) or path.startswith(PRESET) or hub.is_hub_ref(path)
-    if not (named or weights.config_beside(path) or gguf):
+    named = isinstance(source, HubRef | Preset)
+    if not (named or is_config(path) or weights.config_beside(path) or gguf):
         return None
-    config, provenance, opened = read_config(path)
+    config, provenance, opened = read_config(source)
     scheme = position_scheme(config)
     if opened is not None and scheme.kind == "learned_absolute":
         if isinstance(opened, hub.ConfigFile):

@@ -238,7 +238,7 @@ def test_an_upload_a_family_cannot_read_keeps_the_view_before(tmp_path):
 
 
 def test_the_depth_downloads_rerun(downloads, tmp_path):
-    from posviz.export.rerun import read_export, rerun
+    from posviz.recompute import read_export, rerun
 
     at = example("planted-gpt2", **{"heads.depth": "Numbers"})
     assert not at.exception, at.exception
@@ -326,7 +326,7 @@ def test_numbers_tab_shows_each_number_beside_its_null(fake_hub, downloads):
 
 
 def test_rerun_of_the_pages_download(fake_hub, downloads, tmp_path):
-    from posviz.export.rerun import rerun
+    from posviz.recompute import rerun
 
     serve(fake_hub, "opt", repo="opt-rerun")
     at = opened("opt-rerun", **{"heads.section": "Numbers"})
@@ -351,7 +351,7 @@ def test_layers_without_heads_and_unknown_models_say_why(fake_hub):
 def test_the_shared_folder_offers_a_sharded_checkpoint_as_its_index(
     tmp_path, monkeypatch, downloads
 ):
-    from posviz.export.rerun import rerun
+    from posviz.recompute import rerun
     from tests.cli.test_heads import shard
 
     shard("mistral", tmp_path / "mistral")

@@ -10,7 +10,7 @@ import pytest
 
 from posviz import depth
 from posviz.cli import main
-from posviz.export.rerun import read_export
+from posviz.recompute import read_export
 from tests import ROOT
 from tests.cli.test_heads import header_bytes, serve
 
@@ -113,7 +113,7 @@ def test_a_hub_model_says_its_bytes_first_and_a_second_run_fetches_nothing(capsy
 
 def test_a_run_stopped_half_way_keeps_what_it_read(fake_hub):
     serve(fake_hub, "gpt2", repo="test/gpt2-stopped")
-    from posviz.schemes import attention
+    from posviz.models import attention
 
     model = attention.open_source("hf:test/gpt2-stopped")
     plan = depth.plan_depth(model, "all")
