@@ -9,6 +9,7 @@ import re
 import pytest
 
 from posviz.cli import build_parser
+from posviz.examples import EXAMPLES
 from posviz.schemes.presets import PRESETS
 from posviz.ui import pages
 from tests import ROOT
@@ -67,10 +68,13 @@ def test_the_readme_names_every_command():
     assert "--layers" in section("Command line")
 
 
-def test_the_readme_says_where_the_shared_folder_and_the_known_models_are():
+def test_the_readme_says_where_the_shared_folder_and_the_known_and_shipped_models_are():
     # Formerly the shared folder was named only under Deployment, the presets nowhere.
     before = README.split("\n## Deployment\n")[0]
     assert "`POSVIZ_DATA_DIR`" in before
     named = re.findall(r"preset:([\w.-]+/[\w.-]+\w)", README)
     assert named
     assert set(named) <= set(PRESETS)
+    shipped = re.findall(r"example:([\w.-]+\w)", README)
+    assert shipped
+    assert set(shipped) <= set(EXAMPLES)
