@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from posviz import hub, io
+from posviz import _settings, examples, hub, io
 from posviz._json import max_depth
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
@@ -45,7 +45,17 @@ from posviz.schemes.relative import (
     relative_table,
     relative_table_name,
 )
-from posviz.source import NO_CUT, Cut, HubRef, LocalPath, Preset, Source, Upload, as_source
+from posviz.source import (
+    NO_CUT,
+    Cut,
+    HubRef,
+    LocalPath,
+    Preset,
+    Shipped,
+    Source,
+    Upload,
+    as_source,
+)
 
 __all__ = [
     "LocalCheckpoint",
@@ -65,6 +75,8 @@ __all__ = [
     "open_gguf",
     "read_config",
     "relative_embeddings",
+    "shared_root",
+    "shipped",
     "stored_inv_freq",
     "weights_in",
 ]
@@ -371,6 +383,26 @@ def open_checkpoint(
     sharded = str(path).lower().endswith(INDEX_SUFFIX)
     shards = _shards(Path(path), label, within) if sharded else ()
     return LocalCheckpoint(str(path), parsed, label, sha256, shards)
+
+
+def shipped(source: Shipped) -> tuple[Path, str]:
+    """A shipped model's weights (or the file it names), and their name in a provenance."""
+    if "/" in source.name:
+        return examples.path_of(str(source)), str(source)
+    found = examples.EXAMPLES.get(source.name)
+    if found is None:
+        msg = f"{source} is not a model shipped with posviz ({', '.join(examples.EXAMPLES)})."
+        raise LoadError(msg)
+    return found.weights, found.label
+
+
+def shared_root() -> Path:
+    """The server's shared folder (``POSVIZ_DATA_DIR``); refused when it has none."""
+    root = _settings.data_dir()
+    if root is None:
+        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
+        raise LoadError(msg)
+    return root
 
 
 def folder_checkpoint(root: Path, path: Path, relative: str) -> LocalCheckpoint | None:

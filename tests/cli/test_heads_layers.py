@@ -5,6 +5,7 @@ fetched once (an interrupted run resumes), and `posviz rerun` of it."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -175,3 +176,24 @@ def test_layers_beyond_the_hub_cache_are_said_before_they_travel(capsys, fake_hu
     err = capsys.readouterr().err
     assert "the Hub cache holds 1,000 bytes (POSVIZ_HUB_CACHE_SIZE)" in err
     assert err.index("Hub cache holds") < err.index("layer 1/2")
+
+
+def test_a_shipped_or_shared_model_is_read_by_its_source_name(capsys, tmp_path, monkeypatch):
+    # example:NAME and shared:PATH are sources as the Heads page names them; posviz heads
+    # refused both ("is no model's weights") while posviz summary read them.
+    record, _ = run_json(capsys, "example:planted-gpt2", "--layers", "all")
+    labelled = [
+        (layer["layer"], head["head"], head["label"])
+        for layer in record["layers"]
+        for head in layer["heads"]
+        if head["label"]
+    ]
+    assert labelled == [(2, 1, "previous-token")]  # planted there, nowhere else
+    assert record["layers"][2]["provenance"]["weights"] == "example:planted-gpt2/model.safetensors"
+    shared = tmp_path / "team" / "gpt2"
+    shutil.copytree(DATA / "gpt2", shared)
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path / "team"))
+    from_folder, _ = run_json(capsys, "shared:gpt2/model.safetensors")
+    from_path, _ = run_json(capsys, str(DATA / "gpt2" / "model.safetensors"))
+    assert from_folder["heads"] == from_path["heads"]
+    assert from_folder["provenance"]["weights"] == "gpt2/model.safetensors"
