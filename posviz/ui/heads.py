@@ -171,8 +171,18 @@ def shown() -> Shown:
     return st.session_state[_SHOWN]
 
 
+#: Settings that belong to the model shown (its positions, one of its layers): another model
+#: starts them afresh (MiniLM was analysed over 32 positions after the planted GPT-2's 32).
+_PER_MODEL = ("heads.positions", "heads.layer")
+
+
 def show(found: Shown) -> None:
     """Make `found` the model shown, and name it in the URL."""
+    before = st.session_state.get(_SHOWN)
+    if before is not None and before.text != found.text:
+        for key in _PER_MODEL:
+            st.session_state.pop(key, None)
+            st.query_params.pop(key, None)
     st.session_state[_SHOWN] = found
     if st.query_params.get(MODEL) != found.text:
         st.query_params[MODEL] = found.text
