@@ -157,11 +157,39 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
-    if relative.lower().endswith(".gguf") and (said := _gguf_reason(path, relative)):
-        st.warning(literal(said), icon=":material/info:")
+    infos = None
+    if relative.lower().endswith(".gguf"):
+        try:
+            infos, said = _shared_gguf(path, relative, _version(path))
+        except LoadError as error:
+            show_refusal(error)
+            return
+        if said:
+            st.warning(literal(said), icon=":material/info:")
     _pick_and_load(
-        SharedFile(relative), checkpoint or path, relative, slot=slot, key=f"{slot}.shared"
+        SharedFile(relative),
+        checkpoint or path,
+        relative,
+        slot=slot,
+        key=f"{slot}.shared",
+        infos=infos,
     )
+
+
+def _version(path: Path) -> tuple[int, int]:
+    """A file's size and modification time: which version of it a cache entry read."""
+    found = path.stat()
+    return found.st_size, found.st_mtime_ns
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the GGUF's header…")
+def _shared_gguf(
+    path: Path, relative: str, version: tuple[int, int]
+) -> tuple[list[io.TensorInfo], str]:
+    """A shared GGUF's tensors and what its metadata says (`_gguf_reason`), read once per
+    `version` of the file: its header (a vocabulary of 150,000 strings is 10 MB) was parsed
+    twice on every run of the page. `version` is only the cache's key."""
+    return io.list_tensors(path, relative), _gguf_reason(path, relative)
 
 
 def _sharded(root: Path, files: list[str]) -> list[str]:
