@@ -8,7 +8,7 @@ their types, Llama-3's 280,147 merges: about 10 MB) and 291 tensor infos, then t
 `posviz.io.read_gguf_header` from the file against `np.fromfile` of the header's bytes
 (--reader also times gguf.GGUFReader once). Part 2 serves a GPT-2-shaped GGUF with that
 header, a 1024 x 768 position table and a 77 MB token table from the fake Hub of the tests,
-and times `hub.load` + the spectrum + its figure (what the Spectrum page's first chart needs,
+and times `posviz.load` + the spectrum + its figure (what the Spectrum page's first chart needs,
 server side) against fetching the same bytes (header and table) by plain range requests.
 """
 
@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 import gguf  # noqa: E402
 
-from posviz import figures, hub, io  # noqa: E402
+import posviz  # noqa: E402
+from posviz import figures, io  # noqa: E402
 from posviz.hub import client  # noqa: E402
 from posviz.spectrum import spectrum  # noqa: E402
 from tests import fakehub, ggufs  # noqa: E402 -- after the path: the tests' helpers
@@ -124,12 +125,12 @@ def part_two(folder: Path, repeats: int) -> None:
         totals, transfers, sent = [], [], []
         # A running server has made its first request and built its first figure already.
         monkeypatch.setenv("POSVIZ_HUB_CACHE", str(folder / "warm"))
-        figures.spectrum.singular_values(spectrum(hub.load("hf:acme/gpt2-GGUF").values))
+        figures.spectrum.singular_values(spectrum(posviz.load("hf:acme/gpt2-GGUF").values))
         for i in range(repeats):
             monkeypatch.setenv("POSVIZ_HUB_CACHE", str(folder / f"cache{i}"))  # cold each time
             fake.log.clear()
             started = time.perf_counter()
-            loaded = hub.load("hf:acme/gpt2-GGUF")
+            loaded = posviz.load("hf:acme/gpt2-GGUF")
             figures.spectrum.singular_values(spectrum(loaded.values)).to_json()
             totals.append(time.perf_counter() - started)
             sent.append(fake.bytes_sent())

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from timing import best  # noqa: E402
 
-from posviz import figures, hub, pipeline  # noqa: E402
+from posviz import figures, pipeline  # noqa: E402
 from posviz.heads import learned_heads, rotary_heads  # noqa: E402
-from posviz.schemes import attention  # noqa: E402
+from posviz.models import attention  # noqa: E402
 from posviz.schemes.rope import RotarySpec  # noqa: E402
 from posviz.schemes.rotary import rotary_frequencies  # noqa: E402
 from posviz.spectrum import spectrum  # noqa: E402
@@ -68,8 +68,7 @@ def gpt2_checkpoint(folder: Path) -> dict[str, bytes | Path]:
 def by_name(ref: str) -> object:
     """What the page does for a model named on the Hub: config.json, headers, plan, read, the
     numbers with their null, the overview figure."""
-    parsed = hub.parse_ref(ref)
-    layer = attention.open_layer(hub.open_config(parsed.repo, parsed.revision))
+    layer = attention.open_layer(attention.open_source(ref))
     result = pipeline.call(pipeline.HEADS_STEPS[layer.kind], layer)
     return figures.heads.offsets_overview(result, model=ref)
 

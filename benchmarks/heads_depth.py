@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from timing import best  # noqa: E402
 
 from posviz import depth, pipeline  # noqa: E402
-from posviz.schemes import attention  # noqa: E402
+from posviz.models import attention  # noqa: E402
 from tests import fakehub  # noqa: E402
 
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 32, 4096, 32, 8, 128

@@ -11,8 +11,9 @@ from posviz._params import Bound, Refused, bounds_of
 from posviz._settings import data_dir
 from posviz.examples import EXAMPLES
 from posviz.heads import LABELS, PATTERN_NUMBERS, ROTARY_NUMBERS, learned_heads
-from posviz.schemes.attention import NoHeadsView, Opened
+from posviz.models.attention import NoHeadsView, Opened
 from posviz.schemes.rotary import rotary_frequencies
+from posviz.source import HubRef
 from posviz.ui import heads as models
 from posviz.ui import inputs, state, widgets
 from posviz.ui.text import literal
@@ -31,14 +32,14 @@ st.caption(
 def _pick_model() -> models.Shown:
     """Where the model comes from; the model shown (the one before, while a choice fails)."""
     current = models.shown()
-    provenance = state.current().provenance()
+    origin = state.current().origin
     sources = ["Example", "Upload"]
     shared = data_dir()
     if shared:
         sources.append("Shared folder")
     if hub.enabled():
         sources.append("Hub model")
-    if "repo" in provenance:  # the current table came from a model on the Hub
+    if isinstance(origin, HubRef):  # the current table came from a model on the Hub
         sources.append("The current table's model")
     default = current.kind if current.kind in sources else sources[0]
     source = st.segmented_control("Model from", sources, default=default, key="heads.source")
@@ -64,8 +65,8 @@ def _pick_model() -> models.Shown:
         return models.uploaded(files) if files else current
     if source == "Shared folder" and shared:
         return models.pick_shared(Path(shared))
-    if source == "The current table's model":
-        return models.from_hub(str(provenance["repo"]), str(provenance["commit"]))
+    if source == "The current table's model" and isinstance(origin, HubRef):
+        return models.from_hub(origin.repo, origin.revision, origin.file)
     if source == "Hub model":
         with st.form("heads.hub"):
             left, right = st.columns([3, 1])

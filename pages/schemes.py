@@ -11,12 +11,13 @@ from posviz import export, figures, pipeline
 from posviz._params import Refused
 from posviz._settings import data_dir
 from posviz.embedding import LoadError
+from posviz.models import weights
+from posviz.records import is_decoder_bias
 from posviz.rows import row_offsets
-from posviz.schemes import alibi, weights
+from posviz.schemes import alibi
 from posviz.schemes.config import KINDS, Scheme
 from posviz.schemes.layers import LayerTable
 from posviz.schemes.presets import rotary_presets
-from posviz.schemes.record import is_decoder_bias
 from posviz.schemes.rotary import (
     BANDS,
     MAX_TABLE_POSITIONS,

@@ -30,9 +30,10 @@ from posviz import (
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.io import list_tensors
+from posviz.source import Cut, Source
 
 if TYPE_CHECKING:
-    from posviz.export.rerun import RerunOptions, RerunResult
+    from posviz.recompute import RerunOptions, RerunResult
 
 __all__ = ["Embedding", "LoadError", "__version__", "list_tensors", "load", "rerun"]
 
@@ -60,7 +61,7 @@ _LAZY = frozenset(
 
 
 def load(
-    source: str | os.PathLike,
+    source: str | os.PathLike | Source,
     *,
     tensor: str | None = None,
     row_start: int = 0,
@@ -71,12 +72,13 @@ def load(
 
     Parameters
     ----------
-    source : str or os.PathLike
-        A path to a .npy, .npz, .safetensors, .gguf, .csv, .tsv or .txt file, or
-        ``"hf:REPO_ID[@REVISION]"`` for a model on the Hub (only the safetensors header and
-        the one tensor are fetched). Pickle-based checkpoints are refused, never unpickled.
-        A .safetensors checkpoint with a config.json beside it is read as that config says
-        (:func:`posviz.schemes.weights.load_checkpoint`: DeBERTa's relative table by default).
+    source : str, os.PathLike or posviz.source.Source
+        A path to a .npy, .npz, .safetensors, .gguf, .csv, .tsv or .txt file, or to a model
+        folder as ``save_pretrained`` leaves it; ``"hf:REPO_ID[@REVISION][:FILE.gguf|:QUANT]"``
+        for a model on the Hub (only the safetensors header and the one tensor are fetched);
+        ``"sim:GENERATOR?name=value&..."`` for a simulated table (`posviz.source`). Pickle-based
+        checkpoints are refused, never unpickled. A .safetensors checkpoint with a config.json
+        beside it is read as that config says (DeBERTa's relative table by default).
     tensor : str, optional
         Tensor to read; by default the position table detected by name and shape.
     row_start, row_stop : int
@@ -87,7 +89,8 @@ def load(
     Returns
     -------
     Embedding
-        ``.values`` is the ndarray of shape (n_positions, d_model) to analyse.
+        ``.values`` is the ndarray of shape (n_positions, d_model) to analyse; ``.origin`` the
+        source it was read from.
 
     Raises
     ------
@@ -95,9 +98,9 @@ def load(
         If the file or model is refused or no tensor can be chosen; the message says why and
         what to do (e.g. the candidate tensors to pass as `tensor`).
     """
-    from posviz.schemes import weights  # with the Hub's code: a checkpoint reads as a model
+    from posviz import models  # with the Hub's code: a checkpoint reads as a model
 
-    return weights.load(source, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid)
+    return models.load(source, Cut(tensor, row_start, row_stop, grid))
 
 
 def rerun(export: dict, **options: Unpack[RerunOptions]) -> RerunResult:
@@ -105,13 +108,13 @@ def rerun(export: dict, **options: Unpack[RerunOptions]) -> RerunResult:
 
     The table its provenance names is read again (a file, or ``hf:REPO`` at the commit) and its
     sha256 checked; each analysis runs through `posviz.pipeline` with its params. `export` is a
-    JSON export, ``posviz summary --json``, or ``posviz.export.rerun.read_export`` of any export
+    JSON export, ``posviz summary --json``, or ``posviz.recompute.read_export`` of any export
     file (CSV, HTML report). Options: ``tables`` (paths, in provenance order) and ``base`` (a
-    folder searched first), as :func:`posviz.export.rerun.rerun`.
+    folder searched first), as :func:`posviz.recompute.rerun`.
 
     Returns
     -------
-    posviz.export.rerun.RerunResult
+    posviz.recompute.RerunResult
         ``.ok``, and ``.checks``: every number exported beside the number recomputed.
 
     Raises
@@ -119,7 +122,7 @@ def rerun(export: dict, **options: Unpack[RerunOptions]) -> RerunResult:
     LoadError
         When the table is missing or its bytes changed.
     """
-    from posviz.export import rerun as _rerun  # the pipeline loads only when asked
+    from posviz import recompute as _rerun  # the pipeline loads only when asked
 
     return _rerun.rerun(export, **options)
 

@@ -35,10 +35,10 @@ The three stages, for the CLI, the report and the Heads page alike::
   To open one layer's full detail, read it again: ``attention.read_planned(plan.opened,
   plan.plan_of(layer))`` (its rows come from the cache).
 
-For the Heads page: a model is opened by :func:`posviz.schemes.attention.open_source` (a path:
+For the Heads page: a model is opened by :func:`posviz.models.attention.open_source` (a path:
 a .safetensors file, a shard index, their folder, a .gguf; ``hf:REPO[@REV][:QUANT|FILE]``), an
-upload by :func:`posviz.schemes.weights.open_gguf` (its bytes and name) or
-:func:`posviz.schemes.weights.open_checkpoint`, a shared folder's file by the latter two with its
+upload by :func:`posviz.models.weights.open_gguf` (its bytes and name) or
+:func:`posviz.models.weights.open_checkpoint`, a shared folder's file by the latter two with its
 name there as label (and ``within=`` the folder for a shard index). Before reading: ask when
 ``plan.to_fetch`` is above 1 GiB, and say when ``not plan.cache_holds`` (the Hub cache is
 smaller than the rows: a second run fetches again). While reading: ``layer.position + 1`` of
@@ -71,15 +71,15 @@ from posviz.heads import (
     check_work,
 )
 from posviz.hub.cache import cache_limit
-from posviz.schemes import attention, weights
-from posviz.schemes._values import given
-from posviz.schemes.attention import AttentionLayer, LayerPlan, NoHeadsView, Read
-from posviz.schemes.record import (
+from posviz.models import attention, weights
+from posviz.models.attention import AttentionLayer, LayerPlan, NoHeadsView, Read
+from posviz.records import (
     HEADS_POSITIONS,
     check_shown_kernels,
     finite,
     heads_record,
 )
+from posviz.schemes._values import given
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -269,14 +269,14 @@ def plan_depth(
     model: weights.Readable | attention.Opened, layers: str | int | Sequence[int] = ALL
 ) -> DepthPlan:
     """Plan layers `layers` (:func:`parse_layers`) of `model` (as
-    :func:`posviz.schemes.attention.open_source` returns it, or already opened) from its
+    :func:`posviz.models.attention.open_source` returns it, or already opened) from its
     config.json and headers: every refusal before a weight is read.
 
     Raises
     ------
     Refused
         A layer the model lacks, or a layers text that is not one (:func:`parse_layers`);
-        anything :func:`posviz.schemes.attention.plan_layer` refuses for any of them (a missing
+        anything :func:`posviz.models.attention.plan_layer` refuses for any of them (a missing
         tensor, an architecture not known, more than the per-layer budget), naming the layer.
         A model none of whose asked layers has a per-head view is refused with the reason.
     """

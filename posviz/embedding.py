@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from posviz._params import Refused
 from posviz._version import __version__
 from posviz.rows import RowLabels, RowOffsets
+from posviz.source import LoadError, Simulation, Source
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -36,10 +36,6 @@ MIN_DIMS = 2
 #: Largest magnitude accepted: sums of 2**26 products of two such values stay finite in
 #: float64 (and their inverse's squares stay normal).
 _LARGEST = 1e150
-
-
-class LoadError(Refused):
-    """A file or array that cannot be used as a position table; the message says what to do."""
 
 
 def check_elements(what: str, shape: tuple[int, ...], advice: str) -> None:
@@ -120,7 +116,7 @@ def as_table(array: np.ndarray, *, what: str = "tensor") -> np.ndarray:
     >>> as_table(np.array([1.0, 2.0]))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    posviz.embedding.LoadError: tensor is 1-D with shape (2,); a position table is 2-D ...
+    posviz.source.LoadError: tensor is 1-D with shape (2,); a position table is 2-D ...
     """
     shape = tuple(int(s) for s in array.shape)
     if array.dtype.kind == "c":
@@ -218,6 +214,11 @@ class Embedding:
     simulated : dict or None
         ``{"generator": <a posviz.simulate function's name>, "params": <its arguments>}`` for
         a simulated table (what `posviz rerun` makes it again from), else None.
+    origin : Source or None
+        Where the whole tensor was read from (`posviz.source`), as `posviz.load` opened it (a
+        Hub model at the commit read, an upload by its name): what a report reads the table's
+        model from; a simulation's generator and arguments. None for a table made from arrays
+        (a page's resampled table). Exports name the source by `provenance`, unchanged.
     """
 
     values: np.ndarray
@@ -232,6 +233,7 @@ class Embedding:
     first_position: int = 0
     row_offsets: RowOffsets | None = None
     simulated: dict[str, Any] | None = None
+    origin: Source | None = None
 
     @classmethod
     def from_array(
@@ -292,6 +294,10 @@ class Embedding:
             sha256=digest.hexdigest(),
             first_position=int(first_position),
             simulated=simulated,
+            # A simulation is its own source: what makes it again (posviz.source).
+            origin=Simulation(simulated["generator"], tuple(simulated["params"].items()))
+            if simulated
+            else None,
         )
 
     @property

@@ -12,14 +12,14 @@ names the step that made it without anyone typing it. Each step says what it tak
   tensor), which `Step.data` finds in the scheme read from a config.json (and in the model's
   weights, for a tensor) when `posviz rerun` makes it again;
 - ``"schemes"``: several models' (the rotary overlay);
-- ``"layer"``: one attention layer of a model (`posviz.schemes.attention.AttentionLayer`: its
+- ``"layer"``: one attention layer of a model (`posviz.models.attention.AttentionLayer`: its
   query and key rows, norms, position table), read from its weights, not from a table: its
   provenance names the model's config.json as a scheme's does, with the layer and each tensor
   read and the sha256 of its values, and `Step.data` reads that layer again from the model's
   weights and checks every tensor's sha256 (the heads steps, one per kind of layer:
   `HEADS_STEPS`).
 - ``"two sources"``: two sources of one model's rotary positions as read
-  (:class:`posviz.schemes.sources.Side`: a config.json, a GGUF, or a runtime's dump), which
+  (:class:`posviz.models.sources.Side`: a config.json, a GGUF, or a runtime's dump), which
   `posviz rerun` reads again from their provenance.
 
 A step that needs another step's result asks `run` for it, handing on the settings its own
@@ -43,21 +43,21 @@ from posviz import heads as _heads
 from posviz import offsets as _offsets
 from posviz import probes as _probes
 from posviz import quantization as _quantization
+from posviz import records as _record
 from posviz import resample as _resample
 from posviz import similarity as _similarity
 from posviz import spectrum as _spectrum
 from posviz._params import quoted, split_params
 from posviz.embedding import Embedding, LoadError
+from posviz.models import attention as _attention
+from posviz.models import sources as _sources
+from posviz.models import weights as _weights
 from posviz.schemes import alibi as _alibi
-from posviz.schemes import attention as _attention
 from posviz.schemes import diff as _diff
 from posviz.schemes import layers as _per_layer
 from posviz.schemes import plan as _plan
-from posviz.schemes import record as _record
 from posviz.schemes import relative as _relative
 from posviz.schemes import rotary as _rotary
-from posviz.schemes import sources as _sources
-from posviz.schemes import weights as _weights
 from posviz.schemes._values import given
 from posviz.schemes.config import RelativeBiasSpec, Scheme
 
@@ -309,7 +309,7 @@ def _buckets(scheme: Scheme, where: Mapping[str, Any], model: object = None) -> 
 
 def _bias_tensor(scheme: Scheme, where: Mapping[str, Any], model: _weights.Model | None) -> Any:
     """The bias tensor `where` names, read from the model's weights (checked against the
-    scheme: :func:`posviz.schemes.weights.bias_tensors`)."""
+    scheme: :func:`posviz.models.weights.bias_tensors`)."""
     if model is None:
         msg = (
             "The export's bias tensor is in the model's weights: name the model (hf:REPO or a "
@@ -372,7 +372,7 @@ def scheme_diff(
     a: _sources.Side, b: _sources.Side, *, run: Run = call, **params: Any
 ) -> _diff.SchemeDiff:
     """:func:`posviz.schemes.diff.scheme_diff` of two sources of one model's rotary positions,
-    their rules applied at one length by :func:`posviz.schemes.sources.compare` (whose
+    their rules applied at one length by :func:`posviz.models.sources.compare` (whose
     `context` it records among the params, beside scheme_diff's own)."""
     return _sources.compare(a, b, **params)
 
@@ -398,7 +398,7 @@ def _read(scheme: Scheme, where: Mapping[str, Any], model: Any) -> tuple[Scheme,
 def scheme_record(
     read: tuple[Scheme, dict, Any], *, run: Run = call, **params: Any
 ) -> dict[str, Any]:
-    """:func:`posviz.schemes.record.scheme_record` (what `posviz summary` prints of a scheme)
+    """:func:`posviz.records.scheme_record` (what `posviz summary` prints of a scheme)
     of (the scheme, its config.json's provenance, the model's weights or None)."""
     return _record.scheme_record(*read, **params)
 
@@ -542,7 +542,7 @@ def t5_heads(
     return _heads.t5_heads(bias, True, spec["num_buckets"], spec["max_distance"], **params)
 
 
-#: The heads step of each kind of layer (`posviz.schemes.attention.LayerPlan.kind`): what
+#: The heads step of each kind of layer (`posviz.models.attention.LayerPlan.kind`): what
 #: the Heads page, `posviz heads` and the report run on a layer.
 HEADS_STEPS: dict[str, Callable[..., Any]] = {
     "learned": learned_heads,

@@ -840,12 +840,13 @@ def _compute_gaussian_control(
     gaussian = rng.standard_normal((len(positions), d_model))
     # The Gaussian table's rows as they are, then at random positions.
     placements = [positions, *(rng.permutation(positions) for _ in range(n_control_draws - 1))]
-    options = {"folds": folds, "seed": probe_seed}
     with threadpool_limits(1, user_api="blas"):
         draws = _absolute_probes(
-            gaussian, placements, repeats=repeats, protocol=protocol, **options
+            gaussian, placements, folds=folds, repeats=repeats, protocol=protocol, seed=probe_seed
         )
-        relative = relative_probe(gaussian, positions, n_pairs=n_pairs, **options)
+        relative = relative_probe(
+            gaussian, positions, n_pairs=n_pairs, folds=folds, seed=probe_seed
+        )
     return tuple(draws), relative
 
 

@@ -16,7 +16,6 @@ import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -29,7 +28,7 @@ from posviz import (
     figures,
     forms,
     heads,
-    hub,
+    models,
     offsets,
     pipeline,
     probes,
@@ -40,8 +39,7 @@ from posviz.collection import Collection
 from posviz.embedding import Embedding, LoadError
 from posviz.export import column_label, columns, labelled
 from posviz.export.screen import on_screen
-from posviz.io import INDEX_SUFFIX
-from posviz.schemes import attention, weights
+from posviz.models import attention, weights
 from posviz.schemes.config import position_scheme
 from posviz.schemes.plan import CRITICAL_BASE_SOURCE, CRITICAL_DIMENSION_SOURCE
 from posviz.schemes.plan import default_target as plan_target
@@ -173,11 +171,16 @@ def report_sections(
         ("Boundaries", lambda: boundaries_section(table, run=run)),
         ("Probes", lambda: probes_section(table, run=run, **seeded)),
     ]
-    model = table_model(table)
+    model: weights.Readable | LoadError | None
+    try:
+        model = models.model_of(table)
+    except LoadError as error:  # its model's, but not opened: the section says why
+        model = error
     if model is not None:  # the table came with its model: its layers' heads too
         sections.append(("Heads", lambda: heads_section(model, run=run, **seeded)))
-        if _rotary(model):  # and how it would run at a longer context
-            sections.append(("Longer context", lambda: plan_section(model, run=run)))
+        opened = model
+        if not isinstance(opened, LoadError) and _rotary(opened):  # and at a longer context
+            sections.append(("Longer context", lambda: plan_section(opened, run=run)))
     done: list[Section] = []
     for title, make in sections:
         if progress:
@@ -361,40 +364,13 @@ def probes_section(
     )
 
 
-def table_model(table: Embedding) -> weights.Readable | None:
-    """The model a table was read from, when its provenance says (a Hub model at its commit,
-    or a safetensors checkpoint found with its config.json beside it: a shard's, through the
-    index beside it), else None."""
-    provenance = table.provenance()
-    try:
-        if "repo" in provenance and "commit" in provenance:
-            return hub.open_config(str(provenance["repo"]), str(provenance["commit"]))
-        path = Path(table.source)
-        if path.suffix == ".safetensors" and weights.config_beside(path):
-            return _shards_model(path, table.source) or weights.open_checkpoint(
-                path, label=table.source
-            )
-    except LoadError:
-        return None
-    return None
-
-
-def _shards_model(path: Path, label: str) -> weights.LocalCheckpoint | None:
-    """The sharded checkpoint whose index beside `path` lists it, if any."""
-    index = path.parent / f"model{INDEX_SUFFIX}"
-    if path.name == "model.safetensors" or not index.is_file():
-        return None
-    sharded = weights.open_checkpoint(index, label=str(Path(label).parent / index.name))
-    return sharded if path.name in {Path(s).name for s in sharded.shards} else None
-
-
 #: Bytes the report fetches by name for every layer's heads; above, layer 0 alone (the report
 #: cannot ask, as the page does above this).
 REPORT_FETCH = 2**30
 
 
 def heads_section(
-    model: weights.Readable,
+    model: weights.Readable | LoadError,
     *,
     layers: str | int | Sequence[int] = depth.ALL,
     run: pipeline.Run = pipeline.call,
@@ -406,8 +382,10 @@ def heads_section(
     each label's number; every layer's own table (each head's numbers beside the null's
     largest draw) is in the page's data block, which `posviz rerun` checks. By name, more than
     `REPORT_FETCH` bytes to fetch reads layer 0 alone and says so; a model without a per-head
-    view says why."""
+    view, or one that could not be opened (`model` is then why), says why."""
     try:
+        if isinstance(model, LoadError):
+            raise model
         opened = attention.open_model(model)
         plan = depth.plan_depth(opened, layers)
         fetch = ""
@@ -420,7 +398,7 @@ def heads_section(
             plan = depth.plan_depth(opened, [plan.read[0]])
         for each in plan.plans:  # the work the heads would take, before a weight is read
             depth.check_heads(each, **params)
-    except Refused as error:
+    except Refused as error:  # LoadError included; a depth a config does not state
         return Section("Heads", f"No per-head view of this model's layers: {error}")
     tables: dict[str, pd.DataFrame] = {}
 

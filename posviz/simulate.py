@@ -111,7 +111,7 @@ def parse_options(kind: str, params: Mapping[str, str]) -> dict[str, int | float
     >>> parse_options("gaussian", {"seed": "0.5"})
     Traceback (most recent call last):
     ...
-    posviz.embedding.LoadError: seed='0.5' is not a whole number
+    posviz.source.LoadError: seed='0.5' is not a whole number
     """
     names = inspect.signature(GENERATORS[kind]).parameters
     return {name: PARAMETERS[name].parse(name, params[name]) for name in names if name in params}

@@ -8,7 +8,7 @@ import pytest
 
 from posviz import depth, pipeline
 from posviz._params import Refused
-from posviz.schemes import attention
+from posviz.models import attention
 from tests import ROOT
 
 DATA = ROOT / "tests" / "data" / "heads"

@@ -17,7 +17,7 @@ import pytest
 from posviz import depth, pipeline
 from posviz._params import Refused
 from posviz.cli import main
-from posviz.schemes import attention, weights
+from posviz.models import attention, weights
 from tests import ROOT
 from tests.ggufs import write
 

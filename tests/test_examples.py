@@ -13,8 +13,8 @@ from safetensors.numpy import load_file
 
 from posviz import depth, examples
 from posviz.embedding import LoadError
-from posviz.export.rerun import rerun
-from posviz.schemes import attention, weights
+from posviz.models import attention, weights
+from posviz.recompute import rerun
 from tests import ROOT
 
 

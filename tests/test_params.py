@@ -193,7 +193,7 @@ LAYER_STEPS = {
 def attention_layer(family: str, tmp_path):
     from safetensors.numpy import save_file
 
-    from posviz.schemes import attention, weights
+    from posviz.models import attention, weights
     from tests import ROOT
 
     if family == "bloom":  # ALiBi reads no tensor: a config.json and any header

@@ -333,6 +333,7 @@ def test_any_revision_answer_gives_a_commit_and_files_or_is_refused(answer, sibl
     from unittest import mock
 
     from posviz import hub
+    from posviz.source import HubRef
 
     commit = {"sha": "a" * 40}
     for body in (answer, answer | commit, answer | commit | {"siblings": siblings}):
@@ -340,7 +341,7 @@ def test_any_revision_answer_gives_a_commit_and_files_or_is_refused(answer, sibl
             mock.patch.object(hub.client, "_get_json", return_value=body),
             mock.patch.object(hub, "_Cache"),
         ):
-            message = refusal(hub._resolve, hub.Reference("acme/x"), hub._Cache())
+            message = refusal(hub._resolve, HubRef("acme/x"), hub._Cache())
         assert readable(message)
 
 
@@ -351,16 +352,17 @@ def test_any_shard_index_lists_files_inside_the_repo_or_is_refused(index, files)
     from unittest import mock
 
     from posviz import hub
+    from posviz.source import HubRef, plain_path
 
     files = ["model.safetensors.index.json", *files]
     shards: list[str] = []
     for body in (index, {"weight_map": index}):
         with mock.patch.object(hub.client, "_get_json", return_value=body):
             message = refusal(
-                lambda: shards.extend(hub._weight_files(hub.Reference("acme/x"), "a" * 40, files))
+                lambda: shards.extend(hub._weight_files(HubRef("acme/x"), "a" * 40, files))
             )
         assert readable(message)
-    assert all(s in files and hub._plain_path(s) and s.endswith(".safetensors") for s in shards)
+    assert all(s in files and plain_path(s) and s.endswith(".safetensors") for s in shards)
 
 
 @pytest.mark.slow
@@ -381,8 +383,8 @@ def test_json_depth_is_counted_as_parsed(value):
 def test_plain_paths_stay_where_they_are_put(path):
     import posixpath
 
-    from posviz.hub import _plain_path
+    from posviz.source import plain_path
 
-    if _plain_path(path):
+    if plain_path(path):
         assert posixpath.normpath(path) == path
         assert not path.startswith("/")

@@ -66,26 +66,22 @@ def test_load_reads_a_file_with_the_row_options(tmp_path: Path):
         posviz.load(tmp_path / "missing.npy")
 
 
-def test_load_sends_hub_references_to_posviz_hub(monkeypatch: pytest.MonkeyPatch):
+def test_load_sends_hub_references_to_the_hub_model_reader(monkeypatch: pytest.MonkeyPatch):
+    from posviz.models import remote
+    from posviz.source import Cut, HubRef
+
     calls = []
     table = posviz.Embedding.from_array(sinusoidal_table(16, 4), name="wpe", source="hf:x")
-
-    def fake_load(ref: str, **options: object) -> posviz.Embedding:
-        calls.append((ref, options))
-        return table
-
-    from posviz import hub
-
-    monkeypatch.setattr(hub, "load", fake_load)
+    monkeypatch.setattr(remote, "open_model", lambda ref: calls.append(ref) or "model")
+    monkeypatch.setattr(remote, "load_model", lambda *args, **_: calls.append(args) or table)
     assert posviz.load("hf:org/model@v1", tensor="wpe", row_start=2) is table
-    assert calls == [
-        ("hf:org/model@v1", {"tensor": "wpe", "row_start": 2, "row_stop": None, "grid": None})
-    ]
+    assert calls == [HubRef("org/model", "v1"), ("model", Cut("wpe", 2))]
 
 
 @pytest.mark.parametrize(
     "text", ["hf:gpt2", "hf:org/model@v1", "hf://org/model", "model.safetensors", "./hf.npy"]
 )
-def test_load_and_the_hub_module_agree_on_what_a_hub_reference_is(text: str):
-    hub = pytest.importorskip("posviz.hub", reason="posviz.hub comes with the Hub loader")
-    assert hub.is_hub_ref(text) == text.startswith("hf:")
+def test_load_reads_a_hub_reference_from_hf_text_only(text: str):
+    from posviz.source import HubRef, parse_source
+
+    assert isinstance(parse_source(text), HubRef) == text.startswith("hf:")

@@ -13,6 +13,7 @@ from posviz import resample, simulate
 from posviz.embedding import Embedding
 from posviz.io import load, storage_dtype, to_npy, to_safetensors
 from posviz.resample import resample_grid, resample_length
+from posviz.source import Cut
 
 REFERENCE = np.load(Path(__file__).parent / "data" / "interp_reference.npz")
 #: (old grid, new grid) per case, as written by tests/data/make_interp_reference.py.
@@ -130,7 +131,7 @@ def test_resampled_vit_table_keeps_prefix_and_reloads_from_both_downloads():
         ("x.safetensors", to_safetensors(new)),
         ("x.npy", to_npy(new)),
     ]:
-        loaded = load(data, name, row_start=2)
+        loaded = load(data, name, Cut(row_start=2))
         np.testing.assert_array_equal(loaded.values, new.values)
         np.testing.assert_array_equal(loaded.prefix, table.prefix)
 

@@ -14,14 +14,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypedDict
 
-from posviz import _settings, hub
-from posviz._params import MAX_RESULT_BYTES, Refused, quoted
+from posviz import _settings, models
+from posviz._params import MAX_RESULT_BYTES, Refused, quoted, refusal_text
 from posviz._version import __version__
 from posviz.cli import diff, heads, plan, schemes
 from posviz.embedding import Embedding
-from posviz.io import TensorInfo, list_tensors, suggest_trim
-from posviz.schemes import weights
-from posviz.schemes.record import N_SINGULAR_VALUES, table_record
+from posviz.io import INDEX_SUFFIX, TensorInfo, list_tensors, suggest_trim
+from posviz.models import remote, weights
+from posviz.records import N_SINGULAR_VALUES, table_record
+from posviz.source import Cut, HubRef, LocalPath, parse_source
 from posviz.spectrum import NO_VARIANCE, THRESHOLDS, Spectrum, spectrum
 
 if TYPE_CHECKING:
@@ -186,8 +187,8 @@ def _main(argv: list[str] | None) -> int:
         return run(args)
     except Refused as exc:  # a file, a config value, a setting: refused with a message
         detail = getattr(exc, "detail", "")  # the Hub's technical cause, when it has one
-        line = str(exc).replace("\n", "\\n")  # one line, whatever a name in it holds
-        return _refused(args, line + (f"\n  ({detail})" if detail else ""))
+        # One line, whatever a name in it holds; then the code it gives to run, if any.
+        return _refused(args, refusal_text(exc) + (f"\n  ({detail})" if detail else ""))
     except MemoryError:  # what no size check foresaw: still a message, not a traceback
         return _refused(
             args,
@@ -199,7 +200,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _refused(args: argparse.Namespace, message: str) -> int:
-    """Print a refusal as one line on stderr; exit code 2."""
+    """Print a refusal as one line on stderr (then the code it gives to run, if any); exit code
+    2."""
     print(f"posviz {args.command}: {message}", file=sys.stderr)
     return 2
 
@@ -246,7 +248,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rerun(args: argparse.Namespace) -> int:
-    from posviz.export.rerun import read_export, rerun  # the pipeline: not for `summary`
+    from posviz.recompute import read_export, rerun  # the pipeline: not for `summary`
 
     export = read_export(args.export)
     result = rerun(
@@ -271,9 +273,11 @@ def _rerun(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     if args.table:
-        ref = args.table if args.table.startswith("hf:") else os.path.abspath(args.table)
-        table = weights.load(ref)  # a refused file fails here, not in the browser
-        _settings.serve_table(ref)
+        source = parse_source(args.table)
+        if isinstance(source, LocalPath):  # the server may run elsewhere
+            source = LocalPath(os.path.abspath(source.path))
+        table = models.load(source)  # a refused file fails here, not in the browser
+        _settings.serve_table(str(source))
         print(f"posviz serve: {table.name}, {table.shape[0]} x {table.shape[1]}, {table.source}")
     # Options given later win in Streamlit's parser: the user's passed-on ones override these.
     options = [f"--server.port={args.port}", f"--server.address={args.host}"]
@@ -296,26 +300,33 @@ def _app_path() -> Path:
 
 def _load(args: argparse.Namespace) -> Embedding:
     """The table PATH names: a file, or a model on the Hub (hf:REPO[@REVISION])."""
+    cut = Cut(args.tensor, args.drop_prefix)
     opened = getattr(args, "opened", None)
     if opened is not None:  # its config.json was read for the scheme: not again
-        model = hub.open_model_at(opened)
-        return hub.load_model(model, tensor=args.tensor, row_start=args.drop_prefix)
-    return weights.load(args.path, tensor=args.tensor, row_start=args.drop_prefix)
+        return remote.load_model(remote.open_model_at(opened), cut)
+    return models.load(args.path, cut)
 
 
 def _tensors(path: str) -> list[TensorInfo]:
-    """The tensors PATH holds, from headers only."""
-    if hub.is_hub_ref(path):
-        ref = hub.parse_ref(path)
-        return hub.open_model(ref.repo, ref.revision, ref.file).infos
-    return list_tensors(path)
+    """The tensors PATH holds, from headers only (a model folder's weights, a sharded
+    checkpoint's shards); none for a table made, not read (a simulation)."""
+    source = parse_source(path)
+    if isinstance(source, HubRef):
+        return remote.open_model(source).infos
+    if not isinstance(source, LocalPath):
+        return []
+    found = Path(source.path)
+    found = weights.weights_in(found) if found.is_dir() else found
+    if found.name.endswith(INDEX_SUFFIX):
+        return list(weights.open_checkpoint(found).infos.values())
+    return list_tensors(found)
 
 
 def _trim_hint(args: argparse.Namespace, table: Embedding) -> str:
     """A --drop-prefix suggestion when the rows look like they start with non-positions."""
-    if args.drop_prefix:
+    infos = [] if args.drop_prefix else _tensors(args.path)
+    if not infos:
         return ""
-    infos = _tensors(args.path)
     # A single-array file's table is named after the file, not after its one array.
     (info,) = infos if len(infos) == 1 else [i for i in infos if i.name == table.name]
     trim = suggest_trim(info.name, info.shape)
@@ -362,16 +373,28 @@ def _collection(args: argparse.Namespace) -> Collection:
     from posviz.collection import analyse, member  # every analysis: not for one table
 
     members = [
-        member(path, partial(weights.load, path, tensor=args.tensor, row_start=args.drop_prefix))
+        member(path, partial(models.load, path, Cut(args.tensor, args.drop_prefix)))
         for path in args.path
     ]
     return analyse(members, **_centring(args))
 
 
+def _cell(value: object) -> str:
+    """A collection's value as the text prints it: "undefined" where a table has none (no
+    variance), floats to 6 significant digits (a count as a whole number)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
 def _collection_summary(args: argparse.Namespace) -> int:
     c = _collection(args)
     if not args.json:
-        print(c.to_frame(refused=False).set_index("label").T.to_string())
+        frame = c.shown_table()  # the step as text: "-" where a label names none
+        frame = frame[frame["error"].isna()].drop(columns="error").set_index("label")
+        print(frame.map(_cell).T.to_string())
+        if any(s and not s.spectrum.has_variance for s in c.summaries):
+            print(f"undefined: {NO_VARIANCE}")
         for m in c.members:
             if m.error:
                 print(f"refused {m.label}: {m.error}")

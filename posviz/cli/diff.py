@@ -8,8 +8,8 @@ import argparse
 import json
 from typing import Any
 
+from posviz.models.sources import compare, read_side
 from posviz.schemes.diff import ANGLE_LIMIT, FIELDS, LAYOUTS, NUMBERS, SchemeDiff, cell
-from posviz.schemes.sources import compare, read_side
 
 __all__ = ["add_parser"]
 

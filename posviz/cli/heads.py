@@ -20,9 +20,9 @@ from posviz import depth, pipeline
 from posviz._params import Refused, bounds_of
 from posviz.heads import LABELS
 from posviz.hub.cache import cache_limit
-from posviz.schemes import attention
-from posviz.schemes.attention import LayerPlan
-from posviz.schemes.record import HEADS_POSITIONS, heads_record
+from posviz.models import attention
+from posviz.models.attention import LayerPlan
+from posviz.records import HEADS_POSITIONS, heads_record
 
 __all__ = ["add_parser"]
 

@@ -14,9 +14,9 @@ from typing import Any
 from posviz import pipeline
 from posviz._params import Refused, quoted
 from posviz.export import header
+from posviz.models.weights import read_config
 from posviz.schemes.config import position_scheme
 from posviz.schemes.plan import BANDS, TARGETS, ContextPlan
-from posviz.schemes.record import read_config
 
 __all__ = ["add_parser", "run"]
 

@@ -20,12 +20,14 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from posviz import hub, io, simulate
-from posviz._params import Bound, bounded
+from posviz import io, simulate
+from posviz._params import Bound, bounded, refusal_text
 from posviz.collection import MAX_TABLES, Member, member, order
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.io import datadir
+from posviz.models import remote
 from posviz.schemes.gguf import ROPE_TENSORS
+from posviz.source import Cut, HubRef
 
 __all__ = [
     "COLLECTION_BYTES",
@@ -79,7 +81,8 @@ class Request:
     load : callable or None
         ``load() -> Embedding``; None when refused.
     error : str or None
-        Why the request is refused before loading (an unreadable header, no position tensor).
+        Why the request is refused before loading (an unreadable header, no position tensor),
+        as `posviz._params.refusal_text` writes it.
     """
 
     label: str
@@ -130,7 +133,7 @@ ROW_START = Bound(0, 4096)
 
 @bounded(row_start=ROW_START)
 def file_request(
-    label: str, source: io.Source, filename: str, *, tensor: str | None = None, row_start: int = 0
+    label: str, source: io.Input, filename: str, *, tensor: str | None = None, row_start: int = 0
 ) -> Request:
     """A file's table, sized from its header (the data are not read until loaded).
 
@@ -148,10 +151,10 @@ def file_request(
         infos = io.list_tensors(source, filename)
         name = tensor if tensor is not None else io.choose_tensor(infos, filename)
     except LoadError as error:
-        return Request(label, error=str(error))
+        return Request(label, error=refusal_text(error))
     # A tensor the file lacks is refused by io.load before any data is read.
     nbytes = sum(_tensor_bytes(i.shape, i.dtype) for i in infos if i.name == name)
-    load = partial(io.load, source, filename, tensor=name, row_start=row_start)
+    load = partial(io.load, source, filename, Cut(name, row_start))
     return Request(label, nbytes, load)
 
 
@@ -163,26 +166,25 @@ def shared_request(
     try:
         path = datadir.resolve(root, relative)
     except LoadError as error:
-        return Request(stem(relative), error=str(error))
+        return Request(stem(relative), error=refusal_text(error))
     return file_request(stem(relative), path, relative, tensor=tensor, row_start=row_start)
 
 
 def hub_request(line: str, *, max_bytes: int | None = None) -> Request:
     """A model on the Hub (``REPO``, ``REPO@REVISION`` or ``hf:...``), sized from its
     safetensors header; only the chosen tensor travels when it is loaded, and not at all
-    when it is larger than `max_bytes` (the app's upload limit, see `hub.read_tensor`)."""
-    ref = line if hub.is_hub_ref(line) else f"hf:{line}"
+    when it is larger than `max_bytes` (the app's upload limit, see `posviz.hub.read_tensor`)."""
     try:
-        parsed = hub.parse_ref(ref)
-        model = hub.open_model(parsed.repo, parsed.revision, parsed.file)
-        if reason := model.no_table_reason():  # rotary, ALiBi, ...: said as hub.load says it
+        model = remote.open_model(HubRef.parse(line))
+        if reason := remote.why_no_table(model):  # rotary, ALiBi, ...: said as a load says it
             raise LoadError(reason)
         name = io.choose_tensor([i for i in model.infos if i.name not in ROPE_TENSORS], model.label)
         entry = model.entry(name)
     except LoadError as error:
-        return Request(line, error=str(error))
+        return Request(line, error=refusal_text(error))
     nbytes = _tensor_bytes(entry["shape"], entry["dtype"])
-    return Request(line, nbytes, partial(hub.load_model, model, tensor=name, max_bytes=max_bytes))
+    load = partial(remote.load_model, model, Cut(name), max_bytes=max_bytes)
+    return Request(line, nbytes, load)
 
 
 def hub_lines(refs: str, repo: str = "", revisions: str = "") -> list[str]:

@@ -46,7 +46,7 @@ def header(result: Any, *sources: Embedding | dict[str, Any]) -> dict[str, Any]:
     *sources : Embedding or dict
         The table (two for a comparison: their provenances as a list, in order), or the
         config.json provenance of a position scheme
-        (`posviz.schemes.record.config_provenance`, with where in it: a layer type, a tensor),
+        (`posviz.records.config_provenance`, with where in it: a layer type, a tensor),
         several for several models.
 
     Examples

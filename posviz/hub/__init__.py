@@ -4,12 +4,13 @@ A reference is ``hf:REPO[@REVISION][:FILE]`` (or ``hf://…``); FILE names a GGU
 repo, or its quantization (``:Q4_K_M``, as llama.cpp's ``-hf`` takes it). The revision is
 resolved to a commit sha first and every later read names that commit: ``config.json``, the
 safetensors header(s) (two small range reads per file) or a GGUF file's header (read in growing
-ranges, its metadata standing for config.json, with the few rope factors it holds) and, once a
-tensor is picked, exactly its bytes.
+ranges; its metadata stands for config.json, read by `posviz.models.remote` with the few rope
+factors it holds) and, once a tensor is picked, exactly its bytes.
 Headers are cached per commit, tensors per (repo, commit, file, tensor), on disk and bounded in
 bytes. What leaves the machine: the model id, the revision, byte ranges, and ``HF_TOKEN`` when
 the server sets it. HTTP is in :mod:`posviz.hub.client`, the disk cache in
-:mod:`posviz.hub.cache`, config.json's position scheme in :mod:`posviz.hub.config`.
+:mod:`posviz.hub.cache`. A reference is a :class:`posviz.source.HubRef`; what a model's config
+says of it (its scheme, its position table) is :mod:`posviz.models.remote`'s.
 """
 
 from __future__ import annotations
@@ -20,34 +21,25 @@ from urllib.parse import quote
 
 import numpy as np
 
-from posviz import _settings, io
-from posviz.embedding import Embedding, LoadError
+from posviz import _moved, _settings, io
 from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
-from posviz.hub.config import ConfigFile, position_scheme
-from posviz.hub.model import HubModel, Reference
-from posviz.schemes.config import MAX_CONFIG_BYTES, parse_config
-from posviz.schemes.gguf import ROPE_TENSORS, gguf_config
-from posviz.schemes.relative import labelled, relative_table_name
+from posviz.hub.model import ConfigFile, HubModel
+from posviz.io.config_json import MAX_CONFIG_BYTES, parse_config
+from posviz.source import HubRef, LoadError, plain_path
 
 __all__ = [
     "SUGGESTED_MODELS",
     "ConfigFile",
     "HubModel",
-    "Reference",
     "Unreachable",
     "cache_dir",
+    "config_file",
     "enabled",
     "is_cached",
-    "is_hub_ref",
-    "load",
-    "load_model",
-    "open_config",
-    "open_model",
-    "open_model_at",
-    "parse_ref",
-    "position_scheme",
+    "list_model",
+    "list_model_at",
     "read_rows",
     "read_tensor",
     "rows_cached",
@@ -64,10 +56,7 @@ SUGGESTED_MODELS = (
 )
 #: Shards listed per model (2 range reads each).
 MAX_SHARDS = 512
-_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
-_REVISION = re.compile(r"[\w.][\w./-]{0,199}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
-_QUANTIZATION = re.compile(r"[A-Za-z0-9][\w.-]{0,63}")
 _PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 #: GGUF files by precision, most precise first: the one read when a repo of GGUF files is
 #: named without a file (every file holds the same position metadata; a learned table is
@@ -86,70 +75,13 @@ def enabled() -> bool:
     return _settings.hub_enabled()
 
 
-def is_hub_ref(text: str) -> bool:
-    """Whether `text` names a model on the Hub (``hf:REPO[@REV]`` or ``hf://REPO[@REV]``).
-
-    >>> is_hub_ref("hf:openai-community/gpt2"), is_hub_ref("gpt2.safetensors")
-    (True, False)
-    """
-    return text.startswith("hf:")
-
-
-def parse_ref(text: str) -> Reference:
-    """The repo, revision and GGUF file `text` names; a bare repo id is accepted too.
-
-    >>> parse_ref("hf://EleutherAI/pythia-70m@step3000")
-    Reference(repo='EleutherAI/pythia-70m', revision='step3000', file=None)
-    >>> parse_ref("hf:gpt2")
-    Reference(repo='gpt2', revision='main', file=None)
-    >>> parse_ref("hf:org/Model-GGUF:Q4_K_M").file
-    'Q4_K_M'
-    """
-    body = text.removeprefix("hf://") if text.startswith("hf://") else text.removeprefix("hf:")
-    body, colon, file = body.strip().partition(":")  # no repo or revision holds a colon
-    repo, _, revision = body.partition("@")
-    revision = revision or "main"
-    url = file.startswith("//")  # https://…: a URL, not a repo id and a file
-    if (
-        colon
-        and not url
-        and not (
-            (file.lower().endswith(".gguf") and _plain_path(file)) or _QUANTIZATION.fullmatch(file)
-        )
-    ):
-        msg = (
-            f"{file!r} is not a GGUF file of the repo: after the colon give its name "
-            "(model-Q8_0.gguf) or its quantization (Q8_0)."
-        )
-        raise LoadError(msg)
-    if url or not _REPO.fullmatch(repo) or ".." in repo or "--" in repo:
-        msg = (
-            f"{text!r} is not a model id: write hf:NAMESPACE/NAME or hf:NAME, optionally "
-            "followed by @REVISION (e.g. hf:openai-community/gpt2@main)."
-        )
-        raise LoadError(msg)
-    if not _REVISION.fullmatch(revision) or not _plain_path(revision):
-        msg = f"{revision!r} is not a revision: give a branch, a tag, refs/pr/N or a commit sha."
-        raise LoadError(msg)
-    return Reference(repo, revision, file or None)
-
-
-def _plain_path(path: str) -> bool:
-    """Whether `path` is relative and names no "", "." or ".." segment: a URL built from it
-    stays where it is put (``a/../../x`` would leave the commit-pinned path).
-
-    >>> _plain_path("refs/pr/1"), _plain_path("."), _plain_path("../x.safetensors")
-    (True, False, False)
-    """
-    return not ({"", ".", ".."} & set(path.split("/"))) and "\\" not in path
-
-
-def open_model(repo: str, revision: str = "main", file: str | None = None) -> HubModel:
-    """Resolve `revision` to a commit and read the model's headers and config.json.
+def list_model(ref: HubRef) -> HubModel:
+    """Resolve `ref`'s revision to a commit and read the model's headers and config.json.
 
     Only the API's answer for the revision, config.json and each safetensors file's head
-    travel (a repo of GGUF files, or `file` naming one: that file's header and rope factors);
-    a commit already listed costs the one API request (none when offline).
+    travel (a repo of GGUF files, or `ref` naming one: that file's header); a commit already
+    listed costs the one API request (none when offline). A GGUF model's config is empty here:
+    its metadata is read as config.json by `posviz.models.remote.open_model`.
 
     Raises
     ------
@@ -157,7 +89,6 @@ def open_model(repo: str, revision: str = "main", file: str | None = None) -> Hu
         Hub access off, unknown repo/revision, gated without a token, rate limit, Hub not
         reached, pickle-only weights, or a header that fails posviz.io's checks.
     """
-    ref = parse_ref(f"hf:{repo}@{revision}" + (f":{file}" if file else ""))
     _check_enabled()
     cache = _Cache()
     commit, files = _resolve(ref, cache)
@@ -171,27 +102,28 @@ def open_model(repo: str, revision: str = "main", file: str | None = None) -> Hu
     return model
 
 
-def open_config(repo: str, revision: str = "main", file: str | None = None) -> ConfigFile:
-    """Resolve `revision` and read config.json alone: all a rotary or ALiBi scheme needs.
+def config_file(ref: HubRef) -> ConfigFile:
+    """Resolve `ref`'s revision and read config.json alone: all a rotary or ALiBi scheme needs.
 
     Only the API's answer for the revision and config.json travel (offline: the config.json
     of headers listed before, from the cache). A repo of GGUF files without config.json, or
-    `file` naming one of them: that file's header and rope factors stand for config.json
-    (:func:`posviz.schemes.gguf.gguf_config`).
+    `ref` naming one of them: the GGUF file whose metadata stands for config.json, its header
+    listed (`file` names it; `posviz.models.remote.open_config` reads the metadata).
 
     Raises
     ------
     LoadError
-        As :func:`open_model`; also when config.json is too big, too deep or not a JSON
-        object (:func:`posviz.schemes.config.parse_config`). A repo without one gives an empty
+        As :func:`list_model`; also when config.json is too big, too deep or not a JSON
+        object (:func:`posviz.io.config_json.parse_config`). A repo without one gives an empty
         config.
     """
-    ref = parse_ref(f"hf:{repo}@{revision}" + (f":{file}" if file else ""))
     _check_enabled()
     cache = _Cache()
     commit, files = _resolve(ref, cache)
-    if ref.file or (files is not None and "config.json" not in files and _gguf_file(ref, files)):
-        return _gguf_config_file(open_model(repo, revision, file), files)
+    gguf = files is not None and "config.json" not in files and _gguf_file(ref, files)
+    if ref.file or gguf:  # offline, the listed model says which file a quantization named
+        file = _gguf_file(ref, files) if files is not None else list_model(ref).file
+        return ConfigFile(ref.repo, ref.revision, commit, {}, tuple(files or ()), 0, "", file or "")
     if files is None:
         model = cache.model(ref, commit)
         if model is None or not model.config:
@@ -208,38 +140,20 @@ def open_config(repo: str, revision: str = "main", file: str | None = None) -> C
     return ConfigFile(ref.repo, ref.revision, commit, config, tuple(files), len(data), sha256)
 
 
-def open_model_at(opened: ConfigFile) -> HubModel:
+def list_model_at(opened: ConfigFile) -> HubModel:
     """The headers of the model whose config.json `opened` holds, at its commit: no second
     request for the revision or config.json."""
-    ref = Reference(opened.repo, opened.revision, opened.gguf)
+    ref = HubRef(opened.repo, opened.revision, opened.gguf)
     cache = _Cache()
     model = cache.model(ref, opened.commit)
     if model is None:
         if not opened.files:
             msg = f"HF_HUB_OFFLINE is set and the headers of {ref} are not in posviz's Hub cache."
             raise LoadError(msg)
-        model = _list(ref, opened.commit, list(opened.files), config=opened.config)
+        config = {} if opened.gguf else opened.config  # a GGUF's: its metadata, read again
+        model = _list(ref, opened.commit, list(opened.files), config=config)
         cache.put_model(model, ref)
     return model
-
-
-def _gguf_config_file(model: HubModel, files: list[str] | None) -> ConfigFile:
-    """The config.json a GGUF model's metadata stands for, with the keys read (its rope
-    factors come from the disk cache, where listing the model put them)."""
-    ((size, head),) = model.heads.values()
-    header = io.gguf_entries(head, size, model.label)[2]
-    translated = gguf_config(header, lambda name: read_tensor(model, name), head=head)
-    return ConfigFile(
-        model.repo,
-        model.revision,
-        model.commit,
-        translated.config,
-        tuple(files or ()),
-        len(head),
-        translated.sha256,
-        model.file or "",
-        translated.keys,
-    )
 
 
 def is_cached(model: HubModel, name: str) -> bool:
@@ -318,83 +232,13 @@ def rows_cached(model: HubModel, name: str, start: int, stop: int) -> bool:
     return _Cache().tensor(model, name, (first + start * row, first + stop * row)) is not None
 
 
-def load_model(
-    model: HubModel,
-    *,
-    tensor: str | None = None,
-    row_start: int = 0,
-    row_stop: int | None = None,
-    grid: tuple[int, int] | None = None,
-    progress: Progress | None = None,
-    max_bytes: int | None = None,
-) -> Embedding:
-    """Read one tensor of an opened model into an :class:`Embedding` (as posviz.io.load);
-    `max_bytes` as in :func:`read_tensor`."""
-    name = tensor if tensor is not None else _choose(model)
-    array = read_tensor(model, name, progress=progress, max_bytes=max_bytes)
-    table = io.table_from(
-        array,
-        name=name,
-        source=model.source(name),
-        dtype=model.entry(name)["dtype"],
-        row_start=row_start,
-        row_stop=row_stop,
-        grid=grid,
-    )
-    return labelled(table, model.config)  # DeBERTa's rel_embeddings: relative positions
-
-
-def load(
-    ref: str,
-    *,
-    tensor: str | None = None,
-    row_start: int = 0,
-    row_stop: int | None = None,
-    grid: tuple[int, int] | None = None,
-    max_bytes: int | None = None,
-) -> Embedding:
-    """Read a position table of the model `ref` names (``hf:REPO[@REV]``), as posviz.io.load.
-
-    By default the tensor :func:`posviz.io.detect_position_tensor` picks. A tensor of more
-    than `max_bytes` bytes is refused before it is requested.
-
-    Raises
-    ------
-    LoadError
-        As :func:`open_model`; also when no tensor is clearly the position table (the
-        candidates are listed, or config.json's rotary/ALiBi/relative scheme is named).
-    """
-    parsed = parse_ref(ref)
-    model = open_model(parsed.repo, parsed.revision, parsed.file)
-    return load_model(
-        model, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid, max_bytes=max_bytes
-    )
-
-
-# --- choosing ------------------------------------------------------------------------------
-
-
-def _choose(model: HubModel) -> str:
-    """The tensor `load` reads when none is named, or the reason there is none."""
-    if name := relative_table_name(model.config, model.tensors):  # DeBERTa's relative table
-        return name
-    reason = model.no_table_reason()
-    if reason:
-        raise LoadError(reason)
-    infos = [info for info in model.infos if info.name not in ROPE_TENSORS]
-    return io.choose_tensor(infos, model.label)
-
-
-# --- listing -------------------------------------------------------------------------------
-
-
 def _check_enabled() -> None:
     if not enabled():
         msg = "Hub access is off on this server (POSVIZ_HUB=off); load a file instead."
         raise LoadError(msg)
 
 
-def _resolve(ref: Reference, cache: _Cache) -> tuple[str, list[str] | None]:
+def _resolve(ref: HubRef, cache: _Cache) -> tuple[str, list[str] | None]:
     """The commit sha `ref.revision` names now and the repo's files at it (offline: the commit
     last seen, and None)."""
     if client._offline():
@@ -423,7 +267,7 @@ def _resolve(ref: Reference, cache: _Cache) -> tuple[str, list[str] | None]:
     return commit, files
 
 
-def _list(ref: Reference, commit: str, files: list[str], config: dict | None = None) -> HubModel:
+def _list(ref: HubRef, commit: str, files: list[str], config: dict | None = None) -> HubModel:
     """Read config.json (unless given) and the safetensors head(s) of `ref` at `commit`; a
     GGUF file's header and rope factors instead when `ref` names one, or the repo holds GGUF
     files and no safetensors."""
@@ -464,29 +308,31 @@ def _list(ref: Reference, commit: str, files: list[str], config: dict | None = N
     return HubModel(ref.repo, ref.revision, commit, config, heads, tensors)
 
 
-def _list_gguf(ref: Reference, commit: str, file: str) -> HubModel:
-    """A GGUF file's header by range requests (growing until it ends), then its rope factors
-    (a few hundred bytes each, kept in the disk cache): the model, its metadata as config."""
+def _list_gguf(ref: HubRef, commit: str, file: str) -> HubModel:
+    """A GGUF file's header by range requests (growing until it ends): the model, its config
+    empty (its metadata is read as config.json by `posviz.models.remote`)."""
     url = client._file_url(ref.repo, commit, file)
     size, head, header = client._gguf_head(url, f"{ref.repo}@{ref.revision}:{file}")
-    tensors = dict.fromkeys(header.tensors, file)
+    model = HubModel(
+        ref.repo,
+        ref.revision,
+        commit,
+        {},
+        {file: (size, head)},
+        dict.fromkeys(header.tensors, file),
+        file,
+    )
+    # The header was just parsed and checked: the model's entries are that parse's.
+    model.__dict__["_parsed"] = {file: (io.header_entries(header), header.data_start)}
+    model.__dict__["gguf_header"] = header
+    return model
 
-    def model(config: dict) -> HubModel:
-        made = HubModel(ref.repo, ref.revision, commit, config, {file: (size, head)}, tensors, file)
-        # The header was just parsed and checked: the model's entries are that parse's.
-        made.__dict__["_parsed"] = {file: (io.header_entries(header), header.data_start)}
-        return made
 
-    bare = model({})
-    translated = gguf_config(header, lambda name: read_tensor(bare, name), head=head)
-    return model(translated.config)
-
-
-def _gguf_file(ref: Reference, files: list[str]) -> str | None:
+def _gguf_file(ref: HubRef, files: list[str]) -> str | None:
     """The GGUF file of the repo `ref` names (its name, or its quantization), else the most
     precise one (`GGUF_PRECISION`); the first part of a split file; None when there is none."""
     models = [
-        f for f in files if f.lower().endswith(".gguf") and _plain_path(f) and "mmproj" not in f
+        f for f in files if f.lower().endswith(".gguf") and plain_path(f) and "mmproj" not in f
     ]
     if ref.file and ref.file.lower().endswith(".gguf"):
         if ref.file not in files:
@@ -530,7 +376,7 @@ def _rank(file: str) -> int:
     return GGUF_PRECISION.index(kind) if kind else len(GGUF_PRECISION)
 
 
-def _weight_files(ref: Reference, commit: str, files: list[str]) -> list[str]:
+def _weight_files(ref: HubRef, commit: str, files: list[str]) -> list[str]:
     """The safetensors files holding the model: the index's shards, model.safetensors, or
     every top-level .safetensors file; pickle-only repos are refused with the way out."""
     indexes = [f for f in files if "/" not in f and f.endswith(".safetensors.index.json")]
@@ -558,9 +404,9 @@ def _weight_files(ref: Reference, commit: str, files: list[str]) -> list[str]:
             f"{ref} has only pickle-based weights ({', '.join(pickles[:3])}): unpickling runs "
             "whatever code the file contains, so posviz never loads pickles. Many such models "
             "have a safetensors conversion open as a pull request on the Hub: open it with its "
-            f"revision, e.g. hf:{ref.repo}@refs/pr/1 (see the repo's Community tab), or convert "
-            "the file locally (torch.load(..., weights_only=True) then safetensors' save_file) "
-            "and upload the .safetensors file."
+            f"revision, e.g. {HubRef(ref.repo, 'refs/pr/1')} (see the repo's Community tab), or "
+            "convert the file locally (torch.load(..., weights_only=True) then safetensors' "
+            "save_file) and upload the .safetensors file."
         )
         raise LoadError(msg)
     msg = f"{ref} holds no .safetensors weights at its top level (files: {len(files)})."
@@ -569,4 +415,8 @@ def _weight_files(ref: Reference, commit: str, files: list[str]) -> list[str]:
 
 def _weight_name(file: str) -> bool:
     """A .safetensors file inside the repo (no "..", "." or empty segment leaves it)."""
-    return file.endswith(".safetensors") and _plain_path(file)
+    return file.endswith(".safetensors") and plain_path(file)
+
+
+def __getattr__(name: str) -> object:
+    return _moved.attribute(__name__, name)  # what a model's config says: posviz.models

@@ -12,7 +12,8 @@ from typing import Any
 from posviz import _settings
 from posviz._disk import Store
 from posviz.embedding import LoadError
-from posviz.hub.model import HubModel, Reference
+from posviz.hub.model import HubModel
+from posviz.source import HubRef
 
 #: Default of POSVIZ_HUB_CACHE_SIZE.
 DEFAULT_CACHE_SIZE = "1GB"
@@ -75,14 +76,14 @@ class _Cache:
     def __init__(self) -> None:
         self.store = Store(cache_dir(), _KINDS, cache_limit())
 
-    def ref(self, ref: Reference) -> str | None:
+    def ref(self, ref: HubRef) -> str | None:
         record = self._read_json("refs", ref.repo, ref.revision)
         return record.get("commit") if isinstance(record, dict) else None
 
-    def put_ref(self, ref: Reference, commit: str) -> None:
+    def put_ref(self, ref: HubRef, commit: str) -> None:
         self.store.write("refs", json.dumps({"commit": commit}).encode(), ref.repo, ref.revision)
 
-    def model(self, ref: Reference, commit: str) -> HubModel | None:
+    def model(self, ref: HubRef, commit: str) -> HubModel | None:
         record = self._read_json("heads", ref.repo, commit, *_gguf_key(ref.file))
         if not isinstance(record, dict):
             return None
@@ -102,7 +103,7 @@ class _Cache:
             return None
         return model
 
-    def put_model(self, model: HubModel, ref: Reference | None = None) -> None:
+    def put_model(self, model: HubModel, ref: HubRef | None = None) -> None:
         """Keep `model`'s heads, found again by `ref` (its repo, commit and the GGUF file or
         quantization it names: another name in the same repo may be another file)."""
         heads = {f: (size, base64.b64encode(h).decode()) for f, (size, h) in model.heads.items()}

@@ -1,25 +1,66 @@
-"""A model on the Hub as posviz knows it: its reference, and what its headers and config say."""
+"""A model on the Hub as its files are: its headers listed at one commit, or its config.json.
+
+What a config says of the model (its position scheme, whether it has a table; a GGUF's
+metadata read as config.json) is `posviz.models.remote`'s: the Hub's code knows files.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
-from posviz import io
-from posviz.hub.config import no_table_reason
+from posviz import _moved, io
+from posviz.source import HubRef
 
 
 @dataclass(frozen=True)
-class Reference:
-    """A model on the Hub: repo id and revision (branch, tag, ``refs/pr/N`` or commit), and in
-    a repo of GGUF files the one read (its name, or a quantization such as ``Q4_K_M``)."""
+class ConfigFile:
+    """A model's config.json at one commit, read alone (see posviz.models.remote.open_config).
+
+    Attributes
+    ----------
+    repo, revision, commit : str
+    config : dict
+        Parsed and checked by :func:`posviz.io.config_json.parse_config`; a GGUF's metadata as
+        config.json keys (`posviz.models.remote` reads them; empty until it has).
+    files : tuple of str
+        The repo's files at `commit` (empty offline).
+    nbytes : int
+        Size of config.json (of a GGUF file's header).
+    sha256 : str
+        Of config.json's bytes ("" when read from the offline cache, which keeps no bytes); of
+        a GGUF's header and rope tensors.
+    file : str
+        Where the config was read: ``config.json``, or the GGUF file whose metadata stands
+        for it.
+    keys : tuple
+        A GGUF's keys read (:class:`posviz.schemes.gguf.KeyRead`), each with the config key
+        it fed.
+    """
 
     repo: str
-    revision: str = "main"
-    file: str | None = None
+    revision: str
+    commit: str
+    config: dict
+    files: tuple[str, ...]
+    nbytes: int
+    sha256: str = ""
+    file: str = "config.json"
+    keys: tuple = ()
 
-    def __str__(self) -> str:
-        return f"hf:{self.repo}@{self.revision}" + (f":{self.file}" if self.file else "")
+    @property
+    def gguf(self) -> str | None:
+        """The GGUF file this config was read from, if it was."""
+        return self.file if self.file.lower().endswith(".gguf") else None
+
+    @property
+    def at_commit(self) -> str:
+        """``hf:REPO@COMMIT`` (``:FILE`` for a GGUF): where this config is read again."""
+        return str(HubRef(self.repo, self.commit, self.gguf))
+
+    @property
+    def source(self) -> str:
+        return f"{HubRef(self.repo, self.revision)} · commit {self.commit} · {self.file}"
 
 
 @dataclass(frozen=True)
@@ -33,7 +74,8 @@ class HubModel:
     commit : str
         The 40-hex commit sha the revision resolved to; every file was read at it.
     config : dict
-        The model's config.json (empty if it has none).
+        The model's config.json (empty if it has none); a GGUF's metadata as config.json keys
+        once `posviz.models.remote` has read them (:meth:`configured`).
     heads : dict of str to (int, bytes)
         Per weights file: its size and its head (a safetensors file's 8-byte length and JSON
         header; a GGUF file's header, magic to the last tensor info).
@@ -52,8 +94,13 @@ class HubModel:
     file: str | None = None
 
     @property
+    def ref(self) -> HubRef:
+        """The model as the user named it (its revision, the GGUF file read)."""
+        return HubRef(self.repo, self.revision, self.file)
+
+    @property
     def label(self) -> str:
-        return str(Reference(self.repo, self.revision, self.file))
+        return str(self.ref)
 
     @property
     def infos(self) -> list[io.TensorInfo]:
@@ -79,11 +126,20 @@ class HubModel:
         """Where tensor `name` comes from, precisely enough to cite and reproduce."""
         return f"{self.label} · commit {self.commit} · {self.tensors[name]}"
 
-    def no_table_reason(self) -> str | None:
-        """Why this model has no learned absolute position table, when config.json (a GGUF's
-        metadata) says so and no tensor is named like one."""
-        where = "GGUF metadata" if self.file else "config.json"
-        return no_table_reason(self.label, self.config, self.tensors, where=where)
+    def configured(self, config: dict) -> HubModel:
+        """This model with `config` (a GGUF's metadata read as config.json), its headers'
+        parse kept."""
+        made = replace(self, config=config)
+        for kept in ("_parsed", "gguf_header"):
+            if kept in self.__dict__:
+                made.__dict__[kept] = self.__dict__[kept]
+        return made
+
+    @cached_property
+    def gguf_header(self) -> io.GGUFHeader:
+        """The GGUF file's header (its metadata), parsed with the model's entries."""
+        self._parsed  # noqa: B018 -- puts the header here, beside the entries
+        return self.__dict__["gguf_header"]
 
     def _file(self, file: str) -> tuple[dict[str, dict], int]:
         return self._parsed[file]
@@ -91,9 +147,17 @@ class HubModel:
     @cached_property
     def _parsed(self) -> dict[str, tuple[dict[str, dict], int]]:
         """Each file's checked entries and data start (posviz.io's checks, once per model)."""
-        return {
-            file: io.read_header(
-                file, head, size, self.label if self.file else f"{self.label}:{file}"
-            )
-            for file, (size, head) in self.heads.items()
-        }
+        parsed = {}
+        for file, (size, head) in self.heads.items():
+            if file.lower().endswith(".gguf"):
+                entries, start, self.__dict__["gguf_header"] = io.gguf_entries(
+                    head, size, self.label
+                )
+                parsed[file] = (entries, start)
+            else:
+                parsed[file] = io.safetensors_entries(head, size, f"{self.label}:{file}")
+        return parsed
+
+
+def __getattr__(name: str) -> object:
+    return _moved.attribute(__name__, name)  # Reference is posviz.source.HubRef

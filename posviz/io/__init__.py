@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 
 from posviz.embedding import Embedding, LoadError
-from posviz.io._file import TensorInfo, _File, _pickle_message, single_name
+from posviz.io._file import TensorInfo, _File, _pickle_refused, single_name
 from posviz.io._gguf import (
     FIRST_RANGE,
     MAX_GGUF_HEADER_BYTES,
@@ -75,6 +75,7 @@ from posviz.io.detect import (
     zero_leading_rows,
 )
 from posviz.io.write import storage_dtype, to_npy, to_safetensors
+from posviz.source import NO_CUT, Cut
 
 __all__ = [
     "ACCEPTED_FORMATS",
@@ -92,10 +93,10 @@ __all__ = [
     "ZERO_ROWS_SEARCHED",
     "GGUFHeader",
     "GGUFTensor",
+    "Input",
     "LoadError",
     "LongArray",
     "ReservedRows",
-    "Source",
     "TensorInfo",
     "Trim",
     "check_entry",
@@ -112,7 +113,6 @@ __all__ = [
     "read_gguf_header",
     "read_gguf_rows",
     "read_gguf_tensor",
-    "read_header",
     "read_rows",
     "read_tensor",
     "reserved_rows",
@@ -130,8 +130,8 @@ __all__ = [
     "zero_leading_rows",
 ]
 
-#: Uploaded bytes, or a path on disk.
-Source = bytes | str | os.PathLike
+#: What a file is read from: uploaded bytes, or a path on disk.
+Input = bytes | str | os.PathLike
 #: ``read(begin, end)``: those bytes of an opened file.
 ReadRange = Callable[[int, int], bytes | bytearray]
 
@@ -166,7 +166,7 @@ _CORRUPT = (
 )
 
 
-def list_tensors(source: Source, filename: str | None = None) -> list[TensorInfo]:
+def list_tensors(source: Input, filename: str | None = None) -> list[TensorInfo]:
     """The tensors a file holds, from its headers only (text files are scanned, not parsed).
 
     Parameters
@@ -185,7 +185,7 @@ def list_tensors(source: Source, filename: str | None = None) -> list[TensorInfo
         return _run(_LISTERS[src.kind], src)
 
 
-def read_tensor(source: Source, name: str, filename: str | None = None) -> np.ndarray:
+def read_tensor(source: Input, name: str, filename: str | None = None) -> np.ndarray:
     """Read one tensor, as stored except that BF16 becomes float32 and text becomes float64.
 
     Sizes are checked against ``embedding.MAX_ELEMENTS`` before memory is allocated, and only
@@ -215,26 +215,16 @@ def read_rows(source: str | os.PathLike, name: str, start: int, stop: int) -> np
         return _run(_read_safetensors_rows, src, name, start, stop)
 
 
-def load(
-    source: Source,
-    filename: str | None = None,
-    *,
-    tensor: str | None = None,
-    row_start: int = 0,
-    row_stop: int | None = None,
-    grid: tuple[int, int] | None = None,
-) -> Embedding:
+def load(source: Input, filename: str | None = None, cut: Cut = NO_CUT) -> Embedding:
     """Read a position table from a file into an :class:`Embedding`.
 
     Parameters
     ----------
     source, filename
         As in :func:`list_tensors`.
-    tensor : str, optional
-        Tensor to read. By default the one :func:`detect_position_tensor` picks, or the only
-        tensor of the file.
-    row_start, row_stop, grid
-        Rows kept and their patch grid, as in :meth:`Embedding.from_array`.
+    cut : Cut
+        The tensor (by default the one :func:`detect_position_tensor` picks, or the only
+        tensor of the file), the rows kept and their patch grid (:meth:`Embedding.from_array`).
 
     Raises
     ------
@@ -244,7 +234,7 @@ def load(
     """
     with _opened(source, filename) as src:
         infos = _run(_LISTERS[src.kind], src)
-        name = tensor if tensor is not None else choose_tensor(infos, src.label)
+        name = cut.tensor if cut.tensor is not None else choose_tensor(infos, src.label)
         array = _run(_READERS[src.kind], src, name)
     # A single-array file (.npy, text) lists its array as "table" and answers to its own name.
     single = [info.name for info in infos] == ["table"]
@@ -254,33 +244,24 @@ def load(
         name=single_name(src.label) if single else name,
         source=src.label,
         dtype=dtype,
-        row_start=row_start,
-        row_stop=row_stop,
-        grid=grid,
+        cut=cut,
     )
 
 
 def table_from(
-    array: np.ndarray,
-    *,
-    name: str,
-    source: str,
-    dtype: str,
-    row_start: int = 0,
-    row_stop: int | None = None,
-    grid: tuple[int, int] | None = None,
+    array: np.ndarray, *, name: str, source: str, dtype: str, cut: Cut = NO_CUT
 ) -> Embedding:
-    """:meth:`Embedding.from_array` of a tensor read from `source`, whose refusals name it (also
-    how posviz.hub makes a table of a fetched tensor)."""
+    """:meth:`Embedding.from_array` of a tensor read from `source`, `cut`'s rows and grid kept,
+    whose refusals name it (also how a Hub model's fetched tensor becomes a table)."""
     try:
         return Embedding.from_array(
             array,
             name=name,
             source=source,
             dtype=dtype,
-            row_start=row_start,
-            row_stop=row_stop,
-            grid=grid,
+            row_start=cut.row_start,
+            row_stop=cut.row_stop,
+            grid=cut.grid,
         )
     except LoadError as exc:
         msg = f"{source}: {exc}"
@@ -288,7 +269,7 @@ def table_from(
 
 
 @contextmanager
-def opened(source: Source, filename: str | None = None) -> Iterator[tuple[ReadRange, int, str]]:
+def opened(source: Input, filename: str | None = None) -> Iterator[tuple[ReadRange, int, str]]:
     """`source` opened once for several reads: ``(read(begin, end), size, label)``, with the
     checks every read makes (a regular file, not empty; failures as a LoadError)."""
     with _opened(source, filename) as src:
@@ -296,7 +277,7 @@ def opened(source: Source, filename: str | None = None) -> Iterator[tuple[ReadRa
 
 
 @contextmanager
-def _opened(source: Source, filename: str | None) -> Iterator[_File]:
+def _opened(source: Input, filename: str | None) -> Iterator[_File]:
     """Open `source` and decide its format from magic bytes, then from its extension."""
     if isinstance(source, bytes):
         label = filename or "uploaded file"
@@ -331,7 +312,7 @@ def _opened(source: Source, filename: str | None) -> Iterator[_File]:
 def _format(head: bytes, suffix: str, label: str) -> str:
     """Format of a file from its first 16 bytes and its suffix; pickles are refused here."""
     if suffix in PICKLE_SUFFIXES:
-        raise LoadError(_pickle_message(label))
+        raise _pickle_refused(label)
     if head.startswith(b"\x93NUMPY"):
         return "npy"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
@@ -342,9 +323,16 @@ def _format(head: bytes, suffix: str, label: str) -> str:
     if len(head) > 8 and head[4:8] == b"\0\0\0\0" and head[8:9] == b"{":
         return "safetensors"
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-        raise LoadError(_pickle_message(label))
+        raise _pickle_refused(label)
     if suffix in _SUFFIX_FORMATS:
         return _SUFFIX_FORMATS[suffix]
+    if suffix == ".json":  # most often a model's config.json, uploaded where tables go
+        msg = (
+            f"{label} is JSON, not a position table: a model's config.json describes its "
+            "position scheme (rotary, ALiBi, relative), which the Schemes page reads (on the "
+            f"command line, posviz summary). Tables are read from {ACCEPTED_FORMATS}."
+        )
+        raise LoadError(msg)
     msg = (
         f"{label} is not a format posviz reads (no known magic bytes, extension "
         f"{suffix or 'none'!r}). Accepted formats: {ACCEPTED_FORMATS}."
@@ -385,14 +373,6 @@ _READERS: dict[str, Callable[[_File, str], np.ndarray]] = {
 
 # A file's tensors as posviz.hub keeps them (entries of dtype, shape and data_offsets), whatever
 # the format: safetensors dtypes and GGML types share their plain names (F32, F16, BF16, I8…).
-
-
-def read_header(file: str, head: bytes, size: int, label: str) -> tuple[dict[str, dict], int]:
-    """Checked tensor entries of a safetensors or GGUF file (by `file`'s extension) from its
-    head alone, and where its data region starts."""
-    if file.lower().endswith(".gguf"):
-        return gguf_entries(head, size, label)[:2]
-    return safetensors_entries(head, size, label)
 
 
 def check_entry(what: str, entry: dict) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -229,7 +229,7 @@ def trim_leading(table: Embedding, rows: int, *, grid: tuple[int, int] | None = 
     >>> t.shape, t.describe_rows()
     ((10, 3), 'rows 2-11 of 12 (2 leading rows trimmed)')
     """
-    return Embedding.from_array(
+    trimmed = Embedding.from_array(
         np.concatenate([table.prefix, table.values]),
         name=table.name,
         source=table.source,
@@ -237,3 +237,4 @@ def trim_leading(table: Embedding, rows: int, *, grid: tuple[int, int] | None = 
         row_start=table.row_start + rows,
         grid=grid,
     )
+    return replace(trimmed, origin=table.origin)

@@ -48,7 +48,7 @@ def number(value: Any, key: str, *, low: float = 0.0, high: float | None = None)
     >>> number(10**4000, "rope_theta")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    posviz.embedding.LoadError: rope_theta in config.json is 1000...; expected a finite number.
+    posviz.source.LoadError: rope_theta in config.json is 1000...; expected a finite number.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         msg = f"{key} in config.json is {shown(value)}; expected a finite number."

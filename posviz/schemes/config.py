@@ -9,11 +9,9 @@ computation.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from posviz._json import max_depth
+from posviz import _moved
 from posviz.embedding import LoadError
 from posviz.rows import table_span
 from posviz.schemes import alibi
@@ -25,16 +23,13 @@ from posviz.schemes.rope import MAX_CONTEXT, RotarySpec, contradictions
 
 __all__ = [
     "KINDS",
-    "MAX_CONFIG_BYTES",
     "NAMES",
     "AlibiSpec",
     "RelativeBiasSpec",
     "RelativeTableSpec",
     "Scheme",
     "language_model",
-    "parse_config",
     "position_scheme",
-    "read_config_file",
     "scheme_kind",
 ]
 
@@ -62,11 +57,6 @@ NAMES = {
     "sinusoidal": "fixed sinusoidal positions",
     "none": "no position encoding",
 }
-#: config.json files are a few kB (a few MB with huge label maps); refused above this (as the
-#: Hub client refuses any JSON answer) before parsing, and deeper than this.
-MAX_CONFIG_BYTES = 16 * 2**20
-MAX_CONFIG_DEPTH = 32
-
 #: Rotary models whose config.json may name no rotary key (the default base 10000 applies).
 _ROTARY_MODELS = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
@@ -154,75 +144,6 @@ class Scheme:
     warnings: tuple[str, ...] = field(default=())
     layers: tuple[LayerScheme, ...] = ()
     config: dict = field(default_factory=dict, compare=False, repr=False)
-
-
-def parse_config(data: bytes, *, what: str = "config.json") -> dict:
-    """config.json's bytes -> dict, refusing what is too big, too deep or not an object.
-
-    Examples
-    --------
-    >>> parse_config(b'{"rope_theta": 10000}')
-    {'rope_theta': 10000}
-    >>> parse_config(b"[" * 100 + b"]" * 100)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    posviz.embedding.LoadError: config.json is nested deeper than 32 levels; ...
-    """
-    if len(data) > MAX_CONFIG_BYTES:
-        msg = (
-            f"{what} is {len(data):,} bytes; a model config is a few kB (limit "
-            f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
-        )
-        raise LoadError(msg)
-    depth = max_depth(data)
-    if depth > MAX_CONFIG_DEPTH:
-        msg = (
-            f"{what} is nested deeper than {MAX_CONFIG_DEPTH} levels; a model config is not. "
-            "Check that this is the model's config.json."
-        )
-        raise LoadError(msg)
-    try:
-        config = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        msg = f"{what} is not valid JSON ({exc}); give the model's config.json."
-        raise LoadError(msg) from exc
-    if not isinstance(config, dict):
-        msg = f"{what} holds a JSON {type(config).__name__}, not an object of settings."
-        raise LoadError(msg)
-    return config
-
-
-def read_config_file(path: str | Path, *, what: str | None = None) -> bytes:
-    """The bytes of the config.json at `path`, at most `MAX_CONFIG_BYTES` of them read;
-    messages name it `what` (default: `path`).
-
-    Raises
-    ------
-    LoadError
-        If it cannot be read, is not a regular file, or is bigger than `MAX_CONFIG_BYTES`
-        (refused unread when its size says so; never more than one byte past the limit read).
-    """
-    path = Path(path)
-    what = what or str(path)
-    try:
-        if not path.is_file():  # a FIFO would block the read
-            msg = f"{what} is not a file; give the model's config.json."
-            raise LoadError(msg)
-        size = path.stat().st_size
-        if size <= MAX_CONFIG_BYTES:  # bigger ones are refused unread
-            with path.open("rb") as file:
-                data = file.read(MAX_CONFIG_BYTES + 1)  # a file that grew: at most this
-            size = len(data)
-    except OSError as exc:  # strerror alone: str(exc) names the path itself
-        msg = f"Cannot read {what}: {exc.strerror or type(exc).__name__}."
-        raise LoadError(msg) from exc
-    if size > MAX_CONFIG_BYTES:
-        msg = (
-            f"{what} is {size:,} bytes; a model config is a few kB (limit "
-            f"{MAX_CONFIG_BYTES:,}). Check that this is the model's config.json."
-        )
-        raise LoadError(msg)
-    return data
 
 
 def position_scheme(config: dict) -> Scheme:
@@ -425,3 +346,7 @@ def _heads(config: dict) -> int:
         msg = "config.json names no number of attention heads (num_attention_heads)."
         raise LoadError(msg)
     return _integer(value, _heads_key(config))
+
+
+def __getattr__(name: str) -> object:
+    return _moved.attribute(__name__, name)  # config.json's reading moved to posviz.io

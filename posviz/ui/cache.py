@@ -35,7 +35,7 @@ import streamlit as st
 from posviz import _settings, pipeline
 from posviz import collection as _collection
 from posviz.embedding import Embedding
-from posviz.schemes.attention import AttentionLayer
+from posviz.models.attention import AttentionLayer
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

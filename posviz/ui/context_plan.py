@@ -13,7 +13,7 @@ import streamlit as st
 from posviz import export, figures, pipeline
 from posviz._params import Refused
 from posviz.heads import RotaryHeads
-from posviz.schemes import weights
+from posviz.models import weights
 from posviz.schemes.config import Scheme
 from posviz.schemes.plan import (
     BANDS,

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import streamlit as st
 
-from posviz import _settings, depth, examples, hub, pipeline
+from posviz import depth, examples, hub, pipeline
 from posviz._params import Refused
 from posviz.embedding import LoadError
 from posviz.heads import PatternHeads, RotaryHeads
-from posviz.io import INDEX_SUFFIX, datadir
-from posviz.schemes import attention, weights
-from posviz.ui import cache, loaders, state
+from posviz.io import INDEX_SUFFIX
+from posviz.models import attention, weights
+from posviz.source import HubRef, SharedFile, Shipped, Upload, parse_source
+from posviz.ui import cache, loaders
 from posviz.ui import schemes as scheme_cache
 from posviz.ui.text import literal
 
@@ -116,47 +117,34 @@ class Shown:
 
 
 def _example(name: str) -> Shown:
-    found = examples.EXAMPLES.get(name)
-    if found is None:
-        msg = f"{name[:60]!r} is not a model shipped with posviz ({', '.join(examples.EXAMPLES)})"
-        raise LoadError(msg)
-    model = weights.open_checkpoint(found.weights, label=found.label)
-    return Shown(f"{examples.PREFIX}{name}", model, found.about)
+    model = attention.open_source(Shipped(name))
+    found = examples.EXAMPLES.get(name)  # None: one file of a shipped model
+    return Shown(str(Shipped(name)), model, found.about if found else "Shipped with posviz.")
 
 
 def _shared(relative: str) -> Shown:
-    root = _settings.data_dir()
-    if not root:
-        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
-        raise LoadError(msg)
-    path = datadir.resolve(Path(root), relative)
-    if relative.lower().endswith(".gguf"):
-        model: weights.Readable | None = weights.open_gguf(path, label=relative)
-    else:
-        model = state.folder_checkpoint(Path(root), path, relative)
-    if model is None:
-        msg = f"{relative}: its config.json is not beside it inside the shared folder"
-        raise LoadError(msg)
-    return Shown(f"shared:{relative}", model, "A model of the shared folder (POSVIZ_DATA_DIR).")
+    model = attention.open_source(SharedFile(relative))
+    return Shown(
+        str(SharedFile(relative)), model, "A model of the shared folder (POSVIZ_DATA_DIR)."
+    )
 
 
-def _hub(text: str) -> Shown:
-    ref = hub.parse_ref(text)
-    model = scheme_cache.hub_config(ref.repo, ref.revision, ref.file)
+def _hub(ref: HubRef) -> Shown:
+    model = scheme_cache.hub_config(ref)
     return Shown(model.at_commit, model, f"{literal(model.repo)} at commit {model.commit[:12]}.")
 
 
 def _reopen(text: str) -> Shown:
     """The model `text` names (the URL's ``heads.model``)."""
-    kind, _, rest = text.partition(":")
-    if kind == "example":
-        return _example(rest)
-    if kind == "shared":
-        return _shared(rest)
-    if kind == "hf":
-        return _hub(text)
-    if kind == "upload":
-        msg = f"it was made on an uploaded model ({rest[:80]}), which a link cannot carry"
+    source = parse_source(text)
+    if isinstance(source, Shipped):
+        return _example(source.name)
+    if isinstance(source, SharedFile):
+        return _shared(source.relative)
+    if isinstance(source, HubRef):
+        return _hub(source)
+    if isinstance(source, Upload):
+        msg = f"it was made on an uploaded model ({source.name[:80]}), which a link cannot carry"
         raise LoadError(msg)
     msg = f"heads.model={text[:60]!r} names no model (example:, shared:, hf: or upload:)"
     raise LoadError(msg)
@@ -183,8 +171,18 @@ def shown() -> Shown:
     return st.session_state[_SHOWN]
 
 
+#: Settings that belong to the model shown (its positions, one of its layers): another model
+#: starts them afresh (MiniLM was analysed over 32 positions after the planted GPT-2's 32).
+_PER_MODEL = ("heads.positions", "heads.layer")
+
+
 def show(found: Shown) -> None:
     """Make `found` the model shown, and name it in the URL."""
+    before = st.session_state.get(_SHOWN)
+    if before is not None and before.text != found.text:
+        for key in _PER_MODEL:
+            st.session_state.pop(key, None)
+            st.query_params.pop(key, None)
     st.session_state[_SHOWN] = found
     if st.query_params.get(MODEL) != found.text:
         st.query_params[MODEL] = found.text
@@ -230,8 +228,9 @@ def pick_shared(root: Path) -> Shown:
     """The model shown once a checkpoint of the shared folder `root` was picked (the one shown
     picked first, when it is one of the folder's)."""
     current = shown()
-    if current.text.startswith("shared:") and SHARED not in st.session_state:
-        st.session_state[SHARED] = current.text.removeprefix("shared:")
+    source = parse_source(current.text)
+    if isinstance(source, SharedFile) and SHARED not in st.session_state:
+        st.session_state[SHARED] = source.relative
     if loaders.shared_checkpoint(root, key=SHARED, sharded=True) is None:
         return current
     relative = st.session_state[SHARED]
@@ -239,8 +238,7 @@ def pick_shared(root: Path) -> Shown:
 
 
 def from_hub(repo: str, revision: str, file: str | None = None) -> Shown:
-    text = f"hf:{repo}@{revision}" + (f":{file}" if file else "")
-    return request(("hub", text), lambda: _hub(text))
+    return request(("hub", repo, revision, file), lambda: _hub(HubRef(repo, revision, file)))
 
 
 def default_layers(model: attention.Opened) -> str:
@@ -308,7 +306,7 @@ def _uploaded(files: Sequence[_Upload]) -> Shown:
         else weights.open_checkpoint(path, label=weights_name, within=folder.path.resolve())
     )
     about = f"Uploaded: {literal(', '.join(names[:6]))}" + (" …" if len(names) > 6 else "") + "."
-    return Shown(f"upload:{weights_name}", model, about, folder)
+    return Shown(str(Upload(weights_name)), model, about, folder)
 
 
 def uploaded(files: Sequence[_Upload]) -> Shown:
@@ -331,9 +329,9 @@ def hub_model() -> tuple[str, str] | None:
     if named and named[0]:
         return named
     current = st.session_state.get(_SHOWN)
-    if current is None or not current.text.startswith("hf:"):
+    ref = parse_source(current.text) if current is not None else None
+    if not isinstance(ref, HubRef):
         return None
-    ref = hub.parse_ref(current.text)
     return (ref.repo + (f":{ref.file}" if ref.file else ""), ref.revision)
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from pathlib import PurePath
 
-import numpy as np
-
-from posviz import simulate
+from posviz import models, simulate
 from posviz.embedding import Embedding, LoadError
+from posviz.source import Cut, HubRef, LocalPath, SharedFile, Simulation, Source, Upload
 
 __all__ = [
     "KEYS",
@@ -30,6 +30,8 @@ __all__ = [
     "cut",
     "keys",
     "not_reopened",
+    "origin",
+    "parse_cut",
     "parse_grid",
     "parse_rows",
     "recut",
@@ -69,6 +71,37 @@ def simulation(kind: str, options: Mapping[str, int | float]) -> dict[str, str]:
     }
 
 
+def origin(source: Source | None) -> dict[str, str] | None:
+    """The link keys of a table's source (`Embedding.origin`): a simulation's options, a Hub
+    model at the commit read (its GGUF file too), a shared file's path; an upload's or the
+    served file's name, which a link names but cannot reopen. None for a table made on a page
+    (named in words).
+
+    >>> origin(HubRef("acme/m-GGUF", "a" * 40, "m-Q8_0.gguf")) == {
+    ...     "hub": "acme/m-GGUF", "revision": "a" * 40, "file": "m-Q8_0.gguf"}
+    True
+    >>> origin(LocalPath("/srv/models/gpt2.safetensors")), origin(None)
+    ({'served': 'gpt2.safetensors'}, None)
+    """
+    if isinstance(source, Simulation):
+        return simulation(_KINDS[source.generator], source.options)
+    if isinstance(source, HubRef):
+        return {"hub": source.repo, "revision": source.revision} | (
+            {"file": source.file} if source.file else {}
+        )
+    if isinstance(source, SharedFile):
+        return {"shared": source.relative}
+    if isinstance(source, Upload):
+        return {"upload": source.name}
+    if isinstance(source, LocalPath):  # the file `posviz serve` opened: its name only
+        return {"served": PurePath(source.path).name}
+    return None
+
+
+#: Each generator's name in a link (the app's) by its function's name (a source's).
+_KINDS = {generator.__name__: kind for kind, generator in simulate.GENERATORS.items()}
+
+
 def cut(table: Embedding) -> dict[str, str]:
     """The tensor, rows and grid of `table` within its source, as link keys."""
     rows = f"{table.row_start}:{table.row_start + table.shape[0]}"
@@ -84,10 +117,10 @@ def keys(table: Embedding, origin: Mapping[str, str] | None, *, made: str | None
     table : Embedding
         The table shown.
     origin : mapping or None
-        Its origin (:func:`simulation`, ``{"hub": repo, "revision": commit}`` with ``"file"``
-        for a repo's GGUF file, ``{"shared": path}``, ``{"upload": file}``, ``{"served":
-        file}``); None for a table a link cannot name by its source, which is then named in
-        words (``table=``).
+        Its origin's keys (:func:`origin`: :func:`simulation`, ``{"hub": repo, "revision":
+        commit}`` with ``"file"`` for a repo's GGUF file, ``{"shared": path}``, ``{"upload":
+        file}``, ``{"served": file}``); None for a table a link cannot name by its source,
+        which is then named in words (``table=``).
     made : str or None
         For a simulated origin, the sha256 of the generator's own table: a `table` that
         differs (its leading rows trimmed) gets its cut too.
@@ -135,6 +168,16 @@ def parse_grid(text: str | None) -> tuple[int, int] | None:
         raise LoadError(msg) from None
 
 
+def parse_cut(params: Mapping[str, str]) -> Cut:
+    """The tensor, rows and grid a link's keys name.
+
+    >>> parse_cut({"tensor": "wpe", "rows": "1:65", "grid": "8x8"})
+    Cut(tensor='wpe', row_start=1, row_stop=65, grid=(8, 8))
+    """
+    start, stop = parse_rows(params.get("rows", "0:"))
+    return Cut(params.get("tensor"), start, stop, parse_grid(params.get("grid")))
+
+
 def recut(table: Embedding, params: Mapping[str, str]) -> Embedding:
     """`table` cut to the rows and grid `params` names (a simulation's trimmed link); as it is
     when they name none.
@@ -143,19 +186,7 @@ def recut(table: Embedding, params: Mapping[str, str]) -> Embedding:
     >>> e.shape, e.row_start, e.describe_rows()
     ((17, 4), 3, 'rows 3-19 of 20 (3 leading rows trimmed)')
     """
-    if "rows" not in params:
-        return table
-    start, stop = parse_rows(params["rows"])
-    return Embedding.from_array(
-        np.concatenate([table.prefix, table.values]),
-        name=table.name,
-        source=table.source,
-        dtype=table.dtype,
-        row_start=start,
-        row_stop=stop,
-        grid=parse_grid(params.get("grid")),
-        first_position=table.first_position,
-    )
+    return models.recut(table, parse_cut(params)) if "rows" in params else table
 
 
 def _shown(table: Embedding) -> str:

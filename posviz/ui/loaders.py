@@ -9,14 +9,15 @@ from typing import Any
 
 import streamlit as st
 
-from posviz import _settings, hub, io, simulate
+from posviz import _settings, hub, io, models, simulate
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
-from posviz.hub.config import no_table_reason
 from posviz.io import datadir
-from posviz.schemes import weights
+from posviz.models import remote, weights
+from posviz.models.remote import no_table_reason
 from posviz.schemes.relative import relative_table_name
-from posviz.ui import state
-from posviz.ui.text import literal
+from posviz.source import Cut, HubRef, SharedFile, Source, Upload
+from posviz.ui import pages, state
+from posviz.ui.text import literal, show_refusal
 
 
 def table_loader(slot: str = state.PRIMARY) -> None:
@@ -85,17 +86,23 @@ def _upload(slot: str) -> None:
     if upload is None:
         return
     try:
-        infos, reason = state.once_per_upload(upload, f"{slot}.upload.listed", _listed)
+        infos, reason = state.once_per_upload(upload, f"{slot}.upload.listed", _list_upload)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)
+        if upload.name.lower().endswith(".json"):  # a config.json: where it is read
+            schemes = pages.page("schemes")
+            st.page_link(
+                schemes.file, label="Schemes page: upload the config.json there", icon=schemes.icon
+            )
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
-    origin = {"upload": upload.name}  # named in the link, which cannot carry the file
-    _pick_and_load(upload.getvalue(), upload.name, slot=slot, key=slot, origin=origin, listed=infos)
+    data = upload.getvalue()
+    # Named in the link by its name, which cannot carry the file.
+    _pick_and_load(Upload(upload.name, data), data, upload.name, slot=slot, key=slot, infos=infos)
 
 
-def _listed(data: bytes, name: str) -> tuple[list[io.TensorInfo], str]:
+def _list_upload(data: bytes, name: str) -> tuple[list[io.TensorInfo], str]:
     """An upload's tensors from its header, and what a GGUF's position metadata says of it
     ("" when nothing): read once per upload (`state.once_per_upload`). A file with no tensor
     usable as a table is refused with the precise reason."""
@@ -142,7 +149,7 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     try:
         path = datadir.resolve(root, relative)
-        checkpoint = state.folder_checkpoint(root, path, relative)
+        checkpoint = weights.folder_checkpoint(root, path, relative)
         # As for a model on the Hub: a config.json that names another scheme says so.
         reason = checkpoint and no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
@@ -150,16 +157,44 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
-    if relative.lower().endswith(".gguf") and (said := _gguf_reason(path, relative)):
-        st.warning(literal(said), icon=":material/info:")
+    infos = None
+    if relative.lower().endswith(".gguf"):
+        try:
+            infos, said = _shared_gguf(path, relative, _version(path))
+        except LoadError as error:
+            show_refusal(error)
+            return
+        if said:
+            st.warning(literal(said), icon=":material/info:")
     _pick_and_load(
-        checkpoint or path, relative, slot=slot, key=f"{slot}.shared", origin={"shared": relative}
+        SharedFile(relative),
+        checkpoint or path,
+        relative,
+        slot=slot,
+        key=f"{slot}.shared",
+        infos=infos,
     )
+
+
+def _version(path: Path) -> tuple[int, int]:
+    """A file's size and modification time: which version of it a cache entry read."""
+    found = path.stat()
+    return found.st_size, found.st_mtime_ns
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the GGUF's header…")
+def _shared_gguf(
+    path: Path, relative: str, version: tuple[int, int]
+) -> tuple[list[io.TensorInfo], str]:
+    """A shared GGUF's tensors and what its metadata says (`_gguf_reason`), read once per
+    `version` of the file: its header (a vocabulary of 150,000 strings is 10 MB) was parsed
+    twice on every run of the page. `version` is only the cache's key."""
+    return io.list_tensors(path, relative), _gguf_reason(path, relative)
 
 
 def _sharded(root: Path, files: list[str]) -> list[str]:
     """`files` with each sharded checkpoint's shards replaced by its index, as a folder of
-    one is read (`posviz.schemes.weights.weights_in`: model.safetensors first)."""
+    one is read (`posviz.models.weights.weights_in`: model.safetensors first)."""
     offered: list[str] = []
     folders: dict[str, str | None] = {}
     for relative in files:
@@ -214,7 +249,7 @@ def shared_checkpoint(
         path = datadir.resolve(root, relative)
         if relative.lower().endswith(".gguf"):
             return weights.open_gguf(path, label=relative)
-        checkpoint = state.folder_checkpoint(root, path, relative)
+        checkpoint = weights.folder_checkpoint(root, path, relative)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
@@ -223,8 +258,8 @@ def shared_checkpoint(
     return checkpoint
 
 
-#: What the loader lists and loads: a file, a checkpoint read with its config.json, a Hub model.
-_Loadable = io.Source | weights.LocalCheckpoint | hub.HubModel
+#: What the loader lists tensors of: a file, a checkpoint read with its config.json, a Hub model.
+_Listed = io.Input | weights.LocalCheckpoint | hub.HubModel
 
 #: Bytes of opened models kept, shared by all sessions. A model's heads are at most
 #: io.MAX_HEADER_BYTES (8 MiB) together, its config.json usually a few kB: a few dozen models.
@@ -237,11 +272,9 @@ HUB_MODELS_SIZE = "256MB"
     max_size=HUB_MODELS_SIZE,
     show_spinner="Reading the model's headers from the Hub…",
 )
-def _hub_model(repo: str, revision: str) -> hub.HubModel:
+def _hub_model(ref: HubRef) -> hub.HubModel:
     # Cached for a while: every rerun draws all tabs, and resolving a branch costs a request.
-    # A repo of GGUF files may name one: REPO:FILE.gguf or REPO:QUANT.
-    repo, _, file = repo.partition(":")
-    return hub.open_model(repo, revision, file or None)
+    return remote.open_model(ref)
 
 
 def _hub(slot: str) -> None:
@@ -282,20 +315,17 @@ def _hub(slot: str) -> None:
         _hub_failed(repo, revision, failed[1])
         return
     try:
-        model = _hub_model(repo, revision)
+        # A repo of GGUF files may name one: REPO:FILE.gguf or REPO:QUANT.
+        named = HubRef.parse(repo)
+        model = _hub_model(HubRef(named.repo, revision, named.file))
     except LoadError as error:
         st.session_state[f"{slot}.hub.failed"] = (opened, error)
         _hub_failed(repo, revision, error)
         return
-    if reason := model.no_table_reason():
+    if reason := remote.why_no_table(model):
         st.warning(literal(reason), icon=":material/info:")
-    _pick_and_load(
-        model,
-        f"{model.label} (commit {model.commit[:12]})",
-        slot=slot,
-        key=f"{slot}.hub",
-        origin=state.hub_origin(model.repo, model.commit, model.file),
-    )
+    label = f"{model.label} (commit {model.commit[:12]})"
+    _pick_and_load(model.ref.at(model.commit), model, label, slot=slot, key=f"{slot}.hub")
 
 
 def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
@@ -318,34 +348,32 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
 
 
 def _pick_and_load(
-    source: _Loadable,
+    source: Source,
+    listed: _Listed,
     filename: str,
     *,
     slot: str,
     key: str,
-    origin: dict[str, str],
-    listed: list[io.TensorInfo] | None = None,
+    infos: list[io.TensorInfo] | None = None,
 ) -> None:
-    """List `source`'s tensors (a file, a checkpoint with its config.json, or a model on the
-    Hub; `listed` when already listed), let the user pick one and trim its rows, then load it
-    into `slot`, its `origin` named in the URL (see `state.set_table`). Widget keys start with
-    `key`, so two loaders can be on one page."""
+    """List the tensors of `source` (`listed`: a file, a checkpoint with its config.json, or a
+    model on the Hub; `infos` when already listed), let the user pick one and trim its rows,
+    then load it into `slot` (the table keeps `source`, which names it in the URL: see
+    `state.set_table`). Widget keys start with `key`, so two loaders can be on one page."""
     import pandas as pd
 
-    remote = isinstance(source, hub.HubModel)
+    remote_model = isinstance(listed, hub.HubModel)
     try:
-        if listed is not None:
-            infos = listed
-        elif isinstance(source, hub.HubModel):
-            infos = source.infos
-        else:
-            local = source.path if isinstance(source, weights.LocalCheckpoint) else source
+        if isinstance(listed, hub.HubModel):
+            infos = listed.infos
+        elif infos is None:
+            local = listed.path if isinstance(listed, weights.LocalCheckpoint) else listed
             infos = io.list_tensors(local, filename)
         usable = [info for info in infos if info.table_shape is not None]
         if not usable:
-            _read(source, filename, {})  # raises the precise reason (1-D, object dtype, ...)
+            _read(source, listed, Cut())  # raises the precise reason (1-D, object dtype, ...)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)  # a pickle from the shared folder: its conversion
         return
     st.markdown(
         f"**{literal(filename)}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "
@@ -361,7 +389,7 @@ def _pick_and_load(
         hide_index=True,
     )
     names = [info.name for info in usable]
-    config = source.config if isinstance(source, hub.HubModel | weights.LocalCheckpoint) else {}
+    config = listed.config if isinstance(listed, hub.HubModel | weights.LocalCheckpoint) else {}
     # A relative-attention model's table of relative positions first, as its loaders open it.
     detected = relative_table_name(config, names) or io.detect_position_tensor(infos)
     name = st.selectbox(
@@ -386,37 +414,33 @@ def _pick_and_load(
             value=trim.grid is not None,
             disabled=trim.grid is None,
         )
-        allowed = _travel_note(source, name) if isinstance(source, hub.HubModel) else True
+        allowed = _travel_note(listed, name) if isinstance(listed, hub.HubModel) else True
         clicked = st.form_submit_button("Load", type="primary", disabled=not allowed)
     # A file with one candidate loads at once, with the form's defaults, once per file; a
     # model on the Hub waits for its click (the note above says what will travel).
-    seen = (filename, name, info.shape, len(source) if isinstance(source, bytes) else source)
-    automatic = not remote and len(usable) == 1 and st.session_state.get(f"{key}.loaded") != seen
+    seen = (filename, name, info.shape, len(listed) if isinstance(listed, bytes) else listed)
+    automatic = (
+        not remote_model and len(usable) == 1 and st.session_state.get(f"{key}.loaded") != seen
+    )
     if not (clicked or automatic):
         return
     st.session_state[f"{key}.loaded"] = seen
-    options = {
-        "tensor": name,
-        "row_start": int(start),
-        "row_stop": int(stop),
-        "grid": trim.grid if as_grid and (start, stop) == (trim.row_start, n_rows) else None,
-    }
+    whole = (start, stop) == (trim.row_start, n_rows)
+    cut = Cut(name, int(start), int(stop), trim.grid if as_grid and whole else None)
     try:
-        table = _read(source, filename, options)
+        table = _read(source, listed, cut)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return
-    state.set_table(table, slot, origin)
+    state.set_table(table, slot)
     st.success(f"Loaded {literal(table.name)} ({table.describe_rows()}).")
 
 
-def _read(source: _Loadable, filename: str, options: dict[str, Any]) -> Embedding:
-    """io.load for a file; a checkpoint as its config.json says (DeBERTa's relative table with
-    its positions); for a model on the Hub, the tensor fetched under a progress bar."""
-    if isinstance(source, weights.LocalCheckpoint):
-        return weights.load_checkpoint(source, **options)
-    if not isinstance(source, hub.HubModel):
-        return io.load(source, filename, **options)
+def _read(source: Source, listed: _Listed, cut: Cut) -> Embedding:
+    """The one loader's table of `source`, its headers already read (`listed`: a model on the
+    Hub is not opened again, its tensor fetched under a progress bar)."""
+    if not isinstance(listed, hub.HubModel):
+        return models.load(source, cut)
     bar = st.progress(0.0, text="Fetching from the Hub…")
     shown = [-1]
 
@@ -427,7 +451,7 @@ def _read(source: _Loadable, filename: str, options: dict[str, Any]) -> Embeddin
             bar.progress(percent / 100, text=f"{_size(done)} of {_size(total)}")
 
     try:
-        return hub.load_model(source, progress=progress, max_bytes=state.upload_limit(), **options)
+        return remote.load_model(listed, cut, progress=progress, max_bytes=state.upload_limit())
     finally:
         bar.empty()
 

@@ -15,11 +15,11 @@ from posviz import export, figures, hub, pipeline
 from posviz._params import Bound, Refused, bounds_of
 from posviz.embedding import LoadError
 from posviz.io import datadir
+from posviz.models.sources import DUMP_SUFFIXES, Side, config_side, is_dump, read_side
 from posviz.schemes.diff import ANGLE_LIMIT, FIELDS, LAYOUTS, NUMBERS, SchemeDiff, scheme_diff
 from posviz.schemes.presets import rotary_presets
-from posviz.schemes.record import PRESET
 from posviz.schemes.rotary import rotary_frequencies
-from posviz.schemes.sources import DUMP_SUFFIXES, Side, config_side, is_dump, read_side
+from posviz.source import HubRef, LocalPath, Preset, Source, Upload
 from posviz.ui import cache, inputs, widgets
 from posviz.ui.text import literal
 
@@ -36,10 +36,8 @@ FIRST_POSITIONS = Bound(0, 10**8)
 
 
 @st.cache_data(ttl=600, max_entries=32, show_spinner="Reading the second source…")
-def _side(
-    text: str, data: bytes | None, layout: str, first_position: int, label: str | None
-) -> Side:
-    return read_side(text, data=data, layout=layout, first_position=first_position, label=label)
+def _side(source: Source, layout: str, first_position: int, label: str | None) -> Side:
+    return read_side(source, layout=layout, first_position=first_position, label=label)
 
 
 def gguf_keys(provenance: dict[str, Any]) -> None:
@@ -123,10 +121,13 @@ def _pick(shared: str | None) -> Side | None:
     kind = st.segmented_control(
         "B", kinds, default=kinds[0], key="schemes.compare.kind", bind="query-params"
     )
-    text, data, dump, label = None, None, False, None
+    source: Source | None = None
+    dump, label = False, None
     if kind == "Known model":
-        text = PRESET + st.selectbox(
-            "Model", rotary_presets(), key="schemes.compare.preset", bind="query-params"
+        source = Preset(
+            st.selectbox(
+                "Model", rotary_presets(), key="schemes.compare.preset", bind="query-params"
+            )
         )
     elif kind == "Hub model":
         if not hub.enabled():
@@ -139,7 +140,11 @@ def _pick(shared: str | None) -> Side | None:
             help="REPO[@REVISION], and in a repo of GGUF files :FILE.gguf or :QUANT (its "
             "header and rope factors travel, nothing else).",
         ).strip()
-        text = f"hf:{text}" if text and not hub.is_hub_ref(text) else text
+        try:
+            source = HubRef.parse(text) if text else None
+        except LoadError as error:
+            st.error(literal(error), icon=":material/error:")
+            return None
     elif kind == "File":
         upload = st.file_uploader(
             "config.json, a .gguf, or a runtime's dump",
@@ -147,11 +152,11 @@ def _pick(shared: str | None) -> Side | None:
             key="schemes.compare.upload",
         )
         if upload is not None:
-            text, data = upload.name, upload.getvalue()
+            source = Upload(upload.name, upload.getvalue())
             dump = is_dump(upload.name)
     elif kind == "Shared folder" and shared:
-        text, label, dump = _shared(Path(shared))
-    if not text:
+        source, label, dump = _shared(Path(shared))
+    if source is None:
         return None
     layout, first = "half-split", 0
     if dump:
@@ -172,13 +177,13 @@ def _pick(shared: str | None) -> Side | None:
             where=right,
         )
     try:
-        return _side(text, data, layout, first, label)
+        return _side(source, layout, first, label)
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
 
 
-def _shared(root: Path) -> tuple[str | None, str | None, bool]:
+def _shared(root: Path) -> tuple[LocalPath | None, str | None, bool]:
     """A config.json, GGUF or dump of the shared folder: its checked path, its name there (how
     the page and the exports name it: the server's path is not the visitor's business), and
     whether it is a dump."""
@@ -201,7 +206,7 @@ def _shared(root: Path) -> tuple[str | None, str | None, bool]:
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None, None, False
-    return path, relative, is_dump(path)
+    return LocalPath(path), relative, is_dump(path)
 
 
 def _show(d: SchemeDiff) -> None:

@@ -17,19 +17,20 @@ import streamlit as st
 from posviz import hub
 from posviz._params import defaults
 from posviz.embedding import LoadError
-from posviz.schemes import alibi, weights
-from posviz.schemes.config import RelativeBiasSpec, Scheme, position_scheme
-from posviz.schemes.gguf import keys_record
-from posviz.schemes.presets import PRESETS
-from posviz.schemes.record import (
-    INV_FREQ_TOLERANCE,
-    PRESET,
+from posviz.models import remote, weights
+from posviz.models.weights import (
     checkpoint_provenance,
     config_provenance,
     gguf_provenance,
     read_config,
 )
+from posviz.records import INV_FREQ_TOLERANCE
+from posviz.schemes import alibi
+from posviz.schemes.config import RelativeBiasSpec, Scheme, position_scheme
+from posviz.schemes.gguf import keys_record
+from posviz.schemes.presets import PRESETS
 from posviz.schemes.rotary import RotaryFrequencies, RotarySpec, inv_freq_difference
+from posviz.source import HubRef, Preset, Upload
 from posviz.ui import loaders, state
 from posviz.ui.cache import CACHE_SIZE
 from posviz.ui.text import literal
@@ -72,7 +73,7 @@ class Shown:
     config : dict
         Its config.json, parsed (a GGUF's metadata, as config.json keys).
     provenance : dict
-        Where the config.json was read (`posviz.schemes.record.config_provenance`).
+        Where the config.json was read (`posviz.models.weights.config_provenance`).
     label : str
         Its name in the overlay of several models.
     origin : str
@@ -133,7 +134,7 @@ def _from_hub() -> Shown | None:
     if named is None:
         return None
     try:
-        opened = hub_config(*named)
+        opened = hub_config(HubRef(*named))
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
         return None
@@ -167,7 +168,7 @@ def _from_upload() -> Shown | None:
         return None
     try:
         config, provenance, _ = state.once_per_upload(
-            upload, "schemes.upload.read", lambda data, name: read_config(name, data)
+            upload, "schemes.upload.read", lambda data, name: read_config(Upload(name, data))
         )
     except LoadError as error:
         st.error(literal(error), icon=":material/error:")
@@ -178,7 +179,7 @@ def _from_upload() -> Shown | None:
 
 def _from_preset() -> Shown:
     name = st.selectbox("Model", list(PRESETS), key="schemes.preset", bind="query-params")
-    config, provenance, _ = read_config(PRESET + name)
+    config, provenance, _ = read_config(Preset(name))
     return Shown(config, provenance, name, f"{name} (config.json excerpt built into posviz)")
 
 
@@ -247,7 +248,7 @@ def preset_rules(names: list[str]) -> dict[str, tuple[RotarySpec, dict[str, Any]
     label and the layer type the rule is of), by name: the overlay's other models."""
     rules = {}
     for name in names:
-        _, where, _ = read_config(PRESET + name)
+        _, where, _ = read_config(Preset(name))
         spec = position_scheme(PRESETS[name]).rotary[0]
         rules[name] = (spec, {**where, "model": name, "layer_type": spec.layer_type})
     return rules
@@ -269,8 +270,8 @@ def hub_model() -> tuple[str, str, str | None] | None:
 @st.cache_data(
     ttl=600, max_entries=64, max_size=CACHE_SIZE, show_spinner="Reading config.json from the Hub…"
 )
-def hub_config(repo: str, revision: str, file: str | None = None) -> hub.ConfigFile:
-    return hub.open_config(repo, revision, file)
+def hub_config(ref: HubRef) -> hub.ConfigFile:
+    return remote.open_config(ref)
 
 
 @st.cache_data(ttl=600, max_size=CACHE_SIZE, show_spinner="Reading the bias tensors…")

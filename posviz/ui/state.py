@@ -11,17 +11,16 @@ table says so on screen until another table is loaded.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypeVar
 
 import streamlit as st
 
-from posviz import _settings, hub, io, simulate
+from posviz import _settings, hub, models, simulate
 from posviz.collection import Member, gather
 from posviz.embedding import Embedding, LoadError
-from posviz.io import datadir
-from posviz.schemes import weights
+from posviz.source import HubRef, SharedFile, Source, parse_source
 from posviz.ui import links
 from posviz.ui.text import literal
 
@@ -70,9 +69,9 @@ NOTICES = "posviz.notices"
 def _simulated(kind: str, options: dict[str, Any], slot: str) -> Embedding:
     """`kind` simulated with `options`, remembered so the Simulate form and the link can show
     them."""
-    table = simulate.GENERATORS[kind](**options)
+    table = simulate.GENERATORS[kind](**options)  # its origin: the simulation
     st.session_state.setdefault(SIMULATED, {})[slot] = (table.sha256, kind, dict(options))
-    _set_origin(slot, table, links.simulation(kind, options))
+    _set_origin(slot, table)
     return table
 
 
@@ -113,29 +112,27 @@ def _served() -> tuple[Embedding | None, str | None]:
     ref = _settings.served_table()
     if not ref:
         return None, None
-    # The name only: `ref` is the path on the server, not the visitor's business.
-    name = ref if hub.is_hub_ref(ref) else Path(ref).name
     try:
-        table = (
-            hub.load(ref, max_bytes=upload_limit()) if hub.is_hub_ref(ref) else weights.load(ref)
-        )
+        source = parse_source(ref)
+        table = models.load(source, max_bytes=upload_limit())
     except ValueError as error:  # LoadError included: the file changed since the server started
+        # The name only: `ref` is the path on the server, not the visitor's business.
+        name = ref if ref.startswith("hf:") else Path(ref).name
         return None, f"{literal(repr(name))} was not opened ({literal(error)})"
-    # A model can be named in a link; a server's file cannot.
-    _set_origin(PRIMARY, table, _hub_origin(table) if hub.is_hub_ref(ref) else {"served": name})
+    # A model can be named in a link; a server's file cannot (links.origin: by its name).
+    _set_origin(PRIMARY, table)
     return table, None
 
 
-def set_table(
-    table: Embedding, slot: str = PRIMARY, origin: Mapping[str, str] | None = None
-) -> None:
+def set_table(table: Embedding, slot: str = PRIMARY) -> None:
     """Make `table` the one in `slot` for every page of this session and name it in the URL.
 
-    `origin` says where its tensor comes from (link keys: ``{"hub": repo, "revision":
-    commit}``, ``{"shared": path}``, ``{"upload": file name}``). Without one, a table cut
-    from the slot's table (the same source and tensor, other rows: a trim) keeps that
-    table's origin; any other is named in words, a link cannot reopen it.
+    Its origin (`Embedding.origin`: a Hub model at its commit, a shared file, an upload)
+    names it in the link. A table without one cut from the slot's table (the same source and
+    tensor, other rows: a trim) keeps that table's origin; any other is named in words, a
+    link cannot reopen it.
     """
+    origin = table.origin
     if origin is None:
         before = st.session_state.get(slot)
         if before is not None and (before.source, before.name) == (table.source, table.name):
@@ -145,31 +142,15 @@ def set_table(
     sync_url()
 
 
-def _set_origin(slot: str, table: Embedding, origin: Mapping[str, str] | None) -> None:
-    st.session_state.setdefault(ORIGINS, {})[slot] = (table.sha256, origin)
+def _set_origin(slot: str, table: Embedding, origin: Source | None = None) -> None:
+    st.session_state.setdefault(ORIGINS, {})[slot] = (table.sha256, origin or table.origin)
 
 
-def _origin(slot: str) -> Mapping[str, str] | None:
+def _origin(slot: str) -> Source | None:
     """The origin of the table in `slot`, if it is known."""
     sha, origin = st.session_state.get(ORIGINS, {}).get(slot, ("", None))
     table = st.session_state.get(slot)
     return origin if table is not None and sha == table.sha256 else None
-
-
-def _hub_origin(table: Embedding) -> dict[str, str]:
-    """A Hub table's origin at the commit it was read at, not its branch: a link keeps its
-    table when the branch moves on."""
-    where = table.provenance()
-    file = where.get("file")
-    return hub_origin(
-        str(where["repo"]), str(where["commit"]), file if isinstance(file, str) else None
-    )
-
-
-def hub_origin(repo: str, commit: str, file: str | None = None) -> dict[str, str]:
-    """The origin of a table read from the Hub model `repo` at `commit` (for `set_table`); in
-    a repo of GGUF files, the `file` read (a repo holds several, one per quantization)."""
-    return {"hub": repo, "revision": commit} | ({"file": file} if file else {})
 
 
 def link(slot: str = PRIMARY) -> dict[str, str]:
@@ -177,7 +158,7 @@ def link(slot: str = PRIMARY) -> dict[str, str]:
     when no link can reopen it."""
     table = current(slot)
     made = st.session_state.get(SIMULATED, {}).get(slot)
-    return links.keys(table, _origin(slot), made=made[0] if made else None)
+    return links.keys(table, links.origin(_origin(slot)), made=made[0] if made else None)
 
 
 def sync_url() -> None:
@@ -290,7 +271,7 @@ def _from_simulation(slot: str, params: dict[str, str]) -> Embedding:
         raise ValueError(msg)
     options = simulate.parse_options(kind, params)
     cut = links.recut(_simulated(kind, options, slot), params)
-    _set_origin(slot, cut, links.simulation(kind, options))
+    _set_origin(slot, cut)
     return cut
 
 
@@ -298,52 +279,16 @@ def _from_hub(slot: str, params: dict[str, str]) -> Embedding:
     if not hub.enabled():
         msg = "this server does not read from the Hugging Face Hub (POSVIZ_HUB=off)"
         raise ValueError(msg)
-    ref = f"hf:{params['hub']}@{params.get('revision') or 'main'}"
-    ref += f":{params['file']}" if params.get("file") else ""
-    start, stop = links.parse_rows(params.get("rows", "0:"))
+    ref = HubRef(params["hub"], params.get("revision") or "main", params.get("file") or None)
     with st.spinner(f"Reading {ref} from the Hub…"):
-        table = hub.load(
-            ref,
-            tensor=params.get("tensor"),
-            row_start=start,
-            row_stop=stop,
-            grid=links.parse_grid(params.get("grid")),
-            max_bytes=upload_limit(),
-        )
-    _set_origin(slot, table, _hub_origin(table))
+        table = models.load(ref, links.parse_cut(params), max_bytes=upload_limit())
+    _set_origin(slot, table)
     return table
 
 
-class _Rows(TypedDict):
-    """The keywords `posviz.io.load` and `weights.load_checkpoint` share: what a link picks."""
-
-    tensor: str | None
-    row_start: int
-    row_stop: int | None
-    grid: tuple[int, int] | None
-
-
 def _from_shared(slot: str, params: dict[str, str]) -> Embedding:
-    root = _settings.data_dir()
-    if not root:
-        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
-        raise ValueError(msg)
-    relative = params["shared"]
-    path = datadir.resolve(Path(root), relative)
-    start, stop = links.parse_rows(params.get("rows", "0:"))
-    options: _Rows = {
-        "tensor": params.get("tensor"),
-        "row_start": start,
-        "row_stop": stop,
-        "grid": links.parse_grid(params.get("grid")),
-    }
-    checkpoint = folder_checkpoint(Path(root), path, relative)
-    table = (
-        weights.load_checkpoint(checkpoint, **options)
-        if checkpoint
-        else io.load(path, relative, **options)
-    )
-    _set_origin(slot, table, {"shared": relative})
+    table = models.load(SharedFile(params["shared"]), links.parse_cut(params))
+    _set_origin(slot, table)
     return table
 
 
@@ -353,19 +298,6 @@ _FAILED = {
     "hub": "The link's model was not loaded",
     "shared": "The link's file of the shared folder was not opened",
 }
-
-
-def folder_checkpoint(root: Path, path: Path, relative: str) -> weights.LocalCheckpoint | None:
-    """The shared checkpoint `relative` (its checked real `path`: a .safetensors file or a
-    shard index) with the config.json beside its name (a Hugging Face cache links both to
-    blobs), when that config.json is inside the shared folder too (a link out of it is not
-    followed, nor a shard's)."""
-    config = weights.config_beside(root / relative)
-    if config is None or not config.resolve().is_relative_to(root.resolve()):
-        return None
-    return weights.open_checkpoint(
-        path, config=config.resolve(), label=relative, within=root.resolve()
-    )
 
 
 # --- the collection -------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import pytest
 
 from posviz import components, simulate
 from posviz.export.screen import NOISE, on_screen
+from posviz.models.weights import read_config
 from posviz.schemes.config import position_scheme
 from posviz.schemes.presets import PRESETS
-from posviz.schemes.record import PRESET, read_config
 from posviz.schemes.rotary import rotary_frequencies
 from posviz.spectrum import spectrum
 from tests import apptest
@@ -57,7 +57,7 @@ def test_missing_values_are_blank_cells_with_their_reason():
 
 def test_longrope_pairs_show_their_division_not_a_column_of_nan():
     # Formerly: LongRoPE's "share" column was NaN in every row.
-    config, _, _ = read_config(PRESET + "microsoft/Phi-3.5-mini-instruct")
+    config, _, _ = read_config("preset:microsoft/Phi-3.5-mini-instruct")
     (rotary,) = position_scheme(config).rotary
     frame = rotary_frequencies(rotary, context=131072).to_frame()
     assert "share" not in frame

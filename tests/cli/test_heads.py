@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+from hashlib import sha256
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from safetensors.numpy import load_file, save_file
 
 from posviz import pipeline
 from posviz.cli import main
-from posviz.schemes.record import HEADS_POSITIONS
+from posviz.records import HEADS_POSITIONS
 from tests import ROOT
 from tests.refusals import refused
 
@@ -182,6 +183,30 @@ def test_a_report_of_a_table_that_came_with_its_model_has_its_heads(capsys, fake
     capsys.readouterr()
     assert main(["rerun", str(out)]) == 0
     assert "heads attention_previous[0]: exported" in capsys.readouterr().out
+
+
+def test_a_report_reads_the_heads_of_the_model_its_table_came_from(capsys, tmp_path, monkeypatch):
+    # Issue 45: the report looked for "model.safetensors" in the folder it ran in. Run from
+    # GPT-2's folder, BERT's report carried GPT-2's layer-0 heads under BERT's name; given an
+    # absolute path it had no Heads section at all.
+    for family in ("bert", "gpt2"):
+        shutil.copytree(DATA / family, tmp_path / family)
+    monkeypatch.chdir(tmp_path / "gpt2")
+    config_bytes = (tmp_path / "bert" / "config.json").read_bytes()
+    out = tmp_path / "report.html"
+    for given in (str(tmp_path / "bert" / "model.safetensors"), "../bert/model.safetensors"):
+        assert main(["report", given, "-o", str(out)]) == 0, capsys.readouterr().err
+        page = out.read_text()
+        assert "<h2>Heads</h2>" in page
+        assert "(BERT, learned), from their weights alone" in page
+        assert "(GPT-2, learned)" not in page
+        data = json.loads(page.split('id="posviz-data" type="application/json">')[1].split("<")[0])
+        heads = next(a for a in data["analyses"] if a["caption"] == "Heads, layer 0")
+        # Its config.json is BERT's, named as the table names its file (by its name alone: a
+        # report from the app names no server path): rerun reads it from the table's file.
+        assert heads["provenance"]["config"] == "config.json"
+        assert heads["provenance"]["sha256"] == sha256(config_bytes).hexdigest()
+        assert main(["rerun", str(out), "--table", given]) == 0, capsys.readouterr().err
 
 
 def test_a_sharded_hub_model_is_read_through_its_index(capsys, fake_hub, tmp_path):

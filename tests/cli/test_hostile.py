@@ -263,8 +263,8 @@ def test_gguf_metadata_is_refused_by_heads_too(capsys) -> None:
 
 
 def test_the_reports_heads_section_says_why_when_the_work_is_past_the_budget(tmp_path: Path):
+    from posviz.models import weights
     from posviz.report import heads_section
-    from posviz.schemes import weights
 
     model = weights.open_checkpoint(hostile.wide_heads_checkpoint(tmp_path / "wide"))
     section = heads_section(model)

@@ -217,7 +217,7 @@ def test_a_report_of_a_rotary_models_table_plans_its_longer_context(fake_hub, tm
     rerun = capsys.readouterr().out
     assert "context_plan unchanged[4]: exported 1, recomputed 1  equal" in rerun  # yarn, 4 pairs
     # One source: the report's table says what `posviz plan --json` says at its target.
-    from posviz.export.rerun import read_export
+    from posviz.recompute import read_export
 
     (entry,) = [a for a in read_export(out)["analyses"] if a["analysis"] == "context_plan"]
     plan = plan_json(capsys, "hf:test/llama-report", "--target", "256")

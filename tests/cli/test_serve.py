@@ -105,12 +105,13 @@ def test_a_fifo_is_refused_before_any_server_starts(
 def test_serve_passes_a_hub_reference_on_unchanged(
     started: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ):
-    from posviz import hub
+    from posviz.models import remote
 
-    def fake_load(ref: str, **_: object) -> posviz.Embedding:
-        return posviz.Embedding.from_array(sinusoidal_table(16, 4), name="wpe.weight", source=ref)
+    def fake_load(ref: object, *_: object, **__: object) -> posviz.Embedding:
+        return posviz.Embedding.from_array(sinusoidal_table(16, 4), name="wpe.weight", source="x")
 
-    monkeypatch.setattr(hub, "load", fake_load)
+    monkeypatch.setattr(remote, "open_model", lambda ref: ref)
+    monkeypatch.setattr(remote, "load_model", fake_load)
     with pytest.raises(Started):
         main(["serve", "hf:org/model@v2"])
     assert os.environ[SERVED_TABLE] == "hf:org/model@v2"

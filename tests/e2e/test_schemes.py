@@ -21,7 +21,7 @@ def test_a_rotary_preset_and_its_table_through_the_spectrum(page: Page, server_u
     ).to_be_visible()
     screenshot(page, "schemes-ladder")
 
-    rows = page.get_by_label("Positions (rows)")
+    rows = page.get_by_role("spinbutton", name="Positions (rows)")
     rows.fill("2048")
     rows.press("Enter")
     wait_idle(page)

@@ -14,7 +14,7 @@ from posviz import simulate
 from posviz._params import Refused
 from posviz.cli import main
 from posviz.embedding import LoadError
-from posviz.export.rerun import read_export
+from posviz.recompute import read_export
 from posviz.schemes.presets import PRESETS
 from tests import apptest
 

@@ -18,7 +18,7 @@ import posviz
 from posviz import simulate
 from posviz.cli import main
 from posviz.export import header, to_json
-from posviz.export.rerun import read_export
+from posviz.recompute import read_export
 from tests.refusals import refused
 
 

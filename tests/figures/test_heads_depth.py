@@ -10,7 +10,7 @@ import pytest
 from posviz import depth, examples
 from posviz.figures import heads as figures
 from posviz.heads import LABELS
-from posviz.schemes import attention, weights
+from posviz.models import attention, weights
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from posviz import hub, io
+import posviz
+from posviz import io
 from posviz.cli import main
 from posviz.embedding import LoadError
 from posviz.io import _gguf
+from posviz.models import remote
 from posviz.schemes.config import position_scheme
 from posviz.schemes.presets import PRESETS
+from posviz.source import HubRef
 from tests import ggufs
 from tests.fakehub import FakeHub
 
@@ -52,12 +55,12 @@ def gpt2_repo(fake_hub: FakeHub, tmp_path: Path) -> dict[str, Path]:
 
 def test_the_most_precise_file_is_read_unless_one_is_named(fake_hub, tmp_path) -> None:
     files = gpt2_repo(fake_hub, tmp_path)
-    table = hub.load("hf:acme/gpt2-GGUF")
+    table = posviz.load("hf:acme/gpt2-GGUF")
     assert table.source.endswith(" · gpt2-F16.gguf")  # not the vision projector's F32
     assert table.dtype == "float16"
     np.testing.assert_array_equal(table.values, io.load(files["gpt2-F16.gguf"]).values)
     for named in ("Q8_0", "q8_0", "gpt2-Q8_0.gguf"):
-        table = hub.load(f"hf:acme/gpt2-GGUF:{named}")
+        table = posviz.load(f"hf:acme/gpt2-GGUF:{named}")
         assert table.dtype == "Q8_0"
         assert table.sha256 == io.load(files["gpt2-Q8_0.gguf"]).sha256
         assert table.provenance()["file"] == "gpt2-Q8_0.gguf"
@@ -65,7 +68,7 @@ def test_the_most_precise_file_is_read_unless_one_is_named(fake_hub, tmp_path) -
 
 def test_only_the_header_and_the_table_travel(fake_hub, tmp_path) -> None:
     files = gpt2_repo(fake_hub, tmp_path)
-    hub.load("hf:acme/gpt2-GGUF:Q4_0")
+    posviz.load("hf:acme/gpt2-GGUF:Q4_0")
     path = files["gpt2-Q4_0.gguf"]
     table_bytes = 64 * 256 // 32 * 18  # Q4_0: 18 bytes per 32 values
     assert fake_hub.bytes_sent() <= header_budget(path) + table_bytes + OVERHEAD
@@ -85,7 +88,7 @@ def test_the_header_is_read_in_growing_ranges(fake_hub, tmp_path, monkeypatch) -
     monkeypatch.setattr(_gguf, "FIRST_RANGE", 4096)
     monkeypatch.setattr(io, "FIRST_RANGE", 4096)
     fake_hub.add("acme/vocab-GGUF", {"v.gguf": path})
-    hub.load("hf:acme/vocab-GGUF")
+    posviz.load("hf:acme/vocab-GGUF")
     ranges = [s.nbytes for s in fake_hub.requests_for("v.gguf")]
     header = header_end(path)
     assert len(ranges) <= 6  # 24 bytes, the first range, the rest as the strings suggest, table
@@ -95,7 +98,7 @@ def test_the_header_is_read_in_growing_ranges(fake_hub, tmp_path, monkeypatch) -
 def test_a_rotary_repo_gives_its_scheme_from_the_metadata(fake_hub, tmp_path, capsys) -> None:
     path = ggufs.llama31(tmp_path / "llama.gguf")
     repo = fake_hub.add("acme/Llama-3.1-8B-GGUF", {"Llama-3.1-8B-Q4_K_M.gguf": path})
-    opened = hub.open_config("acme/Llama-3.1-8B-GGUF")
+    opened = remote.open_config(HubRef("acme/Llama-3.1-8B-GGUF"))
     assert opened.gguf == "Llama-3.1-8B-Q4_K_M.gguf"
     assert opened.at_commit == f"hf:acme/Llama-3.1-8B-GGUF@{repo.commit}:Llama-3.1-8B-Q4_K_M.gguf"
     (spec,) = position_scheme(opened.config).rotary
@@ -110,7 +113,7 @@ def test_a_rotary_repo_gives_its_scheme_from_the_metadata(fake_hub, tmp_path, ca
     (tmp_path / "r.json").write_text(json.dumps(record))
     assert main(["rerun", str(tmp_path / "r.json")]) == 0
     with pytest.raises(LoadError, match="GGUF metadata says it uses rotary"):
-        hub.load("hf:acme/Llama-3.1-8B-GGUF")
+        posviz.load("hf:acme/Llama-3.1-8B-GGUF")
 
 
 def test_a_hub_table_export_reruns_from_the_same_file(fake_hub, tmp_path, capsys) -> None:
@@ -125,7 +128,7 @@ def test_a_hub_table_export_reruns_from_the_same_file(fake_hub, tmp_path, capsys
 def test_a_hostile_header_costs_a_few_bytes(fake_hub, tmp_path) -> None:
     fake_hub.add("acme/evil-GGUF", {"evil.gguf": ggufs.header(0, 2**40) + bytes(10**6)})
     with pytest.raises(LoadError, match="claims"):
-        hub.open_model("acme/evil-GGUF")
+        remote.open_model(HubRef("acme/evil-GGUF"))
     assert fake_hub.bytes_sent() <= 24 + _gguf.FIRST_RANGE + OVERHEAD
 
 
@@ -140,7 +143,7 @@ def test_a_hostile_header_costs_a_few_bytes(fake_hub, tmp_path) -> None:
 def test_a_file_the_repo_lacks_is_named(fake_hub, tmp_path, ref: str, words: str) -> None:
     gpt2_repo(fake_hub, tmp_path)
     with pytest.raises(LoadError, match=words):
-        hub.load(ref)
+        posviz.load(ref)
 
 
 def test_a_repo_with_safetensors_reads_them_unless_a_gguf_is_named(fake_hub, tmp_path) -> None:
@@ -149,5 +152,5 @@ def test_a_repo_with_safetensors_reads_them_unless_a_gguf_is_named(fake_hub, tmp
     gguf_file = ggufs.learned(tmp_path / "q8.gguf", TABLE, "Q8_0")
     weights = save({"transformer.wpe.weight": TABLE})
     fake_hub.add("acme/both", {"model.safetensors": weights, "model-Q8_0.gguf": gguf_file})
-    assert hub.load("hf:acme/both").dtype == "float32"
-    assert hub.load("hf:acme/both:Q8_0").dtype == "Q8_0"
+    assert posviz.load("hf:acme/both").dtype == "float32"
+    assert posviz.load("hf:acme/both:Q8_0").dtype == "Q8_0"

@@ -11,6 +11,7 @@ import pytest
 from posviz import hub
 from posviz.embedding import LoadError
 from posviz.hub import client
+from posviz.source import HubRef
 from tests import ggufs
 
 
@@ -21,7 +22,7 @@ def test_a_hub_trickling_its_headers_is_given_up_within_the_deadline(fake_hub, m
     fake_hub.add("test/slow-headers", {"config.json": b"{}"}, slow_headers=0.25)
     started = time.monotonic()
     with pytest.raises(hub.Unreachable, match="did not answer within 1 s"):
-        hub.open_config("test/slow-headers")
+        hub.config_file(HubRef("test/slow-headers"))
     # Its headers take 0.25 s a byte: 40 s or more in all, had the client waited for them.
     assert time.monotonic() - started < 5
 
@@ -32,7 +33,7 @@ def test_a_trickled_answer_on_a_reused_connection_is_given_up_too(fake_hub, monk
     # meets a server that has turned slow.
     monkeypatch.setattr(client, "TIMEOUT", 1.0)
     repo = fake_hub.add("test/turns-slow", {"config.json": b"{}"})
-    hub.open_config("test/turns-slow")
+    hub.config_file(HubRef("test/turns-slow"))
     repo.slow_headers = 0.25
     started = time.monotonic()
     with pytest.raises(hub.Unreachable, match="did not answer within 1 s"):
@@ -48,4 +49,4 @@ def test_parts_of_a_split_gguf_without_the_first_are_named(fake_hub, tmp_path: P
         {"m-Q8_0-00002-of-00003.gguf": part, "m-Q8_0-00003-of-00003.gguf": part},
     )
     with pytest.raises(LoadError, match=r"holds parts 2, 3 of a split GGUF but not part 1"):
-        hub.open_model("test/split-GGUF")
+        hub.list_model(HubRef("test/split-GGUF"))

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import save, save_file
 
-from posviz import hub, io
+import posviz
+from posviz import hub, io, models
 from posviz.cli import main
 from posviz.embedding import LoadError
+from posviz.source import Cut
 from tests import ROOT, fakehub
 from tests.fakehub import TOKEN, FakeHub
 
@@ -42,8 +44,8 @@ def gpt2_repo(fake_hub: FakeHub, name: str = "acme/gpt2", **faults) -> bytes:
 def test_numbers_equal_the_same_tensor_from_a_local_file(fake_hub, tmp_path):
     gpt2_repo(fake_hub)
     save_file(GPT2, tmp_path / "model.safetensors")
-    local = io.load(tmp_path / "model.safetensors", row_start=1)
-    remote = hub.load("hf:acme/gpt2", row_start=1)
+    local = io.load(tmp_path / "model.safetensors", None, Cut(row_start=1))
+    remote = posviz.load("hf:acme/gpt2", row_start=1)
     assert remote.name == "transformer.wpe.weight"
     np.testing.assert_array_equal(remote.values, local.values)
     assert remote.sha256 == local.sha256
@@ -53,7 +55,7 @@ def test_numbers_equal_the_same_tensor_from_a_local_file(fake_hub, tmp_path):
 
 def test_only_header_config_and_tensor_travel(fake_hub):
     weights = gpt2_repo(fake_hub)
-    hub.load("hf:acme/gpt2")
+    posviz.load("hf:acme/gpt2")
     budget = header_bytes(weights) + len(CONFIG) + WPE.nbytes + OVERHEAD
     assert fake_hub.bytes_sent() <= budget
     assert fake_hub.bytes_sent() < len(weights) / 2  # wte, twice wpe's size, never travelled
@@ -63,15 +65,15 @@ def test_only_header_config_and_tensor_travel(fake_hub):
 
 def test_the_source_names_repo_revision_commit_and_file(fake_hub):
     repo = fake_hub.add("acme/gpt2", {"model.safetensors": save(GPT2)})
-    table = hub.load("hf://acme/gpt2@main")
+    table = posviz.load("hf://acme/gpt2@main")
     assert table.source == f"hf:acme/gpt2@main · commit {repo.commit} · model.safetensors"
 
 
 def test_a_second_load_reads_the_tensor_from_the_disk_cache(fake_hub):
     gpt2_repo(fake_hub)
-    first = hub.load("hf:acme/gpt2")
+    first = posviz.load("hf:acme/gpt2")
     fake_hub.log.clear()
-    again = hub.load("hf:acme/gpt2")
+    again = posviz.load("hf:acme/gpt2")
     assert again.sha256 == first.sha256
     assert fake_hub.requests_for("model.safetensors") == []
     assert fake_hub.requests_for("config.json") == []
@@ -80,25 +82,25 @@ def test_a_second_load_reads_the_tensor_from_the_disk_cache(fake_hub):
 
 def test_offline_the_cache_still_answers(fake_hub, monkeypatch):
     gpt2_repo(fake_hub)
-    first = hub.load("hf:acme/gpt2")
+    first = posviz.load("hf:acme/gpt2")
     fake_hub.log.clear()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert hub.load("hf:acme/gpt2").sha256 == first.sha256
+    assert posviz.load("hf:acme/gpt2").sha256 == first.sha256
     assert fake_hub.log == []
     with pytest.raises(LoadError, match="HF_HUB_OFFLINE is set and hf:acme/other@main was never"):
-        hub.load("hf:acme/other")
+        posviz.load("hf:acme/other")
 
 
 def test_the_cache_stays_within_its_size(fake_hub, monkeypatch):
     fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
     fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
     monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", str(WPE.nbytes + 2000))
-    hub.load("hf:acme/a")
-    hub.load("hf:acme/b")
+    posviz.load("hf:acme/a")
+    posviz.load("hf:acme/b")
     files = list(hub.cache_dir().glob("*/*"))
     assert sum(f.stat().st_size for f in files) <= WPE.nbytes + 2000
     fake_hub.log.clear()
-    hub.load("hf:acme/b")  # the latest tensor stayed
+    posviz.load("hf:acme/b")  # the latest tensor stayed
     assert fake_hub.requests_for("model.safetensors") == []
 
 
@@ -119,7 +121,7 @@ def test_sharded_repo_reads_the_shard_holding_the_table(fake_hub, tmp_path):
             "model-00002-of-00002.safetensors": second,
         },
     )
-    table = hub.load("hf:acme/sharded")
+    table = posviz.load("hf:acme/sharded")
     np.testing.assert_array_equal(table.values, WPE)
     assert table.source.endswith("model-00002-of-00002.safetensors")
     big_reads = [s for s in fake_hub.log if s.nbytes > 1000]
@@ -129,8 +131,8 @@ def test_sharded_repo_reads_the_shard_holding_the_table(fake_hub, tmp_path):
 def test_a_revision_branch_and_a_repo_without_namespace(fake_hub):
     fake_hub.add("gpt2", {"model.safetensors": save({"wpe": WPE})})
     branch = fake_hub.add("gpt2", {"model.safetensors": save({"wpe": 2 * WPE})}, "step100")
-    main = hub.load("hf:gpt2")
-    step = hub.load("hf:gpt2@step100", tensor="wpe")
+    main = posviz.load("hf:gpt2")
+    step = posviz.load("hf:gpt2@step100", tensor="wpe")
     np.testing.assert_array_equal(step.values, 2 * main.values)
     assert f"commit {branch.commit}" in step.source
 
@@ -142,14 +144,14 @@ def test_bf16_becomes_float32_exactly(fake_hub):
     fake_hub.add(
         "acme/bf16", {"model.safetensors": struct.pack("<Q", len(text)) + text + bits.tobytes()}
     )
-    table = hub.load("hf:acme/bf16")
+    table = posviz.load("hf:acme/bf16")
     np.testing.assert_array_equal(table.values, (bits.astype(np.uint32) << 16).view(np.float32))
     assert table.dtype == "bfloat16"
 
 
 def test_a_cdn_redirect_is_followed_with_the_range_kept(fake_hub):
     weights = gpt2_repo(fake_hub, redirect=True)
-    table = hub.load("hf:acme/gpt2")
+    table = posviz.load("hf:acme/gpt2")
     np.testing.assert_array_equal(table.values, WPE)
     assert any(s.path.startswith("/cdn/") and s.status == 206 for s in fake_hub.log)
     assert fake_hub.bytes_sent() <= header_bytes(weights) + len(CONFIG) + WPE.nbytes + OVERHEAD
@@ -158,10 +160,10 @@ def test_a_cdn_redirect_is_followed_with_the_range_kept(fake_hub):
 def test_a_gated_repo_needs_hf_token(fake_hub, monkeypatch):
     gpt2_repo(fake_hub, gated=True)
     with pytest.raises(LoadError, match=r"gated or private.*set HF_TOKEN on the server") as info:
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
     assert "401" in str(info.value)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    table = hub.load("hf:acme/gpt2")
+    table = posviz.load("hf:acme/gpt2")
     np.testing.assert_array_equal(table.values, WPE)
     assert TOKEN not in table.source
 
@@ -178,26 +180,26 @@ def test_a_gated_repo_needs_hf_token(fake_hub, monkeypatch):
 def test_unknown_repo_revision_or_malformed_id(fake_hub, ref, message):
     gpt2_repo(fake_hub)
     with pytest.raises(LoadError, match=message):
-        hub.load(ref)
+        posviz.load(ref)
 
 
 def test_unknown_tensor_lists_the_ones_there(fake_hub):
     gpt2_repo(fake_hub)
     with pytest.raises(LoadError, match=r"has no tensor 'wpe'; it holds: transformer.wpe"):
-        hub.load("hf:acme/gpt2", tensor="wpe")
+        posviz.load("hf:acme/gpt2", tensor="wpe")
 
 
 def test_pickle_only_repo_is_refused_with_the_way_out(fake_hub):
     fake_hub.add("acme/old", {"config.json": CONFIG, "pytorch_model.bin": b"\x80\x02junk"})
     with pytest.raises(LoadError, match=r"only pickle-based weights.*hf:acme/old@refs/pr/1"):
-        hub.load("hf:acme/old")
+        posviz.load("hf:acme/old")
     assert fake_hub.requests_for("pytorch_model.bin") == []
 
 
 def test_the_safetensors_conversion_pr_opens(fake_hub):
     fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
     fake_hub.add("acme/old", {"model.safetensors": save({"wpe": WPE})}, "refs/pr/1")
-    np.testing.assert_array_equal(hub.load("hf:acme/old@refs/pr/1").values, WPE)
+    np.testing.assert_array_equal(posviz.load("hf:acme/old@refs/pr/1").values, WPE)
 
 
 @pytest.mark.parametrize(
@@ -215,10 +217,10 @@ def test_a_model_without_a_learned_table_says_so(fake_hub, config, scheme):
         "acme/rope", {"config.json": json.dumps(config).encode(), "model.safetensors": weights}
     )
     with pytest.raises(LoadError, match=f"has no learned absolute position table.*uses {scheme}"):
-        hub.load("hf:acme/rope")
+        posviz.load("hf:acme/rope")
     assert [s for s in fake_hub.log if s.nbytes > 1000] == []  # no tensor fetched
     # Named explicitly, any 2-D tensor still loads.
-    table = hub.load("hf:acme/rope", tensor="model.embed_tokens.weight")
+    table = posviz.load("hf:acme/rope", tensor="model.embed_tokens.weight")
     np.testing.assert_array_equal(table.values, WTE)
 
 
@@ -226,13 +228,13 @@ def test_a_server_ignoring_range_is_refused_without_reading_the_file(fake_hub):
     big = save({"wpe": WPE, "wte": np.zeros((4096, 256), np.float32)})  # 4 MB
     fake_hub.add("acme/norange", {"model.safetensors": big}, ignore_range=True)
     with pytest.raises(LoadError, match=r"ignored the byte range.*stopped reading"):
-        hub.load("hf:acme/norange")
+        posviz.load("hf:acme/norange")
 
 
 def test_a_truncated_body_is_refused(fake_hub):
     gpt2_repo(fake_hub, truncate=True)
     with pytest.raises(LoadError, match=r"cut off after \d+ of 8 bytes"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
 
 
 def test_a_header_that_lies_is_refused_before_any_tensor_is_fetched(fake_hub):
@@ -242,11 +244,11 @@ def test_a_header_that_lies_is_refused_before_any_tensor_is_fetched(fake_hub):
         "acme/liar", {"model.safetensors": struct.pack("<Q", len(text)) + text + b"0" * 64}
     )
     with pytest.raises(LoadError, match="outside the 64-byte data region"):
-        hub.load("hf:acme/liar")
+        posviz.load("hf:acme/liar")
     claims = struct.pack("<Q", 2**40) + b"{}"
     fake_hub.add("acme/huge", {"model.safetensors": claims})
     with pytest.raises(LoadError, match="header claims 1,099,511,627,776 bytes"):
-        hub.load("hf:acme/huge")
+        posviz.load("hf:acme/huge")
     assert max(s.nbytes for s in fake_hub.log if "safetensors" in s.path) < 200
 
 
@@ -254,21 +256,21 @@ def test_a_tensor_above_the_size_limit_is_refused_before_fetching(fake_hub, monk
     monkeypatch.setattr("posviz.embedding.MAX_ELEMENTS", 100)
     gpt2_repo(fake_hub)
     with pytest.raises(LoadError, match=r"above the limit of 100"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
     assert [s for s in fake_hub.log if s.nbytes > 1000] == []
 
 
 def test_rate_limit(fake_hub):
     gpt2_repo(fake_hub, rate_limit=True)
     with pytest.raises(LoadError, match=r"rate limit was reached \(429\)"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
 
 
 def test_a_slow_hub_times_out(fake_hub, monkeypatch):
     monkeypatch.setattr(hub.client, "TIMEOUT", 0.3)
     gpt2_repo(fake_hub, delay=1.5)
     with pytest.raises(LoadError, match=r"did not answer within 0.3 s"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
 
 
 def test_a_trickling_hub_is_given_up(fake_hub, monkeypatch):
@@ -277,27 +279,27 @@ def test_a_trickling_hub_is_given_up(fake_hub, monkeypatch):
     monkeypatch.setattr(hub.client, "TIMEOUT", 1.0)
     gpt2_repo(fake_hub, trickle=0.2)
     with pytest.raises(LoadError, match=r"is sending too slowly \(\d+ of 8 bytes so far\)"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
 
 
 def test_a_shard_index_naming_a_missing_file_is_refused(fake_hub):
     index = {"weight_map": {"wpe": "model-00001-of-00002.safetensors"}}
     fake_hub.add("acme/broken", {"model.safetensors.index.json": json.dumps(index).encode()})
     with pytest.raises(LoadError, match=r"not a shard index listing the repo's \.safetensors"):
-        hub.load("hf:acme/broken")
+        posviz.load("hf:acme/broken")
 
 
 def test_an_unreachable_hub(monkeypatch, tmp_path):
     fakehub.unreachable(tmp_path, monkeypatch)
     with pytest.raises(LoadError, match=r"could not be reached from this server"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
 
 
 def test_hub_off(fake_hub, monkeypatch):
     gpt2_repo(fake_hub)
     monkeypatch.setenv("POSVIZ_HUB", "off")
     with pytest.raises(LoadError, match="POSVIZ_HUB=off"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
     assert fake_hub.log == []
 
 
@@ -306,15 +308,15 @@ def test_an_unwritable_cache_costs_network_not_the_table(fake_hub, monkeypatch, 
     blocker.write_text("")
     monkeypatch.setenv("POSVIZ_HUB_CACHE", str(blocker / "cache"))
     gpt2_repo(fake_hub)
-    np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
+    np.testing.assert_array_equal(posviz.load("hf:acme/gpt2").values, WPE)
 
 
 def test_a_tampered_cache_entry_is_not_used(fake_hub):
     gpt2_repo(fake_hub)
-    hub.load("hf:acme/gpt2")
+    posviz.load("hf:acme/gpt2")
     for path in Path(hub.cache_dir(), "tensors").iterdir():
         path.write_bytes(b"short")
-    np.testing.assert_array_equal(hub.load("hf:acme/gpt2").values, WPE)
+    np.testing.assert_array_equal(posviz.load("hf:acme/gpt2").values, WPE)
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -417,7 +419,7 @@ def test_hostile_repo_content_is_a_load_error_naming_the_file(fake_hub, case, ca
     files, faults, named = HOSTILE_REPOS[case]
     fake_hub.add("acme/hostile", files, **faults)
     with pytest.raises(LoadError, match="hf:acme/hostile@main") as refused:
-        hub.load("hf:acme/hostile")
+        posviz.load("hf:acme/hostile")
     assert named in str(refused.value)
     # The command line says so and exits 2, without a traceback.
     assert main(["summary", "hf:acme/hostile"]) == 2
@@ -448,7 +450,7 @@ def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeyp
     # 16 shards of 4,500 tensors: each file within the limits, the model 72,000 tensors.
     many_shards(fake_hub, 16, 4_500)
     with pytest.raises(LoadError, match=r"describe more than 65,536 tensors in all") as refused:
-        hub.load("hf:acme/many")
+        posviz.load("hf:acme/many")
     assert "shard 15 of 16" in str(refused.value)
     # The header bytes too: with a budget of two shards' headers, the third is not fetched.
     fake_hub.log.clear()
@@ -456,7 +458,7 @@ def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeyp
     monkeypatch.setattr(io, "MAX_HEADER_BYTES", 2 * shard_head + 100)
     many_shards(fake_hub, 16, 4_500, name="acme/many2")
     with pytest.raises(LoadError, match=r"headers \(all its shards together\) past the limit"):
-        hub.load("hf:acme/many2")
+        posviz.load("hf:acme/many2")
     assert fake_hub.bytes_sent() < 3 * shard_head
 
 
@@ -467,7 +469,7 @@ def test_a_json_trickle_is_given_up_by_one_deadline(fake_hub, monkeypatch):
     monkeypatch.setattr(client, "TIMEOUT", 0.5)  # no single wait between bytes reaches it
     gpt2_repo(fake_hub, slow=0.1)
     with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
-        hub.load("hf:acme/gpt2")
+        posviz.load("hf:acme/gpt2")
     assert sum(s.nbytes for s in fake_hub.requests_for("config.json")) < len(CONFIG)
 
 
@@ -482,13 +484,13 @@ def test_a_config_trickling_byte_by_byte_is_given_up_long_before_it_ends(fake_hu
     fake_hub.add("acme/slow", {"config.json": config, "model.safetensors": save(GPT2)}, slow=0.05)
     started = time.monotonic()
     with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
-        hub.load("hf:acme/slow")
+        posviz.load("hf:acme/slow")
     assert time.monotonic() - started < 30  # 100 s before: the whole body, then the check
 
 
 def test_no_cookie_travels_to_a_later_request(fake_hub):
     gpt2_repo(fake_hub, cookie="session=tracked; Path=/")
-    hub.load("hf:acme/gpt2")
+    posviz.load("hf:acme/gpt2")
     assert len(fake_hub.log) > 3
     assert [s.cookie for s in fake_hub.log] == [None] * len(fake_hub.log)
 
@@ -497,7 +499,7 @@ def test_no_cookie_travels_to_a_later_request(fake_hub):
 def test_revisions_naming_dot_or_empty_segments_are_refused(fake_hub, revision):
     gpt2_repo(fake_hub)
     with pytest.raises(LoadError, match="is not a revision"):
-        hub.load(f"hf:acme/gpt2@{revision}")
+        posviz.load(f"hf:acme/gpt2@{revision}")
     assert fake_hub.log == []
 
 
@@ -514,8 +516,8 @@ def test_eviction_leaves_files_that_are_not_posvizs(fake_hub, monkeypatch, tmp_p
     own_folder_stranger.write_bytes(b"keep me too" * 1000)
     fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
     fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
-    hub.load("hf:acme/a")
-    hub.load("hf:acme/b")
+    posviz.load("hf:acme/a")
+    posviz.load("hf:acme/b")
     assert all(path.exists() for path in [*foreign, own_folder_stranger])
     assert hub.cache_dir() == shared / "posviz-hub"
     entries = [f for f in hub.cache_dir().glob("*/*") if f != own_folder_stranger]
@@ -525,6 +527,6 @@ def test_eviction_leaves_files_that_are_not_posvizs(fake_hub, monkeypatch, tmp_p
 def test_a_tensor_above_max_bytes_is_refused_before_it_is_requested(fake_hub):
     gpt2_repo(fake_hub)
     with pytest.raises(LoadError, match=r"above this server's upload limit of 0 MiB"):
-        hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes - 1)
+        models.load("hf:acme/gpt2", max_bytes=WPE.nbytes - 1)
     assert [s for s in fake_hub.requests_for("model.safetensors") if s.nbytes > 1000] == []
-    assert hub.load("hf:acme/gpt2", max_bytes=WPE.nbytes).shape == WPE.shape
+    assert models.load("hf:acme/gpt2", max_bytes=WPE.nbytes).shape == WPE.shape

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import pickle
@@ -26,6 +27,7 @@ from posviz.io import (
     read_tensor,
     suggest_trim,
 )
+from posviz.source import Cut
 from tests.corpus import (
     HOSTILE_WORDS,
     MARKER,
@@ -113,13 +115,13 @@ def test_round_trip_gives_the_stored_values(
 @pytest.mark.parametrize("name", GOOD_NAMES)
 def test_load_keeps_the_values_and_the_stored_dtype(good: dict[str, Good], name: str) -> None:
     path, tensor, values, dtype = good[name]
-    table = load(path, tensor=tensor)
+    table = load(path, None, Cut(tensor))
     # One vocabulary, numpy's, whatever the format names it ("F32", "BF16" in safetensors).
     named = "bfloat16" if dtype == "BF16" else str(values.dtype)  # BF16 is read as float32
     # A single-array file's table is named after the file ("wpe" for wpe.npy).
     expected = path.stem if tensor == "table" else tensor
     assert (table.name, table.source, table.dtype) == (expected, path.name, named)
-    assert load(path, tensor=expected).sha256 == table.sha256  # its name reads it again
+    assert load(path, None, Cut(expected)).sha256 == table.sha256  # its name reads it again
     np.testing.assert_array_equal(table.values, values.reshape(table.shape))
 
 
@@ -337,7 +339,7 @@ def test_load_trims_a_vit_table_to_its_grid(good: dict[str, Good]) -> None:
         "pos_embed", next(i.shape for i in list_tensors(path) if i.name == "pos_embed")
     )
     assert trim == Trim(1, (14, 14), "ViT pos_embed: 1 class token + 14x14 patch grid")
-    table = load(path.read_bytes(), "upload.safetensors", row_start=trim.row_start, grid=trim.grid)
+    table = load(path.read_bytes(), "upload.safetensors", Cut(None, trim.row_start, grid=trim.grid))
     assert (table.name, table.source, table.shape, table.grid) == (
         "pos_embed",
         "upload.safetensors",
@@ -355,9 +357,9 @@ def test_load_without_a_clear_table_lists_the_candidates(good: dict[str, Good]) 
 
 def test_load_names_a_missing_tensor_and_lists_the_real_ones(good: dict[str, Good]) -> None:
     with pytest.raises(LoadError, match="no tensor 'nope'; it holds: wpe, wte, bias"):
-        load(good["npz_wpe"].path, tensor="nope")
+        load(good["npz_wpe"].path, None, Cut("nope"))
     with pytest.raises(LoadError, match="no tensor 'nope'; it holds: table"):
-        load(good["csv_plain"].path, tensor="nope")
+        load(good["csv_plain"].path, None, Cut("nope"))
 
 
 def test_load_of_a_missing_path(tmp_path: Path) -> None:
@@ -403,11 +405,26 @@ def test_pickle_refusal_shows_the_safetensors_conversion(
 ) -> None:
     with pytest.raises(LoadError) as refusal:
         list_tensors(hostile[1]["rce.pt"])
-    assert str(refusal.value).splitlines()[1:] == [
-        "    import torch; from safetensors.torch import save_file",
-        '    save_file({k: v.contiguous() for k, v in torch.load("rce.pt", weights_only=True)'
-        '.items()}, "rce.safetensors")',
+    # The message one line, the code beside it, to be printed and shown as a block of its own.
+    assert "\n" not in str(refusal.value)
+    assert refusal.value.snippet.splitlines() == [
+        "import torch",
+        "from safetensors.torch import save_file",
+        "",
+        "state = torch.load('rce.pt', weights_only=True)",
+        "save_file({k: v.contiguous() for k, v in state.items()}, 'rce.safetensors')",
     ]
+
+
+@pytest.mark.parametrize("name", ['it\'s "x".pt', "a\nb.pt", "\u202ex.bin", "back\\slash.pkl"])
+def test_the_conversion_runs_whatever_the_files_name(name: str) -> None:
+    with pytest.raises(LoadError) as refusal:
+        list_tensors(b"\x80\x04K\x01.", name)
+    code = ast.parse(refusal.value.snippet)  # a name's quotes or newline cannot break it
+    load, save = (node.value for node in code.body[2:])
+    assert load.args[0].value == name
+    assert save.args[1].value == Path(name).stem + ".safetensors"
+    assert name not in refusal.value.snippet or name.isprintable()  # escaped, not raw
 
 
 # --- bounded headers, parsed once; messages without server paths -------------------
@@ -434,7 +451,7 @@ def test_a_safetensors_header_is_parsed_once(
     monkeypatch.setattr(posviz.io._safetensors, "_CHECKED_HEADERS", {})
     for _ in range(3):  # three reruns of the Data page: list, then Load
         list_tensors(path.read_bytes(), "once.safetensors")
-        loaded = load(path.read_bytes(), "once.safetensors", tensor="wpe")
+        loaded = load(path.read_bytes(), "once.safetensors", Cut("wpe"))
     np.testing.assert_array_equal(loaded.values, table)
     assert len(calls) == 1
     # Another header is parsed anew, and a header error is raised every time, not cached.

@@ -16,6 +16,7 @@ from safetensors.numpy import save_file
 
 from posviz._params import Refused
 from posviz.embedding import LoadError
+from posviz.models.sources import compare, read_side
 from posviz.schemes.config import position_scheme
 from posviz.schemes.diff import (
     from_inv_freq,
@@ -27,7 +28,6 @@ from posviz.schemes.diff import (
 )
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.rotary import RotarySpec, rotary_frequencies
-from posviz.schemes.sources import compare, read_side
 from tests import ggufs
 
 LLAMA = PRESETS["meta-llama/Llama-3.1-8B"]

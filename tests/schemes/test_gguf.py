@@ -10,8 +10,9 @@ import gguf
 import numpy as np
 import pytest
 
+import posviz
 from posviz.embedding import LoadError
-from posviz.schemes import weights
+from posviz.models import weights
 from posviz.schemes.config import position_scheme
 from posviz.schemes.gguf import llama3_parameters
 from posviz.schemes.presets import PRESETS
@@ -168,7 +169,7 @@ def test_a_gpt2_gguf_is_a_learned_table(tmp_path: Path) -> None:
     path = ggufs.learned(tmp_path / "gpt2.gguf", np.eye(32, 64), "F16")
     model = weights.open_gguf(path)
     assert position_scheme(model.config).kind == "learned_absolute"
-    assert weights.load(path).name == "position_embd.weight"
+    assert posviz.load(path).name == "position_embd.weight"
 
 
 def test_alibi_models(tmp_path: Path) -> None:
@@ -185,8 +186,8 @@ def test_alibi_models(tmp_path: Path) -> None:
 def test_a_rotary_gguf_without_a_table_is_refused_with_its_scheme(tmp_path: Path) -> None:
     path = ggufs.llama31(tmp_path / "llama.gguf")
     with pytest.raises(LoadError, match=r"its GGUF metadata says it uses rotary"):
-        weights.load(path)
-    assert weights.load(path, tensor="token_embd.weight").shape == (16, 64)
+        posviz.load(path)
+    assert posviz.load(path, tensor="token_embd.weight").shape == (16, 64)
 
 
 def _width(w: gguf.GGUFWriter) -> None:

@@ -10,8 +10,9 @@ import pytest
 
 from posviz._params import Refused
 from posviz.embedding import LoadError
+from posviz.io.config_json import parse_config
 from posviz.schemes.alibi import alibi_bias, alibi_slopes
-from posviz.schemes.config import RelativeBiasSpec, parse_config, position_scheme
+from posviz.schemes.config import RelativeBiasSpec, position_scheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import relative_bias, relative_table, t5_buckets
 from posviz.schemes.rotary import (

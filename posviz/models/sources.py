@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from posviz import hub, io
+from posviz import io
 from posviz._params import Params, step_of
 from posviz.embedding import LoadError
-from posviz.schemes import weights
+from posviz.models import weights
+from posviz.models.weights import read_config
 from posviz.schemes._values import given
 from posviz.schemes.config import NAMES, position_scheme
 from posviz.schemes.diff import (
@@ -30,8 +31,8 @@ from posviz.schemes.diff import (
     split_table,
 )
 from posviz.schemes.layers import LayerScheme
-from posviz.schemes.record import PRESET, read_config
 from posviz.schemes.rotary import RotarySpec, rotary_frequencies
+from posviz.source import LocalPath, Preset, Source, Upload, as_source
 
 __all__ = ["DUMP_SUFFIXES", "Side", "compare", "config_side", "is_dump", "read_side"]
 
@@ -88,15 +89,14 @@ def is_dump(name: str) -> bool:
 
 
 def read_side(
-    text: str,
+    source: Source | str,
     *,
-    data: bytes | None = None,
     layout: str = "half-split",
     first_position: int = 0,
     label: str | None = None,
 ) -> Side:
-    """The source `text` names: config.json (a path, ``preset:NAME``, ``hf:REPO[@REV]``), a
-    GGUF (a path, ``hf:REPO[@REV]:FILE``), or a dump; `data` is its bytes when uploaded;
+    """The source `source` names: config.json (a path, ``preset:NAME``, ``hf:REPO[@REV]``), a
+    GGUF (a path, ``hf:REPO[@REV]:FILE``), or a dump; an upload by its name and bytes;
     `label` names a local file on screen and in the provenance instead of its path (a shared
     folder's file by its name there).
 
@@ -105,12 +105,14 @@ def read_side(
     LoadError
         If it cannot be read, names no rotary scheme, or a dump holds no inv_freq or cos/sin.
     """
-    if is_dump(text) and not hub.is_hub_ref(text):
-        return _dump(text, data, layout=layout, first_position=first_position, label=label)
-    named = label or (text if data is not None else None)
-    config, provenance, _ = read_config(text, data, label=named)
-    shown = provenance["config"].removeprefix(PRESET) if text.startswith(PRESET) else named
-    return config_side(config, provenance, shown or text)
+    written = source if isinstance(source, str) else None  # as the user wrote it: its label
+    source = as_source(source)
+    if isinstance(source, LocalPath | Upload) and is_dump(_name(source)):
+        return _dump(source, layout=layout, first_position=first_position, label=label)
+    named = label or (source.name if isinstance(source, Upload) else None)
+    config, provenance, _ = read_config(source, label=named)
+    shown = source.name if isinstance(source, Preset) else named
+    return config_side(config, provenance, shown or written or str(source))
 
 
 def config_side(config: dict[str, Any], provenance: dict[str, Any], label: str) -> Side:
@@ -134,13 +136,18 @@ def config_side(config: dict[str, Any], provenance: dict[str, Any], label: str) 
     return Side(label, provenance, main, tuple(others), {**config, **inner}, layers=scheme.layers)
 
 
+def _name(source: LocalPath | Upload) -> str:
+    return source.name if isinstance(source, Upload) else source.path
+
+
 def _dump(
-    text: str, data: bytes | None, *, layout: str, first_position: int, label: str | None
+    source: LocalPath | Upload, *, layout: str, first_position: int, label: str | None
 ) -> Side:
-    source: io.Source = data if data is not None else text
-    named = label or text  # the file as the provenance names it
+    data = source.data if isinstance(source, Upload) else None
+    file: io.Input = source.path if isinstance(source, LocalPath) else data or b""
+    named = label or _name(source)  # the file as the provenance names it
     label = Path(named).name
-    size = len(data) if data is not None else _size(text, named)
+    size = len(data) if data is not None else _size(_name(source), named)
     if size > MAX_DUMP_BYTES:
         msg = (
             f"{label} is {size:,} bytes, more than a dump of inv_freq or cos/sin ("
@@ -148,8 +155,8 @@ def _dump(
             "which must be beside it."
         )
         raise LoadError(msg)
-    infos = {info.name: info for info in io.list_tensors(source, label)}
-    raw = data if data is not None else Path(text).read_bytes()
+    infos = {info.name: info for info in io.list_tensors(file, label)}
+    raw = data if data is not None else Path(_name(source)).read_bytes()
     provenance: dict[str, Any] = {
         "dump": named,
         "sha256": hashlib.sha256(raw).hexdigest(),
@@ -160,7 +167,7 @@ def _dump(
     sin = next((n for n in _SIN if n in infos), None)
     if cos and sin:
         values = split_pair(
-            io.read_tensor(source, cos, label), io.read_tensor(source, sin, label), layout
+            io.read_tensor(file, cos, label), io.read_tensor(file, sin, label), layout
         )
         provenance["tensors"] = [cos, sin]
         dump = from_table(
@@ -179,7 +186,7 @@ def _dump(
             "a cos/sin table) or two named cos and sin."
         )
         raise LoadError(msg)
-    array = io.read_tensor(source, name, label)
+    array = io.read_tensor(file, name, label)
     provenance["tensors"] = [name]
     squeezed = array.reshape(-1) if min(array.shape, default=0) == 1 or array.ndim == 1 else array
     if squeezed.ndim == 1:

@@ -16,8 +16,8 @@ from safetensors.numpy import save_file
 from posviz import io
 from posviz.embedding import LoadError
 from posviz.heads import learned_heads, pair_columns
-from posviz.schemes import attention, weights
-from posviz.schemes.attention import NoHeadsView, open_layer, plan_layer
+from posviz.models import attention, weights
+from posviz.models.attention import NoHeadsView, open_layer, plan_layer
 from posviz.schemes.rotary import rotary_frequencies
 from tests import ROOT
 

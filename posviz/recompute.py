@@ -6,7 +6,7 @@ An export (`posviz.export.header`) is ``{"analysis", "params", "provenance"}`` p
 --json``), or a step's JSON record (``posviz heads --json``: `posviz.pipeline.Step.record`). A
 report embeds ``{"provenance", "analyses": [...]}``, one entry per table (an entry with a
 provenance of its own, its heads', is read from there). A position scheme's export names a
-config.json in its provenance instead of a table (`posviz.schemes.record.config_provenance`):
+config.json in its provenance instead of a table (`posviz.records.config_provenance`):
 the scheme is read from it again; an attention layer's adds the layer and each tensor read with
 its sha256, and the layer is read again from the model's weights and checked (``posviz heads
 --layers``: every layer so, then the depth summary made again from them). A comparison of
@@ -35,18 +35,20 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from posviz import _settings, depth, examples, export, hub, io, pipeline, simulate
+from posviz import _settings, depth, examples, export, models, pipeline, simulate
 from posviz._json import max_depth
 from posviz._params import MAX_RESULT_BYTES, Bound, Refused, as_recorded, quoted
 from posviz.embedding import Embedding, LoadError
 from posviz.export import columns, labelled
+from posviz.io.config_json import read_config_file
+from posviz.models import weights
+from posviz.models.sources import MAX_DUMP_BYTES, Side, config_side, read_side
+from posviz.models.weights import read_config
 from posviz.rows import row_offsets
-from posviz.schemes import weights
-from posviz.schemes.config import position_scheme, read_config_file
+from posviz.schemes.config import position_scheme
 from posviz.schemes.diff import FIRST_POSITIONS, LAYOUTS
 from posviz.schemes.layers import MAX_LAYERS
-from posviz.schemes.record import PRESET, read_config
-from posviz.schemes.sources import MAX_DUMP_BYTES, Side, config_side, read_side
+from posviz.source import Cut, HubRef, LocalPath, Preset, Source, Upload, as_source
 
 __all__ = ["MAX_ANALYSES", "MAX_EXPORT_BYTES", "Check", "RerunResult", "read_export", "rerun"]
 
@@ -258,9 +260,11 @@ def rerun(
             elif entry is not export and "provenance" in entry:  # a report's heads: their own
                 own = entry["provenance"]
                 own = own if isinstance(own, list) else [own]
-                models = [_config(w, None, base, tell) for w in own]
-                read_from += [_read_from(where) for _, where, _ in models]
-                checks += _scheme(step, entry, models)
+                # The table's checkpoint holds them: where it is given, so are they.
+                given = [tables[0] if tables and "weights" in w else None for w in own]
+                configs = [_config(w, g, base, tell) for w, g in zip(own, given, strict=True)]
+                read_from += [_read_from(where) for _, where, _ in configs]
+                checks += _scheme(step, entry, configs)
             else:
                 if read is None:  # the export's model(s), read once for all its entries
                     read = [
@@ -385,30 +389,21 @@ def _table(
             _ROWS.check("The provenance's grid", n, error=LoadError)
     first_position = record.get("first_position", 0)
     _POSITION.check("The provenance's first_position", first_position, error=LoadError)
-    rows = {
-        "row_start": row_start,
-        "row_stop": row_start + shape[0],
-        "grid": tuple(grid) if grid else None,
-    }
+    rows = Cut(None, row_start, row_start + shape[0], tuple(grid) if grid else None)
     simulated = record.get("simulated")
     if given is None and simulated is not None:
         where = "the simulation"
         made = simulate.remade(simulated) if isinstance(simulated, dict) else None
         if made is None:
             raise TypeError(simulated)
-        table = io.table_from(
-            np.concatenate([made.prefix, made.values]),
-            name=made.name,
-            source=made.source,
-            dtype=made.dtype,
-            **rows,
-        )
+        table = models.recut(made, rows)
     elif given is not None:
         where = str(given)  # the user's own file: its messages are shown
-        table = weights.load(where, tensor=record["tensor"], **rows)
+        table = models.load(where, replace(rows, tensor=record["tensor"]))
     else:
+        named: Source
         if "repo" in record and "commit" in record:
-            where = _hub_ref(record["repo"], record["commit"], tell, file=record.get("file"))
+            named = _hub_ref(record["repo"], record["commit"], tell, file=record.get("file"))
         elif source.startswith("simulated: "):
             msg = (
                 "The export's table is a simulation recorded by an older posviz (as text): "
@@ -416,8 +411,9 @@ def _table(
             )
             raise LoadError(msg)
         else:
-            where = _find(source, base)
-        table = _named(where, record["tensor"], rows)
+            named = LocalPath(_find(source, base))
+        where = str(named)
+        table = _named(named, record["tensor"], rows)
     # What its rows stand for (a relative table's buckets and their offsets), as exported.
     table = replace(table, first_position=first_position, row_offsets=None)
     if isinstance(rule := record.get("row_labels"), dict):
@@ -436,37 +432,38 @@ def _table(
     return table
 
 
-def _named(where: str, tensor: Any, rows: dict[str, Any]) -> Embedding:
+def _named(where: Source, tensor: Any, rows: Cut) -> Embedding:
     """The table a file named by the export holds. What the file holds is never quoted back:
     an export could name any readable file (a list of keys saved as CSV)."""
     if not isinstance(tensor, str):
         raise TypeError(tensor)
     try:
-        return weights.load(where, tensor=tensor, **rows)
+        return models.load(where, replace(rows, tensor=tensor))
     except LoadError as exc:
-        if hub.is_hub_ref(where):
+        if isinstance(where, HubRef):
             raise  # the Hub's answer, not a local file's contents
         msg = (
-            f"{quoted(where)} does not hold the export's table {quoted(tensor)} as posviz reads "
-            "tables (its contents are not shown); give the table's file with --table."
+            f"{quoted(str(where))} does not hold the export's table {quoted(tensor)} as posviz "
+            "reads tables (its contents are not shown); give the table's file with --table."
         )
         raise LoadError(msg) from exc
 
 
-def _hub_ref(repo: Any, commit: Any, tell: Tell | None, *, file: Any = None) -> str:
-    """``hf:REPO@COMMIT`` (``:FILE`` for a repo's GGUF file) of a repo id and a full commit sha,
-    on the environment's Hub; `tell` says so before it is fetched."""
-    ref = f"hf:{repo}@{commit}" + (f":{file}" if file is not None else "")
+def _hub_ref(repo: Any, commit: Any, tell: Tell | None, *, file: Any = None) -> HubRef:
+    """A repo id at a full commit sha (and a repo's GGUF file), on the environment's Hub;
+    `tell` says so before it is fetched."""
+    named = f"{quoted(repo)} at {quoted(commit)}" + (f", file {quoted(file)}" if file else "")
     if not (isinstance(repo, str) and isinstance(commit, str) and len(commit) == 40):
-        msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
+        msg = f"The export names the Hub model {named}, not a repo id at a full commit sha."
         raise LoadError(msg)
     if file is not None and not (isinstance(file, str) and file.lower().endswith(".gguf")):
-        msg = f"The export names the Hub file {quoted(ref)}, not a GGUF file of a repo."
+        msg = f"The export names the Hub file {named}, not a GGUF file of a repo."
         raise LoadError(msg)
-    parsed = hub.parse_ref(ref)  # a repo id only: a URL or a path is refused here
-    if (parsed.repo, parsed.revision, parsed.file) != (repo, commit, file):
-        msg = f"The export names the Hub model {quoted(ref)}, not a repo id at a full commit sha."
-        raise LoadError(msg)
+    try:
+        ref = HubRef(repo, commit, file)  # a repo id only: a URL or a path is refused here
+    except LoadError as exc:
+        msg = f"The export names the Hub model {named}, not a repo id at a full commit sha: {exc}"
+        raise LoadError(msg) from exc
     if tell is not None:
         endpoint = _settings.hub_endpoint() or "https://huggingface.co"
         tell(f"fetching {ref} from {endpoint} (HF_ENDPOINT)")
@@ -478,7 +475,7 @@ def _config(
 ) -> tuple[dict, dict[str, Any], Any]:
     """The config.json provenance `recorded` names (or `given`), read again, its bytes checked
     before they are parsed (a Hub model's: at its commit), as
-    :func:`posviz.schemes.record.read_config` returns it, `recorded`'s place in it kept (the
+    :func:`posviz.records.read_config` returns it, `recorded`'s place in it kept (the
     layer type, the tensor, the model's label)."""
     named = given or recorded.get("weights") or recorded["config"]
     if not isinstance(named, str | Path):
@@ -486,17 +483,17 @@ def _config(
     where, expected = str(named), recorded["sha256"]
     if not isinstance(expected, str):
         raise TypeError(expected)
-    if hub.is_hub_ref(where):
-        ref = hub.parse_ref(where)
-        where = _hub_ref(ref.repo, ref.revision, tell, file=ref.file)
-        read = read_config(where)
-    elif where.startswith(PRESET):
-        read = read_config(where)
+    source = as_source(where)
+    if isinstance(source, HubRef):
+        ref = _hub_ref(source.repo, source.revision, tell, file=source.file)
+        where, read = str(ref), read_config(ref)
+    elif isinstance(source, Preset):
+        read = read_config(source)
     elif where.lower().endswith(".gguf"):
         # A GGUF (GBs) is not read whole: its header and rope tensors are, and their sha256
         # is the one recorded (checked below).
         where = where if given else _find(where, base)
-        read = read_config(where)
+        read = read_config(LocalPath(where))
     else:
         if not given:
             where = _find(where, base)
@@ -509,7 +506,8 @@ def _config(
                 "bytes changed)."
             )
             raise LoadError(msg)
-        read = read_config(where) if config != where else read_config(where, data)
+        # A config.json's bytes, checked, are the ones read; a checkpoint's, read beside it.
+        read = read_config(LocalPath(where) if config != where else Upload(where, data))
     sha256 = read[1]["sha256"]
     if not expected or sha256 != expected:
         msg = (
@@ -574,7 +572,7 @@ def _side(
             f"from the export's {quoted(expected[:16])} (its bytes changed)."
         )
         raise LoadError(msg)
-    return read_side(dump, data=data, layout=layout, first_position=first)
+    return read_side(Upload(dump, data), layout=layout, first_position=first)
 
 
 def _sources(step: pipeline.Step, entry: dict[str, Any], sides: list[Side]) -> list[Check]:

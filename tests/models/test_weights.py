@@ -17,8 +17,8 @@ from safetensors.numpy import save
 import posviz
 from posviz import io
 from posviz.cli import main
+from posviz.io.config_json import MAX_CONFIG_BYTES
 from posviz.schemes.alibi import alibi_slopes
-from posviz.schemes.config import MAX_CONFIG_BYTES
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import t5_buckets
 from tests import apptest

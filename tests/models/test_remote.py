@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
-from posviz import hub
 from posviz.cli import main
+from posviz.models import remote
 from posviz.schemes.alibi import alibi_slopes
+from posviz.schemes.config import position_scheme
 from posviz.schemes.presets import PRESETS
+from posviz.source import HubRef
 from tests.fakehub import FakeHub
 
 RNG = np.random.default_rng(0)
@@ -194,7 +196,8 @@ def test_bad_configs_on_the_hub_exit_2(fake_hub, capsys):
     assert main(["summary", "hf:acme/deep"]) == 2
     assert "deeper than" in capsys.readouterr().err
     fake_hub.add("acme/noconfig", {"model.safetensors": save(BIG)})
-    assert hub.open_config("acme/noconfig").scheme.kind == "learned_absolute"
+    opened = remote.open_config(HubRef("acme/noconfig"))
+    assert position_scheme(opened.config).kind == "learned_absolute"
 
 
 def test_umt5_has_one_bias_per_layer(fake_hub, capsys):

@@ -3,22 +3,20 @@ model whose positions are not a learned table (and `scheme` for every model).
 
 A record is an export (`posviz rerun` recomputes it): its ``"analysis"`` names the step,
 :func:`scheme_record`, its ``"params"`` are that function's settings, and its ``"provenance"``
-the config.json it was made from (:func:`config_provenance`: a path, ``hf:REPO@COMMIT`` or
-``preset:NAME``, and the sha256 of its bytes).
+the config.json it was made from (`posviz.models.weights.config_provenance`: a path,
+``hf:REPO@COMMIT`` or ``preset:NAME``, and the sha256 of its bytes).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from typing import Any
 
 import numpy as np
 
-from posviz import hub
+from posviz import _moved
 from posviz._params import Bound, bounded, check_budget
-from posviz.embedding import Embedding, LoadError
+from posviz.embedding import Embedding
 from posviz.export import header
 from posviz.heads import (
     LABELS,
@@ -28,22 +26,18 @@ from posviz.heads import (
     PatternHeads,
     RotaryHeads,
 )
+from posviz.models import weights
+from posviz.models.attention import AttentionLayer
 from posviz.rows import row_offsets
-from posviz.schemes import weights
 from posviz.schemes._values import given
 from posviz.schemes.alibi import alibi_slopes
-from posviz.schemes.attention import AttentionLayer
 from posviz.schemes.config import (
     KINDS,
     RelativeBiasSpec,
     RelativeTableSpec,
     Scheme,
-    parse_config,
-    read_config_file,
 )
-from posviz.schemes.gguf import keys_record
 from posviz.schemes.layers import LayerScheme
-from posviz.schemes.presets import PRESETS
 from posviz.schemes.relative import check_bias_shape, check_relative_bias, t5_buckets
 from posviz.schemes.rotary import (
     MAX_TABLE_POSITIONS,
@@ -53,7 +47,6 @@ from posviz.schemes.rotary import (
     rotary_frequencies,
     rotary_table,
 )
-from posviz.schemes.weights import checkpoint_provenance, config_provenance
 from posviz.simulate import sinusoidal
 from posviz.spectrum import NO_VARIANCE, Spectrum, spectrum
 
@@ -61,19 +54,14 @@ __all__ = [
     "HEADS_POSITIONS",
     "INV_FREQ_TOLERANCE",
     "N_SINGULAR_VALUES",
-    "PRESET",
     "SHOWN_POSITIONS",
     "alibi_record",
     "check_shown_kernels",
-    "checkpoint_provenance",
-    "config_provenance",
     "finite",
-    "gguf_provenance",
     "heads_record",
     "is_decoder_bias",
     "layers_record",
     "other_layer_types",
-    "read_config",
     "relative_bias_record",
     "relative_rows_record",
     "rotary_record",
@@ -87,58 +75,6 @@ N_SINGULAR_VALUES = 10
 #: Largest relative difference of a stored inv_freq buffer from config.json's that passes:
 #: bfloat16 stores 8 significant bits (relative error up to 2**-8 = 0.0039).
 INV_FREQ_TOLERANCE = 2**-8
-#: How a config built into posviz (`posviz.schemes.presets.PRESETS`) is named in a provenance.
-PRESET = "preset:"
-
-
-def gguf_provenance(model: weights.LocalGGUF) -> dict[str, Any]:
-    """:func:`config_provenance` of a GGUF file: the file (its label) stands for the
-    config.json, the sha256 is of its header and rope tensors, and "gguf_keys" says which GGUF
-    key fed which config key."""
-    return config_provenance(model.source, model.sha256, gguf_keys=keys_record(model.keys))
-
-
-def read_config(
-    config: str, data: bytes | None = None, *, label: str | None = None
-) -> tuple[dict, dict[str, Any], weights.Model | None]:
-    """The config.json `config` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``, or a
-    safetensors checkpoint with its config.json beside it, or a .gguf file whose metadata
-    stands for one), parsed; its :func:`config_provenance` (a Hub model at the commit read; a
-    checkpoint's path under "weights"; a GGUF's keys under "gguf_keys"); the model whose
-    weights hold the scheme's tensors (Hub or local), if any.
-
-    `data` is its bytes when already read (an upload named `config`); `label` names a local
-    file in its provenance and messages instead of its path (a shared folder's file by its name
-    there: the server's path is not the visitor's business), and a checkpoint's tables
-    (default: the file's name).
-
-    Raises
-    ------
-    LoadError
-        If it cannot be read or parsed, is bigger than `MAX_CONFIG_BYTES`, or names no preset.
-    """
-    if data is None and hub.is_hub_ref(config):
-        ref = hub.parse_ref(config)
-        opened = hub.open_config(ref.repo, ref.revision, ref.file)
-        where = {"gguf_keys": keys_record(opened.keys)} if opened.gguf else {}
-        return opened.config, config_provenance(opened.at_commit, opened.sha256, **where), opened
-    if config.lower().endswith(".gguf"):  # its metadata stands for config.json
-        gguf = weights.open_gguf(config if data is None else data, label=label or config)
-        return gguf.config, gguf_provenance(gguf), gguf
-    if data is None and weights.is_weights(config):  # its config.json beside (a shard index too)
-        checkpoint = weights.open_checkpoint(config, label=label or config)
-        return checkpoint.config, checkpoint_provenance(checkpoint), checkpoint
-    if data is None and config.startswith(PRESET):
-        name = config.removeprefix(PRESET)
-        if name not in PRESETS:
-            msg = f"{name!r} is not a model posviz has a config.json excerpt of."
-            raise LoadError(msg)
-        data = json.dumps(PRESETS[name]).encode()  # the bytes a preset stands for
-    name = label or config
-    if data is None:
-        data = read_config_file(config, what=name)
-    sha256 = hashlib.sha256(data).hexdigest()
-    return parse_config(data, what=name), config_provenance(name, sha256), None
 
 
 def scheme_head(scheme: Scheme) -> dict[str, Any]:
@@ -493,8 +429,9 @@ def heads_record(
     `positions` rows and columns) and ``offset_profile`` (m_h(Δ), Δ = 0 … positions − 1 back
     from the query; ``offset_profile_ahead`` Δ = −1 … −(positions − 1) where keys ahead count).
     ``quantization`` names a GGUF's quantized q/k type (None: floats, read as stored).
-    ``positions_printed`` is `positions` (what the kernels and profiles hold);
-    ``positions_analysed`` the positions every number was computed over.
+    ``positions_printed`` is the rows the kernels and profiles hold (`positions`, at most
+    ``positions_analysed``, the positions every number was computed over); a rotary layer,
+    which prints no kernel, has neither.
     """
     plan = layer.plan
     record: dict[str, Any] = {
@@ -532,6 +469,7 @@ def heads_record(
             "wavelengths": f.wavelengths.tolist(),
             "bands": f.band.tolist(),
         }
+        del record["positions_printed"]  # its usage is per pair, not per position
         for h, head in enumerate(heads):
             head["usage"] = result.usage[h].tolist()
             head["usage_share"] = result.usage_share[h].tolist()
@@ -539,6 +477,7 @@ def heads_record(
     else:
         stop = min(positions, result.n_positions)
         check_shown_kernels(plan.n_heads, stop)
+        record["positions_printed"] = stop  # a table shorter than `positions` prints all
         record["positions_analysed"] = result.n_positions
         record["causal"] = result.causal
         zero = result.n_positions - 1  # the profile's index of Δ = 0
@@ -565,3 +504,7 @@ def heads_record(
         if name in result.numbers
     }
     return finite(record)
+
+
+def __getattr__(name: str) -> object:
+    return _moved.attribute(__name__, name)  # reading a config moved to posviz.models.weights

@@ -13,30 +13,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 import numpy as np
 
-from posviz import hub, io
+from posviz import _settings, examples, hub, io
 from posviz._json import max_depth
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
 from posviz.hub.client import MAX_JSON_BYTES, MAX_JSON_DEPTH
-from posviz.hub.config import no_table_reason
 from posviz.io import INDEX_SUFFIX
+from posviz.io.config_json import parse_config, read_config_file
+from posviz.models import remote
+from posviz.models.remote import no_table_reason
 from posviz.schemes._values import given
 from posviz.schemes.config import (
     RelativeBiasSpec,
-    parse_config,
     position_scheme,
-    read_config_file,
 )
 from posviz.schemes.gguf import ROPE_TENSORS, GGUFConfig, KeyRead, gguf_config, keys_record
+from posviz.schemes.presets import PRESETS, unknown
 from posviz.schemes.relative import (
     MAX_BIAS_TENSORS,
     REL_EMBEDDINGS,
@@ -44,6 +44,17 @@ from posviz.schemes.relative import (
     labelled,
     relative_table,
     relative_table_name,
+)
+from posviz.source import (
+    NO_CUT,
+    Cut,
+    HubRef,
+    LocalPath,
+    Preset,
+    Shipped,
+    Source,
+    Upload,
+    as_source,
 )
 
 __all__ = [
@@ -54,13 +65,18 @@ __all__ = [
     "checkpoint_provenance",
     "config_beside",
     "config_provenance",
+    "folder_checkpoint",
+    "gguf_provenance",
     "is_weights",
     "load_checkpoint",
     "load_gguf",
     "model_provenance",
     "open_checkpoint",
     "open_gguf",
+    "read_config",
     "relative_embeddings",
+    "shared_root",
+    "shipped",
     "stored_inv_freq",
     "weights_in",
 ]
@@ -76,7 +92,7 @@ class LocalCheckpoint:
         The weights file, as given (a provenance names it so `posviz rerun` finds it again):
         a .safetensors file, or a sharded checkpoint's index (``model.safetensors.index.json``).
     config : dict
-        Its config.json, parsed and checked (:func:`posviz.schemes.config.parse_config`).
+        Its config.json, parsed and checked (:func:`posviz.io.config_json.parse_config`).
     label : str
         How tables read from it name their source (the file's name, or its path in the
         shared folder).
@@ -197,7 +213,7 @@ Model = hub.ConfigFile | LocalCheckpoint | LocalGGUF
 Readable = hub.ConfigFile | LocalCheckpoint | LocalGGUF
 
 
-def open_gguf(path: str | Path | bytes, *, label: str | None = None) -> LocalGGUF:
+def open_gguf(path: io.Input, *, label: str | None = None) -> LocalGGUF:
     """The GGUF file `path` (or uploaded bytes): its header, and the rope tensors it holds
     (a few hundred bytes), read into the config.json keys they stand for.
 
@@ -221,17 +237,11 @@ def open_gguf(path: str | Path | bytes, *, label: str | None = None) -> LocalGGU
     )
 
 
-def load_gguf(
-    model: LocalGGUF,
-    *,
-    tensor: str | None = None,
-    row_start: int = 0,
-    row_stop: int | None = None,
-    grid: tuple[int, int] | None = None,
-) -> Embedding:
+def load_gguf(model: LocalGGUF, cut: Cut = NO_CUT) -> Embedding:
     """A table of a GGUF file, as :func:`posviz.io.load` reads one; with no tensor named, a
     model whose metadata names another scheme and holds no learned table is refused with the
     scheme in words (a rotary model's rope tensors are factors, not a table)."""
+    tensor = cut.tensor
     if tensor is None:
         position_scheme(model.config)  # the metadata's values are checked first
         reason = no_table_reason(model.label, model.config, model.tensors, where="GGUF metadata")
@@ -240,9 +250,7 @@ def load_gguf(
         candidates = [n for n in model.tensors if n not in ROPE_TENSORS]
         infos = [i for i in io.list_tensors(model.path, model.label) if i.name in candidates]
         tensor = io.choose_tensor(infos, model.label)
-    return io.load(
-        model.path, model.label, tensor=tensor, row_start=row_start, row_stop=row_stop, grid=grid
-    )
+    return io.load(model.path, model.label, replace(cut, tensor=tensor))
 
 
 def is_weights(path: str | Path) -> bool:
@@ -377,6 +385,37 @@ def open_checkpoint(
     return LocalCheckpoint(str(path), parsed, label, sha256, shards)
 
 
+def shipped(source: Shipped) -> tuple[Path, str]:
+    """A shipped model's weights (or the file it names), and their name in a provenance."""
+    if "/" in source.name:
+        return examples.path_of(str(source)), str(source)
+    found = examples.EXAMPLES.get(source.name)
+    if found is None:
+        msg = f"{source} is not a model shipped with posviz ({', '.join(examples.EXAMPLES)})."
+        raise LoadError(msg)
+    return found.weights, found.label
+
+
+def shared_root() -> Path:
+    """The server's shared folder (``POSVIZ_DATA_DIR``); refused when it has none."""
+    root = _settings.data_dir()
+    if root is None:
+        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
+        raise LoadError(msg)
+    return root
+
+
+def folder_checkpoint(root: Path, path: Path, relative: str) -> LocalCheckpoint | None:
+    """The shared folder's checkpoint `relative` (its checked real `path`: a .safetensors file
+    or a shard index) with the config.json beside its name (a Hugging Face cache links both to
+    blobs), when that config.json is inside the shared folder `root` too (a link out of it is
+    not followed, nor a shard's); named `relative` (never the server's own path)."""
+    config = config_beside(root / relative)
+    if config is None or not config.resolve().is_relative_to(root.resolve()):
+        return None
+    return open_checkpoint(path, config=config.resolve(), label=relative, within=root.resolve())
+
+
 def config_provenance(config: str, sha256: str, **where: Any) -> dict[str, Any]:
     """Where a scheme's numbers came from: the config.json `config` names (a path,
     ``hf:REPO@COMMIT`` or ``preset:NAME``), the sha256 of its bytes, and `where` in it (a
@@ -399,19 +438,68 @@ def model_provenance(model: Readable, **where: Any) -> dict[str, Any]:
     if isinstance(model, LocalCheckpoint):
         return checkpoint_provenance(model, **where)
     if isinstance(model, LocalGGUF):
-        return config_provenance(model.source, model.sha256, gguf_keys=keys_record(model.keys),
-                                 **where)  # fmt: skip
+        return gguf_provenance(model, **where)
     return config_provenance(model.at_commit, model.sha256, **where)
 
 
-def load_checkpoint(
-    checkpoint: LocalCheckpoint,
-    *,
-    tensor: str | None = None,
-    row_start: int = 0,
-    row_stop: int | None = None,
-    grid: tuple[int, int] | None = None,
-) -> Embedding:
+def gguf_provenance(model: LocalGGUF, **where: Any) -> dict[str, Any]:
+    """:func:`config_provenance` of a GGUF file: the file (its label) stands for the
+    config.json, the sha256 is of its header and rope tensors, and "gguf_keys" says which GGUF
+    key fed which config key."""
+    keys = keys_record(model.keys)
+    return config_provenance(model.source, model.sha256, gguf_keys=keys, **where)
+
+
+def read_config(
+    source: Source | str, *, label: str | None = None
+) -> tuple[dict, dict[str, Any], Model | None]:
+    """The config.json `source` names (a path, ``hf:REPO[@REV]`` or ``preset:NAME``, or a
+    safetensors checkpoint with its config.json beside it, or a .gguf file whose metadata
+    stands for one; an upload's bytes), parsed; its :func:`config_provenance` (a Hub model at
+    the commit read; a checkpoint's path under "weights"; a GGUF's keys under "gguf_keys");
+    the model whose weights hold the scheme's tensors (Hub or local), if any.
+
+    `label` names a local file in its provenance and messages instead of its path (a shared
+    folder's file by its name there: the server's path is not the visitor's business), and a
+    checkpoint's tables (default: the file's name).
+
+    Raises
+    ------
+    LoadError
+        If it cannot be read or parsed, is bigger than `MAX_CONFIG_BYTES`, or names no preset.
+    """
+    source = as_source(source)
+    if isinstance(source, HubRef):
+        opened = remote.open_config(source)
+        where = {"gguf_keys": keys_record(opened.keys)} if opened.gguf else {}
+        return opened.config, config_provenance(opened.at_commit, opened.sha256, **where), opened
+    if isinstance(source, Preset):
+        if source.name not in PRESETS:
+            raise unknown(source.name)
+        name = label or str(source)
+        data: bytes | None = json.dumps(PRESETS[source.name]).encode()
+    elif isinstance(source, Upload | LocalPath):
+        file = source.name if isinstance(source, Upload) else source.path
+        name, data = label or file, source.data if isinstance(source, Upload) else None
+        if file.lower().endswith(".gguf") and (data is not None or isinstance(source, LocalPath)):
+            gguf = open_gguf(file if data is None else data, label=name)  # stands for config.json
+            return gguf.config, gguf_provenance(gguf), gguf
+        if isinstance(source, LocalPath) and is_weights(source.path):  # a shard index too
+            checkpoint = open_checkpoint(source.path, label=name)
+            return checkpoint.config, checkpoint_provenance(checkpoint), checkpoint
+        if isinstance(source, LocalPath):
+            data = read_config_file(source.path, what=name)
+    else:
+        msg = f"{source} names no config.json: give a model's config.json, weights or hf: name."
+        raise LoadError(msg)
+    if data is None:
+        msg = f"{name}: the upload's bytes are gone; upload the file again."
+        raise LoadError(msg)
+    sha256 = hashlib.sha256(data).hexdigest()
+    return parse_config(data, what=name), config_provenance(name, sha256), None
+
+
+def load_checkpoint(checkpoint: LocalCheckpoint, cut: Cut = NO_CUT) -> Embedding:
     """A table of a local checkpoint, as :func:`posviz.io.load` reads a file, read as its
     config.json says: DeBERTa's ``rel_embeddings`` (the table by default when the config names
     relative attention) with its rows as relative positions; a model whose config names
@@ -424,6 +512,7 @@ def load_checkpoint(
         learned table (the scheme is named, and where it is analysed). A tensor named is read
         whatever the config's scheme (only its relative rows are labelled).
     """
+    tensor = cut.tensor
     if tensor is None:  # the config.json says which table: its values are checked first
         position_scheme(checkpoint.config)
         tensor = relative_table_name(checkpoint.config, checkpoint.tensors)
@@ -431,14 +520,13 @@ def load_checkpoint(
             reason := no_table_reason(checkpoint.label, checkpoint.config, checkpoint.tensors)
         ):
             raise LoadError(reason)
-    table = io.load(
-        checkpoint.path,
-        checkpoint.label,
-        tensor=tensor,
-        row_start=row_start,
-        row_stop=row_stop,
-        grid=grid,
-    )
+    if checkpoint.shards:  # the shard that holds the tensor, named as the checkpoint names it
+        if tensor is None:
+            tensor = io.choose_tensor(list(checkpoint.infos.values()), checkpoint.label)
+        file, label = checkpoint.file_of(tensor), checkpoint.source_of(tensor)
+    else:
+        file, label = checkpoint.path, checkpoint.label
+    table = io.load(file, label, replace(cut, tensor=tensor))
     return labelled(table, checkpoint.config)
 
 
@@ -478,7 +566,7 @@ class _HubWeights:
 def _weights(model: Model) -> _Weights:
     if isinstance(model, LocalCheckpoint | LocalGGUF):
         return model
-    return _HubWeights(hub.open_model_at(model))
+    return _HubWeights(hub.list_model_at(model))
 
 
 def bias_tensors(model: Model, spec: RelativeBiasSpec) -> dict[str, np.ndarray]:
@@ -531,18 +619,3 @@ def stored_inv_freq(model: Model) -> tuple[str, np.ndarray] | None:
     if not names:
         return None
     return names[0], weights.read(names[0])
-
-
-def load(source: str | os.PathLike[str], **options: Any) -> Embedding:
-    """The table `source` names (`posviz.load`'s one implementation): ``hf:REPO[@REV]`` from the
-    Hub, a .safetensors checkpoint with its config.json beside it as that config says, a .gguf
-    file as its metadata says, any other file by `posviz.io`. `options` are `posviz.load`'s
-    (tensor, rows, grid)."""
-    if isinstance(source, str) and hub.is_hub_ref(source):
-        return hub.load(source, **options)
-    path = os.fspath(source)
-    if path.lower().endswith(".gguf"):
-        return load_gguf(open_gguf(path), **options)
-    if path.lower().endswith(".safetensors") and config_beside(path):
-        return load_checkpoint(open_checkpoint(path), **options)
-    return io.load(source, **options)

@@ -32,13 +32,15 @@ from posviz import hub, io
 from posviz._params import MAX_RESULT_BYTES, Bound, bounded
 from posviz.embedding import LoadError
 from posviz.heads import MAX_POSITIONS, Norm
-from posviz.schemes import weights
+from posviz.io import datadir
+from posviz.models import remote, weights
 from posviz.schemes._values import first as _first
 from posviz.schemes._values import given, integer, number, shown
 from posviz.schemes.alibi import HEADS, alibi_slopes
 from posviz.schemes.config import AlibiSpec, RelativeBiasSpec, Scheme, position_scheme
 from posviz.schemes.layers import MAX_LAYERS
 from posviz.schemes.rope import RotarySpec
+from posviz.source import HubRef, LocalPath, SharedFile, Shipped, Source, as_source
 
 __all__ = [
     "FAMILIES",
@@ -382,7 +384,7 @@ class AttentionLayer:
     def provenance(self) -> dict[str, object]:
         """Where the layer came from, as exports carry it: the model's config.json (a path, or
         ``hf:REPO@COMMIT``) and its sha256, a checkpoint's weights file
-        (:func:`posviz.schemes.weights.model_provenance`), the layer, and each tensor read
+        (:func:`posviz.models.weights.model_provenance`), the layer, and each tensor read
         with the sha256 of its values, which `posviz rerun` checks when it reads them again."""
         where = {"layer": self.plan.layer, "tensors": list(self.tensors)}
         if self.read_from is None:
@@ -1188,7 +1190,7 @@ def open_model(model: weights.Readable) -> Opened:
 
         return Opened(model.label, model, model.config, model.infos, read_local,
                       lambda read: True, remote=False)  # fmt: skip
-    listed = hub.open_model_at(model)
+    listed = hub.list_model_at(model)
     infos = {i.name: i for i in listed.infos}
 
     def read_hub(name: str, rows: tuple[int, int] | None) -> np.ndarray:
@@ -1205,21 +1207,31 @@ def open_model(model: weights.Readable) -> Opened:
     return Opened(listed.label, model, model.config, infos, read_hub, cached, True, gguf)
 
 
-def open_source(source: str, *, label: str | None = None) -> weights.Readable:
+def open_source(source: Source | str, *, label: str | None = None) -> weights.Readable:
     """The model `source` names, its config.json read (no weights): ``hf:REPO[@REV][:FILE]``
-    on the Hub (a GGUF repo's file or quantization: only that file), a GGUF file (its metadata
-    stands for config.json), or a checkpoint with its config.json beside it: a .safetensors
-    file, a sharded checkpoint's index (``model.safetensors.index.json``), or the folder that
-    holds either (named in the provenance by the file found in it)."""
-    if hub.is_hub_ref(source):
-        ref = hub.parse_ref(source)
-        return hub.open_config(ref.repo, ref.revision, ref.file)
-    path = Path(source)
+    on the Hub (a GGUF repo's file or quantization: only that file), a model shipped with
+    posviz (``example:NAME``), a file or folder of the server's shared folder (``shared:PATH``),
+    a GGUF file (its metadata stands for config.json), or a checkpoint with its config.json
+    beside it: a .safetensors file, a sharded checkpoint's index
+    (``model.safetensors.index.json``), or the folder that holds either (named in the
+    provenance by the file found in it)."""
+    source = as_source(source)
+    if isinstance(source, HubRef):
+        return remote.open_config(source)
+    if isinstance(source, Shipped):
+        path, name = weights.shipped(source)
+        return weights.open_checkpoint(path, label=label or name)
+    if isinstance(source, SharedFile):
+        return _shared(source.relative)
+    if not isinstance(source, LocalPath):
+        msg = f"{source} is no model's weights: a layer's heads are read from a model's weights."
+        raise LoadError(msg)
+    path = Path(source.path)
     if path.suffix.lower() == ".gguf":
-        return weights.open_gguf(path, label=label or source)
+        return weights.open_gguf(path, label=label or source.path)
     if path.is_dir():
         found = weights.weights_in(path)
-        return weights.open_checkpoint(found, label=str(Path(label or source) / found.name))
+        return weights.open_checkpoint(found, label=str(Path(label or path) / found.name))
     if not weights.is_weights(path):
         what = "a config.json" if path.suffix.lower() == ".json" else "not a model's weights"
         msg = (
@@ -1228,7 +1240,21 @@ def open_source(source: str, *, label: str | None = None) -> weights.Readable:
             "name; a layer's heads are read from its weights."
         )
         raise LoadError(msg)
-    return weights.open_checkpoint(source, label=label or source)
+    return weights.open_checkpoint(path, label=label or source.path)
+
+
+def _shared(relative: str) -> weights.Readable:
+    """A model of the shared folder, named `relative` (never the server's own path): a GGUF
+    file, or a checkpoint whose config.json is beside it inside the folder."""
+    root = weights.shared_root()
+    path = datadir.resolve(root, relative)
+    if relative.lower().endswith(".gguf"):
+        return weights.open_gguf(path, label=relative)
+    model = weights.folder_checkpoint(root, path, relative)
+    if model is None:
+        msg = f"{relative}: its config.json is not beside it inside the shared folder."
+        raise LoadError(msg)
+    return model
 
 
 def open_layer(model: weights.Readable, *, layer: int = 0) -> AttentionLayer:
