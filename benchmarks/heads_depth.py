@@ -18,7 +18,10 @@ and prints:
 3. by name from a fake Hub on 127.0.0.1: bytes sent for the weights against the q/k (+ norm)
    bytes planned; target within 2%; and a second run's bytes (target: nothing but headers);
 4. the GPT-2-sized model by name to its depth summary, first (the transfer) and again on a
-   warm server (Hub cache warm); target <= 3 s plus the transfer.
+   warm server (Hub cache warm); target <= 3 s plus the transfer; beside it one layer alone
+   (`--layer 0` by name, warm) and the ratio.
+
+`--parts 4` runs part 4 alone (parts 1-3 take minutes). Each line ends with the load average.
 """
 
 from __future__ import annotations
@@ -164,26 +167,16 @@ def peak(f) -> int:
     return top
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--keep", type=Path, help="a folder for the checkpoints, kept")
-    args = parser.parse_args()
-    tmp = tempfile.TemporaryDirectory()
-    where = args.keep or Path(tmp.name)
-    start = time.perf_counter()
-    llama = llama_checkpoint(where / "llama-8b-shaped")
-    gpt2 = gpt2_checkpoint(where / "gpt2-sized")
-    print(f"checkpoints ready in {time.perf_counter() - start:.0f} s ({where})")
-    source = str(llama)
+def disk(source: str, repeats: int) -> None:
+    """Parts 1 and 2: the Llama from disk, time and peak memory."""
     every_layer(source)  # the files in the OS cache for both sides
     singles, alls = [], []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         singles.append(sum(best(lambda i=i: one_layer(source, i), 1) for i in range(LAYERS)))
         alls.append(best(lambda: every_layer(source), 1))
     print(f"1. Llama-3.1-8B-shaped from disk, 32 layers: one at a time {min(alls):.2f} s; "
           f"32 single layers {min(singles):.2f} s; ratio {min(alls) / min(singles):.2f} "
-          "(target <= 1.2)")  # fmt: skip
+          f"(target <= 1.2); load {os.getloadavg()[0]:.1f}")  # fmt: skip
     plan = depth.plan_depth(attention.open_source(source), "all")
     layer_bytes = plan.plans[0].nbytes
     single = peak(lambda: one_layer(source, 0))
@@ -193,30 +186,57 @@ def main() -> None:
           f"{layer_bytes / 2**20:.0f} MiB (as stored) / {2 * layer_bytes / 2**20:.0f} MiB "
           "(float32)")  # fmt: skip
 
+
+def by_name(fake, name: str) -> None:
+    """Part 3: the Llama by name from the fake Hub, bytes sent against bytes planned."""
+    plan = depth.plan_depth(attention.open_source(name), "all")
+    fake.log.clear()
+    depth.collect(plan)
+    sent = sum(s.nbytes for s in fake.log if s.path.endswith(".safetensors"))
+    print(f"3. by name: {sent:,} bytes of weights sent, {plan.nbytes:,} planned (q/k + "
+          f"norms): {sent / plan.nbytes - 1:+.3%} (target within 2%); load "
+          f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+    fake.log.clear()
+    depth.collect(depth.plan_depth(attention.open_source(name), "all"))
+    print(f"   a second run: {fake.bytes_sent():,} bytes sent (the revision's answer)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--keep", type=Path, help="a folder for the checkpoints, kept")
+    parser.add_argument("--parts", default="1234", help="the parts to run, e.g. 4")
+    args = parser.parse_args()
+    tmp = tempfile.TemporaryDirectory()
+    where = args.keep or Path(tmp.name)
+    start = time.perf_counter()
+    llama = llama_checkpoint(where / "llama-8b-shaped") if set(args.parts) & set("123") else None
+    gpt2 = gpt2_checkpoint(where / "gpt2-sized")
+    print(f"checkpoints ready in {time.perf_counter() - start:.0f} s ({where})")
+    if llama and set(args.parts) & set("12"):
+        disk(str(llama), args.repeats)
+
     with tempfile.TemporaryDirectory() as hub_tmp, pytest.MonkeyPatch.context() as patch:
         server = fakehub.running(Path(hub_tmp), patch)
         fake = next(server)
         os.environ["POSVIZ_HUB_CACHE_SIZE"] = "4GB"  # 32 layers' rows: 1.3 GB
-        files = {p.name: p for p in llama.iterdir()}
-        fake.add("bench/llama-8b-shaped", files)
         fake.add("bench/gpt2", {p.name: p for p in gpt2.iterdir()})
-        name = "hf:bench/llama-8b-shaped"
-        plan = depth.plan_depth(attention.open_source(name), "all")
-        fake.log.clear()
-        depth.collect(plan)
-        sent = sum(s.nbytes for s in fake.log if s.path.endswith(".safetensors"))
-        print(f"3. by name: {sent:,} bytes of weights sent, {plan.nbytes:,} planned (q/k + "
-              f"norms): {sent / plan.nbytes - 1:+.3%} (target within 2%)")  # fmt: skip
-        fake.log.clear()
-        depth.collect(depth.plan_depth(attention.open_source(name), "all"))
-        print(f"   a second run: {fake.bytes_sent():,} bytes sent (the revision's answer)")
-        start = time.perf_counter()
-        summary = every_layer("hf:bench/gpt2").record()
-        first = time.perf_counter() - start
-        warm = best(lambda: every_layer("hf:bench/gpt2").record(), args.repeats)
-        print(f"4. GPT-2-sized by name, 12 layers to the depth summary: first {first:.2f} s "
-              f"(the transfer included), warm server {warm:.2f} s (target <= 3 s); "
-              f"{len(summary['layers'])} layers")  # fmt: skip
+        if llama and "3" in args.parts:
+            fake.add("bench/llama-8b-shaped", {p.name: p for p in llama.iterdir()})
+            by_name(fake, "hf:bench/llama-8b-shaped")
+        if "4" in args.parts:
+            start = time.perf_counter()
+            summary = every_layer("hf:bench/gpt2").record()
+            first = time.perf_counter() - start
+            warms, singles = [], []
+            for _ in range(args.repeats):  # interleaved: the load moves during a run
+                warms.append(best(lambda: every_layer("hf:bench/gpt2").record(), 1))
+                singles.append(best(lambda: one_layer("hf:bench/gpt2", 0), 1))
+            warm, single = min(warms), min(singles)
+            print(f"4. GPT-2-sized by name, 12 layers to the depth summary: first {first:.2f} s "
+                  f"(the transfer included), warm server {warm:.2f} s (target <= 3 s); one "
+                  f"layer alone {single:.2f} s, ratio {warm / single:.1f}; "
+                  f"{len(summary['layers'])} layers; load {os.getloadavg()[0]:.1f}")  # fmt: skip
         next(server, None)
     tmp.cleanup()
 

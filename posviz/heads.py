@@ -319,10 +319,15 @@ def _softmax(kernel: np.ndarray, mask: np.ndarray) -> np.ndarray:
 #: Each null head then costs a sixteenth of a head at n = 1024; a mean over fewer queries only
 #: widens the null's spread, so labels beyond it stay earned.
 NULL_QUERIES = 64
-#: Most kernel values a layer's heads are computed over, the null's draws included. Each
-#: head's kernel is made in blocks of rows and dropped, so the memory stays a head's (32 MB at
-#: 2,048 positions); this bounds the time, about 70 ns a value on 2 busy cores: OPT-30B's 56
-#: heads over 2,048 positions with 8 draws are 294 million (20 s), 1,024 heads 5.4 billion.
+#: Blocks a null draw's queries are made in: a decoder's block of them spans a quarter of the
+#: positions, so the keys ahead of its queries (computed, then masked) are a fifth of its
+#: values (a GPT-2's in blocks of 42 rows: a third); 8 blocks cost more calls than they save.
+_NULL_BLOCKS = 4
+#: Most kernel values a layer's heads are computed over, the null's draws included. The
+#: kernels are made in blocks of rows of every head (`_BLOCK_VALUES`) and dropped, so the memory
+#: stays two blocks' (8 MB); this bounds the time: a GPT-2 layer's 12 heads over 1,024
+#: positions with 8 draws are 19 million (0.3 s on 2 busy cores), OPT-30B's 56 heads over 2,048
+#: positions 294 million, 1,024 heads 5.4 billion.
 MAX_KERNEL_VALUES = 2**29
 
 
@@ -364,46 +369,62 @@ def check_work(n_heads: int, n_positions: int, n_draws: int) -> None:
     raise Refused(msg)
 
 
-#: Stands for −∞ where a causal query sees no key: exp of it is 0, and 0 times it is 0 (not NaN).
-_UNSEEN = -1e300
-
-
-#: Query rows per block: a causal block of rows a … b − 1 needs keys 0 … b − 1 only, so the
-#: unseen half of a decoder's kernel is never computed; a block is 128 x n floats.
+#: Query rows per block (ALiBi, T5: a head's): a causal block of rows a … b − 1 needs keys
+#: 0 … b − 1 only, so the unseen half of a decoder's kernel is never computed; a block is
+#: 128 x n floats.
 _BLOCK = 128
+#: Kernel values of one block of a learned layer's heads, all heads at once (4 MB): each numpy
+#: call then serves every head, and a GPT-2's blocks are 42 rows, whose keys ahead (computed,
+#: then masked) are a third of 128 rows'.
+_BLOCK_VALUES = 2**19
+
+
+def _ahead(rows: np.ndarray, width: int) -> np.ndarray:
+    """Which keys ``rows[0] … width − 1`` are ahead of each query of `rows` (ascending). The
+    keys before the first query are behind every query: masks need only these columns (a
+    decoder's block of consecutive rows: its last len(rows) columns, not all of it)."""
+    return np.arange(rows[0], width)[None, :] > rows[:, None]
 
 
 def _row_numbers(
-    kernel: np.ndarray, rows: np.ndarray, causal: bool, window: int
+    kernel: np.ndarray,
+    rows: np.ndarray,
+    causal: bool,
+    window: int,
+    weights: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per query row of `kernel` (rows `rows` over keys 0 … width − 1; overwritten): the
-    attention of the kernel alone on itself, the previous and first position, within the
-    window, its mean distance, its entropy span."""
-    width = kernel.shape[1]
-    keys = np.arange(width)
-    if causal:  # keys after the query are not seen: −∞ (exp gives 0, and 0 · _UNSEEN is 0)
-        np.copyto(kernel, _UNSEEN, where=keys[None, :] > rows[:, None])
-    top = kernel.max(axis=1)
-    kernel -= top[:, None]
-    weights = np.exp(kernel)
-    z = weights.sum(axis=1)
+    """Per query row of `kernel` (heads, rows, width) or (rows, width), rows `rows` (ascending)
+    over keys 0 … width − 1; overwritten: the attention of the kernel alone on itself, the
+    previous and first position, within the window, its mean distance, its entropy span.
+    `weights` (the kernel's shape; overwritten) holds the attention weights when given."""
+    width = kernel.shape[-1]
+    keys = np.arange(width, dtype=np.float64)
+    first = rows[0]
+    ahead = _ahead(rows, width)
+    if causal:  # keys after the query are not seen: −∞, whose exp is 0 (and as fast as any
+        np.copyto(kernel[..., first:], -np.inf, where=ahead)  # number's; −1e300's: 2x slower)
+    top = kernel.max(axis=-1)
+    kernel -= top[..., None]
+    weights = np.exp(kernel, out=weights)
+    if causal:  # 0 · −∞ is NaN: the unseen logits as 0 in Σ_j w (K − top) below
+        np.copyto(kernel[..., first:], 0.0, where=ahead)
+    z = weights.sum(axis=-1)
     # Σ_j A log A = Σ_j w (K − top) / z − log z.
-    entropy = np.log(z) - np.einsum("ij,ij->i", weights, kernel) / z
+    entropy = np.log(z) - np.vecdot(weights, kernel) / z
+    # The band |i − j| ≤ window of every row at once (rows, Δ): O(rows · window).
     k = np.arange(len(rows))
-    local = np.zeros(len(rows))
-    for delta in range(0 if causal else -window, window + 1):  # the band: O(rows · window)
-        j = rows - delta
-        inside = (j >= 0) & (j < width)
-        local[inside] += weights[k[inside], j[inside]]
-    forward = weights @ keys.astype(np.float64)
-    distance = rows * z - forward  # Σ_j w (i − j): every seen key of a causal query is behind
-    if not causal:  # |i − j| = (i − j) + 2 (j − i) for the keys ahead
-        ahead = np.where(keys[None, :] > rows[:, None], weights, 0.0)
-        distance += 2 * (ahead @ keys.astype(np.float64) - rows * ahead.sum(axis=1))
+    j = rows[:, None] - np.arange(0 if causal else -window, window + 1)[None, :]
+    inside = (j >= 0) & (j < width)
+    band = weights[..., k[:, None], np.clip(j, 0, width - 1)]
+    local = np.where(inside, band, 0.0).sum(axis=-1)
+    distance = rows * z - weights @ keys  # Σ_j w (i − j): a decoder's seen keys are behind
+    if not causal:  # |i − j| = (i − j) + 2 (j − i) for the keys ahead (all from `first` on),
+        tail = np.multiply(weights[..., first:], ahead, out=kernel[..., first:])  # in `kernel`
+        distance += 2 * (tail @ keys[first:] - rows * tail.sum(axis=-1))
     return {
-        "attention_self": weights[k, rows] / z,
-        "attention_previous": weights[k, np.maximum(rows - 1, 0)] / z,
-        "attention_first": weights[:, 0] / z,
+        "attention_self": weights[..., k, rows] / z,
+        "attention_previous": weights[..., k, np.maximum(rows - 1, 0)] / z,
+        "attention_first": weights[..., 0] / z,
         "attention_local": local / z,
         "mean_distance": distance / z,
         "entropy_span": np.exp(entropy),
@@ -433,22 +454,20 @@ def _toeplitz(sums: np.ndarray, squares: float, counts: np.ndarray) -> tuple[np.
     return profile, (explained / total if total > 0 else math.nan)
 
 
-def _pattern(
-    blocks: list[tuple[np.ndarray, np.ndarray]], causal: bool, window: int
-) -> dict[str, float]:
-    """The `PATTERN_NUMBERS` (but the Toeplitz share) of kernel row blocks (rows, kernel),
-    averaged over queries i ≥ 1 (query 0 of a decoder sees only itself)."""
-    found = [(_row_numbers(kernel, rows, causal, window), rows) for rows, kernel in blocks]
-    out = {}
-    for name in found[0][0]:
-        values = np.concatenate([numbers[name][rows >= 1] for numbers, rows in found])
-        out[name] = float(values.mean())
-    return out
+def _pattern(found: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> dict[str, np.ndarray]:
+    """The `PATTERN_NUMBERS` (but the Toeplitz share) from row blocks' (rows, `_row_numbers`),
+    averaged over queries i ≥ 1 (query 0 of a decoder sees only itself), per head when the
+    blocks held heads."""
+    return {
+        name: np.concatenate(
+            [numbers[name][..., rows >= 1] for rows, numbers in found], axis=-1
+        ).mean(axis=-1)
+        for name in found[0][1]
+    }
 
 
-def _row_blocks(n: int, rows: np.ndarray | None = None) -> list[np.ndarray]:
-    rows = np.arange(n) if rows is None else rows
-    return [rows[a : a + _BLOCK] for a in range(0, len(rows), _BLOCK)]
+def _row_blocks(rows: np.ndarray, size: int = _BLOCK) -> list[np.ndarray]:
+    return [rows[a : a + size] for a in range(0, len(rows), size)]
 
 
 def _null_rows(n: int) -> np.ndarray:
@@ -539,70 +558,77 @@ def learned_heads(
     scale = 1 / math.sqrt(d) if logit_scale is None else logit_scale
     x = np.asarray(inputs[:n], dtype=np.float64)
     q = x @ np.asarray(wq, np.float64).reshape(n_heads * d, -1).T
-    k = x @ np.asarray(wk, np.float64).reshape(n_kv * d, -1).T
+    # k's columns as rows (n_kv · d, n): any key head's keys, permuted or not, are whole rows.
+    k_columns = np.asarray(wk, np.float64).reshape(n_kv * d, -1) @ x.T
     if bq is not None:
         q += np.asarray(bq, np.float64).ravel()
     if bk is not None:
-        k += np.asarray(bk, np.float64).ravel()
+        k_columns += np.asarray(bk, np.float64).reshape(-1, 1)
     q *= scale
     kv_head = np.arange(n_heads) // (n_heads // n_kv)
 
-    def numbers_of(q_rows: np.ndarray, k_rows: np.ndarray, rows: np.ndarray) -> tuple:
-        """Each head's numbers and offset profile over query `rows` (all, or the null's)."""
-        found: dict[str, list[float]] = {name: [] for name in PATTERN_NUMBERS}
-        profiles = []
-        counts = totals if len(rows) == n else _offset_counts(rows, n, causal)
-        seen = counts > 0
-        blocks = _row_blocks(n, rows)
-        # Each block's pairs by offset index: a causal block's keys after a query fall in the
-        # bins of negative offsets, which are not seen and dropped.
-        widths = [block[-1] + 1 if causal else n for block in blocks]
-        index = [
-            (b[:, None] - np.arange(w)[None, :] + n - 1).ravel()
-            for b, w in zip(blocks, widths, strict=True)
-        ]
-        # Columns as rows (a head's are then contiguous copies); the null's queries only.
-        asked = np.ascontiguousarray(q[rows].T)
-        starts = np.cumsum([0] + [len(b) for b in blocks])
-        for h in range(n_heads):
-            qh = asked[q_rows[h * d : (h + 1) * d]]
-            kh = keys_by_column[k_rows[kv_head[h] * d : (kv_head[h] + 1) * d]]
-            kernels = [
-                qh[:, a:z].T @ kh[:, :w]
-                for a, z, w in zip(starts[:-1], starts[1:], widths, strict=True)
-            ]
-            sums, squares = np.zeros(2 * n - 1), np.zeros(2 * n - 1)
-            for kernel, where in zip(kernels, index, strict=True):
-                flat = kernel.ravel()
-                sums += np.bincount(where, weights=flat, minlength=2 * n - 1)
-                squares += np.bincount(where, weights=flat * flat, minlength=2 * n - 1)
-            profile, share = _toeplitz(np.where(seen, sums, 0.0), squares[seen].sum(), counts)
-            pattern = _pattern(list(zip(blocks, kernels, strict=True)), causal, local_window)
-            for name, value in (pattern | {"toeplitz_share": share}).items():
-                found[name].append(value)
-            profiles.append(profile)
-        return {name: np.array(v) for name, v in found.items()}, profiles
+    # A block's kernels and weights, made in these two buffers again and again: a new 4 MB
+    # array each time costs its pages' first touch (a GPT-2 layer: 11,000 page faults, 50 ms).
+    most = max(1, _BLOCK_VALUES // (n_heads * n))
+    buffers = np.empty((2, n_heads * most * n))
 
-    keys_by_column = np.ascontiguousarray(k.T)
-    totals = _offset_counts(np.arange(n), n, causal)
+    def numbers_of(qs: np.ndarray, ks: np.ndarray, rows: np.ndarray, size: int) -> tuple:
+        """Each head's numbers and offset profile over query `rows` (all, or the null's) in
+        blocks of `size` rows, from its queries at `rows` (heads, rows, d) and its key head's
+        keys' columns (heads, d, n)."""
+        counts = totals if len(rows) == n else _offset_counts(rows, n, causal)
+        sums, squares = np.zeros((n_heads, 2 * n - 1)), np.zeros(n_heads)
+        found = []
+        for at, block in zip(range(0, len(rows), size), _row_blocks(rows, size), strict=True):
+            width = block[-1] + 1 if causal else n
+            shape = (n_heads, len(block), width)
+            kernel, weights = (b[: math.prod(shape)].reshape(shape) for b in buffers)
+            np.matmul(qs[:, at : at + size], ks[..., :width], out=kernel)
+            if causal:  # the keys ahead of a query as 0: nothing in the sums of squares
+                np.copyto(kernel[..., block[0] :], 0.0, where=_ahead(block, width))
+            squares += np.vecdot(kernel, kernel).sum(axis=-1)
+            # Each pair by its offset index i − j + n − 1 (a decoder's keys ahead, 0, in the
+            # offsets below 0, which are dropped).
+            index = (block[:, None] - np.arange(width)[None, :] + n - 1).ravel()
+            for h in range(n_heads):
+                sums[h] += np.bincount(index, weights=kernel[h].ravel(), minlength=2 * n - 1)
+            found.append((block, _row_numbers(kernel, block, causal, local_window, weights)))
+        seen = counts > 0
+        toeplitz = [
+            _toeplitz(np.where(seen, s, 0.0), sq, counts)
+            for s, sq in zip(sums, squares, strict=True)
+        ]
+        numbers = _pattern(found) | {"toeplitz_share": np.array([t[1] for t in toeplitz])}
+        return numbers, [t[0] for t in toeplitz]
+
+    everyone = np.arange(n)
+    # Views, not copies (a transposing copy of 6 MB is ~10 ms): any layout serves `kernel`.
+    queries = q.reshape(n, n_heads, d).transpose(1, 0, 2)
+    keys = k_columns.reshape(n_kv, d, n).transpose(0, 2, 1)
+    totals = _offset_counts(everyone, n, causal)
     rng = np.random.default_rng(seed)
     sample = _null_rows(n)
     # One BLAS thread: the products are small (n x d x n), and a second thread's hand-offs cost
     # more than they save on a shared 2-core machine (as for the probes' fits).
     with threadpool_limits(1, user_api="blas"):
-        numbers, profile = numbers_of(np.arange(n_heads * d), np.arange(n_kv * d), np.arange(n))
-        draws = [
-            numbers_of(rng.permutation(n_heads * d), rng.permutation(n_kv * d), sample)[0]
-            for _ in range(n_draws)
-        ]
+        ks = k_columns.reshape(n_kv, d, n)
+        ks = ks[kv_head] if n_kv < n_heads else ks  # a copy only when heads share keys
+        numbers, profile = numbers_of(queries, ks, everyone, most)
+        draws, size = [], min(most, -(-len(sample) // _NULL_BLOCKS))
+        for _ in range(n_draws):
+            q_rows, k_rows = rng.permutation(n_heads * d), rng.permutation(n_kv * d)
+            qs = q[sample][:, q_rows].reshape(len(sample), n_heads, d).transpose(1, 0, 2)
+            ks = k_columns[k_rows.reshape(n_kv, d)[kv_head].ravel()].reshape(n_heads, d, n)
+            draws.append(numbers_of(qs, ks, sample, size)[0])
+            del ks  # before the next draw's
     null = {name: np.array([draw[name] for draw in draws]) for name in numbers} if draws else {}
     return PatternHeads(
         kind="learned",
         causal=causal,
         n_positions=n,
         kv_head=kv_head,
-        queries=q.reshape(n, n_heads, d).transpose(1, 0, 2).copy(),
-        keys=k.reshape(n, n_kv, d).transpose(1, 0, 2).copy(),
+        queries=queries,
+        keys=keys,
         offset_bias=None,
         offsets=np.arange(-(n - 1), n),
         offset_profile=np.array(profile),
@@ -674,12 +700,13 @@ def offset_bias_heads(
         counts = totals if len(rows) == n else _offset_counts(rows, n, causal)
         found = []
         for h in range(n_heads):
-            blocks = [(b, table[h][b[:, None] - i[None, :] + n - 1]) for b in _row_blocks(n, rows)]
+            kernels = ((b, table[h][b[:, None] - i[None, :] + n - 1]) for b in _row_blocks(rows))
+            blocks = [(b, _row_numbers(k, b, causal, local_window)) for b, k in kernels]
             seen = counts > 0  # a function of Δ alone: its profile is the bias itself
             sums = np.where(seen, table[h] * counts, 0.0)
             squares = float(np.sum(np.where(seen, table[h] ** 2 * counts, 0.0)))
             share = _toeplitz(sums, squares, counts)[1]
-            found.append(_pattern(blocks, causal, local_window) | {"toeplitz_share": share})
+            found.append(_pattern(blocks) | {"toeplitz_share": share})
         return {name: np.array([f[name] for f in found]) for name in PATTERN_NUMBERS}
 
     numbers = numbers_of(bias, i)

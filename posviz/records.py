@@ -372,11 +372,21 @@ def relative_bias_record(spec: RelativeBiasSpec, tensors: dict[str, np.ndarray])
 
 
 def finite(record: Any) -> Any:
-    """`record` with NaN/Inf floats as None (JSON has no NaN)."""
+    """`record` with NaN/Inf floats as None (JSON has no NaN).
+
+    >>> finite({"a": [1.0, math.nan, [np.float64(-math.inf), 2, "x"]], "b": math.inf})
+    {'a': [1.0, None, [None, 2, 'x']], 'b': None}
+    """
     if isinstance(record, dict):
         return {k: finite(v) for k, v in record.items()}
     if isinstance(record, list):
-        return [finite(v) for v in record]
+        # A list's floats in the comprehension itself, not a call each: a heads record's
+        # kernels are half a million of them over a GPT-2's layers.
+        return [
+            (v if math.isfinite(v) else None) if isinstance(v, float)
+            else finite(v) if isinstance(v, dict | list) else v
+            for v in record
+        ]  # fmt: skip
     if isinstance(record, float) and not math.isfinite(record):
         return None
     return record
