@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -12,7 +10,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, cross_val_predict
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from posviz import _ridge, figures, probes, simulate
+from posviz import _ridge, probes, simulate
 from posviz._params import defaults
 
 
@@ -266,22 +264,6 @@ def test_controls_subsampling_and_seeding():
         assert again.relative[name].error_rate == report.relative[name].error_rate
     other = probes.probe_with_controls(values, seed=4, max_rows=300, n_pairs=400)
     assert not np.array_equal(other.absolute["table"].positions, positions)
-
-
-def test_probe_figure_traces():
-    report = probes.probe_with_controls(simulate.sinusoidal_table(200, 16), n_pairs=300)
-    fig = figures.probes.probe_predictions(report)
-    clouds = [t for t in fig.data if t.type == "scattergl"]
-    assert [re.split(r" \(|, ", t.name)[0] for t in clouds] == list(probes.CONTROLS)
-    assert all(len(t.x) == 200 and t.y.dtype == np.float32 for t in clouds)
-    assert fig.data[-2].name == "perfect"
-    assert fig.data[-1].name.startswith("chance: the mean position")
-    assert fig.data[-1].y[0] == pytest.approx(99.5)
-    assert fig.layout.xaxis.title.text == "true position p"
-    assert fig.layout.yaxis.title.text == "predicted position"
-    assert fig.layout.yaxis.range == pytest.approx((-0.25 * 199, 1.25 * 199))
-    assert "seed 0, all 200 rows" in fig.layout.title.text
-    assert "(nested ridge)" in fig.layout.title.text
 
 
 def test_the_defaults_are_the_signatures_and_the_procedure_states_them():
