@@ -1,7 +1,9 @@
-"""posviz.io.write: a table written back in its stored dtype (or the analysed one, saying why),
-under its tensor name, with timm's batch axis when asked."""
+"""posviz.io.write: a table written back, its prefix rows first, in its stored dtype (or the
+analysed one, saying why), under its tensor name, with timm's batch axis when asked."""
 
 from __future__ import annotations
+
+import io
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import safetensors.numpy
 
 from posviz import simulate
 from posviz.embedding import Embedding
-from posviz.io import storage_dtype, to_safetensors
+from posviz.io import storage_dtype, to_npy, to_safetensors
 
 
 def test_safetensors_keeps_name_dtype_and_batch_axis():
@@ -31,3 +33,12 @@ def test_storage_dtype_falls_back_and_says_why(stored, scale, written):
     dtype, note = storage_dtype(table)
     assert dtype == np.dtype(written)
     assert (note == "") == (stored == "F64")
+
+
+def test_npy_holds_the_prefix_rows_then_the_table_in_the_stored_dtype():
+    full = np.random.default_rng(0).standard_normal((13, 8)).astype(np.float16)
+    table = Embedding.from_array(full, name="pos_embed", source="s", dtype="F16", row_start=1)
+    back = np.load(io.BytesIO(to_npy(table)))
+    assert (back.dtype, back.shape) == (np.float16, (13, 8))
+    np.testing.assert_array_equal(back, full)  # the class token's row first, as stored
+    assert np.load(io.BytesIO(to_npy(table, batch_axis=True))).shape == (1, 13, 8)
