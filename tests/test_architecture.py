@@ -203,14 +203,6 @@ def test_pages_only_draw():
     assert offenders == []
 
 
-def test_the_registry_lists_every_page_once():
-    from posviz.ui.pages import PAGES
-
-    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
-    assert sorted(p.file for p in PAGES) == files
-    assert len({p.title for p in PAGES}) == len(PAGES)
-
-
 def test_no_core_module_imports_streamlit():
     assert importers("streamlit", allowed=("ui/",)) == []
 
