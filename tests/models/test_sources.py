@@ -15,30 +15,15 @@ from safetensors.numpy import save_file
 
 from posviz.embedding import LoadError
 from posviz.models.sources import compare, read_side
-from posviz.schemes.config import position_scheme
 from posviz.schemes.diff import from_inv_freq
 from posviz.schemes.presets import PRESETS
-from posviz.schemes.rotary import RotarySpec, rotary_frequencies
+from posviz.schemes.rotary import rotary_frequencies
 from tests import ggufs
+from tests.schemes.runtime import float32_inv_freq, float32_table, spec_of
 
 LLAMA = PRESETS["meta-llama/Llama-3.1-8B"]
 PHI = PRESETS["microsoft/Phi-3.5-mini-instruct"]
 TRANSFORMERS = Path(__file__).parents[1] / "data" / "transformers_rope"
-
-
-def spec_of(config: dict) -> RotarySpec:
-    return position_scheme(config).rotary[0]
-
-
-def float32_inv_freq(spec: RotarySpec, *, context: int | None = None) -> np.ndarray:
-    """inv_freq as a float32 runtime holds it (transformers computes it in float32)."""
-    return rotary_frequencies(spec, context=context).inv_freq.astype(np.float32)
-
-
-def float32_table(inv: np.ndarray, positions: int, *, scale: float = 1.0) -> np.ndarray:
-    """A float32 runtime's [cos | sin] table: angles m · inv_freq in float32."""
-    angles = np.arange(positions, dtype=np.float32)[:, None] * inv.astype(np.float32)[None, :]
-    return (scale * np.concatenate([np.cos(angles), np.sin(angles)], axis=1)).astype(np.float32)
 
 
 def test_a_half_split_table_read_as_interleaved(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import pytest
 
 from posviz._params import Refused
 from posviz.embedding import LoadError
-from posviz.schemes.config import position_scheme
 from posviz.schemes.diff import (
     from_inv_freq,
     from_spec,
@@ -25,6 +24,7 @@ from posviz.schemes.diff import (
 )
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.rotary import RotarySpec, rotary_frequencies
+from tests.schemes.runtime import float32_inv_freq, float32_table, spec_of
 
 LLAMA = PRESETS["meta-llama/Llama-3.1-8B"]
 PHI = PRESETS["microsoft/Phi-3.5-mini-instruct"]
@@ -35,21 +35,6 @@ RECORD_KEYS = {
     "table_max_abs_difference", "first_position_over_0_01_rad", "pairs_differing",
     "provenance", "params", "hints",
 }  # fmt: skip
-
-
-def spec_of(config: dict) -> RotarySpec:
-    return position_scheme(config).rotary[0]
-
-
-def float32_inv_freq(spec: RotarySpec, *, context: int | None = None) -> np.ndarray:
-    """inv_freq as a float32 runtime holds it (transformers computes it in float32)."""
-    return rotary_frequencies(spec, context=context).inv_freq.astype(np.float32)
-
-
-def float32_table(inv: np.ndarray, positions: int, *, scale: float = 1.0) -> np.ndarray:
-    """A float32 runtime's [cos | sin] table: angles m · inv_freq in float32."""
-    angles = np.arange(positions, dtype=np.float32)[:, None] * inv.astype(np.float32)[None, :]
-    return (scale * np.concatenate([np.cos(angles), np.sin(angles)], axis=1)).astype(np.float32)
 
 
 def config_source(config: dict, **options):
