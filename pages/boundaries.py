@@ -292,11 +292,14 @@ with tables:
         left, right = st.columns(2)
         with left:
             st.subheader("Flagged positions")
-            widgets.show_numbers(
-                flags.to_frame(),
-                name="flagged_positions",
-                settings=export.header(flags, table),
-            )
+            if flagged:
+                widgets.show_numbers(
+                    flags.to_frame(),
+                    name="flagged_positions",
+                    settings=export.header(flags, table),
+                )
+            else:  # as the change points below: in words, not an empty table
+                st.markdown(f"No position flagged ({flags.rule}).")
             st.subheader("Change points")
             st.caption(changes.procedure())
             if changes.positions.size:
@@ -305,8 +308,9 @@ with tables:
                     name="change_points",
                     settings=export.header(changes, table),
                 )
-            else:
-                st.markdown(f"None: {changes.describe()}.")
+            else:  # "None found (…)."
+                none = changes.describe()
+                st.markdown(f"{none[:1].upper()}{none[1:]}.")
         with right:
             st.subheader("Near the boundaries")
             summary = cache.run(

@@ -15,7 +15,7 @@ from posviz.report import build_collection_report
 from posviz.schemes.presets import preset_rotary_table, preset_rotary_width, rotary_presets
 from posviz.schemes.rotary import rotary_table
 from posviz.ui import cache, inputs, loaders, state, widgets
-from posviz.ui.text import literal
+from posviz.ui.text import literal, show_refusal
 
 BUDGET, RUN = _params.defaults(gather.gather), _params.defaults(gather.example_run)
 #: The widgets' bounds, as the functions they feed declare them.
@@ -231,8 +231,8 @@ def show(members: list[Member], loaded: list[Member]) -> None:
     )
     for m in result.members:
         if m.error:
-            refusal = f"**{literal(m.label)}** was refused: {literal(m.error)}"
-            st.warning(refusal, icon=":material/block:")
+            lead = f"**{literal(m.label)}** was refused: "
+            show_refusal(m.error, lead=lead, say=st.warning, icon=":material/block:")
 
     def draw(build: Callable[[Collection], go.Figure], name: str) -> None:
         widgets.show_figure(

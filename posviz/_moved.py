@@ -15,7 +15,9 @@ import importlib.abc
 import importlib.machinery
 import sys
 import warnings
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 MOVED = {
     "posviz.scheme": "posviz.schemes.config",
@@ -57,9 +59,84 @@ MOVED_NAMES = {
 }
 
 
+def _found(path: str) -> Any:
+    """The object `path` (``"module:name.attr"``) names, its module imported by name."""
+    where, _, names = path.partition(":")
+    found: Any = importlib.import_module(where)
+    for part in names.split("."):
+        found = getattr(found, part)
+    return found
+
+
+# posviz.hub's functions that read a model as its config says moved to posviz.models.remote
+# and take a posviz.source.HubRef and Cut instead of strings and keywords: these keep the
+# 0.1 calls working (their names in the warning say the new call).
+def _open_model(repo: str, revision: str = "main", file: str | None = None) -> Any:
+    return _found("posviz.models.remote:open_model")(
+        _found("posviz.source:HubRef")(repo, revision, file)
+    )
+
+
+def _open_config(repo: str, revision: str = "main", file: str | None = None) -> Any:
+    return _found("posviz.models.remote:open_config")(
+        _found("posviz.source:HubRef")(repo, revision, file)
+    )
+
+
+def _load_model(
+    model: Any,
+    *,
+    tensor: str | None = None,
+    row_start: int = 0,
+    row_stop: int | None = None,
+    grid: tuple[int, int] | None = None,
+    progress: Any = None,
+    max_bytes: int | None = None,
+) -> Any:
+    cut = _found("posviz.source:Cut")(tensor, row_start, row_stop, grid)
+    return _found("posviz.models.remote:load_model")(
+        model, cut, progress=progress, max_bytes=max_bytes
+    )
+
+
+def _is_hub_ref(text: str) -> bool:
+    return text.startswith("hf:")
+
+
+#: Functions of a module that stays whose arguments changed as they moved: {old module:
+#: {name: (the new call, what takes the old call)}}.
+RESHAPED: dict[str, dict[str, tuple[str, Callable[..., Any]]]] = {
+    "posviz.hub": {
+        "open_model": (
+            "posviz.models.remote.open_model(HubRef(repo, revision, file))",
+            _open_model,
+        ),
+        "open_config": (
+            "posviz.models.remote.open_config(HubRef(repo, revision, file))",
+            _open_config,
+        ),
+        "open_model_at": (
+            "posviz.models.remote.open_model_at(opened)",
+            lambda opened: _found("posviz.models.remote:open_model_at")(opened),
+        ),
+        "load_model": (
+            "posviz.models.remote.load_model(model, Cut(tensor, row_start, row_stop, grid))",
+            _load_model,
+        ),
+        "is_hub_ref": ("isinstance(posviz.source.parse_source(text), HubRef)", _is_hub_ref),
+    },
+}
+
+
 def attribute(module: str, name: str) -> object:
-    """`name` of `module` where it moved, with a DeprecationWarning (for the old module's
-    ``__getattr__``); AttributeError for a name that never was there."""
+    """`name` of `module` where it moved (or what takes its old call), with a
+    DeprecationWarning (for the old module's ``__getattr__``); AttributeError for a name that
+    never was there."""
+    if name in RESHAPED.get(module, {}):
+        call, adapter = RESHAPED[module][name]
+        msg = f"{module}.{name} is {call} since posviz 0.2.0; the old call goes in 0.3.0"
+        warnings.warn(msg, DeprecationWarning, stacklevel=3)
+        return adapter
     new = MOVED_NAMES.get(module, {}).get(name)
     if new is None:
         msg = f"module {module!r} has no attribute {name!r}"
@@ -67,10 +144,7 @@ def attribute(module: str, name: str) -> object:
     where, _, path = new.partition(":")
     msg = f"{module}.{name} moved to {where}.{path} in posviz 0.2.0; the old path goes in 0.3.0"
     warnings.warn(msg, DeprecationWarning, stacklevel=3)
-    found: object = importlib.import_module(where)
-    for part in path.split("."):
-        found = getattr(found, part)
-    return found
+    return _found(new)
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -24,6 +24,7 @@ import functools
 import inspect
 import math
 import numbers
+import textwrap
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar
@@ -42,6 +43,8 @@ __all__ = [
     "keyword_names",
     "quoted",
     "records_params",
+    "refusal_parts",
+    "refusal_text",
     "split_params",
     "step_of",
 ]
@@ -62,7 +65,41 @@ class Refused(ValueError):
     Every refusal is one: `posviz.source.LoadError` (a file or array) and a setting out of
     its :class:`Bound`. The CLI prints it as one line and exits 2; a page shows it and keeps
     what it showed before.
+
+    Attributes
+    ----------
+    snippet : str
+        Python the user can run to do what the message says (convert a pickle to safetensors),
+        or "": kept out of the message, so that the message stays one line and the code can be
+        copied and run as it is. The CLI prints it under the message, a page as a code block.
     """
+
+    snippet: str = ""
+
+
+def refusal_text(error: Exception) -> str:
+    """`error` as the CLI prints it and a collection keeps it: its message on one line (a
+    newline a name brought in is written ``\\n``), then its snippet, if any, each line indented
+    by four spaces. :func:`refusal_parts` splits it again.
+
+    >>> error = Refused("a\\nb.pt is pickle-based; convert it:")
+    >>> error.snippet = "import torch\\nx = 1"
+    >>> print(refusal_text(error))
+    a\\nb.pt is pickle-based; convert it:
+        import torch
+        x = 1
+    >>> refusal_parts(refusal_text(error))[1]
+    'import torch\\nx = 1'
+    """
+    line = str(error).replace("\n", "\\n")
+    snippet = error.snippet if isinstance(error, Refused) else ""
+    return line + "".join(f"\n    {row}" if row else "\n" for row in snippet.splitlines())
+
+
+def refusal_parts(text: str) -> tuple[str, str]:
+    """A :func:`refusal_text` as its message line and its snippet ("" when none)."""
+    line, _, snippet = text.partition("\n")
+    return line, textwrap.dedent(snippet)
 
 
 def quoted(value: Any) -> str:

@@ -419,8 +419,9 @@ def heads_record(
     `positions` rows and columns) and ``offset_profile`` (m_h(Δ), Δ = 0 … positions − 1 back
     from the query; ``offset_profile_ahead`` Δ = −1 … −(positions − 1) where keys ahead count).
     ``quantization`` names a GGUF's quantized q/k type (None: floats, read as stored).
-    ``positions_printed`` is `positions` (what the kernels and profiles hold);
-    ``positions_analysed`` the positions every number was computed over.
+    ``positions_printed`` is the rows the kernels and profiles hold (`positions`, at most
+    ``positions_analysed``, the positions every number was computed over); a rotary layer,
+    which prints no kernel, has neither.
     """
     plan = layer.plan
     record: dict[str, Any] = {
@@ -458,6 +459,7 @@ def heads_record(
             "wavelengths": f.wavelengths.tolist(),
             "bands": f.band.tolist(),
         }
+        del record["positions_printed"]  # its usage is per pair, not per position
         for h, head in enumerate(heads):
             head["usage"] = result.usage[h].tolist()
             head["usage_share"] = result.usage_share[h].tolist()
@@ -465,6 +467,7 @@ def heads_record(
     else:
         stop = min(positions, result.n_positions)
         check_shown_kernels(plan.n_heads, stop)
+        record["positions_printed"] = stop  # a table shorter than `positions` prints all
         record["positions_analysed"] = result.n_positions
         record["causal"] = result.causal
         zero = result.n_positions - 1  # the profile's index of Δ = 0

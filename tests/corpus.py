@@ -28,7 +28,7 @@ MARKER = "UNPICKLED"
 #: For each hostile file, a word its refusal message must contain (case-insensitive).
 HOSTILE_WORDS = {
     "rce.pkl": "never loads pickles",
-    "rce.pt": "save_file",
+    "rce.pt": "convert it to safetensors",  # the code to run: beside the message
     "rce_misnamed.npy": "pickle",
     "rce_no_extension": "pickle",
     "torch_zip.pth": "pickle",

@@ -11,6 +11,16 @@ import pytest
 from posviz._params import MAX_RESULT_BYTES
 from posviz.cli import main
 
+#: The code a pickle named model.pt is refused with, to convert it (the CLI prints it under the
+#: refusal's line, a page shows it as a code block).
+SNIPPET = (
+    "import torch\n"
+    "from safetensors.torch import save_file\n"
+    "\n"
+    "state = torch.load('model.pt', weights_only=True)\n"
+    "save_file({k: v.contiguous() for k, v in state.items()}, 'model.safetensors')"
+)
+
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, told: int = 0) -> str:
     """Run ``posviz argv``; assert it was refused as every refusal is; return its line.

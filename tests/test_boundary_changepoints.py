@@ -5,22 +5,24 @@ the false alarms the procedure states, measured again."""
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.signal
 
-from posviz import boundary, io, simulate
+import posviz
+from posviz import boundary, simulate
 
-DATA = Path(__file__).parent / "data/minilm/all_minilm_l6_v2_positions.safetensors"
-#: As tests/data/README.md records it.
-SHA256 = "1a532d816c9181dfae021472c8f952e95124a0a9e72cdfd01734a28a82cc2409"
+#: The position table of the all-MiniLM-L6-v2 posviz ships (posviz/examples), and the sha256
+#: of its bytes as tests/data/README.md records it.
+MINILM = "example:all-MiniLM-L6-v2"
+TENSOR = "embeddings.position_embeddings.weight"
+SHA256 = "4c347d866c9012e7160b42a7e36d9138935e0669cc62932df70cdc7d6401ea01"
 
 
 @pytest.fixture(scope="module")
 def minilm() -> np.ndarray:
-    return io.load(DATA).values
+    return posviz.load(MINILM, tensor=TENSOR).values
 
 
 def found(values: np.ndarray, *, null_draws: int = 0, **settings) -> boundary.ChangePoints:
@@ -41,7 +43,7 @@ def stepped(values: np.ndarray, at: int, factor: float = 1.10) -> np.ndarray:
 
 
 def test_the_minilm_table_is_the_recorded_one(minilm):
-    assert hashlib.sha256(DATA.read_bytes()).hexdigest() == SHA256
+    assert hashlib.sha256(minilm.tobytes()).hexdigest() == SHA256
     assert minilm.shape == (512, 384)
     assert minilm.dtype == np.float32
     # The step issue 33 describes: ~0.41 before row 127, ~0.476 after it, row 127 alone.

@@ -4,11 +4,14 @@ path (posviz._moved), and name nothing that never was there."""
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
+from safetensors.numpy import save
 
 import posviz
 from posviz import _moved
@@ -51,3 +54,33 @@ def test_the_hub_loader_of_0_1_still_loads_and_says_where_it_went(tmp_path):
     assert load is posviz.load
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         hub.nothing  # noqa: B018 -- a name that never was there
+
+
+def test_the_hub_readers_of_0_1_take_their_old_calls_and_give_the_new_results(fake_hub):
+    # posviz.hub.open_model(repo, revision, file) and its kin took strings and keywords; they
+    # are posviz.models.remote's functions of a HubRef and a Cut now.
+    from posviz import hub
+    from posviz.models import remote
+    from posviz.source import Cut, HubRef
+
+    wpe = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    config = json.dumps({"model_type": "gpt2", "n_positions": 64}).encode()
+    fake_hub.add("acme/gpt2", {"config.json": config, "model.safetensors": save({"wpe": wpe})})
+    ref = HubRef("acme/gpt2", "main")
+
+    def old(name):
+        with pytest.warns(DeprecationWarning, match=rf"posviz\.hub\.{name} is \S*posviz\."):
+            return getattr(hub, name)
+
+    model = old("open_model")("acme/gpt2", "main")
+    assert model == remote.open_model(ref)
+    opened = old("open_config")("acme/gpt2")
+    assert opened == remote.open_config(ref)
+    assert old("open_model_at")(opened) == remote.open_model_at(opened)
+    table = old("load_model")(model, tensor="wpe", row_start=2, row_stop=40)
+    new = remote.load_model(model, Cut("wpe", 2, 40))
+    np.testing.assert_array_equal(table.values, wpe[2:40])
+    assert (table.sha256, table.row_start, table.origin) == (new.sha256, 2, new.origin)
+    is_hub_ref = old("is_hub_ref")
+    assert is_hub_ref("hf:acme/gpt2")
+    assert not is_hub_ref("wpe.npy")

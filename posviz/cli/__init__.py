@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from posviz import _settings, models
-from posviz._params import MAX_RESULT_BYTES, Refused, quoted
+from posviz._params import MAX_RESULT_BYTES, Refused, quoted, refusal_text
 from posviz._version import __version__
 from posviz.cli import diff, heads, plan, schemes
 from posviz.embedding import Embedding
@@ -187,8 +187,8 @@ def _main(argv: list[str] | None) -> int:
         return run(args)
     except Refused as exc:  # a file, a config value, a setting: refused with a message
         detail = getattr(exc, "detail", "")  # the Hub's technical cause, when it has one
-        line = str(exc).replace("\n", "\\n")  # one line, whatever a name in it holds
-        return _refused(args, line + (f"\n  ({detail})" if detail else ""))
+        # One line, whatever a name in it holds; then the code it gives to run, if any.
+        return _refused(args, refusal_text(exc) + (f"\n  ({detail})" if detail else ""))
     except MemoryError:  # what no size check foresaw: still a message, not a traceback
         return _refused(
             args,
@@ -200,7 +200,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _refused(args: argparse.Namespace, message: str) -> int:
-    """Print a refusal as one line on stderr; exit code 2."""
+    """Print a refusal as one line on stderr (then the code it gives to run, if any); exit code
+    2."""
     print(f"posviz {args.command}: {message}", file=sys.stderr)
     return 2
 
@@ -378,10 +379,22 @@ def _collection(args: argparse.Namespace) -> Collection:
     return analyse(members, **_centring(args))
 
 
+def _cell(value: object) -> str:
+    """A collection's value as the text prints it: "undefined" where a table has none (no
+    variance), floats to 6 significant digits (a count as a whole number)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
 def _collection_summary(args: argparse.Namespace) -> int:
     c = _collection(args)
     if not args.json:
-        print(c.to_frame(refused=False).set_index("label").T.to_string())
+        frame = c.shown_table()  # the step as text: "-" where a label names none
+        frame = frame[frame["error"].isna()].drop(columns="error").set_index("label")
+        print(frame.map(_cell).T.to_string())
+        if any(s and not s.spectrum.has_variance for s in c.summaries):
+            print(f"undefined: {NO_VARIANCE}")
         for m in c.members:
             if m.error:
                 print(f"refused {m.label}: {m.error}")

@@ -1,7 +1,8 @@
-"""`posviz summary` of a model's position scheme: from a config.json file, from the Hub by name,
-from a safetensors checkpoint with its config.json beside it, or from a GGUF file's metadata,
-reading only what the scheme needs (config.json for rotary and ALiBi; the bias tensors for T5;
-the relative table for DeBERTa; a stored inv_freq buffer when asked to check it)."""
+"""`posviz summary` of a model's position scheme: from a config.json file, a known model's
+(``preset:NAME``), from the Hub by name, from a safetensors checkpoint with its config.json
+beside it, or from a GGUF file's metadata, reading only what the scheme needs (config.json for
+rotary and ALiBi; the bias tensors for T5; the relative table for DeBERTa; a stored inv_freq
+buffer when asked to check it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from posviz import hub
 from posviz.models import weights
 from posviz.models.weights import read_config
 from posviz.records import scheme_record
-from posviz.schemes.config import position_scheme
+from posviz.rows import row_offsets
+from posviz.schemes._values import given
+from posviz.schemes.config import Scheme, position_scheme
+from posviz.schemes.layers import layer_table
 from posviz.source import HubRef, LocalPath, Preset, parse_source
 
 __all__ = ["add_arguments", "summary"]
@@ -79,15 +83,38 @@ def summary(args: argparse.Namespace) -> int | None:
     if args.json:
         print(json.dumps(record, allow_nan=False))
     else:
-        print(_describe(record))
+        print(_describe(record, scheme))
     return 0
 
 
-def _describe(record: dict[str, Any]) -> str:
-    """The record in a few lines for people; lists shortened."""
+#: What a null of a scheme's record means, said in the text (the JSON keeps null).
+_UNSET = {
+    "original_context": "not given (config.json names no pre-training context)",
+    "rotating_pairs": "all",
+    "stored_inv_freq": "not read (--check-inv-freq compares it)",
+    "context": "not in config.json (max_position_embeddings)",
+}
+
+
+def _describe(record: dict[str, Any], scheme: Scheme) -> str:
+    """The record in a few lines for people: lists shortened, each null said in words (the
+    settings' as their defaults), the layers in one sentence, DeBERTa's rows by their offsets."""
     lines = []
     for key, value in record.items():
-        if isinstance(value, list) and len(value) > 8:
+        if value is None:
+            value = _UNSET.get(key, "none")
+        elif key == "params":
+            value = ", ".join(f"{k} {'default' if v is None else v}" for k, v in value.items())
+        elif key == "layers":
+            value = layer_table(scheme.layers).describe()
+        elif key == "row_offsets":
+            spec = given(scheme.relative_table, "DeBERTa's relative table")
+            offsets = row_offsets(
+                position_buckets=spec.position_buckets,
+                max_relative_positions=spec.max_relative_positions,
+            )
+            value = f"{'; '.join(offsets.text()[:4])}; … {len(value)} rows"
+        elif isinstance(value, list) and len(value) > 8:
             head = ", ".join(_short(v) for v in value[:4])
             value = f"[{head}, … {len(value)} values]"
         elif isinstance(value, dict):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from posviz import _linalg
-from posviz._params import defaults, records_params
+from posviz._params import defaults, records_params, refusal_text
 from posviz._version import __version__
 from posviz.boundary import position_statistics
 from posviz.components import max_components, principal_components, sinusoid_likeness
@@ -130,7 +130,8 @@ class Member:
     table : Embedding or None
         None when refused.
     error : str or None
-        The refusal message, else None.
+        The refusal, as `posviz._params.refusal_text` writes it (its code, if any, on the
+        lines after its message), else None.
     """
 
     label: str
@@ -148,7 +149,7 @@ def member(label: str, load: Callable[[], Embedding]) -> Member:
     try:
         return Member(label, load())
     except ValueError as error:  # LoadError included: too large, NaN, unreadable, ...
-        return Member(label, error=str(error))
+        return Member(label, error=refusal_text(error))
 
 
 def _step_text(step: Step | None) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from posviz import io, simulate
-from posviz._params import Bound, bounded
+from posviz._params import Bound, bounded, refusal_text
 from posviz.collection import MAX_TABLES, Member, member, order
 from posviz.embedding import MIN_POSITIONS, Embedding, LoadError, numpy_dtype_name
 from posviz.io import datadir
@@ -81,7 +81,8 @@ class Request:
     load : callable or None
         ``load() -> Embedding``; None when refused.
     error : str or None
-        Why the request is refused before loading (an unreadable header, no position tensor).
+        Why the request is refused before loading (an unreadable header, no position tensor),
+        as `posviz._params.refusal_text` writes it.
     """
 
     label: str
@@ -150,7 +151,7 @@ def file_request(
         infos = io.list_tensors(source, filename)
         name = tensor if tensor is not None else io.choose_tensor(infos, filename)
     except LoadError as error:
-        return Request(label, error=str(error))
+        return Request(label, error=refusal_text(error))
     # A tensor the file lacks is refused by io.load before any data is read.
     nbytes = sum(_tensor_bytes(i.shape, i.dtype) for i in infos if i.name == name)
     load = partial(io.load, source, filename, Cut(name, row_start))
@@ -165,7 +166,7 @@ def shared_request(
     try:
         path = datadir.resolve(root, relative)
     except LoadError as error:
-        return Request(stem(relative), error=str(error))
+        return Request(stem(relative), error=refusal_text(error))
     return file_request(stem(relative), path, relative, tensor=tensor, row_start=row_start)
 
 
@@ -180,7 +181,7 @@ def hub_request(line: str, *, max_bytes: int | None = None) -> Request:
         name = io.choose_tensor([i for i in model.infos if i.name not in ROPE_TENSORS], model.label)
         entry = model.entry(name)
     except LoadError as error:
-        return Request(line, error=str(error))
+        return Request(line, error=refusal_text(error))
     nbytes = _tensor_bytes(entry["shape"], entry["dtype"])
     load = partial(remote.load_model, model, Cut(name), max_bytes=max_bytes)
     return Request(line, nbytes, load)

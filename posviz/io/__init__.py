@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 
 from posviz.embedding import Embedding, LoadError
-from posviz.io._file import TensorInfo, _File, _pickle_message, single_name
+from posviz.io._file import TensorInfo, _File, _pickle_refused, single_name
 from posviz.io._gguf import (
     FIRST_RANGE,
     MAX_GGUF_HEADER_BYTES,
@@ -312,7 +312,7 @@ def _opened(source: Input, filename: str | None) -> Iterator[_File]:
 def _format(head: bytes, suffix: str, label: str) -> str:
     """Format of a file from its first 16 bytes and its suffix; pickles are refused here."""
     if suffix in PICKLE_SUFFIXES:
-        raise LoadError(_pickle_message(label))
+        raise _pickle_refused(label)
     if head.startswith(b"\x93NUMPY"):
         return "npy"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
@@ -323,9 +323,16 @@ def _format(head: bytes, suffix: str, label: str) -> str:
     if len(head) > 8 and head[4:8] == b"\0\0\0\0" and head[8:9] == b"{":
         return "safetensors"
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-        raise LoadError(_pickle_message(label))
+        raise _pickle_refused(label)
     if suffix in _SUFFIX_FORMATS:
         return _SUFFIX_FORMATS[suffix]
+    if suffix == ".json":  # most often a model's config.json, uploaded where tables go
+        msg = (
+            f"{label} is JSON, not a position table: a model's config.json describes its "
+            "position scheme (rotary, ALiBi, relative), which the Schemes page reads (on the "
+            f"command line, posviz summary). Tables are read from {ACCEPTED_FORMATS}."
+        )
+        raise LoadError(msg)
     msg = (
         f"{label} is not a format posviz reads (no known magic bytes, extension "
         f"{suffix or 'none'!r}). Accepted formats: {ACCEPTED_FORMATS}."

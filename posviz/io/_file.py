@@ -54,16 +54,23 @@ class _File:
     kind: str
 
 
-def _pickle_message(label: str) -> str:
+def _pickle_refused(label: str) -> LoadError:
+    """The refusal of a pickle-based file, with the code that converts it (names quoted by
+    repr: a name's quotes or newlines cannot break the code)."""
     stem = Path(label).stem or "model"
-    return (
+    error = LoadError(
         f"{label} is pickle-based (PyTorch .pt/.pth/.bin/.ckpt, .pkl, joblib): unpickling runs "
         "whatever code the file contains, so posviz never loads pickles. Convert it to "
-        "safetensors on a machine where you trust the file, then load that:\n"
-        "    import torch; from safetensors.torch import save_file\n"
-        "    save_file({k: v.contiguous() for k, v in "
-        f'torch.load("{label}", weights_only=True).items()}}, "{stem}.safetensors")'
+        "safetensors with this code, on a machine where you trust the file, then load that:"
     )
+    error.snippet = (
+        "import torch\n"
+        "from safetensors.torch import save_file\n"
+        "\n"
+        f"state = torch.load({label!r}, weights_only=True)\n"
+        f"save_file({{k: v.contiguous() for k, v in state.items()}}, {stem + '.safetensors'!r})"
+    )
+    return error
 
 
 def _read_exact(file: BufferedIOBase, nbytes: int, what: str) -> bytearray:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from posviz.embedding import LoadError
-from posviz.io._file import TensorInfo, _File, _missing_message, _pickle_message
+from posviz.io._file import TensorInfo, _File, _missing_message, _pickle_refused
 from posviz.io._npy import _npy_data, _npy_header
 
 #: Zip archives (.npz) are refused beyond these, before anything is inflated.
@@ -26,7 +26,7 @@ def _npz_members(archive: zipfile.ZipFile, label: str) -> dict[str, zipfile.ZipI
         msg = f"{label} has {len(members):,} members, above the limit of {MAX_MEMBERS:,}."
         raise LoadError(msg)
     if any(m.filename.endswith(".pkl") for m in members):
-        raise LoadError(_pickle_message(label))
+        raise _pickle_refused(label)
     declared = sum(m.file_size for m in members)
     if declared > MAX_UNZIPPED_BYTES:
         msg = (

@@ -17,13 +17,13 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from posviz import _settings, examples, io, simulate
+from posviz import io, simulate
 from posviz.embedding import Embedding
 from posviz.hub import Progress
 from posviz.io import datadir
 from posviz.models import remote, weights
 from posviz.schemes.config import NAMES, position_scheme
-from posviz.schemes.presets import PRESETS, preset_rotary_table
+from posviz.schemes.presets import PRESETS, preset_rotary_table, unknown
 from posviz.source import (
     NO_CUT,
     Cut,
@@ -77,7 +77,7 @@ def load(
     elif isinstance(source, SharedFile):
         table = _shared(source.relative, cut)
     elif isinstance(source, Shipped):
-        table = _file(*_shipped(source), cut)
+        table = _file(*weights.shipped(source), cut)
     elif isinstance(source, Upload):
         table = _upload(source, cut)
         source = Upload(source.name)  # the table keeps the upload's name, not its bytes
@@ -108,10 +108,10 @@ def model_of(table: Embedding) -> weights.Readable | None:
     if isinstance(origin, HubRef):
         return remote.open_config(origin)
     if isinstance(origin, Shipped):
-        found, label = _shipped(origin)
+        found, label = weights.shipped(origin)
         return weights.open_checkpoint(found, label=label)
     if isinstance(origin, SharedFile):
-        root = _shared_root()
+        root = weights.shared_root()
         path = datadir.resolve(root, origin.relative)
         return weights.folder_checkpoint(root, path, origin.relative)
     if not isinstance(origin, LocalPath):
@@ -137,21 +137,10 @@ def _file(path: Path, label: str | None, cut: Cut) -> Embedding:
     return io.load(path, label, cut)
 
 
-def _shipped(source: Shipped) -> tuple[Path, str]:
-    """A shipped model's weights (or the file it names), and their name in a provenance."""
-    if "/" in source.name:
-        return examples.path_of(str(source)), str(source)
-    found = examples.EXAMPLES.get(source.name)
-    if found is None:
-        msg = f"{source} is not a model shipped with posviz ({', '.join(examples.EXAMPLES)})."
-        raise LoadError(msg)
-    return found.weights, found.label
-
-
 def _shared(relative: str, cut: Cut) -> Embedding:
     """A file of the shared folder: only a path inside it is read, named as the folder lists
     it; a checkpoint's config.json is read when it is inside the folder too."""
-    root = _shared_root()
+    root = weights.shared_root()
     path = datadir.resolve(root, relative)
     checkpoint = weights.folder_checkpoint(root, path, relative)
     if checkpoint is not None:
@@ -159,14 +148,6 @@ def _shared(relative: str, cut: Cut) -> Embedding:
     if relative.lower().endswith(".gguf"):
         return _gguf(path, relative, cut)
     return io.load(path, relative, cut)
-
-
-def _shared_root() -> Path:
-    root = _settings.data_dir()
-    if root is None:
-        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
-        raise LoadError(msg)
-    return root
 
 
 def _upload(upload: Upload, cut: Cut) -> Embedding:
@@ -199,8 +180,7 @@ def _simulation(source: Simulation) -> Embedding:
 def _preset(name: str) -> Embedding:
     """A known model's rotary table at its context (`posviz.schemes.presets`)."""
     if name not in PRESETS:
-        msg = f"{name!r} is not a model posviz has a config.json excerpt of."
-        raise LoadError(msg)
+        raise unknown(name)
     scheme = position_scheme(PRESETS[name])
     if scheme.kind != "rotary":
         msg = (

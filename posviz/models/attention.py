@@ -32,6 +32,7 @@ from posviz import hub, io
 from posviz._params import MAX_RESULT_BYTES, Bound, bounded
 from posviz.embedding import LoadError
 from posviz.heads import MAX_POSITIONS, Norm
+from posviz.io import datadir
 from posviz.models import remote, weights
 from posviz.schemes._values import first as _first
 from posviz.schemes._values import given, integer, number, shown
@@ -39,7 +40,7 @@ from posviz.schemes.alibi import HEADS, alibi_slopes
 from posviz.schemes.config import AlibiSpec, RelativeBiasSpec, Scheme, position_scheme
 from posviz.schemes.layers import MAX_LAYERS
 from posviz.schemes.rope import RotarySpec
-from posviz.source import HubRef, LocalPath, Source, as_source
+from posviz.source import HubRef, LocalPath, SharedFile, Shipped, Source, as_source
 
 __all__ = [
     "FAMILIES",
@@ -1208,13 +1209,20 @@ def open_model(model: weights.Readable) -> Opened:
 
 def open_source(source: Source | str, *, label: str | None = None) -> weights.Readable:
     """The model `source` names, its config.json read (no weights): ``hf:REPO[@REV][:FILE]``
-    on the Hub (a GGUF repo's file or quantization: only that file), a GGUF file (its metadata
-    stands for config.json), or a checkpoint with its config.json beside it: a .safetensors
-    file, a sharded checkpoint's index (``model.safetensors.index.json``), or the folder that
-    holds either (named in the provenance by the file found in it)."""
+    on the Hub (a GGUF repo's file or quantization: only that file), a model shipped with
+    posviz (``example:NAME``), a file or folder of the server's shared folder (``shared:PATH``),
+    a GGUF file (its metadata stands for config.json), or a checkpoint with its config.json
+    beside it: a .safetensors file, a sharded checkpoint's index
+    (``model.safetensors.index.json``), or the folder that holds either (named in the
+    provenance by the file found in it)."""
     source = as_source(source)
     if isinstance(source, HubRef):
         return remote.open_config(source)
+    if isinstance(source, Shipped):
+        path, name = weights.shipped(source)
+        return weights.open_checkpoint(path, label=label or name)
+    if isinstance(source, SharedFile):
+        return _shared(source.relative)
     if not isinstance(source, LocalPath):
         msg = f"{source} is no model's weights: a layer's heads are read from a model's weights."
         raise LoadError(msg)
@@ -1233,6 +1241,20 @@ def open_source(source: Source | str, *, label: str | None = None) -> weights.Re
         )
         raise LoadError(msg)
     return weights.open_checkpoint(path, label=label or source.path)
+
+
+def _shared(relative: str) -> weights.Readable:
+    """A model of the shared folder, named `relative` (never the server's own path): a GGUF
+    file, or a checkpoint whose config.json is beside it inside the folder."""
+    root = weights.shared_root()
+    path = datadir.resolve(root, relative)
+    if relative.lower().endswith(".gguf"):
+        return weights.open_gguf(path, label=relative)
+    model = weights.folder_checkpoint(root, path, relative)
+    if model is None:
+        msg = f"{relative}: its config.json is not beside it inside the shared folder."
+        raise LoadError(msg)
+    return model
 
 
 def open_layer(model: weights.Readable, *, layer: int = 0) -> AttentionLayer:

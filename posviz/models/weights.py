@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from posviz import hub, io
+from posviz import _settings, examples, hub, io
 from posviz._json import max_depth
 from posviz._version import __version__
 from posviz.embedding import Embedding, LoadError
@@ -36,7 +36,7 @@ from posviz.schemes.config import (
     position_scheme,
 )
 from posviz.schemes.gguf import ROPE_TENSORS, GGUFConfig, KeyRead, gguf_config, keys_record
-from posviz.schemes.presets import PRESETS
+from posviz.schemes.presets import PRESETS, unknown
 from posviz.schemes.relative import (
     MAX_BIAS_TENSORS,
     REL_EMBEDDINGS,
@@ -45,7 +45,17 @@ from posviz.schemes.relative import (
     relative_table,
     relative_table_name,
 )
-from posviz.source import NO_CUT, Cut, HubRef, LocalPath, Preset, Source, Upload, as_source
+from posviz.source import (
+    NO_CUT,
+    Cut,
+    HubRef,
+    LocalPath,
+    Preset,
+    Shipped,
+    Source,
+    Upload,
+    as_source,
+)
 
 __all__ = [
     "LocalCheckpoint",
@@ -65,6 +75,8 @@ __all__ = [
     "open_gguf",
     "read_config",
     "relative_embeddings",
+    "shared_root",
+    "shipped",
     "stored_inv_freq",
     "weights_in",
 ]
@@ -373,6 +385,26 @@ def open_checkpoint(
     return LocalCheckpoint(str(path), parsed, label, sha256, shards)
 
 
+def shipped(source: Shipped) -> tuple[Path, str]:
+    """A shipped model's weights (or the file it names), and their name in a provenance."""
+    if "/" in source.name:
+        return examples.path_of(str(source)), str(source)
+    found = examples.EXAMPLES.get(source.name)
+    if found is None:
+        msg = f"{source} is not a model shipped with posviz ({', '.join(examples.EXAMPLES)})."
+        raise LoadError(msg)
+    return found.weights, found.label
+
+
+def shared_root() -> Path:
+    """The server's shared folder (``POSVIZ_DATA_DIR``); refused when it has none."""
+    root = _settings.data_dir()
+    if root is None:
+        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
+        raise LoadError(msg)
+    return root
+
+
 def folder_checkpoint(root: Path, path: Path, relative: str) -> LocalCheckpoint | None:
     """The shared folder's checkpoint `relative` (its checked real `path`: a .safetensors file
     or a shard index) with the config.json beside its name (a Hugging Face cache links both to
@@ -443,8 +475,7 @@ def read_config(
         return opened.config, config_provenance(opened.at_commit, opened.sha256, **where), opened
     if isinstance(source, Preset):
         if source.name not in PRESETS:
-            msg = f"{source.name!r} is not a model posviz has a config.json excerpt of."
-            raise LoadError(msg)
+            raise unknown(source.name)
         name = label or str(source)
         data: bytes | None = json.dumps(PRESETS[source.name]).encode()
     elif isinstance(source, Upload | LocalPath):

@@ -5,11 +5,12 @@ written)."""
 
 from __future__ import annotations
 
-from posviz.embedding import Embedding
+from posviz._params import quoted
+from posviz.embedding import Embedding, LoadError
 from posviz.schemes.config import position_scheme
 from posviz.schemes.rotary import rotary_frequencies, rotary_table
 
-__all__ = ["PRESETS", "preset_rotary_table", "preset_rotary_width", "rotary_presets"]
+__all__ = ["PRESETS", "preset_rotary_table", "preset_rotary_width", "rotary_presets", "unknown"]
 
 #: Model id -> config.json excerpt.
 PRESETS: dict[str, dict] = {
@@ -276,6 +277,14 @@ PRESETS: dict[str, dict] = {
         "position_biased_input": False,
     },
 }
+
+
+def unknown(name: str) -> LoadError:
+    """The refusal of a name posviz has no config.json excerpt of: it lists those it has."""
+    return LoadError(
+        f"{quoted(name)} is not a model posviz has a config.json excerpt of; it has "
+        f"{', '.join(PRESETS)}."
+    )
 
 
 def rotary_presets() -> list[str]:

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import streamlit as st
 
-from posviz import _settings, depth, examples, hub, pipeline
+from posviz import depth, examples, hub, pipeline
 from posviz._params import Refused
 from posviz.embedding import LoadError
 from posviz.heads import PatternHeads, RotaryHeads
-from posviz.io import INDEX_SUFFIX, datadir
+from posviz.io import INDEX_SUFFIX
 from posviz.models import attention, weights
 from posviz.source import HubRef, SharedFile, Shipped, Upload, parse_source
 from posviz.ui import cache, loaders
@@ -117,29 +117,16 @@ class Shown:
 
 
 def _example(name: str) -> Shown:
-    found = examples.EXAMPLES.get(name)
-    if found is None:
-        msg = f"{name[:60]!r} is not a model shipped with posviz ({', '.join(examples.EXAMPLES)})"
-        raise LoadError(msg)
-    model = weights.open_checkpoint(found.weights, label=found.label)
-    return Shown(str(Shipped(name)), model, found.about)
+    model = attention.open_source(Shipped(name))
+    found = examples.EXAMPLES.get(name)  # None: one file of a shipped model
+    return Shown(str(Shipped(name)), model, found.about if found else "Shipped with posviz.")
 
 
 def _shared(relative: str) -> Shown:
-    root = _settings.data_dir()
-    if not root:
-        msg = "this server has no shared folder (POSVIZ_DATA_DIR)"
-        raise LoadError(msg)
-    path = datadir.resolve(Path(root), relative)
-    if relative.lower().endswith(".gguf"):
-        model: weights.Readable | None = weights.open_gguf(path, label=relative)
-    else:
-        model = weights.folder_checkpoint(Path(root), path, relative)
-    if model is None:
-        msg = f"{relative}: its config.json is not beside it inside the shared folder"
-        raise LoadError(msg)
-    about = "A model of the shared folder (POSVIZ_DATA_DIR)."
-    return Shown(str(SharedFile(relative)), model, about)
+    model = attention.open_source(SharedFile(relative))
+    return Shown(
+        str(SharedFile(relative)), model, "A model of the shared folder (POSVIZ_DATA_DIR)."
+    )
 
 
 def _hub(ref: HubRef) -> Shown:
@@ -184,8 +171,18 @@ def shown() -> Shown:
     return st.session_state[_SHOWN]
 
 
+#: Settings that belong to the model shown (its positions, one of its layers): another model
+#: starts them afresh (MiniLM was analysed over 32 positions after the planted GPT-2's 32).
+_PER_MODEL = ("heads.positions", "heads.layer")
+
+
 def show(found: Shown) -> None:
     """Make `found` the model shown, and name it in the URL."""
+    before = st.session_state.get(_SHOWN)
+    if before is not None and before.text != found.text:
+        for key in _PER_MODEL:
+            st.session_state.pop(key, None)
+            st.query_params.pop(key, None)
     st.session_state[_SHOWN] = found
     if st.query_params.get(MODEL) != found.text:
         st.query_params[MODEL] = found.text

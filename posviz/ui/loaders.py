@@ -16,8 +16,8 @@ from posviz.models import remote, weights
 from posviz.models.remote import no_table_reason
 from posviz.schemes.relative import relative_table_name
 from posviz.source import Cut, HubRef, SharedFile, Source, Upload
-from posviz.ui import state
-from posviz.ui.text import literal
+from posviz.ui import pages, state
+from posviz.ui.text import literal, show_refusal
 
 
 def table_loader(slot: str = state.PRIMARY) -> None:
@@ -88,7 +88,12 @@ def _upload(slot: str) -> None:
     try:
         infos, reason = state.once_per_upload(upload, f"{slot}.upload.listed", _list_upload)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)
+        if upload.name.lower().endswith(".json"):  # a config.json: where it is read
+            schemes = pages.page("schemes")
+            st.page_link(
+                schemes.file, label="Schemes page: upload the config.json there", icon=schemes.icon
+            )
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
@@ -152,11 +157,39 @@ def _shared_folder(slot: str, root: Path) -> None:
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
-    if relative.lower().endswith(".gguf") and (said := _gguf_reason(path, relative)):
-        st.warning(literal(said), icon=":material/info:")
+    infos = None
+    if relative.lower().endswith(".gguf"):
+        try:
+            infos, said = _shared_gguf(path, relative, _version(path))
+        except LoadError as error:
+            show_refusal(error)
+            return
+        if said:
+            st.warning(literal(said), icon=":material/info:")
     _pick_and_load(
-        SharedFile(relative), checkpoint or path, relative, slot=slot, key=f"{slot}.shared"
+        SharedFile(relative),
+        checkpoint or path,
+        relative,
+        slot=slot,
+        key=f"{slot}.shared",
+        infos=infos,
     )
+
+
+def _version(path: Path) -> tuple[int, int]:
+    """A file's size and modification time: which version of it a cache entry read."""
+    found = path.stat()
+    return found.st_size, found.st_mtime_ns
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the GGUF's header…")
+def _shared_gguf(
+    path: Path, relative: str, version: tuple[int, int]
+) -> tuple[list[io.TensorInfo], str]:
+    """A shared GGUF's tensors and what its metadata says (`_gguf_reason`), read once per
+    `version` of the file: its header (a vocabulary of 150,000 strings is 10 MB) was parsed
+    twice on every run of the page. `version` is only the cache's key."""
+    return io.list_tensors(path, relative), _gguf_reason(path, relative)
 
 
 def _sharded(root: Path, files: list[str]) -> list[str]:
@@ -340,7 +373,7 @@ def _pick_and_load(
         if not usable:
             _read(source, listed, Cut())  # raises the precise reason (1-D, object dtype, ...)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)  # a pickle from the shared folder: its conversion
         return
     st.markdown(
         f"**{literal(filename)}** holds {len(infos)} tensor{'s' * (len(infos) > 1)}, "

@@ -163,7 +163,7 @@ def test_a_closed_tab_builds_nothing_and_opening_it_shows_it():
     # The smooth table has no change point (the old test found one in its wiggles): said in
     # words, so two tables.
     assert len(at.dataframe) == 2
-    assert any(m.value.startswith("None: none found") for m in at.markdown)
+    assert any(m.value.startswith("None found (no step") for m in at.markdown)
     assert any(c.value.startswith("Steps on norm: at each boundary") for c in at.caption)
 
 
@@ -179,6 +179,19 @@ def test_the_tables_name_statistics_by_labels_and_the_files_by_keys(downloads):
     assert "\nneighbour_cos," in downloads["boundary_summary.csv"]()
 
 
+def test_the_tables_tab_says_none_in_words_once():
+    # Formerly "None: none found (…)" for the change points, and an empty table of flags.
+    at = run(simulate.sinusoidal(128, 32), section="Tables")
+    assert not at.exception, at.exception
+    said = [m.value for m in at.markdown]
+    assert "None found (no step stands out of the curve's own wiggles)." in said
+    assert "No position flagged (|robust z| > 8 in a window of ±16 positions)." in said
+    assert not any("None:" in text or "none found" in text for text in said)
+    assert [list(d.value.columns) for d in at.dataframe] == [
+        ["statistic", "first 8", "middle", "last 8"]
+    ]  # the boundary summary only
+
+
 # The Tables tab of this table: flagged positions and the boundary summary; no change point,
 # so "None" in words instead of an empty table.
 @pytest.mark.parametrize(("section", "tables", "plots"), [("Tables", 2, 0), ("Probes", 1, 1)])
@@ -190,7 +203,7 @@ def test_a_link_opens_its_tab(section, tables, plots):
     assert not at.exception
     assert (len(at.dataframe), len(charts(at))) == (tables, plots)
     if section == "Tables":
-        assert any(m.value.startswith("None: none found") for m in at.markdown)
+        assert any(m.value.startswith("None found (no step") for m in at.markdown)
     assert at.query_params["boundaries.section"] == section
 
 

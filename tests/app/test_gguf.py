@@ -10,9 +10,11 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from posviz.embedding import Embedding
+from posviz.io import _gguf
 from posviz.schemes.config import position_scheme
 from posviz.schemes.presets import PRESETS
 from posviz.schemes.rotary import rotary_frequencies
+from posviz.ui import loaders
 from posviz.ui.text import literal
 from tests import apptest, ggufs
 from tests.app.test_schemes import figures
@@ -176,3 +178,27 @@ def test_a_shared_gguf_as_b_is_named_as_the_folder_lists_it(downloads, tmp_path,
     assert record["provenance"][1]["config"] == "Llama-3.1-8B-old.gguf"
     assert str(tmp_path) not in json.dumps(record)
     assert posviz.rerun(record, base=tmp_path).ok
+
+
+def test_a_shared_gguf_on_the_data_page_is_parsed_once(tmp_path, monkeypatch) -> None:
+    # Its header was parsed twice on every run of the page (a 10 MB vocabulary: ~1 s a run).
+    ggufs.learned(tmp_path / "gpt2.gguf", TABLE)
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path))
+    loaders.shared_files.clear()
+    parsed = []
+    real = _gguf._parse
+
+    def counted(*args, **kwargs):
+        parsed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_gguf, "_parse", counted)
+    at = apptest("pages/data.py").run()
+    at.selectbox(key="posviz.table.shared.file").set_value("gpt2.gguf").run()
+    assert not at.exception, at.exception
+    first = len(parsed)
+    assert first > 0
+    for _ in range(3):
+        at.run()
+    assert len(parsed) == first
+    assert any(literal("gpt2.gguf") in m.value and "2 tensors" in m.value for m in at.markdown)

@@ -396,3 +396,20 @@ def test_a_named_quantization_of_a_hub_repo_is_read_alone(fake_hub):
     assert labelled(depth_map(at)) == {"high-frequency": [("layer 2", "h0"), ("layer 2", "h1")]}
     assert fake_hub.requests_for("model-F32.gguf") == []  # that file alone
     assert at.query_params["heads.model"].endswith(":model-Q8_0.gguf")
+
+
+def test_another_model_starts_its_positions_and_layer_afresh():
+    # The positions analysed and the layer shown are the model's own: MiniLM, picked again
+    # after the planted GPT-2 (32 positions, layer 3), was analysed over 32 positions at layer 3.
+    at = apptest("pages/heads.py").run()
+    first = [c.value for c in at.caption if c.value.startswith("Layers with labelled heads")]
+    at.selectbox[0].select_index(1).run()
+    assert at.number_input(key="heads.positions").value == 32
+    at.number_input(key="heads.layer").set_value(3).run()
+    at.selectbox[0].select_index(0).run()
+    assert not at.exception, at.exception
+    assert at.number_input(key="heads.positions").value == 512
+    assert at.number_input(key="heads.layer").value == 0
+    assert "heads.positions" not in at.query_params
+    again = [c.value for c in at.caption if c.value.startswith("Layers with labelled heads")]
+    assert again == first

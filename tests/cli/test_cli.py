@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from posviz.simulate import sinusoidal_table, vit_grid
 from posviz.spectrum import NO_VARIANCE
 from tests import ROOT
 from tests.corpus import HOSTILE_WORDS, hostile_files
+from tests.refusals import SNIPPET
 
 #: The summary's JSON: the scheme, what made the numbers, the table's provenance, the numbers.
 KEYS = ["scheme", "analysis", "params", "provenance", "numbers"]
@@ -132,6 +134,21 @@ def test_refused_file_exits_2_with_the_message(
     assert captured.out == ""
     assert captured.err.startswith("posviz summary: nan.npy: ")
     assert "NaN/Inf values (first at row 2, column 3)" in captured.err
+
+
+def test_a_pickle_refusal_prints_its_conversion_under_its_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Formerly the conversion was run into the one line with the message, as "\\n"s.
+    (tmp_path / "model.pt").write_bytes(b"\x80\x04K\x01.")
+    assert main(["summary", str(tmp_path / "model.pt")]) == 2
+    line, *code = capsys.readouterr().err.rstrip("\n").split("\n")
+    assert line.startswith("posviz summary: model.pt is pickle-based")
+    assert line.endswith("then load that:")
+    assert all(row.startswith("    ") for row in code if row)
+    snippet = textwrap.dedent("\n".join(code))
+    assert snippet == SNIPPET
+    compile(snippet, "<snippet>", "exec")
 
 
 def test_python_dash_m_posviz(sinusoid: Path) -> None:

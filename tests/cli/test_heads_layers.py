@@ -5,6 +5,7 @@ fetched once (an interrupted run resumes), and `posviz rerun` of it."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -49,6 +50,17 @@ def test_every_layer_object_is_the_one_layer_n_prints(capsys, family):
         assert first["positions_analysed"] == 32
         assert first["positions_printed"] == 5
         assert len(first["heads"][0]["kernel"]) == 5
+
+
+def test_positions_printed_is_what_the_kernels_hold(capsys):
+    # Formerly 64 (the --positions default) beside positions_analysed 32, the kernels of 32
+    # rows; and in a rotary layer's record, which prints no kernel at all.
+    learned, _ = run_json(capsys, str(DATA / "gpt2"))
+    assert learned["positions_printed"] == learned["positions_analysed"] == 32
+    assert len(learned["heads"][0]["kernel"]) == len(learned["heads"][0]["offset_profile"]) == 32
+    rotary, _ = run_json(capsys, str(DATA / "llama"))
+    assert "positions_printed" not in rotary
+    assert "positions_analysed" not in rotary
 
 
 def test_the_text_has_a_legend_of_its_columns(capsys):
@@ -164,3 +176,24 @@ def test_layers_beyond_the_hub_cache_are_said_before_they_travel(capsys, fake_hu
     err = capsys.readouterr().err
     assert "the Hub cache holds 1,000 bytes (POSVIZ_HUB_CACHE_SIZE)" in err
     assert err.index("Hub cache holds") < err.index("layer 1/2")
+
+
+def test_a_shipped_or_shared_model_is_read_by_its_source_name(capsys, tmp_path, monkeypatch):
+    # example:NAME and shared:PATH are sources as the Heads page names them; posviz heads
+    # refused both ("is no model's weights") while posviz summary read them.
+    record, _ = run_json(capsys, "example:planted-gpt2", "--layers", "all")
+    labelled = [
+        (layer["layer"], head["head"], head["label"])
+        for layer in record["layers"]
+        for head in layer["heads"]
+        if head["label"]
+    ]
+    assert labelled == [(2, 1, "previous-token")]  # planted there, nowhere else
+    assert record["layers"][2]["provenance"]["weights"] == "example:planted-gpt2/model.safetensors"
+    shared = tmp_path / "team" / "gpt2"
+    shutil.copytree(DATA / "gpt2", shared)
+    monkeypatch.setenv("POSVIZ_DATA_DIR", str(tmp_path / "team"))
+    from_folder, _ = run_json(capsys, "shared:gpt2/model.safetensors")
+    from_path, _ = run_json(capsys, str(DATA / "gpt2" / "model.safetensors"))
+    assert from_folder["heads"] == from_path["heads"]
+    assert from_folder["provenance"]["weights"] == "gpt2/model.safetensors"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from posviz import __version__
 from posviz.cli import main
 from posviz.schemes.presets import PRESETS
+from tests.refusals import refused
 
 ROTARY_KEYS = [
     "scheme", "rope_type", "rotary_dim", "base", "interleaved", "context", "original_context",
@@ -197,6 +199,47 @@ def test_text_output(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "llama3" in out
     assert "64 values" in out
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_known_model_is_summarised_offline_and_its_text_says_no_none(capsys, name):
+    # Formerly: `posviz summary preset:NAME` looked for a file (posviz plan and diff took the
+    # name), and the text printed Python's None for what config.json leaves unset.
+    assert main(["summary", f"preset:{name}"]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"\b(None|null|nan)\b", out), out
+    assert "{'" not in out  # no Python dict shown as it prints
+    record = summary_json(capsys, f"preset:{name}")
+    assert record["provenance"]["config"] == f"preset:{name}"
+
+
+def test_a_name_that_is_no_known_model_is_refused_with_the_names(capsys):
+    for command in (["summary"], ["plan", "--target", "65536"]):
+        line = refused(capsys, command[0], "preset:Llama-3.1-8B", *command[1:])
+        assert "'Llama-3.1-8B' is not a model posviz has a config.json excerpt of" in line
+        assert line.endswith(f"it has {', '.join(PRESETS)}.")
+
+
+def test_text_says_what_an_unset_value_means(capsys):
+    said = {}
+    for name in ("mistralai/Mistral-7B-v0.1", "bigscience/bloom", "microsoft/deberta-v3-base"):
+        assert main(["summary", f"preset:{name}"]) == 0
+        for line in capsys.readouterr().out.splitlines():
+            key, _, value = line.partition(" ")
+            said.setdefault(key, []).append(value.strip())
+    assert said["rotating_pairs"] == ["all"]
+    assert said["original_context"] == ["not given (config.json names no pre-training context)"]
+    assert said["stored_inv_freq"] == ["not read (--check-inv-freq compares it)"]
+    assert said["context"][1] == "not in config.json (max_position_embeddings)"  # ALiBi's
+    assert (
+        said["params"][0] == "context default, positions default, center True, check_inv_freq False"
+    )
+    assert said["layers"] == [
+        "32 layers: 32 RoPE; full_attention: 32; a sliding window of 4,096 keys in 32."
+    ]
+    assert said["row_offsets"] == [
+        "-512 and beyond; -511 … -506; -505 … -500; -499 … -495; … 512 rows"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -259,6 +260,21 @@ def test_summary_of_many_paths_is_a_json_array_in_step_order(checkpoints, capsys
         assert record["singular_values"] == s.singular_values[:10].tolist()
         assert record["shape"] == [128, 32]
         assert record["dtype"] == "float32"
+
+
+def test_summary_text_of_many_paths_says_what_is_missing_in_words(checkpoints, capsys):
+    # Formerly: "step None" for a label without a step, "NaN" for what a flat table lacks,
+    # and counts printed as 5.0.
+    flat = checkpoints["bad"].with_name("flat.npy")
+    np.save(flat, np.ones((32, 8), dtype=np.float32))
+    assert main(["summary", str(checkpoints["step1000"]), str(flat)]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"\b(None|NaN|nan)\b", out), out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert rows["step"] == ["1,000", "-"]
+    assert rows["k90"][1] == "undefined"
+    assert rows["k90"][0].isdigit()
+    assert out.rstrip().endswith(f"undefined: {spectrum.NO_VARIANCE}")
 
 
 def test_summary_exits_2_when_nothing_loads(checkpoints, capsys):

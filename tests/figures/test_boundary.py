@@ -6,16 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posviz import boundary, figures, io, simulate
+import posviz
+from posviz import boundary, figures, simulate
 from posviz.rows import RowLabels, row_offsets
-from tests import ROOT
 
-DATA = ROOT / "tests/data/minilm/all_minilm_l6_v2_positions.safetensors"
+#: The position table of the all-MiniLM-L6-v2 posviz ships (posviz/examples).
+MINILM = "example:all-MiniLM-L6-v2"
+TENSOR = "embeddings.position_embeddings.weight"
 
 
 @pytest.fixture(scope="module")
 def minilm() -> np.ndarray:
-    return io.load(DATA).values
+    return posviz.load(MINILM, tensor=TENSOR).values
 
 
 def test_position_figure_traces_and_marks():

@@ -3,6 +3,7 @@ found and trimmed, hostile files refused (each format's own limits: test_<format
 
 from __future__ import annotations
 
+import ast
 import pickle
 from pathlib import Path
 
@@ -171,11 +172,26 @@ def test_pickle_refusal_shows_the_safetensors_conversion(
 ) -> None:
     with pytest.raises(LoadError) as refusal:
         list_tensors(hostile[1]["rce.pt"])
-    assert str(refusal.value).splitlines()[1:] == [
-        "    import torch; from safetensors.torch import save_file",
-        '    save_file({k: v.contiguous() for k, v in torch.load("rce.pt", weights_only=True)'
-        '.items()}, "rce.safetensors")',
+    # The message one line, the code beside it, to be printed and shown as a block of its own.
+    assert "\n" not in str(refusal.value)
+    assert refusal.value.snippet.splitlines() == [
+        "import torch",
+        "from safetensors.torch import save_file",
+        "",
+        "state = torch.load('rce.pt', weights_only=True)",
+        "save_file({k: v.contiguous() for k, v in state.items()}, 'rce.safetensors')",
     ]
+
+
+@pytest.mark.parametrize("name", ['it\'s "x".pt', "a\nb.pt", "\u202ex.bin", "back\\slash.pkl"])
+def test_the_conversion_runs_whatever_the_files_name(name: str) -> None:
+    with pytest.raises(LoadError) as refusal:
+        list_tensors(b"\x80\x04K\x01.", name)
+    code = ast.parse(refusal.value.snippet)  # a name's quotes or newline cannot break it
+    load, save = (node.value for node in code.body[2:])
+    assert load.args[0].value == name
+    assert save.args[1].value == Path(name).stem + ".safetensors"
+    assert name not in refusal.value.snippet or name.isprintable()  # escaped, not raw
 
 
 # --- not a regular file ---------------------------------------------------------------------
