@@ -1,6 +1,7 @@
-"""posviz's tests: one folder per package of posviz/ (schemes/, io/, hub/, export/, cli/,
-collection/, figures/), app/ per page under AppTest, e2e/ in a real browser; the analyses'
-tests sit at the top, as their modules do."""
+"""posviz's tests: a test module per module of posviz/, tests/<package>/test_<module>.py
+(tests/test_architecture.py holds it), so one folder per package (schemes/, io/, hub/,
+export/, cli/, collection/, figures/, models/, examples/, ui/) and the analyses' tests at the
+top, as their modules are; app/ per page under AppTest, e2e/ in a real browser."""
 
 from __future__ import annotations
 

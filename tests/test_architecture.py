@@ -1,6 +1,6 @@
 """House rules: imports run down the layers table below and never in a circle; the core never
 imports Streamlit (only posviz/ui, app and pages do), only posviz/figures, the report and the ui
-draw with Plotly, and pages only draw."""
+draw with Plotly, pages only draw, and every module has a test module of its name."""
 
 from __future__ import annotations
 
@@ -203,14 +203,6 @@ def test_pages_only_draw():
     assert offenders == []
 
 
-def test_the_registry_lists_every_page_once():
-    from posviz.ui.pages import PAGES
-
-    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
-    assert sorted(p.file for p in PAGES) == files
-    assert len({p.title for p in PAGES}) == len(PAGES)
-
-
 def test_no_core_module_imports_streamlit():
     assert importers("streamlit", allowed=("ui/",)) == []
 
@@ -318,3 +310,50 @@ def test_the_figures_and_the_pipeline_export_every_name_used_from_them():
                 used |= set(attribute.findall(text))
         missing = sorted(used & {d for d in defined if not d.startswith("_")} - set(exported))
         assert missing == [], f"{name} does not export {missing}"
+
+
+#: Modules of posviz/ without a test module of their name, and why: each is drawn as part of a
+#: page and tested as that page (AppTest, Chromium), or has nothing of its own to test.
+WITHOUT_A_TEST_MODULE = {
+    # Leaves Streamlit's pages-folder mode on a fresh server's first request (a browser's:
+    # tests/e2e/test_browser.py's first load).
+    "posviz/ui/__init__.py",
+    # The Schemes page's parts, tested as the page: tests/app/test_schemes.py,
+    # test_schemes_plan.py, test_gguf.py; tests/e2e/test_schemes.py, test_plan.py.
+    "posviz/ui/schemes.py",
+    "posviz/ui/scheme_compare.py",
+    "posviz/ui/context_plan.py",
+}
+
+
+def expected_test_file(path: str) -> str | None:
+    """The test module of posviz/`path` (a module, or a package's __init__.py):
+    tests/<package>/test_<module>.py, leading underscores dropped; None for a module with none
+    (the front door, __main__, _version, _moved's old paths)."""
+    parts = path.removeprefix("posviz/").removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+        if not parts:
+            return None
+        parts.append(parts[-1])
+    elif parts[-1] in ("__main__", "_version", "_moved"):
+        return None
+    *package, name = parts
+    return "/".join(["tests", *package, f"test_{name.lstrip('_')}.py"])
+
+
+def test_every_module_has_a_test_module_of_its_name():
+    # docs/architecture.md: tests/ mirrors posviz/. A new module comes with its test module.
+    modules = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "posviz").rglob("*.py"))
+    missing = [m for m in modules if (t := expected_test_file(m)) and not (ROOT / t).is_file()]
+    assert missing == sorted(WITHOUT_A_TEST_MODULE)
+    assert expected_test_file("posviz/io/_npy.py") == "tests/io/test_npy.py"
+    assert expected_test_file("posviz/hub/__init__.py") == "tests/hub/test_hub.py"
+    assert expected_test_file("posviz/_disk.py") == "tests/test_disk.py"
+
+
+def test_every_folder_of_tests_is_a_package():
+    # Test modules of one name in several folders (tests/test_spectrum.py, tests/figures/
+    # test_spectrum.py) import as tests.<folder>.test_<name> only when each folder is a package.
+    folders = {p.parent for p in (ROOT / "tests").rglob("test_*.py")}
+    assert sorted(f for f in folders if not (f / "__init__.py").is_file()) == []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from posviz import boundary, figures, simulate
+from posviz import boundary, simulate
 from posviz._params import defaults
 from posviz.rows import RowLabels, row_offsets
 
@@ -171,43 +171,6 @@ def test_change_points_respect_min_size_and_cap():
     kept = boundary.change_points(curve_flags(steps), min_size=25, max_changes=5).positions
     assert 120 in kept
     assert np.diff([0, *kept.tolist(), 170]).min() >= 25
-
-
-def test_position_figure_traces_and_marks():
-    table = simulate.learned_like(300, 32, seed=0)
-    stats = boundary.position_statistics(table.values, n_directions_removed=4)
-    flags = boundary.outliers(stats)
-    changes = boundary.change_points(flags, max_changes=2)
-    fig = figures.boundary.position_statistics(stats, flags, changes)
-    lines = [t for t in fig.data if t.mode == "lines"]
-    marks = [t for t in fig.data if t.mode == "markers"]
-    # In words (the legend names the two cosine curves: "cos_prev" read as a key there).
-    assert [t.name for t in lines] == [
-        "row norm",
-        "cos to previous row",
-        "cos to next row",
-        "distance to mean row",
-        "residual norm",
-    ]
-    assert all(t.type == "scatter" and len(t.y) == 300 and t.y.dtype == np.float32 for t in lines)
-    assert len(marks) == 4  # one per panel
-    assert list(marks[0].x) == [0, 299]
-    assert fig.layout.xaxis4.title.text == "position p"
-    assert len(fig.layout.shapes) == 4 * len(changes.positions)  # a line per panel
-    assert "|robust z| > 8" in fig.layout.title.text
-
-
-def test_position_figure_downsamples_long_tables_but_keeps_flags():
-    n = 20000
-    table = simulate.learned_like(n, 16, seed=0)
-    stats = boundary.position_statistics(table.values)
-    flags = boundary.outliers(stats)
-    fig = figures.boundary.position_statistics(stats, flags)
-    assert len(fig.data[0].x) == figures.layout.LINE_POINTS
-    assert fig.data[0].x[-1] == n - 1
-    assert n - 1 in list(fig.data[1].x)
-    assert "evenly spaced" in fig.layout.title.text
-    assert len(fig.to_json()) < 1_000_000
 
 
 def test_results_carry_their_settings_and_tables():

@@ -11,8 +11,7 @@ import pytest
 import scipy.signal
 
 import posviz
-from posviz import boundary, figures, simulate
-from posviz.rows import RowLabels, row_offsets
+from posviz import boundary, simulate
 
 #: The position table of the all-MiniLM-L6-v2 posviz ships (posviz/examples), and the sha256
 #: of its bytes as tests/data/README.md records it.
@@ -236,32 +235,3 @@ def test_bad_settings_are_refused():
     refused = r"null_draws is -1; it must be a whole number from 0 to 1,000"
     with pytest.raises(ValueError, match=refused):
         boundary.change_points(flags, null_draws=-1)
-
-
-def test_the_figure_marks_the_step_with_its_z(minilm):
-    stats = boundary.position_statistics(minilm)
-    flags = boundary.outliers(stats)
-    changes = boundary.change_points(flags, null_draws=0)
-    fig = figures.boundary.position_statistics(stats, flags, changes)
-    p = int(changes.positions[0])
-    assert [shape.x0 for shape in fig.layout.shapes] == [p - 0.5] * 3  # one per panel
-    labels = [a.text for a in fig.layout.annotations if a.text.startswith("step at")]
-    assert labels == [f"step at {p} · z {changes.z[0]:.1f}"]
-    # A relative table's axes: the label says the position as they do.
-    shifted = figures.boundary.position_statistics(
-        stats, flags, changes, labels=RowLabels(first_position=-256)
-    )
-    assert f"step at {p - 256} ·" in next(
-        a.text for a in shifted.layout.annotations if a.text.startswith("step at")
-    )
-    # DeBERTa's buckets: the step midway between the offsets' centres of its two rows, named
-    # by the offsets of the row after it.
-    offsets = row_offsets(position_buckets=256, max_relative_positions=512)
-    buckets = figures.boundary.position_statistics(
-        stats, flags, changes, labels=RowLabels(-256, offsets)
-    )
-    centres = offsets.centres()
-    assert buckets.layout.shapes[0].x0 == (centres[p - 1] + centres[p]) / 2
-    assert f"step at {offsets.text([p])[0]} ·" in next(
-        a.text for a in buckets.layout.annotations if a.text.startswith("step at")
-    )

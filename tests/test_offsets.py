@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import posviz._linalg
-from posviz import figures, offsets
+from posviz import offsets
 from posviz.offsets import offset_profile, offset_scores
 from posviz.similarity import prepared_rows
 from posviz.simulate import learned_like, sinusoidal_table
@@ -150,15 +150,6 @@ def test_bad_arguments_say_what_to_do(learned):
         ).window
         == 5
     )
-
-
-def test_profile_figure(learned):
-    p = offset_profile(learned, max_offset=50, center=False)
-    fig = figures.offsets.offset_profile(p, offset_scores(p, monotonicity_window=10))
-    assert [t.type for t in fig.data] == ["scatter"] * 3
-    assert fig.data[1].fill == "tonexty"
-    np.testing.assert_allclose(fig.data[2].y, p.mean, rtol=1e-6)
-    assert fig.layout.xaxis.title.text == "offset k"
 
 
 def test_results_carry_their_settings_and_tables():

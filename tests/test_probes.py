@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
-from scipy.special import expit
 from sklearn.dummy import DummyRegressor
-from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
+from sklearn.linear_model import LinearRegression, RidgeCV
 from sklearn.model_selection import KFold, cross_val_predict
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from posviz import _ridge, figures, probes, simulate
+from posviz import _ridge, probes, simulate
 from posviz._params import defaults
 
 
@@ -141,39 +138,6 @@ def test_folds_are_sklearns_kfold():
         probes._folds(9, 5, 0)
 
 
-def test_pair_logistic_fit_is_sklearns_logistic_regression():
-    # Two folds fitted at once must each reach the optimum scikit-learn reaches alone on the
-    # concatenated features [e_i ; e_j] (tight tolerances so both are at the optimum).
-    # float64: scikit-learn would fit float32 input in float32.
-    x = probes._scaled(simulate.learned_like(60, 8, seed=2).values)
-    rng = np.random.default_rng(0)
-    i, j = rng.integers(60, size=(2, 2, 300))
-    labels = j > i
-    coef, intercept = _ridge.fit_pair_logistic(x, i, j, labels, C=0.5, tol=1e-10)
-    for fold in range(2):
-        features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1)
-        reference = LogisticRegression(C=0.5, tol=1e-10, max_iter=10000).fit(features, labels[fold])
-        fitted = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
-        np.testing.assert_allclose(fitted, reference.coef_[0], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(intercept[fold], reference.intercept_[0], atol=1e-6)
-
-
-def test_pair_logistic_stops_where_scikit_learns_lbfgs_would():
-    # The optimiser steps in rescaled weights; its stop must still be scikit-learn's, on the
-    # gradient in the weights themselves (a looser stop would change the probe's numbers).
-    x = probes._scaled(simulate.learned_like(300, 64, seed=1).values).astype(np.float32)
-    rng = np.random.default_rng(3)
-    i, j = rng.integers(300, size=(2, 3, 800))
-    labels = j > i
-    coef, intercept = _ridge.fit_pair_logistic(x, i, j, labels, C=0.01, tol=1e-3)
-    for fold in range(3):
-        features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1).astype(np.float64)
-        w = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
-        residual = expit(features @ w + intercept[fold]) - labels[fold]
-        gradient = features.T @ residual / 800 + w / (0.01 * 800)
-        assert max(np.abs(gradient).max(), abs(residual.sum() / 800)) <= 1e-3 * (1 + 1e-4)
-
-
 def test_relative_order_of_a_sinusoidal_table():
     result = probes.relative_probe(simulate.sinusoidal_table(256, 64), np.arange(256), n_pairs=800)
     assert result.error_rate < 0.1
@@ -266,22 +230,6 @@ def test_controls_subsampling_and_seeding():
         assert again.relative[name].error_rate == report.relative[name].error_rate
     other = probes.probe_with_controls(values, seed=4, max_rows=300, n_pairs=400)
     assert not np.array_equal(other.absolute["table"].positions, positions)
-
-
-def test_probe_figure_traces():
-    report = probes.probe_with_controls(simulate.sinusoidal_table(200, 16), n_pairs=300)
-    fig = figures.probes.probe_predictions(report)
-    clouds = [t for t in fig.data if t.type == "scattergl"]
-    assert [re.split(r" \(|, ", t.name)[0] for t in clouds] == list(probes.CONTROLS)
-    assert all(len(t.x) == 200 and t.y.dtype == np.float32 for t in clouds)
-    assert fig.data[-2].name == "perfect"
-    assert fig.data[-1].name.startswith("chance: the mean position")
-    assert fig.data[-1].y[0] == pytest.approx(99.5)
-    assert fig.layout.xaxis.title.text == "true position p"
-    assert fig.layout.yaxis.title.text == "predicted position"
-    assert fig.layout.yaxis.range == pytest.approx((-0.25 * 199, 1.25 * 199))
-    assert "seed 0, all 200 rows" in fig.layout.title.text
-    assert "(nested ridge)" in fig.layout.title.text
 
 
 def test_the_defaults_are_the_signatures_and_the_procedure_states_them():

@@ -127,20 +127,6 @@ def test_the_report_works_at_the_smallest_table(kind, center):
     assert (NO_VARIANCE in page) == (kind == "constant" and center)
 
 
-def test_a_report_that_fails_downloads_as_a_page_saying_why(monkeypatch):
-    from posviz import report
-    from posviz.ui import sidebar
-
-    def fail(*args, **kwargs):
-        msg = "window <b>too</b> large"
-        raise ValueError(msg)
-
-    monkeypatch.setattr(report, "build_report", fail)
-    page = sidebar._report(smallest("random"), center=True)
-    assert "could not be made" in page
-    assert "ValueError: window &lt;b&gt;too&lt;/b&gt; large" in page
-
-
 @pytest.mark.slow
 def test_cli_writes_the_report(tmp_path):
     path = tmp_path / "table.npy"

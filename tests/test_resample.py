@@ -6,12 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import safetensors.numpy
 from scipy.interpolate import CubicSpline
 
 from posviz import resample, simulate
-from posviz.embedding import Embedding
-from posviz.io import load, storage_dtype, to_npy, to_safetensors
+from posviz.io import load, to_npy, to_safetensors
 from posviz.resample import resample_grid, resample_length
 from posviz.source import Cut
 
@@ -134,27 +132,6 @@ def test_resampled_vit_table_keeps_prefix_and_reloads_from_both_downloads():
         loaded = load(data, name, Cut(row_start=2))
         np.testing.assert_array_equal(loaded.values, new.values)
         np.testing.assert_array_equal(loaded.prefix, table.prefix)
-
-
-def test_safetensors_keeps_name_dtype_and_batch_axis():
-    values = simulate.sinusoidal_table(16, 4).astype(np.float16)
-    table = Embedding.from_array(values, name="wpe.weight", source="s", dtype="F16")
-    loaded = safetensors.numpy.load(to_safetensors(table, batch_axis=True))
-    assert list(loaded) == ["wpe.weight"]
-    assert loaded["wpe.weight"].dtype == np.float16
-    np.testing.assert_array_equal(loaded["wpe.weight"][0], values)
-
-
-@pytest.mark.parametrize(
-    ("stored", "scale", "written"),
-    [("BF16", 1.0, "float32"), ("float16", 1e6, "float32"), ("F64", 1.0, "float64")],
-)
-def test_storage_dtype_falls_back_and_says_why(stored, scale, written):
-    table = Embedding.from_array(scale * np.eye(12, 3, dtype=np.float32), name="t", source="s")
-    table = Embedding.from_array(table.values, name="t", source="s", dtype=stored)
-    dtype, note = storage_dtype(table)
-    assert dtype == np.dtype(written)
-    assert (note == "") == (stored == "F64")
 
 
 @pytest.mark.parametrize("n_blocks", [1000, resample.N_BLOCKS])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 
-from posviz import figures, similarity
+from posviz import similarity
 from posviz.offsets import offset_profile
 from posviz.similarity import grid_similarity, similarity_map
 from posviz.simulate import learned_like, vit_grid
@@ -114,47 +114,6 @@ def test_large_table_never_forms_the_full_matrix():
     assert m.values.shape == (750, 750)
     assert np.isfinite(p.std).all()
     assert peak < 6000**2 * 8 / 3  # an L x L float64 matrix would be 288 MB
-
-
-# --- figures --------------------------------------------------------------------------------
-
-
-def test_heatmap_figure(learned):
-    m = similarity_map(learned, metric="cosine", center=True, max_side=100)
-    fig = figures.similarity.similarity_heatmap(m, highlight=[0, 150, 5000])
-    heat = fig.data[0]
-    assert heat.type == "heatmap"
-    assert heat.z.shape == (100, 100)
-    assert heat.z.dtype == np.float32
-    largest = np.abs(m.values).max()  # the diverging scale is centred at 0
-    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (-largest, largest)
-    assert fig.layout.xaxis.title.text == "position j"
-    assert fig.layout.yaxis.title.text == "position i"
-    assert fig.layout.title.text.endswith("(rows mean-centred; means of 3 x 3 blocks)")
-    marks = [t for t in fig.data if t.name == "flagged positions"]
-    # 5000 is outside the table: only 0 and 150 are marked, on both edges.
-    assert [t.customdata.tolist() for t in marks] == [[0, 150], [0, 150]]
-    assert len(fig.to_json()) < 5e6
-
-
-def test_position_figure(learned):
-    row = similarity_map(learned, rows=(7, 8), max_side=300, center=False)
-    fig = figures.similarity.position_profile(row, position=7, neighbours=[6, 8])
-    assert len(fig.data[0].y) == 300
-    assert fig.data[1].x.tolist() == [6, 8]
-    assert fig.data[2].y[0] == pytest.approx(1.0)
-
-
-def test_grid_figures():
-    g = grid_similarity(vit_grid(4, 5, 16).values, grid=(4, 5), center=False)
-    fig = figures.similarity.grid_tiles(g)
-    z = np.asarray(fig.data[0].z)
-    assert z.shape == (4 * 5 - 1, 5 * 6 - 1)  # 4 x 5 tiles of 4 x 5 cells, one-cell gaps
-    np.testing.assert_allclose(z[:4, :5], g.tiles[0, 0], rtol=1e-6)
-    assert np.isnan(z[4]).all()
-    assert list(fig.layout.xaxis.ticktext) == ["0", "1", "2", "3", "4"]
-    fig = figures.similarity.grid_profiles(g)
-    assert [len(t.y) for t in fig.data] == [4, 5]
 
 
 def test_results_carry_their_settings(learned):

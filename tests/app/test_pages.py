@@ -105,36 +105,6 @@ def test_app_opens_on_the_spectrum_of_a_simulated_table():
     assert f"**99% in {counts['k99']} components**" in explained
 
 
-def _spectrum_page_and_card() -> None:
-    """The Spectrum page's computation, then the sidebar card (app.py's order)."""
-    from posviz import pipeline
-    from posviz.ui import cache, sidebar, state
-
-    cache.run(pipeline.spectrum, state.current(), center=True)
-    sidebar.sidebar_card()
-
-
-def test_the_report_reuses_what_the_page_computed_and_then_downloads(monkeypatch):
-    import posviz.spectrum
-
-    computed = []
-    original = posviz.spectrum._tridiagonal  # once per spectrum computed
-    monkeypatch.setattr(
-        posviz.spectrum, "_tridiagonal", lambda *a, **k: computed.append(1) or original(*a, **k)
-    )
-    # An app.py AppTest loses its sidebar on a rerun; the card alone keeps it.
-    at = AppTest.from_function(_spectrum_page_and_card, default_timeout=60)
-    at.session_state["posviz.table"] = simulate.learned_like(97, 24, seed=5)
-    at.run()
-    shown = len(computed)  # 1, or 0 when an earlier test cached this table's spectrum
-    assert not at.sidebar.get("download_button")  # nothing before the report is made
-    at.button(key="make.report").click().run()
-    assert not at.exception, at.exception
-    assert len(computed) == shown, "the page's spectrum came from the cache"
-    (download,) = at.sidebar.get("download_button")
-    assert download.proto.label == "Download the report"
-
-
 #: The Spectrum page's charts by tab: only the open tab's chart is built and sent.
 SPECTRUM_TABS = {
     "Singular values": "Singular values",

@@ -1,6 +1,7 @@
 """A Hub repo of GGUF files, served by the fake Hub with range reads: the file picked (by name,
 by quantization, else the most precise), only its header and the one tensor on the wire, its
-metadata as config.json for the scheme, hostile headers refused after a few bytes."""
+metadata as config.json for the scheme, hostile headers refused after a few bytes, parts of a
+split GGUF without its first named."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import posviz
-from posviz import io
+from posviz import hub, io
 from posviz.cli import main
 from posviz.embedding import LoadError
 from posviz.io import _gguf
@@ -154,3 +155,14 @@ def test_a_repo_with_safetensors_reads_them_unless_a_gguf_is_named(fake_hub, tmp
     fake_hub.add("acme/both", {"model.safetensors": weights, "model-Q8_0.gguf": gguf_file})
     assert posviz.load("hf:acme/both").dtype == "float32"
     assert posviz.load("hf:acme/both:Q8_0").dtype == "Q8_0"
+
+
+def test_parts_of_a_split_gguf_without_the_first_are_named(fake_hub, tmp_path: Path):
+    # Before: IndexError in hub._gguf_file.
+    part = ggufs.llama31(tmp_path / "part.gguf")
+    fake_hub.add(
+        "test/split-GGUF",
+        {"m-Q8_0-00002-of-00003.gguf": part, "m-Q8_0-00003-of-00003.gguf": part},
+    )
+    with pytest.raises(LoadError, match=r"holds parts 2, 3 of a split GGUF but not part 1"):
+        hub.list_model(HubRef("test/split-GGUF"))

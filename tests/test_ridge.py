@@ -1,10 +1,13 @@
-"""The probes' fits (posviz._ridge) against brute force: scipy solves and explicit refits."""
+"""The probes' fits (posviz._ridge) against brute force and scikit-learn: scipy solves, explicit
+refits, LogisticRegression on the concatenated pair features."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.linalg
+from scipy.special import expit
+from sklearn.linear_model import LogisticRegression
 
 from posviz import _ridge, probes, simulate
 
@@ -109,3 +112,36 @@ def test_steep_directions_are_the_top_eigenvectors_of_a_low_rank_gram():
     expected, expected_vectors = scipy.linalg.eigh(x.T @ x, subset_by_index=[16, 19])
     np.testing.assert_allclose(values, expected[::-1], rtol=1e-9)
     np.testing.assert_allclose(np.abs(vectors.T @ expected_vectors[:, ::-1]), np.eye(4), atol=1e-8)
+
+
+def test_pair_logistic_fit_is_sklearns_logistic_regression():
+    # Two folds fitted at once must each reach the optimum scikit-learn reaches alone on the
+    # concatenated features [e_i ; e_j] (tight tolerances so both are at the optimum).
+    # float64: scikit-learn would fit float32 input in float32.
+    x = probes._scaled(simulate.learned_like(60, 8, seed=2).values)
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(60, size=(2, 2, 300))
+    labels = j > i
+    coef, intercept = _ridge.fit_pair_logistic(x, i, j, labels, C=0.5, tol=1e-10)
+    for fold in range(2):
+        features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1)
+        reference = LogisticRegression(C=0.5, tol=1e-10, max_iter=10000).fit(features, labels[fold])
+        fitted = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
+        np.testing.assert_allclose(fitted, reference.coef_[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(intercept[fold], reference.intercept_[0], atol=1e-6)
+
+
+def test_pair_logistic_stops_where_scikit_learns_lbfgs_would():
+    # The optimiser steps in rescaled weights; its stop must still be scikit-learn's, on the
+    # gradient in the weights themselves (a looser stop would change the probe's numbers).
+    x = probes._scaled(simulate.learned_like(300, 64, seed=1).values).astype(np.float32)
+    rng = np.random.default_rng(3)
+    i, j = rng.integers(300, size=(2, 3, 800))
+    labels = j > i
+    coef, intercept = _ridge.fit_pair_logistic(x, i, j, labels, C=0.01, tol=1e-3)
+    for fold in range(3):
+        features = np.concatenate([x[i[fold]], x[j[fold]]], axis=1).astype(np.float64)
+        w = coef[:, [2 * fold, 2 * fold + 1]].T.ravel()
+        residual = expit(features @ w + intercept[fold]) - labels[fold]
+        gradient = features.T @ residual / 800 + w / (0.01 * 800)
+        assert max(np.abs(gradient).max(), abs(residual.sum() / 800)) <= 1e-3 * (1 + 1e-4)

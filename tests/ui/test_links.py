@@ -1,4 +1,5 @@
-"""A link copied on any page reopens the table it was made on, or says on screen why not."""
+"""posviz.ui.links (with the session state it names): a link copied on any page reopens the table
+it was made on, or says on screen why not."""
 
 from __future__ import annotations
 

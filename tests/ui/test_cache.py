@@ -1,12 +1,17 @@
-"""The app's shared caches never hand one session's table (name, source, prefix rows) to
-another that holds the same values."""
+"""posviz.ui.cache: the app's shared caches never hand one session's table (name, source, prefix
+rows) to another that holds the same values; every step of the registry cached under its name;
+figures kept per content of what they draw."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from posviz import pipeline
+from posviz import figures, pipeline
 from posviz.embedding import Embedding
+from posviz.similarity import similarity_map
+from posviz.simulate import learned_like
 from posviz.ui import cache
 
 RNG = np.random.default_rng(0)
@@ -76,3 +81,17 @@ def test_the_old_cached_names_still_work_with_a_warning():
     assert old is cache.run(pipeline.resample_length, PUBLIC, n_positions=80)
     with pytest.raises(AttributeError):
         cache.no_such_step  # noqa: B018
+
+
+def test_built_figures_are_kept_per_content_of_what_they_draw():
+    overview = similarity_map(learned_like(800, 64, seed=0).values, max_side=800)
+    assert overview.values.size == 640_000
+    first = cache.figure(figures.similarity.similarity_heatmap, overview, highlight=[3])
+    assert cache.figure(figures.similarity.similarity_heatmap, overview, highlight=[3]) is first
+    # One cell of 640,000 changed: Streamlit's own hash samples arrays this large; this key
+    # reads every byte, so the changed map gets its own figure.
+    changed = dataclasses.replace(overview, values=overview.values.copy())
+    changed.values[417, 233] += 1e-9
+    redrawn = cache.figure(figures.similarity.similarity_heatmap, changed, highlight=[3])
+    assert redrawn is not first
+    assert cache.figure(figures.similarity.similarity_heatmap, overview, highlight=[4]) is not first
