@@ -382,7 +382,7 @@ def test_a_tab_draws_its_section_only_when_open_and_a_link_keeps_it(page: Page, 
     # Flags and the boundary summary; the smooth default table has no change point, said in
     # words instead of an empty table.
     expect(tables).to_have_count(2, timeout=60_000)
-    expect(main).to_contain_text("None: none found")
+    expect(main).to_contain_text("None found (no step stands out")
     expect(drawn).to_have_count(0)
     assert "boundaries.section=Tables" in page.url
     no_exception(page)
