@@ -63,9 +63,9 @@ def parts(table: np.ndarray, repeats: int) -> dict[str, tuple[float, float]]:
     inner = [0.0, 0.0]
     pair_errors = probes._pair_errors
 
-    def timing_inner(x, positions, train_pairs, test_pairs, **options):
+    def timing_inner(x, positions, train_pairs, test_pairs, **fit):
         wall, cpu = time.perf_counter(), time.process_time()
-        errors = pair_errors(x, positions, train_pairs, test_pairs, **options)
+        errors = pair_errors(x, positions, train_pairs, test_pairs, **fit)
         if len(train_pairs) > options["folds"]:
             inner[0] += time.perf_counter() - wall
             inner[1] += time.process_time() - cpu
