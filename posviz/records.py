@@ -9,6 +9,7 @@ the config.json it was made from (`posviz.models.weights.config_provenance`: a p
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -380,8 +381,13 @@ def finite(record: Any) -> Any:
     if isinstance(record, dict):
         return {k: finite(v) for k, v in record.items()}
     if isinstance(record, list):
-        # A list's floats in the comprehension itself, not a call each: a heads record's
-        # kernels are half a million of them over a GPT-2's layers.
+        # A heads record's kernels are half a million floats over a GPT-2's layers: a list of
+        # numbers whose sum is finite holds no NaN or Inf (either would carry into the sum; an
+        # overflow only sends it the long way), and sum() is a C loop. Anything else in the
+        # list (a string, None, a list) raises: the long way, a float at a time.
+        with contextlib.suppress(TypeError, OverflowError):  # a huge int: no float
+            if math.isfinite(sum(record)):
+                return list(record)
         return [
             (v if math.isfinite(v) else None) if isinstance(v, float)
             else finite(v) if isinstance(v, dict | list) else v

@@ -133,3 +133,21 @@ def test_finite_turns_every_nan_and_infinity_into_none_at_any_depth():
         "d": "nan",
         "e": 0.0,
     }
+
+
+@pytest.mark.parametrize(
+    ("numbers", "expected"),
+    [
+        ([1.0, 2, True], [1.0, 2, True]),  # all finite: the sum's short way
+        ([1e308, 1e308], [1e308, 1e308]),  # finite, but their sum overflows: the long way
+        ([1e308, 1e308, math.nan], [1e308, 1e308, None]),
+        ([math.inf, -math.inf, 1.0], [None, None, 1.0]),  # inf - inf: a NaN sum
+        ([10**400, math.nan], [10**400, None]),  # a sum no float holds
+        ([np.float64(math.nan), 1.0], [None, 1.0]),
+        ([], []),
+    ],
+)
+def test_finite_lists_of_numbers_the_short_way_and_the_long_agree(numbers, expected):
+    out = records.finite(numbers)
+    assert out == expected
+    assert out is not numbers
