@@ -26,6 +26,7 @@ from posviz.hub import client
 from posviz.hub.cache import _Cache, cache_dir
 from posviz.hub.client import Progress, Unreachable
 from posviz.hub.model import ConfigFile, HubModel
+from posviz.io._file import conversion_snippet
 from posviz.io.config_json import MAX_CONFIG_BYTES, parse_config
 from posviz.source import HubRef, LoadError, plain_path
 
@@ -405,10 +406,12 @@ def _weight_files(ref: HubRef, commit: str, files: list[str]) -> list[str]:
             "whatever code the file contains, so posviz never loads pickles. Many such models "
             "have a safetensors conversion open as a pull request on the Hub: open it with its "
             f"revision, e.g. {HubRef(ref.repo, 'refs/pr/1')} (see the repo's Community tab), or "
-            "convert the file locally (torch.load(..., weights_only=True) then safetensors' "
-            "save_file) and upload the .safetensors file."
+            "convert the weights with this code, on a machine where you trust them, and load "
+            "the .safetensors files it writes:"
         )
-        raise LoadError(msg)
+        error = LoadError(msg)
+        error.snippet = conversion_snippet(pickles[:MAX_SHARDS], ref.repo, commit)
+        raise error
     msg = f"{ref} holds no .safetensors weights at its top level (files: {len(files)})."
     raise LoadError(msg)
 

@@ -55,22 +55,42 @@ class _File:
 
 
 def _pickle_refused(label: str) -> LoadError:
-    """The refusal of a pickle-based file, with the code that converts it (names quoted by
-    repr: a name's quotes or newlines cannot break the code)."""
-    stem = Path(label).stem or "model"
+    """The refusal of a pickle-based file, with the code that converts it."""
     error = LoadError(
         f"{label} is pickle-based (PyTorch .pt/.pth/.bin/.ckpt, .pkl, joblib): unpickling runs "
         "whatever code the file contains, so posviz never loads pickles. Convert it to "
         "safetensors with this code, on a machine where you trust the file, then load that:"
     )
-    error.snippet = (
-        "import torch\n"
-        "from safetensors.torch import save_file\n"
-        "\n"
-        f"state = torch.load({label!r}, weights_only=True)\n"
-        f"save_file({{k: v.contiguous() for k, v in state.items()}}, {stem + '.safetensors'!r})"
-    )
+    error.snippet = conversion_snippet([label])
     return error
+
+
+def conversion_snippet(names: list[str], repo: str | None = None, revision: str = "") -> str:
+    """Python that converts the pickle-based checkpoints `names` (local files, or files of the
+    Hub repo `repo` at `revision`, downloaded first) to .safetensors files in the current
+    folder. Names are quoted by repr: a name's quotes or newlines cannot break the code."""
+    pairs = [(name, (Path(name).stem or "model") + ".safetensors") for name in names]
+    head = ["import torch", "from safetensors.torch import save_file"]
+    if repo is not None:
+        head.insert(0, "from huggingface_hub import hf_hub_download")
+
+    def load(name: str) -> str:
+        where = (
+            name if repo is None else f"hf_hub_download({repo!r}, {name}, revision={revision!r})"
+        )
+        return f"torch.load({where}, weights_only=True)"
+
+    save = "save_file({{k: v.contiguous() for k, v in state.items()}}, {})"
+    if len(pairs) == 1:  # one file: its names written in, no loop to read
+        ((name, out),) = pairs
+        body = [f"state = {load(repr(name))}", save.format(repr(out))]
+    else:
+        body = [
+            f"for name, out in {pairs!r}:",
+            f"    state = {load('name')}",
+            "    " + save.format("out"),
+        ]
+    return "\n".join([*head, "", *body])
 
 
 def _read_exact(file: BufferedIOBase, nbytes: int, what: str) -> bytearray:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import streamlit as st
 
 from posviz import depth, examples, hub, pipeline
-from posviz._params import Refused
+from posviz._params import Refused, refusal_text
 from posviz.embedding import LoadError
 from posviz.heads import PatternHeads, RotaryHeads
 from posviz.io import INDEX_SUFFIX
@@ -28,7 +28,7 @@ from posviz.models import attention, weights
 from posviz.source import HubRef, SharedFile, Shipped, Upload, parse_source
 from posviz.ui import cache, loaders
 from posviz.ui import schemes as scheme_cache
-from posviz.ui.text import literal
+from posviz.ui.text import literal, show_refusal
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -201,17 +201,17 @@ def request(key: Any, opener: Callable[[], Shown]) -> Shown:
         except attention.NoHeadsView as why:
             error = ("info", str(why))
         except (Refused, ValueError) as why:
-            error = ("error", str(why))
+            error = ("error", refusal_text(why))  # with its code to run, if any
         else:
             error = None
             show(found)
         st.session_state[_REQUESTED] = (key, error)
     if error:
         kind, text = error
-        say = st.info if kind == "info" else st.error
-        say(
-            f"{literal(text)} (The model shown below is the one shown before.)",
-            icon=":material/error:",
+        show_refusal(
+            text,
+            lead="Not opened, the model below is the one shown before: ",
+            say=st.info if kind == "info" else st.error,
         )
     return shown()
 

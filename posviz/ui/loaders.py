@@ -153,7 +153,7 @@ def _shared_folder(slot: str, root: Path) -> None:
         # As for a model on the Hub: a config.json that names another scheme says so.
         reason = checkpoint and no_table_reason(relative, checkpoint.config, checkpoint.tensors)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)
         return
     if reason:
         st.warning(literal(reason), icon=":material/info:")
@@ -251,7 +251,7 @@ def shared_checkpoint(
             return weights.open_gguf(path, label=relative)
         checkpoint = weights.folder_checkpoint(root, path, relative)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)
         return None
     if checkpoint is None:
         st.error(f"{literal(relative)}: its config.json is not inside the shared folder.")
@@ -332,7 +332,7 @@ def _hub_failed(repo: str, revision: str, error: LoadError) -> None:
     """Why the model could not be opened. An unreachable Hub: what the user typed, what
     happened and what they can do now, the cause one click away."""
     if not isinstance(error, hub.Unreachable):
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)
         return
     shared = _settings.data_dir() is not None
     instead = "the **Upload a file** tab" + (" or the **Shared folder** tab" if shared else "")
@@ -430,7 +430,7 @@ def _pick_and_load(
     try:
         table = _read(source, listed, cut)
     except LoadError as error:
-        st.error(literal(error), icon=":material/error:")
+        show_refusal(error)
         return
     state.set_table(table, slot)
     st.success(f"Loaded {literal(table.name)} ({table.describe_rows()}).")

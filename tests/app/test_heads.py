@@ -413,3 +413,14 @@ def test_another_model_starts_its_positions_and_layer_afresh():
     assert "heads.positions" not in at.query_params
     again = [c.value for c in at.caption if c.value.startswith("Layers with labelled heads")]
     assert again == first
+
+
+def test_a_pickle_only_model_by_name_gets_its_conversion_as_code(fake_hub):
+    fake_hub.add("test/pickled", {"config.json": (DATA / "gpt2" / "config.json").read_bytes(),
+                                  "pytorch_model.bin": b"\x80\x02junk"})  # fmt: skip
+    at = opened("pickled")
+    assert not at.exception, at.exception
+    assert any("only pickle-based weights" in e and "shown before" in e for e in said(at.error))
+    (code,) = at.code
+    assert "hf_hub_download('test/pickled', 'pytorch_model.bin'" in code.value
+    compile(code.value, "<snippet>", "exec")

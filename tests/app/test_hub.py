@@ -75,6 +75,8 @@ def test_a_refusal_keeps_the_table(fake_hub):
     before = at.session_state["posviz.table"].sha256
     open_model(at, "acme/old")
     assert any("only pickle-based weights" in plain(e.value) for e in at.error)
+    # Its way out as a code block to copy, not prose run into the message.
+    assert any("hf_hub_download('acme/old', 'pytorch_model.bin'" in c.value for c in at.code)
     open_model(at, "acme/missing")
     assert any("no such model on the Hub" in e.value for e in at.error)
     assert at.session_state["posviz.table"].sha256 == before

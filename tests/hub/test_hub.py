@@ -118,10 +118,29 @@ def test_unknown_tensor_lists_the_ones_there(fake_hub):
 
 
 def test_pickle_only_repo_is_refused_with_the_way_out(fake_hub):
-    fake_hub.add("acme/old", {"config.json": CONFIG, "pytorch_model.bin": b"\x80\x02junk"})
-    with pytest.raises(LoadError, match=r"only pickle-based weights.*hf:acme/old@refs/pr/1"):
+    old = fake_hub.add("acme/old", {"config.json": CONFIG, "pytorch_model.bin": b"\x80\x02junk"})
+    with pytest.raises(LoadError, match=r"only pickle-based weights.*hf:acme/old@refs/pr/1") as e:
         posviz.load("hf:acme/old")
     assert fake_hub.requests_for("pytorch_model.bin") == []
+    # The way out as code to run (formerly prose naming torch.load and save_file): the file
+    # downloaded at the commit the revision resolved to, converted beside it.
+    assert e.value.snippet.splitlines()[-2:] == [
+        "state = torch.load(hf_hub_download('acme/old', 'pytorch_model.bin', "
+        f"revision={old.commit!r}), weights_only=True)",
+        "save_file({k: v.contiguous() for k, v in state.items()}, 'pytorch_model.safetensors')",
+    ]
+    compile(e.value.snippet, "<snippet>", "exec")
+
+
+def test_a_sharded_pickle_only_repo_gets_a_loop_over_its_shards(fake_hub):
+    shards = ["pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin"]
+    fake_hub.add("acme/big", dict.fromkeys(shards, b"\x80\x02junk"))
+    with pytest.raises(LoadError, match="only pickle-based weights") as e:
+        posviz.load("hf:acme/big")
+    code = e.value.snippet
+    compile(code, "<snippet>", "exec")
+    pairs = [(s, s.removesuffix(".bin") + ".safetensors") for s in shards]
+    assert f"for name, out in {pairs!r}:" in code
 
 
 def test_the_safetensors_conversion_pr_opens(fake_hub):
@@ -221,7 +240,9 @@ def test_cli_hints_the_class_token_of_a_hub_vit(fake_hub, capsys):
 def test_cli_refuses_a_pickle_only_repo_with_exit_2(fake_hub, capsys):
     fake_hub.add("acme/old", {"pytorch_model.bin": b"\x80\x02junk"})
     assert main(["summary", "hf:acme/old"]) == 2
-    assert "only pickle-based weights" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "only pickle-based weights" in err
+    assert "    from huggingface_hub import hf_hub_download\n" in err  # the code, indented
 
 
 @pytest.mark.slow
