@@ -59,6 +59,8 @@ SUGGESTED_MODELS = (
 MAX_SHARDS = 512
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+#: What transformers' Trainer saves beside a checkpoint's weights, in pickles too.
+_TRAINING_STATE = ("training_args", "optimizer", "scheduler", "scaler", "rng_state")
 #: GGUF files by precision, most precise first: the one read when a repo of GGUF files is
 #: named without a file (every file holds the same position metadata; a learned table is
 #: closest to the original in the most precise one).
@@ -410,10 +412,20 @@ def _weight_files(ref: HubRef, commit: str, files: list[str]) -> list[str]:
             "the .safetensors files it writes:"
         )
         error = LoadError(msg)
-        error.snippet = conversion_snippet(pickles[:MAX_SHARDS], ref.repo, commit)
+        error.snippet = conversion_snippet(_pickled_weights(pickles)[:MAX_SHARDS], ref.repo, commit)
         raise error
     msg = f"{ref} holds no .safetensors weights at its top level (files: {len(files)})."
     raise LoadError(msg)
+
+
+def _pickled_weights(pickles: list[str]) -> list[str]:
+    """Of a repo's pickle-based files, those its conversion converts: transformers' weights
+    (``pytorch_model.bin`` or its shards), else the top-level files but a training run's state
+    (``training_args.bin`` is a pickled object, not tensors; optimizer and scheduler states
+    are no weights), else all of them."""
+    top = sorted(f for f in pickles if "/" not in f)
+    named = [f for f in top if f.startswith("pytorch_model")]
+    return named or [f for f in top if not f.startswith(_TRAINING_STATE)] or sorted(pickles)
 
 
 def _weight_name(file: str) -> bool:

@@ -199,13 +199,13 @@ def request(key: Any, opener: Callable[[], Shown]) -> Shown:
             check = opened(found.model)
             depth.plan_depth(check, default_layers(check))  # refusals before a view
         except attention.NoHeadsView as why:
-            error = ("info", str(why))
+            error = ("info", refusal_text(why))
         except (Refused, ValueError) as why:
-            error = ("error", refusal_text(why))  # with its code to run, if any
+            error = ("error", refusal_text(why))
         else:
             error = None
             show(found)
-        st.session_state[_REQUESTED] = (key, error)
+        st.session_state[_REQUESTED] = (key, error)  # (kind, the refusal as refusal_text)
     if error:
         kind, text = error
         show_refusal(

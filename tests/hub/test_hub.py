@@ -357,3 +357,19 @@ def test_a_tensor_above_max_bytes_is_refused_before_it_is_requested(fake_hub):
         models.load("hf:acme/gpt2", max_bytes=WPE.nbytes - 1)
     assert [s for s in fake_hub.requests_for("model.safetensors") if s.nbytes > 1000] == []
     assert models.load("hf:acme/gpt2", max_bytes=WPE.nbytes).shape == WPE.shape
+
+
+@pytest.mark.parametrize(
+    ("files", "converted"),
+    [
+        (["pytorch_model.bin", "training_args.bin", "optimizer.pt"], ["pytorch_model.bin"]),
+        (["model.pt", "rng_state.pth", "ckpt-9/model.pt"], ["model.pt"]),
+        (["ckpt-9/model.pt"], ["ckpt-9/model.pt"]),
+    ],
+)
+def test_the_conversion_converts_the_weights_not_a_training_runs_state(fake_hub, files, converted):
+    fake_hub.add("acme/trained", dict.fromkeys(files, b"\x80\x02junk"))
+    with pytest.raises(LoadError, match="only pickle-based weights") as e:
+        posviz.load("hf:acme/trained")
+    loads = [line for line in e.value.snippet.splitlines() if "hf_hub_download(" in line]
+    assert [line.split("'")[3] for line in loads] == converted
