@@ -159,8 +159,8 @@ def shown() -> Shown:
     named = st.query_params.get(MODEL)
     if named:
         try:
-            found = _reopen(named)
-        except (LoadError, ValueError) as error:
+            found = _checked(_reopen(named))
+        except (Refused, ValueError) as error:
             found = _example(DEFAULT)
             st.warning(
                 f"The link's model was not opened ({literal(error)}); showing "
@@ -195,9 +195,7 @@ def request(key: Any, opener: Callable[[], Shown]) -> Shown:
     asked, error = st.session_state.get(_REQUESTED, (None, None))
     if key != asked:
         try:
-            found = opener()
-            check = opened(found.model)
-            depth.plan_depth(check, default_layers(check))  # refusals before a view
+            found = _checked(opener())
         except attention.NoHeadsView as why:
             error = ("info", refusal_text(why))
         except (Refused, ValueError) as why:
@@ -214,6 +212,15 @@ def request(key: Any, opener: Callable[[], Shown]) -> Shown:
             say=st.info if kind == "info" else st.error,
         )
     return shown()
+
+
+def _checked(found: Shown) -> Shown:
+    """`found`, once its model opens and its default layers are planned: what it refuses is
+    said before a view is drawn (a linked model too, which the page would otherwise open
+    as the one shown and fail on)."""
+    check = opened(found.model)
+    depth.plan_depth(check, default_layers(check))
+    return found
 
 
 def example(name: str) -> Shown:

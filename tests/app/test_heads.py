@@ -424,3 +424,16 @@ def test_a_pickle_only_model_by_name_gets_its_conversion_as_code(fake_hub):
     (code,) = at.code
     assert "hf_hub_download('test/pickled', 'pytorch_model.bin'" in code.value
     compile(code.value, "<snippet>", "exec")
+
+
+def test_a_link_to_a_model_that_cannot_be_opened_shows_the_default_and_says_why(fake_hub):
+    # The link's model was taken as the one shown and opened again below: a traceback.
+    fake_hub.add("test/pickled-link", {"config.json": (DATA / "gpt2" / "config.json").read_bytes(),
+                                       "pytorch_model.bin": b"\x80\x02junk"})  # fmt: skip
+    at = apptest("pages/heads.py")
+    at.query_params["heads.model"] = "hf:test/pickled-link@main"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("only pickle-based weights" in w for w in said(at.warning))
+    assert at.query_params["heads.model"] == "example:all-MiniLM-L6-v2"
+    assert depth_map(at)["data"]
