@@ -162,9 +162,10 @@ def shown() -> Shown:
             found = _checked(_reopen(named))
         except (Refused, ValueError) as error:
             found = _example(DEFAULT)
-            st.warning(
-                f"The link's model was not opened ({literal(error)}); showing "
-                f"{literal(found.text)} instead.",
+            show_refusal(  # with its code to run, if any, below it
+                error,
+                lead=f"The link's model was not opened, {literal(found.text)} is shown instead: ",
+                say=st.warning,
                 icon=":material/link_off:",
             )
     show(found or _example(DEFAULT))

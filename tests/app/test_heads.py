@@ -435,5 +435,6 @@ def test_a_link_to_a_model_that_cannot_be_opened_shows_the_default_and_says_why(
     at.run()
     assert not at.exception, at.exception
     assert any("only pickle-based weights" in w for w in said(at.warning))
+    assert "hf_hub_download('test/pickled-link', 'pytorch_model.bin'" in at.code[0].value
     assert at.query_params["heads.model"] == "example:all-MiniLM-L6-v2"
     assert depth_map(at)["data"]
