@@ -1,9 +1,9 @@
 """The cached steps keep each core function's settings for a type checker (mypy).
 
 A page calls ``cache.run(pipeline.<step>, table, **settings)``; a misspelt or mistyped setting
-must be a type error, not a silent ``**params``. One mypy run checks a small file of wrong calls
-(each must be reported) and the pages (none of their keywords may be). Another runs it over the
-whole of posviz/ (CI runs both: the README's command has no marker filter).
+must be a type error, not a silent ``**params``. One mypy run (a minute: run once per module)
+checks a small file of wrong calls (each must be reported), the pages (none of their keywords
+may be) and the whole of posviz/ (CI runs it: the README's command has no marker filter).
 """
 
 from __future__ import annotations
@@ -63,12 +63,16 @@ def errors(*paths: Path) -> list[tuple[Path, int, str]]:
     return [(Path(path), int(line), message) for path, line, message in found]
 
 
-@pytest.mark.slow
-def test_wrong_settings_are_type_errors_and_the_pages_have_none(tmp_path):
-    calls = tmp_path / "calls.py"
+@pytest.fixture(scope="module")
+def found(tmp_path_factory) -> list[tuple[Path, int, str]]:
+    """mypy's errors in the wrong calls, the pages and the package, from one run."""
+    calls = tmp_path_factory.mktemp("typing") / "calls.py"
     calls.write_text(CALLS)
-    pages = sorted((ROOT / "pages").glob("*.py"))
-    found = errors(ROOT / "posviz/ui/cache.py", calls, *pages)
+    return errors(ROOT / "posviz", calls, *sorted((ROOT / "pages").glob("*.py")))
+
+
+@pytest.mark.slow
+def test_wrong_settings_are_type_errors_and_the_pages_have_none(found):
     # Every wrong call, and only those, is reported, with the reason.
     lines = CALLS.splitlines()
     wrong = {i + 1 for i, text in enumerate(lines) if "# WRONG" in text}
@@ -76,7 +80,6 @@ def test_wrong_settings_are_type_errors_and_the_pages_have_none(tmp_path):
     assert set(in_calls) == wrong, in_calls
     for line, message in in_calls.items():
         assert f"[{lines[line - 1].rsplit('WRONG: ', 1)[1]}]" in message, message
-    assert not [e for e in found if e[0] == Path("posviz/ui/cache.py")]
     # Pages: every keyword they pass is one the function takes (and none it needs is missing).
     # The types of the values are checked only above: mypy also questions values that the pages
     # narrow at run time (an Optional grid inside ``if table.grid``, number_input's int | float).
@@ -85,6 +88,6 @@ def test_wrong_settings_are_type_errors_and_the_pages_have_none(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_package_type_checks():
-    found = [f"{path}:{line}: {message}" for path, line, message in errors(ROOT / "posviz")]
-    assert found == [], "\n".join(found)
+def test_the_package_type_checks(found):
+    package = [f"{path}:{line}: {msg}" for path, line, msg in found if path.parts[0] == "posviz"]
+    assert package == [], "\n".join(package)

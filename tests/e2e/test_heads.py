@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests import ROOT
-from tests.e2e.conftest import screenshot, start_server, wait_idle
+from tests.e2e.conftest import screenshot, start_server, wait_idle, watch
 from tests.e2e.test_browser import no_exception
 
 pytestmark = pytest.mark.e2e
@@ -102,7 +102,7 @@ def test_the_depth_view_offline_the_planted_head_and_the_link(page: Page, heads_
     no_exception(page)
 
     # The copied link, opened afresh, shows the same view.
-    again = page.context.new_page()
+    again = watch(page.context.new_page())
     again.goto(page.url)
     chart = depth_chart(again)
     wait_idle(again)

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from posviz import simulate
-from tests.e2e.conftest import open_page, screenshot, wait_idle
+from tests.e2e.conftest import open_page, screenshot, wait_idle, watch
 from tests.e2e.test_browser import go_to, nav_names, sidebar_card, upload
 
 pytestmark = pytest.mark.e2e
@@ -25,7 +25,7 @@ def query(page: Page) -> dict[str, str]:
 def new_tab(browser: Browser, browser_context_args: dict) -> tuple[BrowserContext, Page]:
     """A browser context of its own: another person's tab, no shared session."""
     context = browser.new_context(**browser_context_args)
-    return context, context.new_page()
+    return context, watch(context.new_page())
 
 
 def test_a_link_copied_on_another_page_reopens_the_table_and_the_view(
