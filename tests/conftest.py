@@ -41,3 +41,14 @@ def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[fakehu
 
     loaders._hub_model.clear()
     yield from fakehub.running(tmp_path, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def components_result() -> tuple:
+    """Principal components of a learned-like table, their sinusoid fits and likeness: the core's
+    results (tests/test_components.py) and what the figures draw (tests/figures/)."""
+    from posviz.components import fit_sinusoids, principal_components, sinusoid_likeness
+    from posviz.simulate import learned_like
+
+    pc = principal_components(learned_like(300, 32, seed=0).values, n_components=4)
+    return pc, fit_sinusoids(pc), sinusoid_likeness(pc, n_frequencies=4, n_shuffles=5)

@@ -260,13 +260,6 @@ def test_basis_is_cos_and_sin_of_half_cycles():
     assert sinusoid_likeness(short, n_frequencies=6).n_frequencies == 5
 
 
-@pytest.fixture(scope="module")
-def result():
-    pc = principal_components(simulate.learned_like(300, 32, seed=0).values, n_components=4)
-    fits = fit_sinusoids(pc)
-    return pc, fits, sinusoid_likeness(pc, n_frequencies=4, n_shuffles=5)
-
-
 # --- what the results carry -----------------------------------------------------------------
 
 
@@ -281,8 +274,8 @@ def test_components_table_and_settings():
     assert table["PC2"].tolist() == pc.scores[:, 1].tolist()
 
 
-def test_fits_table_holds_each_components_share_and_sinusoid(result):
-    pc, fits, _ = result
+def test_fits_table_holds_each_components_share_and_sinusoid(components_result):
+    pc, fits, _ = components_result
     assert fits.params == {"n_components": 4, "center": True, "min_cycles": 0.5}
     table = fits.to_frame()
     assert table["component"].tolist() == [1, 2, 3, 4]

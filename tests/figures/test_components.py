@@ -15,13 +15,6 @@ from posviz.components import (
 from posviz.simulate import learned_like
 
 
-@pytest.fixture(scope="module")
-def result():
-    pc = principal_components(simulate.learned_like(300, 32, seed=0).values, n_components=4)
-    fits = fit_sinusoids(pc)
-    return pc, fits, sinusoid_likeness(pc, n_frequencies=4, n_shuffles=5)
-
-
 def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
     # "first p=0" written beside its marker was drawn over by the path it starts (the default
     # table's PC1 / PC2): the ends are named in the legend, each with its own marker.
@@ -45,7 +38,7 @@ def test_path_ends_are_named_in_the_legend_not_written_over_the_path():
 def test_sinusoid_span_title_says_whether_rows_were_centred(center):
     # Every other chart of the Components page names the centring that made it; the span's
     # principal angles change with it too.
-    from posviz.components import principal_components, sinusoid_likeness
+    from posviz.components import principal_components
 
     pc = principal_components(learned_like(256, 32, seed=0).values, n_components=4, center=center)
     fig = figures.components.principal_angles(sinusoid_likeness(pc, n_shuffles=9))
@@ -53,8 +46,8 @@ def test_sinusoid_span_title_says_whether_rows_were_centred(center):
 
 
 @pytest.mark.parametrize("overlaid", [True, False])
-def test_trajectory_figure_has_one_line_per_pc_with_its_variance_share(result, overlaid):
-    pc, _, _ = result
+def test_trajectory_figure_has_one_line_per_pc_with_its_variance_share(components_result, overlaid):
+    pc, _, _ = components_result
     fig = figures.components.pc_trajectories(pc, overlaid=overlaid)
     assert [t.type for t in fig.data] == ["scatter"] * 4
     assert fig.data[0].name == f"PC1 ({pc.explained_variance[0]:.1%})"
@@ -65,8 +58,8 @@ def test_trajectory_figure_has_one_line_per_pc_with_its_variance_share(result, o
     assert xaxis.title.text == "position p"
 
 
-def test_path_figures_in_2d_and_3d(result):
-    pc, _, _ = result
+def test_path_figures_in_2d_and_3d(components_result):
+    pc, _, _ = components_result
     flat = figures.components.pc_path(pc, (1, 2))
     assert [t.type for t in flat.data] == ["scatter"] * 4  # path, marks, first, last
     assert flat.layout.xaxis.title.text.startswith("PC1 (")
@@ -106,8 +99,8 @@ def test_long_tables_are_drawn_at_evenly_spaced_positions_and_say_so():
     np.testing.assert_array_equal(lines.data[-1].y, fits.fitted[x, 2].astype(np.float32))
 
 
-def test_fit_figure_overlays_data_and_fit_with_r2_in_panel_titles(result):
-    pc, fits, _ = result
+def test_fit_figure_overlays_data_and_fit_with_r2_in_panel_titles(components_result):
+    pc, fits, _ = components_result
     fig = figures.components.sinusoid_fits(pc, fits)
     assert len(fig.data) == 8
     np.testing.assert_array_equal(fig.data[1].y, fits.fitted[:, 0].astype(np.float32))
@@ -115,8 +108,8 @@ def test_fit_figure_overlays_data_and_fit_with_r2_in_panel_titles(result):
     assert f"R² = {fits.r2[3]:.4f}" in fig.layout.annotations[3].text
 
 
-def test_periodogram_heatmap_sums_bins_in_blocks_above_the_column_limit(result):
-    _, fits, _ = result
+def test_periodogram_heatmap_sums_bins_in_blocks_above_the_column_limit(components_result):
+    _, fits, _ = components_result
     fig = figures.components.periodogram(fits, max_cycles=20)
     heat = fig.data[0]
     assert heat.type == "heatmap"
@@ -131,8 +124,8 @@ def test_periodogram_heatmap_sums_bins_in_blocks_above_the_column_limit(result):
     assert "blocks of 4" in binned.layout.title.text
 
 
-def test_principal_angle_figure_shows_cos2_and_the_chance_level(result):
-    _, _, likeness = result
+def test_principal_angle_figure_shows_cos2_and_the_chance_level(components_result):
+    _, _, likeness = components_result
     fig = figures.components.principal_angles(likeness)
     assert fig.data[0].type == "bar"
     np.testing.assert_allclose(
