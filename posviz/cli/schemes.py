@@ -97,8 +97,9 @@ _UNSET = {
 
 
 def _describe(record: dict[str, Any], scheme: Scheme) -> str:
-    """The record in a few lines for people: lists shortened, each null said in words (the
-    settings' as their defaults), the layers in one sentence, DeBERTa's rows by their offsets."""
+    """The record in a few lines for people: lists and nested records shortened, a flat one (the
+    provenance) whole, each null said in words (the settings' as their defaults), the layers
+    in one sentence, DeBERTa's rows by their offsets."""
     lines = []
     for key, value in record.items():
         if value is None:
@@ -117,7 +118,14 @@ def _describe(record: dict[str, Any], scheme: Scheme) -> str:
         elif isinstance(value, list) and len(value) > 8:
             head = ", ".join(_short(v) for v in value[:4])
             value = f"[{head}, … {len(value)} values]"
-        elif isinstance(value, dict):
+        elif isinstance(value, dict) and not any(
+            isinstance(v, list | dict) for v in value.values()
+        ):
+            # Flat (a provenance: its sha256 and revision are what a reader cites): whole.
+            lines.append(key)
+            lines += [f"  {k:<30}{_short(v)}" for k, v in value.items()]
+            continue
+        elif isinstance(value, dict):  # nested (bands, a table's record): --json prints it
             value = json.dumps(value, default=str, ensure_ascii=False)
             value = value if len(value) < 200 else value[:197] + "…"
         lines.append(f"{key:<32}{_short(value)}")

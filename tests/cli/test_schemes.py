@@ -201,6 +201,18 @@ def test_text_output(tmp_path, capsys):
     assert "64 values" in out
 
 
+def test_text_prints_the_provenance_whole_however_long(tmp_path, capsys):
+    # A provenance over 200 characters was cut with "…", its sha256 (what a reader cites) too.
+    folder = tmp_path / ("a-folder-with-a-long-name-" * 8)
+    folder.mkdir()
+    path = config_file(folder, PRESETS["meta-llama/Llama-3.1-8B"])
+    assert main(["summary", path]) == 0
+    out = capsys.readouterr().out
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    assert f"\n  config                        {path}\n" in out
+    assert f"\n  sha256                        {digest}\n" in out
+
+
 @pytest.mark.parametrize("name", PRESETS)
 def test_every_known_model_is_summarised_offline_and_its_text_says_no_none(capsys, name):
     # Formerly: `posviz summary preset:NAME` looked for a file (posviz plan and diff took the
