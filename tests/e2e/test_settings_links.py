@@ -274,7 +274,12 @@ def test_every_setting_comes_back_from_a_copied_link(
         open_page(other, link)
         show(other, case)
         expect(other.get_by_test_id("stException")).to_have_count(0)
-        assert seen(other) == moved
+        again = seen(other)
+        assert again == moved, {
+            name: {"only in the link": sorted(set(again[name]) - set(shown)),
+                   "only before": sorted(set(shown) - set(again[name]))}
+            for name, shown in moved.items() if again[name] != shown
+        }  # fmt: skip
         screenshot(other, f"settings_link_{case.id}")
     finally:
         context.close()
