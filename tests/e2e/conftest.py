@@ -22,6 +22,7 @@ CHROMIUM = Path(os.environ.get("POSVIZ_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "artifacts"
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 RUNNING = "[data-testid=stApp][data-test-script-state=running]"
+SKELETON = "[data-testid=stSkeleton]"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -173,6 +174,9 @@ def wait_idle(page: Page, timeout: float = 180_000) -> None:
         assert time.monotonic() < deadline, f"a script run did not finish in {timeout / 1000} s"
         page.wait_for_timeout(50)
     page.wait_for_selector(IDLE, timeout=timeout)
+    # An element whose code loads on first use (a download button: a new browser context's
+    # first) draws a skeleton until its chunk has come; the numbers read next include it.
+    page.wait_for_function(f"!document.querySelector('{SKELETON}')", timeout=timeout)
 
 
 def report_button(page: Page) -> Locator:
